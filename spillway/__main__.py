@@ -1,0 +1,3 @@
+from spillway.cli.app import main
+
+main()

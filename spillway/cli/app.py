@@ -1,0 +1,32 @@
+"""The ``spillway`` command: one module per subcommand, this file only wires them up."""
+
+from __future__ import annotations
+
+import typer
+
+from spillway.cli import dump
+
+app = typer.Typer(
+    name="spillway",
+    help="Open up Apache Flink checkpoints: see inside, prove sound, repair and rescale channel state.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+app.command("dump", help=dump.HELP)(dump.command)
+
+
+def main() -> None:
+    app()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from spillway import __version__
+
+        typer.echo(f"spillway {__version__}")
+        raise typer.Exit(0)

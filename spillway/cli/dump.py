@@ -1,0 +1,179 @@
+"""``spillway dump``: everything in ``_metadata``, for people (table/tree) or machines (--json)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from spillway.cli.common import RELEASES, UsageError, emit_json, guarded, human_bytes, out
+from spillway.inspect.jsonview import JsonView
+from spillway.inspect.load import LoadedCheckpoint, load_checkpoint
+from spillway.inspect.model import Checkpoint, MergedChannelHandle, OperatorState
+from spillway.inspect.summary import summarize
+
+HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
+
+PATH is a job's checkpoint directory (the newest chk-N is picked), a chk-N directory or a _metadata
+file. Absolute paths Flink wrote that no longer exist are rebased onto PATH automatically.
+
+Examples:
+
+  spillway dump /checkpoints/7f3c.../chk-42
+
+  spillway dump /checkpoints/7f3c... --operator slow --subtask 1
+
+  spillway dump chk-42/_metadata --json | jq '.operators[].operator_id'
+"""
+
+RebaseOpt = Annotated[
+    list[str] | None,
+    typer.Option("--rebase", metavar="OLD=NEW", help="Rewrite paths starting with OLD (repeatable; wins over automatic rebasing)."),
+]
+
+
+def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
+    if wanted is None:
+        return cp.operators
+    hits = [o for o in cp.operators if wanted in (o.operator_id, o.uid, o.name)]
+    if not hits:
+        known = ", ".join(sorted({o.label() for o in cp.operators}))
+        raise UsageError(f"no operator with id, uid or name {wanted!r}; known: {known}")
+    return hits
+
+
+def command(
+    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    json_out: Annotated[bool, typer.Option("--json", help="Emit the full decode as JSON (schema spillway.dump/1).")] = False,
+    operator: Annotated[str | None, typer.Option("--operator", help="Only this operator (id, uid or name).")] = None,
+    subtask: Annotated[int | None, typer.Option("--subtask", help="Only this subtask index.")] = None,
+    tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
+    rebase: RebaseOpt = None,
+) -> None:
+    def run() -> None:
+        loaded = load_checkpoint(path, rebase)
+        operators = select_operators(loaded.checkpoint, operator)
+        if json_out:
+            doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)
+            doc["source"] = {
+                "metadata_path": str(loaded.location.metadata_path),
+                "checkpoint_dir": str(loaded.location.checkpoint_dir),
+                "size": loaded.size,
+            }
+            doc["rebased"] = loaded.resolver.rebases()
+            emit_json(doc)
+            return
+        show(loaded, operators, subtask, tree or operator is not None or subtask is not None)
+
+    guarded(run)
+
+
+def show(loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int | None, as_tree: bool) -> None:
+    cp = loaded.checkpoint
+    if loaded.location.note:
+        out.print(f"[dim]{loaded.location.note}[/]")
+    summary = summarize(cp, operators)
+    table = Table(title=f"{loaded.location.metadata_path}", title_justify="left", expand=False)
+    for col, kw in (
+        ("operator (uid)", {}),
+        ("operator id", {"no_wrap": True}),
+        ("par/max", {"justify": "right"}),
+        ("finished", {}),
+        ("keyed", {"justify": "right"}),
+        ("operator st.", {"justify": "right"}),
+        ("channel", {"justify": "right"}),
+        ("files", {"justify": "right"}),
+    ):
+        table.add_column(col, **kw)
+    for s in summary.operators:
+        o = s.operator
+        table.add_row(
+            escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else ""),
+            o.operator_id,
+            f"{o.parallelism}/{o.max_parallelism}",
+            s.finished_label(cp.format_version),
+            human_bytes(s.keyed_bytes) if s.keyed_bytes else "-",
+            human_bytes(s.operator_bytes) if s.operator_bytes else "-",
+            f"{human_bytes(s.channel_bytes)} ({s.channels} ch)" if s.channels else "-",
+            str(len(s.files)) if s.files else "-",
+        )
+    out.print(table)
+    if as_tree:
+        for o in operators:
+            out.print(operator_tree(o, subtask, loaded))
+    kind = cp.properties.checkpoint_type.get("name", "?") if cp.properties else None
+    parts = [
+        f"format V{cp.format_version} ({RELEASES.get(cp.format_version, '?')})",
+        f"checkpoint {cp.checkpoint_id}",
+        f"{len(summary.operators)} operators",
+        f"keyed {human_bytes(summary.total('keyed_bytes'))}",
+        f"operator {human_bytes(summary.total('operator_bytes'))}",
+        f"channel {human_bytes(summary.total('channel_bytes'))} in {summary.total('channels')} channels",
+        f"{len(summary.files)} files",
+    ]
+    if kind:
+        parts.append(f"type {kind}")
+    if cp.properties_note:
+        parts.append(f"properties kept raw ({cp.properties_note})")
+    out.print(" · ".join(parts))
+    for r in loaded.resolver.rebases():
+        out.print(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+
+
+def _handle_label(doc: dict[str, Any]) -> str:
+    keys = [k for k in doc if k not in ("type", "delegate", "channels", "shared_state", "private_state", "meta_state_handle", "materialized", "non_materialized", "handles_and_offsets", "states", "offsets")]
+    fields = ", ".join(f"{k}={doc[k]}" for k in keys)
+    if "offsets" in doc:
+        offs = doc["offsets"]
+        fields += f", offsets={offs if len(offs) <= 4 else str(offs[:4])[:-1] + f', … {len(offs)} total]'}"
+    return f"[bold]{doc['type']}[/] {escape(fields)}"
+
+
+def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
+    if doc is None:
+        return
+    child = node.add((f"{label}: " if label else "") + _handle_label(doc))
+    for key in ("delegate", "meta_state_handle"):
+        if doc.get(key):
+            _add_doc(child, doc[key], key)
+    for key in ("shared_state", "private_state"):
+        for item in doc.get(key, []):
+            _add_doc(child, item["handle"], f"{key.split('_')[0]} {item['local_path']}")
+    for key in ("materialized", "non_materialized"):
+        for item in doc.get(key, []):
+            _add_doc(child, item, key)
+    for item in doc.get("handles_and_offsets", []):
+        _add_doc(child, item["handle"], f"@{item['offset']}")
+    for name, st in doc.get("states", {}).items():
+        child.add(f"state {escape(name)}: {st['distribution_mode']} offsets={st['offsets']}")
+    for ch in doc.get("channels", []):
+        _add_doc(child, ch)
+
+
+def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoint) -> Tree:
+    view = JsonView(loaded.resolver)
+    doc = view.operator(o, loaded.checkpoint.format_version, subtask)
+    root = Tree(f"[bold cyan]{escape(o.label())}[/] {o.operator_id}")
+    if doc["coordinator_state"]:
+        _add_doc(root, doc["coordinator_state"], "coordinator")
+    if o.fully_finished:
+        root.add("[yellow]fully finished[/] (no subtask state)")
+    for s in doc["subtasks"]:
+        node = root.add(f"subtask {s['index']}" + (" [yellow]finished[/]" if s["finished"] else ""))
+        for kind in (
+            "managed_operator_state",
+            "raw_operator_state",
+            "managed_keyed_state",
+            "raw_keyed_state",
+            "input_channel_state",
+            "result_subpartition_state",
+        ):
+            for h in s[kind]:
+                _add_doc(node, h, kind)
+    return root
+
+
+__all__ = ["HELP", "MergedChannelHandle", "command"]

@@ -1,0 +1,26 @@
+"""Open a checkpoint the way every command does: locate, read, decode, set up path resolution."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from spillway.formats.metadata_codec import decode_metadata
+from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, locate_checkpoint
+from spillway.inspect.model import Checkpoint
+
+
+@dataclass
+class LoadedCheckpoint:
+    location: CheckpointLocation
+    checkpoint: Checkpoint
+    resolver: FileResolver
+    size: int
+
+
+def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:
+    location = locate_checkpoint(path)
+    rules = [Rebase.parse(r) for r in rebase or []]
+    data = location.metadata_path.read_bytes()
+    checkpoint = decode_metadata(data, str(location.metadata_path))
+    return LoadedCheckpoint(location, checkpoint, FileResolver(location, rules), len(data))

@@ -1,0 +1,185 @@
+"""Find the ``_metadata`` a user means, and find the files its handles name.
+
+Users point at a job's checkpoint directory, a ``chk-N`` directory or a ``_metadata`` file. Flink
+writes absolute paths into ``_metadata``; a checkpoint copied elsewhere (or into this repository's
+fixtures) still names the old place. A path that does not exist is rebased by its trailing
+components (``<job-id>/chk-N/<file>``, ``<job-id>/shared/…``, ``<job-id>/taskowned/…``) onto the
+checkpoint being read, and every such rewrite is reported. Explicit ``--rebase OLD=NEW`` rules win.
+No resolved path may leave the directory it was rebased into.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from spillway.inspect.model import FileHandle, RelativeFileHandle, SegmentFileHandle
+
+METADATA = "_metadata"
+_CHK = re.compile(r"^chk-(\d+)$")
+_ANCHORS = ("shared", "taskowned")
+
+
+class LocateError(Exception):
+    """The path given does not lead to a checkpoint (a usage error, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class CheckpointLocation:
+    metadata_path: Path
+    note: str | None = None  # e.g. "picked newest of 3 checkpoints: chk-12"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.metadata_path.parent
+
+
+def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
+    found = []
+    for child in directory.iterdir():
+        m = _CHK.match(child.name)
+        if m and (child / METADATA).is_file():
+            found.append((int(m.group(1)), child))
+    return sorted(found)
+
+
+def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+    p = Path(path)
+    if not p.exists():
+        raise LocateError(f"{p}: no such file or directory")
+    if p.is_file():
+        return CheckpointLocation(p)
+    if (p / METADATA).is_file():
+        return CheckpointLocation(p / METADATA)
+    chks = _chk_dirs(p)
+    if not chks:
+        # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
+        jobs = [(c, _chk_dirs(c)) for c in sorted(p.iterdir()) if c.is_dir()]
+        jobs = [(c, k) for c, k in jobs if k]
+        if len(jobs) > 1:
+            names = ", ".join(c.name for c, _ in jobs)
+            raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
+        if jobs:
+            job, chks = jobs[0]
+    if not chks:
+        raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
+    n, newest = chks[-1]
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: chk-{n}"
+    return CheckpointLocation(newest / METADATA, note)
+
+
+@dataclass(frozen=True)
+class Rebase:
+    old: str
+    new: str
+
+    @classmethod
+    def parse(cls, text: str) -> Rebase:
+        old, sep, new = text.partition("=")
+        if not sep or not old or not new:
+            raise LocateError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+        return cls(old, new)
+
+
+@dataclass(frozen=True)
+class ResolvedFile:
+    """Where a handle's bytes are on this machine. ``local`` is None when they cannot be reached."""
+
+    original: str
+    local: Path | None
+    rebased_from: str | None = None  # prefix replaced, when a rewrite happened
+    rebased_to: str | None = None
+    problem: str | None = None
+
+
+def strip_file_scheme(path: str) -> str | None:
+    """Flink's ``Path.toString()`` for local files: ``file:/x``, ``file:///x`` or a bare ``/x``."""
+    if path.startswith("file://"):
+        rest = path[len("file://") :]
+        return rest if rest.startswith("/") else "/" + rest.split("/", 1)[-1]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    if "://" in path:
+        return None
+    return path
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+@dataclass
+class FileResolver:
+    """Resolve the paths of one checkpoint's handles; remembers every rebase it applied."""
+
+    location: CheckpointLocation
+    rules: list[Rebase] = field(default_factory=list)
+    applied: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.location.checkpoint_dir
+
+    @property
+    def job_dir(self) -> Path:
+        return self.checkpoint_dir.parent
+
+    def resolve(self, handle: object) -> ResolvedFile | None:
+        if isinstance(handle, RelativeFileHandle):
+            return self._relative(handle.relative_path)
+        if isinstance(handle, FileHandle | SegmentFileHandle):
+            return self.resolve_path(handle.path)
+        return None
+
+    def _relative(self, relative: str) -> ResolvedFile:
+        rel = PurePosixPath(relative)
+        local = self.checkpoint_dir / rel
+        if rel.is_absolute() or ".." in rel.parts or not _inside(local, self.checkpoint_dir):
+            return ResolvedFile(relative, None, problem="relative path escapes the checkpoint directory")
+        return ResolvedFile(relative, local)
+
+    def resolve_path(self, original: str) -> ResolvedFile:
+        for rule in self.rules:
+            if original.startswith(rule.old):
+                rewritten = rule.new + original[len(rule.old) :]
+                local_text = strip_file_scheme(rewritten)
+                self._note(rule.old, rule.new)
+                local = Path(local_text) if local_text else None
+                problem = None if local else f"rebased path {rewritten!r} is not a local path"
+                return ResolvedFile(original, local, rule.old, rule.new, problem)
+        local_text = strip_file_scheme(original)
+        if local_text is not None and Path(local_text).exists():
+            return ResolvedFile(original, Path(local_text))
+        guess = self._rebase_by_tail(original, local_text)
+        if guess is not None:
+            return guess
+        why = "not a local path" if local_text is None else "file does not exist"
+        return ResolvedFile(original, Path(local_text) if local_text else None, problem=why)
+
+    def _rebase_by_tail(self, original: str, local_text: str | None) -> ResolvedFile | None:
+        text = local_text if local_text is not None else original.split("://", 1)[-1]
+        parts = PurePosixPath(text).parts
+        job_dir, chk_name = self.job_dir, self.checkpoint_dir.name
+        for i in range(len(parts) - 1, 0, -1):
+            part = parts[i]
+            if part in _ANCHORS or (_CHK.match(part) and part == chk_name):
+                tail = parts[i:]
+                local = job_dir.joinpath(*tail)
+                if ".." in tail or not _inside(local, job_dir):
+                    return ResolvedFile(original, None, problem="path escapes the job directory")
+                old_prefix = original[: len(original) - len("/".join(tail))].rstrip("/")
+                self._note(old_prefix, str(job_dir))
+                return ResolvedFile(original, local, old_prefix, str(job_dir))
+        return None
+
+    def _note(self, old: str, new: str) -> None:
+        self.applied[(old, new)] = self.applied.get((old, new), 0) + 1
+
+    def rebases(self) -> list[dict[str, object]]:
+        return [{"from": o, "to": n, "paths": c} for (o, n), c in sorted(self.applied.items())]
