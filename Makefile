@@ -1,0 +1,41 @@
+# Everything a fresh clone needs comes from the project's own files: `make demo`, `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test lint fixtures oracle bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+## The main job: spillway on the bundled real-Flink fixtures.
+demo: $(STAMP)
+	$(PY) tools/demo.py
+
+## The whole test suite (what .ci/run calls).
+test: $(STAMP)
+	$(PY) -m ruff check spillway tests tools benchmarks
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check spillway tests tools benchmarks
+	$(PY) -m ruff format --check spillway tests tools benchmarks
+
+## Regenerate real-Flink fixtures / Flink-oracle outputs (need Java 17; jars come from PyPI).
+fixtures: $(STAMP)
+	$(PY) tests/fixtures/generator/generate.py --all
+
+oracle: $(STAMP)
+	$(PY) tests/fixtures/oracle/regen.py
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_dump.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
