@@ -14,7 +14,14 @@ FIXTURES = ROOT / "tests" / "fixtures"
 SPILLWAY = [sys.executable, "-m", "spillway"]
 
 # One fixture per metadata format version, most interesting first.
-PREFERRED = ["2.3.0-unaligned", "2.0.0-unaligned", "1.20.3-finished", "1.15.4-finished", "1.12.5-unaligned", "1.10.3-aligned"]
+PREFERRED = [
+    "2.3.0-unaligned",
+    "2.0.0-unaligned",
+    "1.20.3-finished",
+    "1.15.4-finished",
+    "1.12.5-unaligned",
+    "1.10.3-aligned",
+]
 
 
 def run(*args: str) -> int:

@@ -42,9 +42,9 @@ def fetch(version: str) -> Path:
     package, extra = _package_for(version)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", *extra,
-             f"{package}=={version}", "-d", tmp],
-            check=True, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", *extra, f"{package}=={version}", "-d", tmp],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         (archive,) = list(Path(tmp).iterdir())
         staging = lib.with_name("lib.partial")
@@ -66,6 +66,7 @@ def fetch(version: str) -> Path:
         (staging / ".complete").write_text(version)
         if lib.exists():
             import shutil
+
             shutil.rmtree(lib)
         staging.rename(lib)
     return lib

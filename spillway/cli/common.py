@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from spillway.formats.errors import CheckpointFormatError
+from spillway.formats.metadata_codec import paused_gc
 from spillway.inspect.locate import LocateError
 
 EXIT_OK = 0
@@ -19,7 +20,7 @@ EXIT_USAGE = 2
 
 # A pipe gets no terminal width; rich would fall back to 80 columns and crush the tables.
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 T = TypeVar("T")
 
@@ -45,7 +46,8 @@ def fail(message: str, code: int) -> NoReturn:
 def guarded(action: Callable[[], T]) -> T:
     """Run a command body; turn every expected failure into one clear line and an exit code."""
     try:
-        return action()
+        with paused_gc():  # commands build large acyclic trees; see paused_gc
+            return action()
     except (LocateError, UsageError) as exc:
         fail(str(exc), EXIT_USAGE)
     except CheckpointFormatError as exc:
@@ -58,10 +60,7 @@ def guarded(action: Callable[[], T]) -> T:
 
 def emit_json(doc: Any) -> None:
     """Pretty on a terminal, compact in a pipe (the schema is the same)."""
-    if sys.stdout.isatty():
-        text = json.dumps(doc, indent=2)
-    else:
-        text = json.dumps(doc, separators=(",", ":"))
+    text = json.dumps(doc, indent=2) if sys.stdout.isatty() else json.dumps(doc, separators=(",", ":"))
     sys.stdout.write(text + "\n")
 
 

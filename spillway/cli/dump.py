@@ -31,7 +31,11 @@ Examples:
 
 RebaseOpt = Annotated[
     list[str] | None,
-    typer.Option("--rebase", metavar="OLD=NEW", help="Rewrite paths starting with OLD (repeatable; wins over automatic rebasing)."),
+    typer.Option(
+        "--rebase",
+        metavar="OLD=NEW",
+        help="Rewrite paths starting with OLD (repeatable; wins over automatic rebasing).",
+    ),
 ]
 
 
@@ -47,7 +51,9 @@ def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
 
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    json_out: Annotated[bool, typer.Option("--json", help="Emit the full decode as JSON (schema spillway.dump/1).")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Emit the full decode as JSON (schema spillway.dump/1).")
+    ] = False,
     operator: Annotated[str | None, typer.Option("--operator", help="Only this operator (id, uid or name).")] = None,
     subtask: Annotated[int | None, typer.Option("--subtask", help="Only this subtask index.")] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
@@ -124,7 +130,24 @@ def show(loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int 
 
 
 def _handle_label(doc: dict[str, Any]) -> str:
-    keys = [k for k in doc if k not in ("type", "delegate", "channels", "shared_state", "private_state", "meta_state_handle", "materialized", "non_materialized", "handles_and_offsets", "states", "offsets")]
+    keys = [
+        k
+        for k in doc
+        if k
+        not in (
+            "type",
+            "delegate",
+            "channels",
+            "shared_state",
+            "private_state",
+            "meta_state_handle",
+            "materialized",
+            "non_materialized",
+            "handles_and_offsets",
+            "states",
+            "offsets",
+        )
+    ]
     fields = ", ".join(f"{k}={doc[k]}" for k in keys)
     if "offsets" in doc:
         offs = doc["offsets"]

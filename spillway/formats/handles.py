@@ -9,11 +9,12 @@ whole tree compiles.
 
 from __future__ import annotations
 
-from construct import Flag, Int8ub, Int32sb, Int64sb, Pass, Struct, Switch, this
+from construct import Flag, Int8ub, Int32sb, Int64sb, Pass, Switch, this
 
 from spillway.formats.primitives import (
     BoundedArray,
     BoundedBytes,
+    FastStruct,
     JavaString,
     LengthPrefixed,
     UnknownCode,
@@ -48,19 +49,19 @@ MERGED_RESULT_SUBPARTITION = 4
 I64s = BoundedArray(Int64sb, 8)
 
 
-def typed_handle(family: str, cases: dict) -> Struct:
-    return Struct(
+def typed_handle(family: str, cases: dict) -> FastStruct:
+    return FastStruct(
         "type" / Int8ub,
-        "body" / Switch(this.type, cases, default=UnknownCode(family, lambda ctx: ctx.type)),
+        "body" / Switch(this.type, cases, default=UnknownCode(family)),
     )
 
 
 # --- stream handles -------------------------------------------------------------------------------
 
-_BYTE_STREAM = Struct("name" / JavaString, "data" / BoundedBytes())
-_FILE = Struct("state_size" / Int64sb, "path" / JavaString)
-_RELATIVE_FILE = Struct("relative_path" / JavaString, "state_size" / Int64sb)
-_SEGMENT_FILE = Struct(
+_BYTE_STREAM = FastStruct("name" / JavaString, "data" / BoundedBytes())
+_FILE = FastStruct("state_size" / Int64sb, "path" / JavaString)
+_RELATIVE_FILE = FastStruct("relative_path" / JavaString, "state_size" / Int64sb)
+_SEGMENT_FILE = FastStruct(
     "start_pos" / Int64sb,
     "state_size" / Int64sb,
     "scope" / Int32sb,
@@ -81,7 +82,7 @@ _PLAIN_STREAM_CASES = {
 # plain stream handle (Flink never nests them deeper).
 PlainStreamHandle = typed_handle("StreamStateHandle", _PLAIN_STREAM_CASES)
 
-_KEY_GROUPS_BODY = Struct(
+_KEY_GROUPS_BODY = FastStruct(
     "start" / Int32sb,
     "offsets" / I64s,  # the key-group count is the offsets count
     "delegate" / PlainStreamHandle,
@@ -91,10 +92,10 @@ StreamHandle = typed_handle("StreamStateHandle", {**_PLAIN_STREAM_CASES, KEY_GRO
 
 # --- keyed handles --------------------------------------------------------------------------------
 
-_HANDLE_AND_LOCAL_PATH = Struct("local_path" / JavaString, "handle" / StreamHandle)
+_HANDLE_AND_LOCAL_PATH = FastStruct("local_path" / JavaString, "handle" / StreamHandle)
 _HANDLE_LIST = BoundedArray(_HANDLE_AND_LOCAL_PATH, 3)
 
-_KEY_GROUPS_V2 = Struct(*_KEY_GROUPS_BODY.subcons, "state_handle_id" / JavaString)
+_KEY_GROUPS_V2 = FastStruct(*_KEY_GROUPS_BODY.subcons, "state_handle_id" / JavaString)
 _INCREMENTAL_FIELDS_HEAD = (
     "checkpoint_id" / Int64sb,
     "backend_identifier" / JavaString,
@@ -106,15 +107,15 @@ _INCREMENTAL_FIELDS_TAIL = (
     "shared_state" / _HANDLE_LIST,
     "private_state" / _HANDLE_LIST,
 )
-_INCREMENTAL_V1 = Struct(*_INCREMENTAL_FIELDS_HEAD, *_INCREMENTAL_FIELDS_TAIL)
-_INCREMENTAL_V2 = Struct(
+_INCREMENTAL_V1 = FastStruct(*_INCREMENTAL_FIELDS_HEAD, *_INCREMENTAL_FIELDS_TAIL)
+_INCREMENTAL_V2 = FastStruct(
     *_INCREMENTAL_FIELDS_HEAD,
     "checkpointed_size" / Int64sb,
     *_INCREMENTAL_FIELDS_TAIL,
     "state_handle_id" / JavaString,
 )
-_CHANGE = Struct("key_group" / Int32sb, "data" / BoundedBytes())
-_CHANGELOG_BYTE_INCREMENT = Struct(
+_CHANGE = FastStruct("key_group" / Int32sb, "data" / BoundedBytes())
+_CHANGELOG_BYTE_INCREMENT = FastStruct(
     "start" / Int32sb,
     "count" / Int32sb,
     "from_" / Int64sb,
@@ -122,7 +123,7 @@ _CHANGELOG_BYTE_INCREMENT = Struct(
     "changes" / BoundedArray(_CHANGE, 8),
     "state_handle_id" / JavaString,
 )
-_HANDLE_AND_OFFSET = Struct("offset" / Int64sb, "handle" / StreamHandle)
+_HANDLE_AND_OFFSET = FastStruct("offset" / Int64sb, "handle" / StreamHandle)
 _CHANGELOG_FILE_FIELDS = (
     "start" / Int32sb,
     "count" / Int32sb,
@@ -131,8 +132,8 @@ _CHANGELOG_FILE_FIELDS = (
     "checkpointed_size" / Int64sb,
     "state_handle_id" / JavaString,
 )
-_CHANGELOG_FILE_INCREMENT_V1 = Struct(*_CHANGELOG_FILE_FIELDS)
-_CHANGELOG_FILE_INCREMENT_V2 = Struct(*_CHANGELOG_FILE_FIELDS, "storage_identifier" / JavaString)
+_CHANGELOG_FILE_INCREMENT_V1 = FastStruct(*_CHANGELOG_FILE_FIELDS)
+_CHANGELOG_FILE_INCREMENT_V2 = FastStruct(*_CHANGELOG_FILE_FIELDS, "storage_identifier" / JavaString)
 
 _KEYED_LEAF_CASES = {
     NULL: Pass,
@@ -155,8 +156,8 @@ _CHANGELOG_HEAD = (
     "non_materialized" / BoundedArray(KeyedLeafHandle, 1),
     "materialization_id" / Int64sb,
 )
-_CHANGELOG_V1 = Struct(*_CHANGELOG_HEAD, "state_handle_id" / JavaString)
-_CHANGELOG_V2 = Struct(*_CHANGELOG_HEAD, "checkpoint_id" / Int64sb, "state_handle_id" / JavaString)
+_CHANGELOG_V1 = FastStruct(*_CHANGELOG_HEAD, "state_handle_id" / JavaString)
+_CHANGELOG_V2 = FastStruct(*_CHANGELOG_HEAD, "checkpoint_id" / Int64sb, "state_handle_id" / JavaString)
 
 KeyedHandle = typed_handle(
     "KeyedStateHandle", {**_KEYED_LEAF_CASES, CHANGELOG: _CHANGELOG_V1, CHANGELOG_V2: _CHANGELOG_V2}
@@ -164,15 +165,15 @@ KeyedHandle = typed_handle(
 
 # --- operator (partitionable) handles -------------------------------------------------------------
 
-_STATE_ENTRY = Struct("name" / JavaString, "mode" / Int8ub, "offsets" / I64s)
+_STATE_ENTRY = FastStruct("name" / JavaString, "mode" / Int8ub, "offsets" / I64s)
 _STATE_ENTRIES = BoundedArray(_STATE_ENTRY, 7)
 
 OperatorHandle = typed_handle(
     "OperatorStateHandle",
     {
         NULL: Pass,
-        PARTITIONABLE_OPERATOR: Struct("states" / _STATE_ENTRIES, "delegate" / StreamHandle),
-        SEGMENT_PARTITIONABLE_OPERATOR: Struct(
+        PARTITIONABLE_OPERATOR: FastStruct("states" / _STATE_ENTRIES, "delegate" / StreamHandle),
+        SEGMENT_PARTITIONABLE_OPERATOR: FastStruct(
             "states" / _STATE_ENTRIES,
             "task_owned_dir" / JavaString,
             "shared_dir" / JavaString,
@@ -184,7 +185,7 @@ OperatorHandle = typed_handle(
 
 # --- channel-state handles ------------------------------------------------------------------------
 
-ChannelHandleV1 = Struct(
+ChannelHandleV1 = FastStruct(
     "subtask_index" / Int32sb,
     "a" / Int32sb,  # gate index / partition index
     "b" / Int32sb,  # input channel index / subpartition index
@@ -193,10 +194,10 @@ ChannelHandleV1 = Struct(
     "delegate" / StreamHandle,
 )
 
-_CHANNEL_ENTRY = Struct("a" / Int32sb, "b" / Int32sb, "state_size" / Int64sb, "offsets" / I64s)
-MERGED_CHANNEL_OFFSETS = Struct("channels" / BoundedArray(_CHANNEL_ENTRY, 20))
+_CHANNEL_ENTRY = FastStruct("a" / Int32sb, "b" / Int32sb, "state_size" / Int64sb, "offsets" / I64s)
+MERGED_CHANNEL_OFFSETS = FastStruct("channels" / BoundedArray(_CHANNEL_ENTRY, 20))
 
-MergedChannelHandle = Struct(
+MergedChannelHandle = FastStruct(
     "subtask_index" / Int32sb,
     "state_size" / Int64sb,
     "delegate" / StreamHandle,

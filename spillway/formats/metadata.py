@@ -19,8 +19,6 @@ from construct import (
     Int32sb,
     Int32ub,
     Int64sb,
-    Struct,
-    Terminated,
     this,
 )
 
@@ -37,6 +35,8 @@ from spillway.formats.primitives import (
     BoundedArray,
     BoundedBytes,
     CountedArray,
+    EndOfData,
+    FastStruct,
     JavaString,
     LengthPrefixed,
     OperatorIdHex,
@@ -47,13 +47,13 @@ METADATA_MAGIC = 0x4960672D
 MASTER_STATE_MAGIC = 0xC96B1696
 SUPPORTED_VERSIONS = (2, 3, 4, 5, 6, 7)
 
-Header = Struct("magic" / Int32ub, "version" / Int32sb)
+Header = FastStruct("magic" / Int32ub, "version" / Int32sb)
 
-MasterState = Struct(
+MasterState = FastStruct(
     "magic" / Const(MASTER_STATE_MAGIC, Int32ub),
     "blob"
     / LengthPrefixed(
-        Struct("version" / Int32sb, "name" / JavaString, "payload" / BoundedBytes()),
+        FastStruct("version" / Int32sb, "name" / JavaString, "payload" / BoundedBytes()),
     ),
 )
 
@@ -88,41 +88,41 @@ OPERATOR_HEAD = (
 )
 NAME_AND_UID = ("name" / JavaString, "uid" / JavaString)
 
-SubtaskV2 = Struct(
+SubtaskV2 = FastStruct(
     "index" / Int32sb,
     "legacy_duration" / Int64sb,
     "legacy_state_count" / Int32sb,
     Require(
-        lambda ctx: ctx.legacy_state_count <= 0,
+        lambda ctx: ctx["legacy_state_count"] <= 0,
         "legacy state (from Flink <= 1.1) is no longer supported",
         4,
     ),
     *SUBTASK_COMMON,
 )
-OperatorV2 = Struct(
+OperatorV2 = FastStruct(
     *OPERATOR_HEAD,
     "chain_length" / Int32sb,
     "subtasks" / BoundedArray(SubtaskV2, 26),
 )
 
 
-def _subtask_entry(channel_lists: tuple, ref_checkpoint: bool) -> Struct:
-    state = Struct(*SUBTASK_COMMON, *channel_lists, *(REF_CHECKPOINT if ref_checkpoint else ()))
+def _subtask_entry(channel_lists: tuple, ref_checkpoint: bool) -> FastStruct:
+    state = FastStruct(*SUBTASK_COMMON, *channel_lists, *(REF_CHECKPOINT if ref_checkpoint else ()))
     # e >= 0: subtask index followed by its state; e < 0: finished subtask -(index+1), nothing follows.
-    return Struct("marker" / Int32sb, "state" / If(this.marker >= 0, state))
+    return FastStruct("marker" / Int32sb, "state" / If(this.marker >= 0, state))
 
 
-def _operator_v3plus(version: int) -> Struct:
+def _operator_v3plus(version: int) -> FastStruct:
     channel_lists = CHANNEL_LISTS_V2 if version >= 6 else CHANNEL_LISTS_V1
     entry = _subtask_entry(channel_lists, ref_checkpoint=version >= 7)
-    return Struct(
+    return FastStruct(
         *(NAME_AND_UID if version >= 5 else ()),
         *OPERATOR_HEAD,
         "coordinator_state" / CoordinatorHandle,
         # -1 (any negative) = fully finished operator: no subtask entries follow.
         "subtask_count" / Int32sb,
         Require(
-            lambda ctx: ctx.subtask_count >= 0 or ctx.coordinator_state.type == 0,
+            lambda ctx: ctx["subtask_count"] >= 0 or ctx["coordinator_state"]["type"] == 0,
             "a fully finished operator must not have coordinator state",
             4,
         ),
@@ -138,23 +138,23 @@ CoordinatorHandle = typed_handle(
 
 
 @cache
-def body(version: int) -> Struct:
+def body(version: int) -> FastStruct:
     operator = OperatorV2 if version == 2 else _operator_v3plus(version)
     min_operator = {2: 32, 3: 29, 4: 29}.get(version, 33)
-    return Struct(
+    return FastStruct(
         "checkpoint_id" / Int64sb,
-        Require(lambda ctx: ctx.checkpoint_id >= 0, lambda ctx: f"invalid checkpoint id {ctx.checkpoint_id}", 8),
+        Require(lambda ctx: ctx["checkpoint_id"] >= 0, lambda ctx: f"invalid checkpoint id {ctx['checkpoint_id']}", 8),
         "master_states" / BoundedArray(MasterState, 8),
         "operators" / BoundedArray(operator, min_operator),
         # V4+: a Java-serialized CheckpointProperties object runs to the end of the file.
-        *(("properties_raw" / GreedyBytes,) if version >= 4 else (Terminated,)),
+        *(("properties_raw" / GreedyBytes,) if version >= 4 else (EndOfData("the last operator"),)),
     )
 
 
 @cache
 def metadata_layout(version: int) -> Construct:
     """Whole-file layout for one version (header included), interpreted: full error paths."""
-    return Struct("header" / Header, "body" / body(version))
+    return FastStruct("header" / Header, "body" / body(version))
 
 
 @cache

@@ -8,11 +8,14 @@ parsing, so ``encode(decode(b)) == b`` for every file Flink writes.
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from construct import Container, ConstructError, ListContainer
+from construct import ConstructError, Container, ListContainer
 
 from spillway.formats import handles as H
 from spillway.formats.errors import CheckpointFormatError, from_construct
@@ -72,7 +75,25 @@ def read_header(data: bytes, file: str) -> int:
     return version
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Decoding allocates millions of small acyclic objects; the cycle collector would run thousands
+    of times for nothing (measured: 4x slower decode of a 70 MB file). Reference counting still frees."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
+    with paused_gc():
+        return _decode(data, file)
+
+
+def _decode(data: bytes, file: str) -> Checkpoint:
     version = read_header(data, file)
     try:
         parsed = compiled_layout(version).parse(data)
@@ -84,8 +105,7 @@ def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
         checkpoint_id=body["checkpoint_id"],
         operators=[_operator(o, version) for o in body["operators"]],
         master_states=[
-            MasterState(m["blob"]["name"], m["blob"]["version"], m["blob"]["payload"])
-            for m in body["master_states"]
+            MasterState(m["blob"]["name"], m["blob"]["version"], m["blob"]["payload"]) for m in body["master_states"]
         ],
     )
     if version >= 4:
@@ -215,9 +235,7 @@ def _channel_v2(c: Any, side: str) -> Any:
     b = c["body"]
     if c["type"] in (H.INPUT_CHANNEL, H.RESULT_SUBPARTITION):
         return _channel_v1(b, side)
-    channels = [
-        MergedChannelEntry(e["a"], e["b"], e["state_size"], list(e["offsets"])) for e in b["blob"]["channels"]
-    ]
+    channels = [MergedChannelEntry(e["a"], e["b"], e["state_size"], list(e["offsets"])) for e in b["blob"]["channels"]]
     return MergedChannelHandle(side, b["subtask_index"], b["state_size"], _stream(b["delegate"]), channels)  # type: ignore[arg-type]
 
 
@@ -464,15 +482,11 @@ def _channel_v2_c(h: Any) -> Container:
     if isinstance(h, ChannelHandle):
         return _typed(H.INPUT_CHANNEL if inp else H.RESULT_SUBPARTITION, _channel_v1_c(h))
     blob = Container(
-        channels=ListContainer(
-            Container(a=c.a, b=c.b, state_size=c.state_size, offsets=c.offsets) for c in h.channels
-        )
+        channels=ListContainer(Container(a=c.a, b=c.b, state_size=c.state_size, offsets=c.offsets) for c in h.channels)
     )
     return _typed(
         H.MERGED_INPUT_CHANNEL if inp else H.MERGED_RESULT_SUBPARTITION,
-        Container(
-            subtask_index=h.subtask_index, state_size=h.state_size, delegate=_stream_c(h.delegate), blob=blob
-        ),
+        Container(subtask_index=h.subtask_index, state_size=h.state_size, delegate=_stream_c(h.delegate), blob=blob),
     )
 
 
@@ -506,7 +520,9 @@ def _operator_c(o: OperatorState, v: int) -> Container:
         subs = ListContainer()
         for s in o.subtasks:
             sc = _subtask_common_c(s)
-            sc.update({"index": s.index, "legacy_duration": s.legacy_duration, "legacy_state_count": s.legacy_state_count})
+            sc.update(
+                {"index": s.index, "legacy_duration": s.legacy_duration, "legacy_state_count": s.legacy_state_count}
+            )
             subs.append(sc)
         c["subtasks"] = subs
         return c

@@ -4,8 +4,8 @@ Flink writes with ``java.io.DataOutputStream``: big-endian integers and "modifie
 Counts and lengths read from a file are checked against the bytes actually left before anything is
 allocated, so a corrupt count of 2**31 fails at once with a clear message instead of exhausting memory.
 
-Each custom construct here works both interpreted (with full error paths, used for diagnostics) and
-inside ``Construct.compile()`` output (fast path, see ``_emitparse``).
+Every construct here works interpreted (full error paths and offsets: used to diagnose and to build)
+and compiled (``_emitparse``: the fast path, same checks via ``spillway.formats.fastpath``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,14 @@ from construct import (
     ConstructError,
     ListContainer,
     StreamError,
+    Struct,
     Subconstruct,
     stream_read,
     stream_write,
 )
+
+from spillway.formats import fastpath
+from spillway.formats.modutf8 import decode_modified_utf8, encode_modified_utf8
 
 _I16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
@@ -45,80 +49,15 @@ class BoundsError(FormatError):
     """A count or length read from the file cannot be right: negative or beyond the end of the data."""
 
 
-def read_exact(stream: Any, n: int) -> bytes:
-    """Checked read for compiled parsers (construct's compiled ``Bytes`` does not check short reads)."""
-    data = stream.read(n)
-    if len(data) != n:
-        raise StreamError(f"stream read less than specified amount, expected {n}, found {len(data)}")
-    return data
-
-
-def emit_helper(code: Any, name: str, source: str) -> str:
-    """Add a module-level helper to compiled parser source once; returns its name."""
-    done = code.__dict__.setdefault("_spillway_helpers", set())
-    if name not in done:
-        done.add(name)
-        code.append(source)
-    return name
-
-
-def _remaining(stream: Any) -> int:
-    pos = stream.tell()
-    end = stream.seek(0, io.SEEK_END)
-    stream.seek(pos)
-    return end - pos
-
-
-# --------------------------------------------------------------------------------------------------
-# Modified UTF-8 (java.io.DataInput.readUTF)
-
-
-def decode_modified_utf8(raw: bytes) -> str:
-    """Decode Java's modified UTF-8 (``C0 80`` for NUL, surrogate pairs as two 3-byte sequences)."""
-    if raw.isascii():
-        return raw.decode("ascii")
-    # Java's CESU-8 surrogates and C0 80 are exactly what "surrogatepass" utf-8 decoding of the
-    # corrected bytes gives; do it by hand to match DataInputStream's acceptance rules.
-    out: list[str] = []
-    i, n = 0, len(raw)
-    while i < n:
-        c = raw[i]
-        if c < 0x80:
-            out.append(chr(c))
-            i += 1
-        elif c >> 5 == 0b110:
-            if i + 1 >= n or raw[i + 1] >> 6 != 0b10:
-                raise ValueError(f"malformed modified UTF-8 around byte {i}")
-            out.append(chr(((c & 0x1F) << 6) | (raw[i + 1] & 0x3F)))
-            i += 2
-        elif c >> 4 == 0b1110:
-            if i + 2 >= n or raw[i + 1] >> 6 != 0b10 or raw[i + 2] >> 6 != 0b10:
-                raise ValueError(f"malformed modified UTF-8 around byte {i}")
-            out.append(chr(((c & 0x0F) << 12) | ((raw[i + 1] & 0x3F) << 6) | (raw[i + 2] & 0x3F)))
-            i += 3
-        else:
-            raise ValueError(f"malformed modified UTF-8 around byte {i}")
-    # Re-join UTF-16 surrogate pairs into real code points.
-    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
-
-
-def encode_modified_utf8(text: str) -> bytes:
-    if text.isascii() and "\x00" not in text:
-        return text.encode("ascii")
-    out = bytearray()
-    for unit in _utf16_units(text):
-        if 0 < unit < 0x80:
-            out.append(unit)
-        elif unit < 0x800:
-            out += bytes((0xC0 | (unit >> 6), 0x80 | (unit & 0x3F)))
-        else:
-            out += bytes((0xE0 | (unit >> 12), 0x80 | ((unit >> 6) & 0x3F), 0x80 | (unit & 0x3F)))
-    return bytes(out)
-
-
-def _utf16_units(text: str) -> list[int]:
-    raw = text.encode("utf-16-be", "surrogatepass")
-    return [int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2)]
+def _check_count(count: int, min_size: int, stream: Any, path: str, at: int | None) -> int:
+    if count < 0:
+        raise BoundsError(f"negative count {count}", path=path, offset=at)
+    left = fastpath.remaining(stream)
+    if count * min_size > left:
+        raise BoundsError(
+            f"count {count} needs at least {count * min_size} bytes, only {left} left", path=path, offset=at
+        )
+    return count
 
 
 class JavaUtf(Construct):
@@ -130,25 +69,22 @@ class JavaUtf(Construct):
         try:
             return decode_modified_utf8(raw)
         except ValueError as exc:
-            raise StreamError(str(exc), path=path) from None
+            raise FormatError(str(exc), path=path, offset=stream.tell() - n) from None
 
     def _build(self, obj, stream, context, path):
         raw = encode_modified_utf8(obj)
         if len(raw) > 0xFFFF:
-            raise StreamError(f"string of {len(raw)} bytes is longer than Java's writeUTF allows", path=path)
+            raise FormatError(f"string of {len(raw)} bytes is longer than Java's writeUTF allows", path=path)
         stream_write(stream, _I16.pack(len(raw)), 2, path)
         stream_write(stream, raw, len(raw), path)
         return obj
 
-    def _sizeof(self, context, path):
-        raise ConstructError("variable size", path=path)
+    def _emitparse(self, code):
+        fastpath.use(code)
+        return "read_utf(io)"
 
 
 JavaString = JavaUtf()
-
-
-# --------------------------------------------------------------------------------------------------
-# Bounded collections
 
 
 class BoundedArray(Subconstruct):
@@ -158,48 +94,49 @@ class BoundedArray(Subconstruct):
     list larger than the file justifies is ever built. Element indices appear in error paths.
     """
 
-    def __init__(self, subcon: Construct, min_size: int, count_struct: struct.Struct = _I32):
+    def __init__(self, subcon: Construct, min_size: int):
         super().__init__(subcon)
         self.min_size = min_size
-        self.count_struct = count_struct
-
-    def _read_count(self, stream, path) -> int:
-        (count,) = self.count_struct.unpack(stream_read(stream, self.count_struct.size, path))
-        at = stream.tell() - self.count_struct.size
-        if count < 0:
-            raise BoundsError(f"negative count {count}", path=path, offset=at)
-        left = _remaining(stream)
-        if count * self.min_size > left:
-            raise BoundsError(
-                f"count {count} needs at least {count * self.min_size} bytes, only {left} left",
-                path=path,
-                offset=at,
-            )
-        return count
 
     def _parse(self, stream, context, path):
-        count = self._read_count(stream, path)
+        (count,) = _I32.unpack(stream_read(stream, 4, path))
+        _check_count(count, self.min_size, stream, path, stream.tell() - 4)
         sub = self.subcon
         return ListContainer(sub._parsereport(stream, context, f"{path} -> [{i}]") for i in range(count))
 
     def _build(self, obj, stream, context, path):
-        stream_write(stream, self.count_struct.pack(len(obj)), self.count_struct.size, path)
+        stream_write(stream, _I32.pack(len(obj)), 4, path)
         for i, item in enumerate(obj):
             self.subcon._build(item, stream, context, f"{path} -> [{i}]")
         return obj
 
     def _emitparse(self, code):
-        fname = f"read_count_{id(self)}"
-        code.append(f"""
-            def {fname}(io):
-                return linkedinstances[{id(self)}]._read_count(io, '(???)')
-        """)
-        self._compileinstance(code)
-        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range({fname}(io)))"
+        fastpath.use(code)
+        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range(read_count(io, {self.min_size})))"
 
-    def _emitbuild(self, code):
-        self._compileinstance(code)
-        return f"linkedbuilders[{id(self)}](obj, io, this, '(???)')"
+
+class CountedArray(Subconstruct):
+    """An array whose count was read earlier (``countfunc(context)``), bounded like ``BoundedArray``."""
+
+    def __init__(self, countfunc: Any, subcon: Construct, min_size: int):
+        super().__init__(subcon)
+        self.countfunc = countfunc
+        self.min_size = min_size
+
+    def _parse(self, stream, context, path):
+        count = _check_count(self.countfunc(context), self.min_size, stream, path, None)
+        sub = self.subcon
+        return ListContainer(sub._parsereport(stream, context, f"{path} -> [{i}]") for i in range(count))
+
+    def _build(self, obj, stream, context, path):
+        for i, item in enumerate(obj):
+            self.subcon._build(item, stream, context, f"{path} -> [{i}]")
+        return obj
+
+    def _emitparse(self, code):
+        fastpath.use(code)
+        count = f"check_count({self.countfunc!r}, io, {self.min_size})"
+        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range({count}))"
 
 
 class BoundedBytes(Construct):
@@ -210,11 +147,9 @@ class BoundedBytes(Construct):
         at = stream.tell() - 4
         if n < 0:
             raise BoundsError(f"negative length {n}", path=path, offset=at)
-        left = _remaining(stream)
+        left = fastpath.remaining(stream)
         if n > left:
-            raise BoundsError(
-                f"length {n} is beyond the end of the data ({left} bytes left)", path=path, offset=at
-            )
+            raise BoundsError(f"length {n} is beyond the end of the data ({left} bytes left)", path=path, offset=at)
         return stream_read(stream, n, path)
 
     def _build(self, obj, stream, context, path):
@@ -222,48 +157,9 @@ class BoundedBytes(Construct):
         stream_write(stream, obj, len(obj), path)
         return obj
 
-    def _sizeof(self, context, path):
-        raise ConstructError("variable size", path=path)
-
-
-class HexId(Adapter):
-    """16 raw bytes shown as 32 lowercase hex chars (Flink's OperatorID/JobVertexID text form)."""
-
-    def __init__(self) -> None:
-        super().__init__(Bytes(16))
-
-    def _decode(self, obj, context, path):
-        return obj.hex()
-
-    def _encode(self, obj, context, path):
-        return bytes.fromhex(obj)
-
     def _emitparse(self, code):
-        emit_helper(code, "read_exact", "from spillway.formats.primitives import read_exact")
-        return "read_exact(io, 16).hex()"
-
-    def _emitbuild(self, code):
-        self._compileinstance(code)
-        return f"linkedbuilders[{id(self)}](obj, io, this, '(???)')"
-
-
-OperatorIdHex = HexId()
-
-
-class UnknownCode(Construct):
-    """Switch default: a type code this family does not define."""
-
-    def __init__(self, family: str, codefunc):
-        super().__init__()
-        self.family = family
-        self.codefunc = codefunc
-
-    def _parse(self, stream, context, path):
-        code = self.codefunc(context)
-        raise FormatError(f"unknown {self.family} type code {code}", path=path, offset=stream.tell() - 1)
-
-    def _build(self, obj, stream, context, path):
-        raise FormatError(f"cannot build unknown {self.family} type code", path=path)
+        fastpath.use(code)
+        return "read_blob(io)"
 
 
 class LengthPrefixed(Subconstruct):
@@ -279,12 +175,12 @@ class LengthPrefixed(Subconstruct):
             exc.offset = base + (exc.offset if exc.offset is not None else inner.tell())
             raise
         except ConstructError as exc:
-            raise FormatError(str(exc).split("\n")[-1], path=path, offset=base + inner.tell()) from None
+            raise FormatError(str(exc).splitlines()[-1], path=path, offset=base + inner.tell()) from None
         if inner.tell() != len(raw):
             raise FormatError(
                 f"blob of {len(raw)} bytes has {len(raw) - inner.tell()} trailing bytes",
                 path=path,
-                offset=stream.tell() - len(raw) + inner.tell(),
+                offset=base + inner.tell(),
             )
         return obj
 
@@ -296,57 +192,69 @@ class LengthPrefixed(Subconstruct):
         stream_write(stream, raw, len(raw), path)
         return obj
 
-    def _sizeof(self, context, path):
-        raise ConstructError("variable size", path=path)
+    def _emitparse(self, code):
+        fastpath.use(code)
+        return f"parse_prefixed(io, lambda io: {self.subcon._compileparse(code)})"
 
 
-class CountedArray(Subconstruct):
-    """An array whose count was read earlier (``countfunc(context)``), bounded like ``BoundedArray``."""
+class HexId(Adapter):
+    """16 raw bytes shown as 32 lowercase hex chars (Flink's OperatorID/JobVertexID text form)."""
 
-    def __init__(self, countfunc: Any, subcon: Construct, min_size: int):
-        super().__init__(subcon)
-        self.countfunc = countfunc
-        self.min_size = min_size
+    def __init__(self) -> None:
+        super().__init__(Bytes(16))
 
-    def _check(self, count: int, stream: Any, path: str) -> int:
-        if count < 0:
-            raise BoundsError(f"negative count {count}", path=path)
-        left = _remaining(stream)
-        if count * self.min_size > left:
-            raise BoundsError(
-                f"count {count} needs at least {count * self.min_size} bytes, only {left} left", path=path
-            )
-        return count
+    def _decode(self, obj, context, path):
+        return obj.hex()
 
-    def _parse(self, stream, context, path):
-        count = self._check(self.countfunc(context), stream, path)
-        sub = self.subcon
-        return ListContainer(sub._parsereport(stream, context, f"{path} -> [{i}]") for i in range(count))
-
-    def _build(self, obj, stream, context, path):
-        for i, item in enumerate(obj):
-            self.subcon._build(item, stream, context, f"{path} -> [{i}]")
-        return obj
+    def _encode(self, obj, context, path):
+        return bytes.fromhex(obj)
 
     def _emitparse(self, code):
-        self._compileinstance(code)
-        check = f"linkedinstances[{id(self)}]._check({self.countfunc!r}, io, '(???)')"
-        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range({check}))"
-
-    def _emitbuild(self, code):
-        self._compileinstance(code)
-        return f"linkedbuilders[{id(self)}](obj, io, this, '(???)')"
+        fastpath.use(code)
+        return "read_exact(io, 16).hex()"
 
 
-class Require(Construct):
-    """Reject a value Flink's reader rejects, pointing at the field just read (``size`` bytes back)."""
+OperatorIdHex = HexId()
+
+
+class _Check(Construct):
+    """A zero-width field that only checks (so builds need no value for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flagbuildnone = True
+
+    def _build(self, obj, stream, context, path):
+        return None
+
+    def _sizeof(self, context, path):
+        return 0
+
+
+class UnknownCode(_Check):
+    """Switch default: a type code this family does not define."""
+
+    def __init__(self, family: str, code_field: str = "type"):
+        super().__init__()
+        self.family = family
+        self.code_field = code_field
+
+    def _parse(self, stream, context, path):
+        code = context[self.code_field]
+        raise FormatError(f"unknown {self.family} type code {code}", path=path, offset=stream.tell() - 1)
+
+
+class Require(_Check):
+    """Reject a value Flink's reader rejects, pointing at the field just read (``size`` bytes back).
+
+    ``predicate`` and ``message`` get the sibling fields as a mapping (``ctx["name"]``).
+    """
 
     def __init__(self, predicate: Any, message: Any, size: int):
         super().__init__()
         self.predicate = predicate
         self.message = message
         self.size = size
-        self.flagbuildnone = True
 
     def _parse(self, stream, context, path):
         if not self.predicate(context):
@@ -354,8 +262,52 @@ class Require(Construct):
             raise FormatError(message, path=path, offset=stream.tell() - self.size)
         return None
 
-    def _build(self, obj, stream, context, path):
+
+class EndOfData(_Check):
+    """Nothing may follow: Flink ignores trailing bytes, but they mean the file is not what it seems."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+
+    def _parse(self, stream, context, path):
+        left = fastpath.remaining(stream)
+        if left:
+            raise FormatError(f"{left} trailing bytes after {self.what}", path=path, offset=stream.tell())
         return None
 
-    def _sizeof(self, context, path):
-        return 0
+
+class FastStruct(Struct):
+    """``Struct`` whose compiled parser uses one plain dict as both result and context.
+
+    construct's compiled Struct builds two Containers per struct; on a 70 MB ``_metadata`` that is
+    most of the parse time. Our layouts only ever look at sibling fields (a type byte, a count, a
+    marker), so one dict can serve as both. Interpreted parsing and building are construct's own.
+    """
+
+    def _emitparse(self, code):
+        fname = f"parse_faststruct_{code.allocateId()}"
+        lines = [f"def {fname}(io, this):", "    this = {}"]
+        for sc in self.subcons:
+            expr = sc._compileparse(code)
+            lines.append(f"    this[{sc.name!r}] = {expr}" if sc.name else f"    {expr}")
+        lines.append("    return this")
+        code.append("\n".join(lines) + "\n")
+        return f"{fname}(io, this)"
+
+
+__all__ = [
+    "BoundedArray",
+    "BoundedBytes",
+    "BoundsError",
+    "CountedArray",
+    "EndOfData",
+    "FastStruct",
+    "FormatError",
+    "JavaString",
+    "LengthPrefixed",
+    "OperatorIdHex",
+    "Require",
+    "StreamError",
+    "UnknownCode",
+]

@@ -90,9 +90,7 @@ class JsonView:
                 "checkpointed_size": h.checkpointed_size,
                 "state_size": h.state_size,
                 "meta_state_handle": self.stream(h.meta_state_handle),
-                "shared_state": [
-                    {"local_path": i.local_path, "handle": self.stream(i.handle)} for i in h.shared_state
-                ],
+                "shared_state": [{"local_path": i.local_path, "handle": self.stream(i.handle)} for i in h.shared_state],
                 "private_state": [
                     {"local_path": i.local_path, "handle": self.stream(i.handle)} for i in h.private_state
                 ],
@@ -155,9 +153,13 @@ class JsonView:
                 "channels": [self.channel(c, with_delegate=False) for c in h.unmerged()],
             }
         assert isinstance(h, ChannelHandle)
-        a, b = ("gate_index", "input_channel_index") if h.side == "input" else (
-            "partition_index",
-            "subpartition_index",
+        a, b = (
+            ("gate_index", "input_channel_index")
+            if h.side == "input"
+            else (
+                "partition_index",
+                "subpartition_index",
+            )
         )
         out = {
             "type": h.flink_class,
@@ -227,7 +229,9 @@ class JsonView:
             "schema": SCHEMA,
             "format_version": cp.format_version,
             "checkpoint_id": cp.checkpoint_id,
-            "master_states": [{"name": m.name, "version": m.version, "bytes": len(m.payload)} for m in cp.master_states],
+            "master_states": [
+                {"name": m.name, "version": m.version, "bytes": len(m.payload)} for m in cp.master_states
+            ],
             "properties": props,
             "operators": [self.operator(o, cp.format_version, subtask) for o in (operators or cp.operators)],
         }

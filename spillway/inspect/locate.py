@@ -62,7 +62,7 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
             names = ", ".join(c.name for c, _ in jobs)
             raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
         if jobs:
-            job, chks = jobs[0]
+            chks = jobs[0][1]
     if not chks:
         raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
     n, newest = chks[-1]

@@ -328,11 +328,7 @@ StreamHandle: TypeAlias = (
     | None
 )
 KeyedHandle: TypeAlias = (
-    KeyGroupsHandle
-    | IncrementalHandle
-    | ChangelogHandle
-    | ChangelogByteIncrementHandle
-    | ChangelogFileIncrementHandle
+    KeyGroupsHandle | IncrementalHandle | ChangelogHandle | ChangelogByteIncrementHandle | ChangelogFileIncrementHandle
 )
 AnyChannelHandle: TypeAlias = ChannelHandle | MergedChannelHandle
 
