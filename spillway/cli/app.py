@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from spillway.cli import dump
+from spillway.cli import dump, validate
 
 app = typer.Typer(
     name="spillway",
@@ -15,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("dump", help=dump.HELP)(dump.command)
+app.command("validate", help=validate.HELP)(validate.command)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from rich.console import Console
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import paused_gc
 from spillway.inspect.locate import LocateError
+from spillway.inspect.topology import PlanError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # the checkpoint is broken / has error findings
@@ -48,7 +49,7 @@ def guarded(action: Callable[[], T]) -> T:
     try:
         with paused_gc():  # commands build large acyclic trees; see paused_gc
             return action()
-    except (LocateError, UsageError) as exc:
+    except (LocateError, UsageError, PlanError) as exc:
         fail(str(exc), EXIT_USAGE)
     except CheckpointFormatError as exc:
         fail(str(exc), EXIT_FINDINGS)

@@ -1,0 +1,156 @@
+"""Channel-state data ("spill files", spec 05): a 4-byte version header, then ``[i32 length][bytes]`` chunks.
+
+Only the handles in ``_metadata`` say which chunk belongs to which channel. A handle's delegate is a
+whole file, a byte range of a shared file (file merging: offsets are relative to the segment), or
+bytes inlined into ``_metadata``; ``Blob`` hides the difference. Files are read with seeks and
+bounded reads: nothing here loads a whole file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from construct import Int32sb, Struct
+
+SERIALIZATION_VERSION = 0
+HEADER_SIZE = 4
+LENGTH_SIZE = 4
+READ_BLOCK = 1 << 20  # bytes per read when streaming a long chunk
+
+FileHeader = Struct("version" / Int32sb)
+ChunkHeader = Struct("length" / Int32sb)
+
+
+class BlobError(Exception):
+    """A read outside the blob, or an I/O failure; ``offset`` is blob-relative."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+class Blob:
+    """A readable byte range: ``size`` bytes addressed from 0. ``physical(pos)`` is the file offset."""
+
+    name: str
+    size: int
+    base: int = 0
+
+    def read_at(self, pos: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def physical(self, pos: int) -> int:
+        return self.base + pos
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Blob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class InlineBlob(Blob):
+    def __init__(self, name: str, data: bytes):
+        self.name = name
+        self.data = data
+        self.size = len(data)
+
+    def read_at(self, pos: int, n: int) -> bytes:
+        if pos < 0 or pos + n > self.size:
+            raise BlobError(f"read of {n} bytes at {pos} is outside the {self.size} inline bytes", pos)
+        return self.data[pos : pos + n]
+
+
+class FileBlob(Blob):
+    """``size`` bytes of a local file starting at ``base`` (a whole file: base 0, size = file length)."""
+
+    def __init__(self, path: Path, base: int = 0, size: int | None = None):
+        self.path = path
+        self.name = str(path)
+        self.base = base
+        self._fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()/context manager
+        self.file_size = os.fstat(self._fh.fileno()).st_size
+        self.size = self.file_size - base if size is None else size
+
+    def read_at(self, pos: int, n: int) -> bytes:
+        if pos < 0 or n < 0 or pos + n > self.size:
+            raise BlobError(f"read of {n} bytes at {pos} is outside the {self.size}-byte range", pos)
+        self._fh.seek(self.base + pos)
+        data = self._fh.read(n)
+        if len(data) != n:
+            raise BlobError(f"file ended after {len(data)} of {n} bytes", pos + len(data))
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    offset: int  # blob-relative position of the length field
+    length: int  # payload bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + LENGTH_SIZE + self.length
+
+    @property
+    def footprint(self) -> int:
+        """What a handle's ``state_size`` counts for this chunk (length prefix included)."""
+        return LENGTH_SIZE + self.length
+
+
+def read_version(blob: Blob) -> int:
+    return FileHeader.parse(blob.read_at(0, HEADER_SIZE)).version
+
+
+def read_chunk_header(blob: Blob, offset: int) -> Chunk:
+    """The chunk whose length field is at ``offset``; bounds-checked against the blob."""
+    if offset < HEADER_SIZE or offset + LENGTH_SIZE > blob.size:
+        raise BlobError(f"chunk offset {offset} is outside [{HEADER_SIZE}, {blob.size - LENGTH_SIZE}]", offset)
+    length = ChunkHeader.parse(blob.read_at(offset, LENGTH_SIZE)).length
+    if length < 0:
+        raise BlobError(f"negative chunk length {length}", offset)
+    if offset + LENGTH_SIZE + length > blob.size:
+        raise BlobError(
+            f"chunk length {length} runs {offset + LENGTH_SIZE + length - blob.size} bytes past the end "
+            f"({blob.size} bytes)",
+            offset,
+        )
+    return Chunk(offset, length)
+
+
+def walk_chunks(blob: Blob) -> Iterator[Chunk]:
+    """Every chunk from the header to the end; raises ``BlobError`` where the chain breaks."""
+    offset = HEADER_SIZE
+    while offset < blob.size:
+        chunk = read_chunk_header(blob, offset)
+        yield chunk
+        offset = chunk.end
+
+
+def iter_payload(blob: Blob, chunk: Chunk, block: int = READ_BLOCK) -> Iterator[tuple[int, bytes]]:
+    """(blob position, bytes) pieces of a chunk's payload, at most ``block`` bytes each."""
+    pos = chunk.offset + LENGTH_SIZE
+    end = pos + chunk.length
+    while pos < end:
+        n = min(block, end - pos)
+        yield pos, blob.read_at(pos, n)
+        pos += n
+
+
+def build_channel_file(chunks: list[bytes]) -> tuple[bytes, list[int]]:
+    """Header + chunks; returns the bytes and the offset of each chunk's length field (for writers/tests)."""
+    out = bytearray(FileHeader.build({"version": SERIALIZATION_VERSION}))
+    offsets = []
+    for payload in chunks:
+        offsets.append(len(out))
+        out += ChunkHeader.build({"length": len(payload)}) + payload
+    return bytes(out), offsets

@@ -1,0 +1,115 @@
+"""Logical channels: the byte stream a downstream subtask would process after the cut (spec 06 §6.6).
+
+For the channel from upstream subtask u to downstream subtask d over gate g::
+
+    logical(u→d) = input_state(d, gate g, channel u) ++ output_state(u, partition p, subpartition d)
+
+Input state sits on the downstream chain's head operator, output state on the upstream chain's tail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spillway.inspect.model import ChannelHandle, Checkpoint, OperatorState, channel_handles
+from spillway.inspect.topology import BoundVertex, Edge, Topology
+
+
+@dataclass
+class ChannelPart:
+    operator: OperatorState
+    handle: ChannelHandle
+
+    def label(self) -> str:
+        return f"{self.operator.label()}#{self.handle.subtask_index} {self.handle.info.label()}"
+
+
+@dataclass
+class LogicalChannel:
+    edge: Edge | None
+    upstream: str  # label of the upstream operator (tail)
+    downstream: str  # label of the downstream operator (head)
+    upstream_subtask: int
+    downstream_subtask: int
+    gate: int
+    parts: list[ChannelPart] = field(default_factory=list)  # input part first, then output part
+
+    def label(self) -> str:
+        return (
+            f"{self.upstream}#{self.upstream_subtask} -> {self.downstream}#{self.downstream_subtask} (gate {self.gate})"
+        )
+
+
+def index_channels(op: OperatorState, side: str) -> dict[tuple[int, int, int], list[ChannelHandle]]:
+    """(subtask, a, b) -> handles (more than one is a fault the validator reports)."""
+    out: dict[tuple[int, int, int], list[ChannelHandle]] = {}
+    for sub in op.subtasks:
+        handles = sub.input_channel_state if side == "input" else sub.result_subpartition_state
+        for h in channel_handles(handles):
+            out.setdefault((sub.index, h.a, h.b), []).append(h)
+    return out
+
+
+ChannelKey = tuple[str, str, int, int, int]  # operator id, side, subtask, a, b
+
+
+def channel_key(op: OperatorState, h: ChannelHandle) -> ChannelKey:
+    return (op.operator_id, h.side, h.subtask_index, h.a, h.b)
+
+
+@dataclass
+class ChannelMap:
+    channels: list[LogicalChannel]
+    skipped: list[str]  # what could not be assembled, and why
+    used: set[ChannelKey]  # every handle placed into a logical channel
+
+
+def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> ChannelMap:
+    channels: list[LogicalChannel] = []
+    skipped: list[str] = []
+    used: set[ChannelKey] = set()
+    for down in bound.values():
+        for edge in down.vertex.inputs:
+            up = bound[edge.upstream]
+            if down.head is None and down.problem:
+                skipped.append(f"edge into {down.vertex.label()!r}: {down.problem}")
+                continue
+            if up.tail is None and up.problem:
+                skipped.append(f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {up.problem}")
+                continue
+            if not edge.all_to_all and edge.ship_strategy.upper() != "FORWARD":
+                skipped.append(
+                    f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {edge.ship_strategy} channel layout "
+                    "is not reconstructed"
+                )
+                continue
+            partition = up.vertex.outputs.index(edge) if edge in up.vertex.outputs else 0
+            ins = index_channels(down.head, "input") if down.head is not None else {}
+            outs = index_channels(up.tail, "output") if up.tail is not None else {}
+            pairs = (
+                [(u, d) for d in range(down.vertex.parallelism) for u in range(up.vertex.parallelism)]
+                if edge.all_to_all
+                else [(i, i) for i in range(min(up.vertex.parallelism, down.vertex.parallelism))]
+            )
+            for u, d in pairs:
+                channel_in = 0 if not edge.all_to_all else u
+                subpartition = 0 if not edge.all_to_all else d
+                lc = LogicalChannel(
+                    edge,
+                    up.tail.label() if up.tail else up.vertex.label(),
+                    down.head.label() if down.head else down.vertex.label(),
+                    u,
+                    d,
+                    edge.gate,
+                )
+                for h in ins.get((d, edge.gate, channel_in), [])[:1]:
+                    assert down.head is not None
+                    lc.parts.append(ChannelPart(down.head, h))
+                    used.add(channel_key(down.head, h))
+                if up.tail is not None:
+                    for h in outs.get((u, partition, subpartition), [])[:1]:
+                        lc.parts.append(ChannelPart(up.tail, h))
+                        used.add(channel_key(up.tail, h))
+                if lc.parts:
+                    channels.append(lc)
+    return ChannelMap(channels, skipped, used)

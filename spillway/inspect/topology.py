@@ -1,0 +1,222 @@
+"""Job topology from Flink's plan JSON, bound to the operators of a checkpoint (spec 11).
+
+Two plan flavours exist. The job-graph plan (REST ``/jobs/:id/plan``, possibly wrapped in
+``{"plan": …}``) has one node per job vertex (= chain) whose ``id`` is the head operator's id and
+whose ``inputs[].num`` is the input gate. The stream-graph plan (``env.getExecutionPlan()``) has one
+node per operator, no ids usable against ``_metadata`` and no chaining; chains are inferred the way
+Flink chains by default (forward edge, same parallelism, one input, one output) and bound by name,
+which only works for metadata V5+ (the first format that stores names).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spillway.inspect.model import Checkpoint, OperatorState
+
+ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
+POINTWISE = {"FORWARD", "RESCALE"}
+
+
+class PlanError(Exception):
+    """The plan file cannot be read or understood (a usage error)."""
+
+
+@dataclass
+class Edge:
+    upstream: str  # vertex key
+    downstream: str
+    gate: int
+    ship_strategy: str
+
+    @property
+    def all_to_all(self) -> bool:
+        return self.ship_strategy.upper() in ALL_TO_ALL or self.ship_strategy.upper().startswith("HASH")
+
+
+@dataclass
+class Vertex:
+    key: str
+    names: list[str]  # chain operators, head first
+    parallelism: int
+    vertex_id: str | None = None  # job-vertex id = head operator id (job-graph plans only)
+    inputs: list[Edge] = field(default_factory=list)
+    outputs: list[Edge] = field(default_factory=list)
+
+    def label(self) -> str:
+        return " -> ".join(self.names) or self.key
+
+
+@dataclass
+class Topology:
+    vertices: dict[str, Vertex]
+    flavour: str  # "job-graph" or "stream-graph"
+
+    def edges(self) -> list[Edge]:
+        return [e for v in self.vertices.values() for e in v.inputs]
+
+
+def load_plan(path: str | Path) -> Topology:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such plan file") from None
+    except (OSError, ValueError) as exc:
+        raise PlanError(f"{path}: not a readable JSON plan ({exc})") from None
+    return parse_plan(doc, str(path))
+
+
+def parse_plan(doc: Any, source: str = "plan") -> Topology:
+    if isinstance(doc, dict) and isinstance(doc.get("plan"), dict):
+        doc = doc["plan"]
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    if not isinstance(nodes, list) or not nodes:
+        raise PlanError(f"{source}: no 'nodes' list: not a Flink plan")
+    try:
+        if any("predecessors" in n or isinstance(n.get("id"), int) for n in nodes):
+            return _stream_graph(nodes)
+        return _job_graph(nodes)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanError(f"{source}: malformed plan node ({exc})") from None
+
+
+# 1.14+ write "A<br/>+- B<br/>"; 1.10-1.13 write "A -&gt; B".
+_BR = re.compile(r"<br\s*/?>|\s+-&gt;\s+|\s+->\s+", re.I)
+
+
+def _chain_names(description: str) -> list[str]:
+    names = []
+    for part in _BR.split(description or ""):
+        name = part.replace("&nbsp;", " ").strip()
+        name = re.sub(r"^(\+-\s*)+", "", name).strip()
+        if name:
+            names.append(name)
+    return names
+
+
+def _job_graph(nodes: list[dict[str, Any]]) -> Topology:
+    vertices: dict[str, Vertex] = {}
+    for n in nodes:
+        vid = str(n["id"]).lower()
+        vertices[vid] = Vertex(vid, _chain_names(n.get("description", "")), int(n["parallelism"]), vertex_id=vid)
+    for n in nodes:
+        down = vertices[str(n["id"]).lower()]
+        for i, inp in enumerate(n.get("inputs") or []):
+            up = str(inp["id"]).lower()
+            if up not in vertices:
+                raise ValueError(f"input {up} of {down.key} is not a node")
+            edge = Edge(up, down.key, int(inp.get("num", i)), str(inp.get("ship_strategy", "")))
+            down.inputs.append(edge)
+            vertices[up].outputs.append(edge)
+    return Topology(vertices, "job-graph")
+
+
+def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
+    by_id = {n["id"]: n for n in nodes}
+    succ: dict[Any, list[tuple[Any, str]]] = {n["id"]: [] for n in nodes}
+    for n in nodes:
+        for p in n.get("predecessors") or []:
+            succ[p["id"]].append((n["id"], p.get("ship_strategy", "")))
+
+    def chains_to_pred(node: dict[str, Any]) -> bool:
+        preds = node.get("predecessors") or []
+        if len(preds) != 1 or preds[0].get("ship_strategy") != "FORWARD":
+            return False
+        pred = by_id[preds[0]["id"]]
+        return len(succ[pred["id"]]) == 1 and pred["parallelism"] == node["parallelism"]
+
+    head_of: dict[Any, Any] = {}
+    for n in nodes:  # plans list nodes in topological order
+        head_of[n["id"]] = head_of[n["predecessors"][0]["id"]] if chains_to_pred(n) else n["id"]
+    vertices: dict[str, Vertex] = {}
+    for n in nodes:
+        head = str(head_of[n["id"]])
+        name = n.get("contents") or n.get("type") or str(n["id"])
+        if head not in vertices:
+            vertices[head] = Vertex(head, [], int(n["parallelism"]))
+        vertices[head].names.append(name)
+    for n in nodes:
+        down = vertices[str(head_of[n["id"]])]
+        if head_of[n["id"]] != n["id"]:
+            continue
+        ups: list[str] = []
+        for p in n.get("predecessors") or []:
+            up = str(head_of[p["id"]])
+            if up not in ups:
+                ups.append(up)
+            edge = Edge(up, down.key, ups.index(up), str(p.get("ship_strategy", "")))
+            down.inputs.append(edge)
+            vertices[up].outputs.append(edge)
+    return Topology(vertices, "stream-graph")
+
+
+@dataclass
+class BoundVertex:
+    vertex: Vertex
+    head: OperatorState | None
+    tail: OperatorState | None
+    problem: str | None = None
+
+
+def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
+    """Find each vertex's head (input-state holder) and tail (output-state holder) operator."""
+    by_name: dict[str, list[OperatorState]] = {}
+    for op in checkpoint.operators:
+        if op.name:
+            by_name.setdefault(op.name, []).append(op)
+
+    def named(name: str) -> OperatorState | None:
+        hits = by_name.get(name, [])
+        return hits[0] if len(hits) == 1 else None
+
+    bound: dict[str, BoundVertex] = {}
+    heads: set[str] = set()
+    for v in topology.vertices.values():
+        head = checkpoint.operator(v.vertex_id) if v.vertex_id else None
+        if head is None and v.names:
+            head = named(v.names[0])
+        if head is not None:
+            heads.add(head.operator_id)
+        bound[v.key] = BoundVertex(v, head, None)
+    claimed = set(heads)
+    pending = []
+    for b in bound.values():
+        v = b.vertex
+        if len(v.names) <= 1 and b.head is not None:
+            b.tail = b.head
+        elif v.names and named(v.names[-1]) is not None:
+            b.tail = named(v.names[-1])
+        else:
+            pending.append(b)
+        if b.tail is not None:
+            claimed.add(b.tail.operator_id)
+    # Without names: the tail is the one unclaimed operator of the vertex's parallelism that holds
+    # output channel state (only tails ever do).
+    for b in pending:
+        if not b.vertex.outputs:
+            continue
+        cands = [
+            o
+            for o in checkpoint.operators
+            if o.operator_id not in claimed
+            and o.parallelism == b.vertex.parallelism
+            and any(s.result_subpartition_state for s in o.subtasks)
+        ]
+        if len(cands) == 1:
+            b.tail = cands[0]
+            claimed.add(cands[0].operator_id)
+        elif len(cands) > 1:
+            b.problem = (
+                f"cannot tell which operator of chain {b.vertex.label()!r} holds its output state "
+                f"({len(cands)} candidates; metadata before V5 stores no operator names)"
+            )
+    for b in bound.values():
+        # A job-graph vertex id names the head operator exactly; if the checkpoint lacks it, the head
+        # had no state at all (V2/V3 omit stateless operators), so its input state is simply empty.
+        if b.head is None and b.problem is None and b.vertex.vertex_id is None:
+            b.problem = f"no operator in the checkpoint matches vertex {b.vertex.label()!r}"
+    return bound

@@ -1,0 +1,553 @@
+"""``validate``: prove a checkpoint sound, or say exactly where it is not.
+
+Four passes, each a set of named rules (``findings.RULES``): metadata-level consistency, every
+referenced file, the chunk structure of every channel-state blob, and record framing along every
+logical channel (with a plan) or every input-side handle (without one). Files are streamed: memory
+stays bounded by the number of chunks, not their bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spillway.formats.channel_file import (
+    HEADER_SIZE,
+    SERIALIZATION_VERSION,
+    Blob,
+    BlobError,
+    Chunk,
+    FileBlob,
+    InlineBlob,
+    iter_payload,
+    read_chunk_header,
+    read_version,
+    walk_chunks,
+)
+from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, Framer
+from spillway.inspect.channels import ChannelKey, ChannelMap, LogicalChannel, channel_key, logical_channels
+from spillway.inspect.findings import Finding, sort_findings
+from spillway.inspect.keygroups import key_group_range
+from spillway.inspect.load import LoadedCheckpoint
+from spillway.inspect.locate import FileResolver
+from spillway.inspect.model import (
+    ByteStreamHandle,
+    ChannelHandle,
+    Checkpoint,
+    EmptySegmentFileHandle,
+    FileHandle,
+    KeyGroupsHandle,
+    OperatorState,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    channel_handles,
+)
+from spillway.inspect.topology import Topology, bind
+from spillway.inspect.walk import all_stream_handles
+
+Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+    blobs_checked: int = 0
+    chunks: int = 0
+    channels_framed: int = 0
+    handles_framed_alone: int = 0
+    records: int = 0
+    bytes_read: int = 0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    def counts(self) -> dict[str, int]:
+        out = {"error": 0, "warning": 0, "info": 0}
+        for f in self.findings:
+            out[f.severity] += 1
+        return out
+
+
+@dataclass
+class _Located:
+    """A channel handle with where it sits."""
+
+    operator: OperatorState
+    handle: ChannelHandle
+
+    @property
+    def key(self) -> ChannelKey:
+        return channel_key(self.operator, self.handle)
+
+    def label(self) -> str:
+        return f"{self.handle.info.label()}"
+
+
+@dataclass
+class _BlobInfo:
+    blob: Blob | None
+    chunks: dict[int, Chunk]
+    complete: bool  # the chunk chain was walked to the end without a break
+    display: str
+
+
+def validate(loaded: LoadedCheckpoint, topology: Topology | None = None, progress: Progress | None = None) -> Report:
+    v = _Validator(loaded, topology, progress or (lambda what, n: None))
+    try:
+        v.run()
+    finally:
+        v.close()
+    v.report.findings = sort_findings(v.report.findings)
+    return v.report
+
+
+class _Validator:
+    def __init__(self, loaded: LoadedCheckpoint, topology: Topology | None, progress: Progress):
+        self.cp: Checkpoint = loaded.checkpoint
+        self.resolver: FileResolver = loaded.resolver
+        self.topology = topology
+        self.progress = progress
+        self.report = Report()
+        self.blobs: dict[object, _BlobInfo] = {}
+        self.tags = ALL_TAGS if self.cp.format_version >= 4 else TAGS_BEFORE_1_19
+
+    def add(self, rule: str, message: str, **where: object) -> None:
+        self.report.findings.append(Finding(rule, message, **where))  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        for info in self.blobs.values():
+            if info.blob is not None:
+                info.blob.close()
+
+    def run(self) -> None:
+        self.check_structure()
+        self.check_files()
+        located = self.channel_state()
+        self.progress("channel-state files", -len({self.blob_key(x.handle.delegate) for x in located}))
+        self.check_blobs(located)
+        self.check_framing(located)
+
+    # ------------------------------------------------------------------ metadata-level rules
+    def check_structure(self) -> None:
+        for op in self.cp.operators:
+            label = op.label()
+            seen: set[int] = set()
+            for sub in op.subtasks:
+                if not 0 <= sub.index < op.parallelism:
+                    self.add(
+                        "subtask-index",
+                        f"subtask index {sub.index} outside [0, {op.parallelism})",
+                        operator=label,
+                        subtask=sub.index,
+                    )
+                if sub.index in seen:
+                    self.add("subtask-index", f"subtask {sub.index} appears twice", operator=label, subtask=sub.index)
+                seen.add(sub.index)
+                if sub.finished and sub.has_state():
+                    self.add("finished-state", "finished subtask holds state", operator=label, subtask=sub.index)
+                for side, handles in (("input", sub.input_channel_state), ("output", sub.result_subpartition_state)):
+                    keys: set[tuple[int, int]] = set()
+                    for h in channel_handles(handles):
+                        if h.subtask_index != sub.index:
+                            self.add(
+                                "subtask-index",
+                                f"{side} channel handle says subtask {h.subtask_index}",
+                                operator=label,
+                                subtask=sub.index,
+                                channel=h.info.label(),
+                            )
+                        if (h.a, h.b) in keys:
+                            self.add(
+                                "duplicate-channel",
+                                f"two {side} handles for channel {h.info.label()}",
+                                operator=label,
+                                subtask=sub.index,
+                                channel=h.info.label(),
+                            )
+                        keys.add((h.a, h.b))
+            if op.fully_finished and op.coordinator_state is not None:
+                self.add("finished-state", "fully finished operator holds coordinator state", operator=label)
+            self.check_key_groups(op)
+
+    def check_key_groups(self, op: OperatorState) -> None:
+        for kind in ("managed_keyed_state", "raw_keyed_state"):
+            ranges = []
+            for sub in op.subtasks:
+                h = getattr(sub, kind)
+                if h is None:
+                    continue
+                kg = h.key_groups
+                ranges.append((kg.start, kg.last, sub.index))
+                if kg.count and (kg.start < 0 or kg.last >= op.max_parallelism):
+                    self.add(
+                        "key-group-tiling",
+                        f"{kind} key groups [{kg.start}, {kg.last}] outside [0, {op.max_parallelism})",
+                        operator=op.label(),
+                        subtask=sub.index,
+                    )
+                if isinstance(h, KeyGroupsHandle) and len(h.offsets) != kg.count:
+                    self.add(
+                        "key-group-tiling",
+                        f"{len(h.offsets)} offsets for {kg.count} key groups",
+                        operator=op.label(),
+                        subtask=sub.index,
+                    )
+                if 0 < op.parallelism <= op.max_parallelism and 0 <= sub.index < op.parallelism:
+                    expected = key_group_range(op.max_parallelism, op.parallelism, sub.index)
+                    if kg.count and (kg.start, kg.last) != expected:
+                        self.add(
+                            "key-group-range",
+                            f"{kind} covers [{kg.start}, {kg.last}], Flink assigns [{expected[0]}, {expected[1]}]",
+                            operator=op.label(),
+                            subtask=sub.index,
+                        )
+            if not ranges:
+                continue
+            ranges.sort()
+            covered = 0
+            for start, last, index in ranges:
+                if start > last:
+                    continue
+                if start < covered:
+                    self.add(
+                        "key-group-tiling",
+                        f"{kind} key groups [{start}, {min(last, covered - 1)}] also held by another subtask",
+                        operator=op.label(),
+                        subtask=index,
+                    )
+                elif start > covered:
+                    self.add(
+                        "key-group-gap",
+                        f"{kind}: no subtask holds key groups [{covered}, {start - 1}]",
+                        operator=op.label(),
+                    )
+                covered = max(covered, last + 1)
+            if covered < op.max_parallelism:
+                self.add(
+                    "key-group-gap",
+                    f"{kind}: no subtask holds key groups [{covered}, {op.max_parallelism - 1}]",
+                    operator=op.label(),
+                )
+
+    # ------------------------------------------------------------------ every referenced file
+    def check_files(self) -> None:
+        needed: dict[str, tuple[int, object, str]] = {}  # local path -> (bytes needed, handle, where)
+        for site, h in all_stream_handles(self.cp):
+            if not isinstance(h, FileHandle | RelativeFileHandle | SegmentFileHandle):
+                continue
+            where = f"{site.operator.label()} {site.kind}"
+            resolved = self.resolver.resolve(h)
+            assert resolved is not None
+            if resolved.local is None:
+                rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+                self.add(
+                    rule,
+                    f"{resolved.original}: {resolved.problem}",
+                    operator=site.operator.label(),
+                    subtask=site.subtask.index if site.subtask else None,
+                    file=resolved.original,
+                )
+                continue
+            end = h.start_pos + h.state_size if isinstance(h, SegmentFileHandle) else h.state_size
+            key = str(resolved.local)
+            prev = needed.get(key)
+            exact = not isinstance(h, SegmentFileHandle)
+            if prev is None or end > prev[0]:
+                needed[key] = (end, h if exact else None, where)
+        for path, (end, exact_handle, where) in sorted(needed.items()):
+            self.report.files_checked += 1
+            p = Path(path)
+            try:
+                size = p.stat().st_size
+                with open(p, "rb"):
+                    pass
+            except FileNotFoundError:
+                self.add("file-exists", f"missing file (referenced by {where})", file=path)
+                continue
+            except OSError as exc:
+                self.add("file-exists", f"cannot read: {exc.strerror}", file=path)
+                continue
+            if size < end:
+                self.add("file-size", f"file has {size} bytes, handles need {end} ({where})", file=path, offset=size)
+            elif exact_handle is not None and size > end:
+                self.add("file-size-extra", f"file has {size} bytes, handle says {end}", file=path)
+
+    # ------------------------------------------------------------------ channel-state blobs
+    def channel_state(self) -> list[_Located]:
+        out = []
+        for op in self.cp.operators:
+            for sub in op.subtasks:
+                for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
+                    out.append(_Located(op, h))
+        return out
+
+    def blob_key(self, delegate: object) -> object:
+        if isinstance(delegate, ByteStreamHandle) or delegate is None:
+            return ("inline", id(delegate))
+        resolved = self.resolver.resolve(delegate)
+        path = str(resolved.local) if resolved and resolved.local else repr(delegate)
+        base = delegate.start_pos if isinstance(delegate, SegmentFileHandle) else 0
+        return ("file", path, base)
+
+    def open_blob(self, delegate: object, who: _Located) -> _BlobInfo:
+        key = self.blob_key(delegate)
+        if key in self.blobs:
+            return self.blobs[key]
+        info = _BlobInfo(None, {}, False, "?")
+        self.blobs[key] = info
+        where = {"operator": who.operator.label(), "subtask": who.handle.subtask_index, "channel": who.label()}
+        if isinstance(delegate, ByteStreamHandle):
+            info.blob, info.display = InlineBlob(f"inline:{delegate.name}", delegate.data), f"inline:{delegate.name}"
+        elif isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
+            resolved = self.resolver.resolve(delegate)
+            info.display = str(resolved.local) if resolved and resolved.local else str(getattr(delegate, "path", "?"))
+            if resolved is None or resolved.local is None or not resolved.local.is_file():
+                return info  # reported by check_files
+            try:
+                if isinstance(delegate, SegmentFileHandle):
+                    info.blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+                    if info.blob.file_size < delegate.start_pos + delegate.state_size:
+                        info.blob.size = max(0, info.blob.file_size - delegate.start_pos)
+                else:
+                    info.blob = FileBlob(resolved.local)
+            except OSError:
+                return info
+        else:
+            kind = "null" if delegate is None else type(delegate).__name__
+            self.add("chunk-offset", f"channel state with a {kind} delegate", **where)
+            return info
+        blob = info.blob
+        self.report.blobs_checked += 1
+        try:
+            version = read_version(blob)
+        except BlobError as exc:
+            self.add("channel-header", f"too short for a header: {exc}", file=info.display, offset=blob.physical(0))
+            return info
+        if version != SERIALIZATION_VERSION:
+            self.add(
+                "channel-header",
+                f"serialization version {version}, expected {SERIALIZATION_VERSION}",
+                file=info.display,
+                offset=blob.physical(0),
+            )
+            return info
+        try:
+            for chunk in walk_chunks(blob):
+                info.chunks[chunk.offset] = chunk
+            info.complete = True
+        except BlobError as exc:
+            self.add("chunk-chain", f"chunk chain breaks: {exc}", file=info.display, offset=blob.physical(exc.offset))
+        self.report.chunks += len(info.chunks)
+        return info
+
+    def check_blobs(self, located: list[_Located]) -> None:
+        claimed: dict[tuple[object, int], _Located] = {}
+        by_blob: dict[object, list[_Located]] = {}
+        done = 0
+        for x in located:
+            key = self.blob_key(x.handle.delegate)
+            if key not in self.blobs:
+                done += 1
+                self.progress("channel-state files", done)
+            info = self.open_blob(x.handle.delegate, x)
+            by_blob.setdefault(key, []).append(x)
+            if info.blob is None:
+                continue
+            self.check_handle_chunks(x, info, key, claimed)
+        for key, members in by_blob.items():
+            info = self.blobs[key]
+            if info.blob is None or not info.complete:
+                continue
+            unclaimed = [c for off, c in info.chunks.items() if (key, off) not in claimed]
+            if unclaimed:
+                self.add(
+                    "unclaimed-chunks",
+                    f"{len(unclaimed)} chunks ({sum(c.footprint for c in unclaimed)} bytes) belong to no handle",
+                    file=info.display,
+                    offset=info.blob.physical(unclaimed[0].offset),
+                )
+
+    def check_handle_chunks(
+        self, x: _Located, info: _BlobInfo, key: object, claimed: dict[tuple[object, int], _Located]
+    ) -> None:
+        h, blob = x.handle, info.blob
+        assert blob is not None
+        where = {"operator": x.operator.label(), "subtask": h.subtask_index, "channel": x.label(), "file": info.display}
+        footprint = 0
+        for off in h.offsets:
+            chunk = info.chunks.get(off)
+            if chunk is None:
+                if off < HEADER_SIZE or off >= blob.size:
+                    self.add(
+                        "chunk-offset",
+                        f"offset {off} outside the {blob.size}-byte channel state",
+                        offset=blob.physical(off) if off >= 0 else None,
+                        **where,
+                    )
+                    continue
+                if info.complete:
+                    self.add(
+                        "chunk-offset", f"offset {off} is not the start of a chunk", offset=blob.physical(off), **where
+                    )
+                try:  # still measure it, so the size check stays meaningful
+                    chunk = read_chunk_header(blob, off)
+                except BlobError as exc:
+                    self.add("chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
+                    continue
+            other = claimed.get((key, off))
+            if other is not None:
+                self.add(
+                    "chunk-overlap",
+                    f"chunk at {off} also claimed by {other.operator.label()}"
+                    f"#{other.handle.subtask_index} {other.label()}",
+                    offset=blob.physical(off),
+                    **where,
+                )
+            claimed[(key, off)] = x
+            footprint += chunk.footprint
+        inline = isinstance(h.delegate, ByteStreamHandle)
+        expected = blob.size if inline else footprint
+        if h.state_size != expected:
+            what = "the inline blob's length" if inline else "the sum of its chunks"
+            self.add(
+                "inline-channel" if inline else "channel-size",
+                f"handle size {h.state_size} != {what} ({expected})",
+                offset=blob.physical(h.offsets[0]) if h.offsets else None,
+                **where,
+            )
+
+    # ------------------------------------------------------------------ record framing
+    def check_framing(self, located: list[_Located]) -> None:
+        cmap = ChannelMap([], [], set())
+        if self.topology is not None:
+            bound = bind(self.topology, self.cp)
+            cmap = logical_channels(self.topology, bound, self.cp)
+            for note in cmap.skipped:
+                self.add("topology", note)
+            self.check_topology(bound, located)
+        else:
+            outputs = sum(1 for x in located if x.handle.side == "output")
+            if outputs:
+                self.add(
+                    "topology",
+                    f"{outputs} output-side channel handles were not framed: output state may "
+                    "start mid-record and only continues an input-side stream; pass --plan to check them",
+                )
+        self.progress("logical channels", -(len(cmap.channels) + len(located)))
+        n = 0
+        for lc in cmap.channels:
+            self.frame(lc.label(), [(p.operator, p.handle) for p in lc.parts], complete=True)
+            self.report.channels_framed += 1
+            n += 1
+            self.progress("logical channels", n)
+        for x in located:
+            if x.key in cmap.used or x.handle.side != "input":
+                continue
+            # Input state starts on a record boundary; alone it may end mid-record (the rest is upstream).
+            self.frame(x.label(), [(x.operator, x.handle)], complete=False)
+            self.report.handles_framed_alone += 1
+            n += 1
+            self.progress("logical channels", n)
+
+    def pieces(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> Iterator[tuple[str, Blob, int, bytes]]:
+        for op, h in parts:
+            info = self.blobs.get(self.blob_key(h.delegate))
+            if info is None or info.blob is None:
+                continue
+            for off in h.offsets:
+                chunk = info.chunks.get(off)
+                if chunk is None:
+                    try:
+                        chunk = read_chunk_header(info.blob, off)
+                    except BlobError:
+                        continue
+                for pos, data in iter_payload(info.blob, chunk):
+                    yield f"{op.label()}#{h.subtask_index} {h.info.label()}", info.blob, pos, data
+
+    def frame(self, label: str, parts: list[tuple[OperatorState, ChannelHandle]], complete: bool) -> None:
+        if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
+            return
+        total = 0
+        for _, h in parts:
+            info = self.blobs[self.blob_key(h.delegate)]
+            total += sum(info.chunks[o].length for o in h.offsets if o in info.chunks)
+        framer = Framer(total, self.tags)
+        where: list[tuple[str, Blob, int]] = []
+        try:
+            for part_label, blob, pos, data in self.pieces(parts):
+                where.append((part_label, blob, pos))
+                framer.feed(data)
+                self.report.bytes_read += len(data)
+        except BlobError:
+            return  # already reported by the chunk checks
+        if complete:
+            framer.finish()
+        self.report.records += framer.records
+        op, first = parts[0]
+        for fault in framer.faults:
+            part_label, blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)
+            rule = {"length": "record-length", "tag": "record-tag", "size": "record-tag"}.get(
+                fault.kind, "record-truncated"
+            )
+            self.add(
+                rule,
+                f"{fault.message} (in {part_label})",
+                operator=op.label(),
+                subtask=first.subtask_index,
+                channel=label,
+                file=blob.name if blob else None,
+                offset=blob.physical(pos + fault.position) if blob else None,
+            )
+
+    def check_topology(self, bound: dict, located: list[_Located]) -> None:
+        heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
+        tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
+        assert self.topology is not None
+        verts = self.topology.vertices
+        for x in located:
+            h, op = x.handle, x.operator
+            where = {"operator": op.label(), "subtask": h.subtask_index, "channel": x.label()}
+            if h.side == "input":
+                b = heads.get(op.operator_id)
+                if b is None:
+                    self.add(
+                        "channel-holder", "input channel state on an operator that heads no chain in the plan", **where
+                    )
+                    continue
+                gates = {e.gate: e for e in b.vertex.inputs}
+                edge = gates.get(h.a)
+                if edge is None:
+                    self.add("channel-index", f"gate {h.a} does not exist (vertex has {len(gates)} inputs)", **where)
+                elif h.b >= verts[edge.upstream].parallelism:
+                    self.add(
+                        "channel-index",
+                        f"input channel {h.b} >= upstream parallelism {verts[edge.upstream].parallelism}",
+                        **where,
+                    )
+            else:
+                b = tails.get(op.operator_id)
+                if b is None:
+                    if not any(bb.problem for bb in bound.values()):
+                        self.add(
+                            "channel-holder",
+                            "output channel state on an operator that ends no chain in the plan",
+                            **where,
+                        )
+                    continue
+                outs = b.vertex.outputs
+                if h.a >= len(outs):
+                    self.add(
+                        "channel-index", f"partition {h.a} does not exist (vertex has {len(outs)} outputs)", **where
+                    )
+                elif h.b >= verts[outs[h.a].downstream].parallelism:
+                    self.add(
+                        "channel-index",
+                        f"subpartition {h.b} >= downstream parallelism {verts[outs[h.a].downstream].parallelism}",
+                        **where,
+                    )
+
+
+__all__ = ["EmptySegmentFileHandle", "LogicalChannel", "Report", "validate"]
