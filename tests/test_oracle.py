@@ -12,11 +12,20 @@ from spillway.formats.metadata_codec import decode_metadata
 from spillway.inspect.jsonview import JsonView
 
 
-def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
-    doc = dict(doc)
-    doc.pop("schema", None)
-    doc["operators"] = sorted(doc["operators"], key=lambda o: o["operator_id"])
-    return doc
+def _normalise(doc: Any) -> Any:
+    """Operators in id order; before Flink 1.18 the shared/private file lists of incremental handles
+    are HashMaps in memory, so Flink reports them in hash order, not file order: compare as sets."""
+    if isinstance(doc, list):
+        return [_normalise(x) for x in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out = {k: _normalise(v) for k, v in doc.items() if k != "schema"}
+    if "operators" in out:
+        out["operators"] = sorted(out["operators"], key=lambda o: o["operator_id"])
+    for key in ("shared_state", "private_state"):
+        if key in out:
+            out[key] = sorted(out[key], key=lambda e: e["local_path"])
+    return out
 
 
 def _diff(ours: Any, flink: Any, path: str = "") -> list[str]:

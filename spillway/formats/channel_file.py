@@ -43,6 +43,10 @@ class Blob:
     def read_at(self, pos: int, n: int) -> bytes:
         raise NotImplementedError
 
+    def read_into(self, pos: int, buffer: bytearray, n: int) -> int:
+        buffer[:n] = self.read_at(pos, n)
+        return n
+
     def physical(self, pos: int) -> int:
         return self.base + pos
 
@@ -87,6 +91,16 @@ class FileBlob(Blob):
         if len(data) != n:
             raise BlobError(f"file ended after {len(data)} of {n} bytes", pos + len(data))
         return data
+
+    def read_into(self, pos: int, buffer: bytearray, n: int) -> int:
+        """Read ``n`` bytes at ``pos`` into the start of a reusable buffer (no allocation)."""
+        if pos < 0 or n < 0 or pos + n > self.size or n > len(buffer):
+            raise BlobError(f"read of {n} bytes at {pos} is outside the {self.size}-byte range", pos)
+        self._fh.seek(self.base + pos)
+        got = self._fh.readinto(memoryview(buffer)[:n])
+        if got != n:
+            raise BlobError(f"file ended after {got} of {n} bytes", pos + (got or 0))
+        return n
 
     def close(self) -> None:
         self._fh.close()
@@ -136,13 +150,17 @@ def walk_chunks(blob: Blob) -> Iterator[Chunk]:
         offset = chunk.end
 
 
-def iter_payload(blob: Blob, chunk: Chunk, block: int = READ_BLOCK) -> Iterator[tuple[int, bytes]]:
-    """(blob position, bytes) pieces of a chunk's payload, at most ``block`` bytes each."""
+def iter_payload(blob: Blob, chunk: Chunk, buffer: bytearray) -> Iterator[tuple[int, int]]:
+    """Read a chunk's payload into ``buffer`` piece by piece; yields (blob position, bytes in buffer).
+
+    Each piece is valid only until the next one is read: memory stays at one buffer whatever the size.
+    """
     pos = chunk.offset + LENGTH_SIZE
     end = pos + chunk.length
     while pos < end:
-        n = min(block, end - pos)
-        yield pos, blob.read_at(pos, n)
+        n = min(len(buffer), end - pos)
+        blob.read_into(pos, buffer, n)
+        yield pos, n
         pos += n
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from spillway.formats.channel_file import (
     HEADER_SIZE,
+    READ_BLOCK,
     SERIALIZATION_VERSION,
     Blob,
     BlobError,
@@ -25,7 +26,7 @@ from spillway.formats.channel_file import (
     read_version,
     walk_chunks,
 )
-from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, Framer
+from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, make_framer
 from spillway.inspect.channels import ChannelKey, ChannelMap, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.keygroups import key_group_range
@@ -113,6 +114,7 @@ class _Validator:
         self.report = Report()
         self.blobs: dict[object, _BlobInfo] = {}
         self.tags = ALL_TAGS if self.cp.format_version >= 4 else TAGS_BEFORE_1_19
+        self.buffer = bytearray(READ_BLOCK)
 
     def add(self, rule: str, message: str, **where: object) -> None:
         self.report.findings.append(Finding(rule, message, **where))  # type: ignore[arg-type]
@@ -345,7 +347,7 @@ class _Validator:
 
     def check_blobs(self, located: list[_Located]) -> None:
         claimed: dict[tuple[object, int], _Located] = {}
-        by_blob: dict[object, list[_Located]] = {}
+        blob_keys: list[object] = []
         done = 0
         for x in located:
             key = self.blob_key(x.handle.delegate)
@@ -353,11 +355,12 @@ class _Validator:
                 done += 1
                 self.progress("channel-state files", done)
             info = self.open_blob(x.handle.delegate, x)
-            by_blob.setdefault(key, []).append(x)
+            if key not in blob_keys:
+                blob_keys.append(key)
             if info.blob is None:
                 continue
             self.check_handle_chunks(x, info, key, claimed)
-        for key, members in by_blob.items():
+        for key in blob_keys:
             info = self.blobs[key]
             if info.blob is None or not info.complete:
                 continue
@@ -452,7 +455,8 @@ class _Validator:
             n += 1
             self.progress("logical channels", n)
 
-    def pieces(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> Iterator[tuple[str, Blob, int, bytes]]:
+    def pieces(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> Iterator[tuple[str, Blob, int, int]]:
+        """(part label, blob, blob position, bytes now in self.buffer) for each piece, in stream order."""
         for op, h in parts:
             info = self.blobs.get(self.blob_key(h.delegate))
             if info is None or info.blob is None:
@@ -464,8 +468,9 @@ class _Validator:
                         chunk = read_chunk_header(info.blob, off)
                     except BlobError:
                         continue
-                for pos, data in iter_payload(info.blob, chunk):
-                    yield f"{op.label()}#{h.subtask_index} {h.info.label()}", info.blob, pos, data
+                label = f"{op.label()}#{h.subtask_index} {h.info.label()}"
+                for pos, n in iter_payload(info.blob, chunk, self.buffer):
+                    yield label, info.blob, pos, n
 
     def frame(self, label: str, parts: list[tuple[OperatorState, ChannelHandle]], complete: bool) -> None:
         if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
@@ -474,13 +479,13 @@ class _Validator:
         for _, h in parts:
             info = self.blobs[self.blob_key(h.delegate)]
             total += sum(info.chunks[o].length for o in h.offsets if o in info.chunks)
-        framer = Framer(total, self.tags)
+        framer = make_framer(total, self.tags)
         where: list[tuple[str, Blob, int]] = []
         try:
-            for part_label, blob, pos, data in self.pieces(parts):
+            for part_label, blob, pos, n in self.pieces(parts):
                 where.append((part_label, blob, pos))
-                framer.feed(data)
-                self.report.bytes_read += len(data)
+                framer.feed(self.buffer, n)
+                self.report.bytes_read += n
         except BlobError:
             return  # already reported by the chunk checks
         if complete:

@@ -1,0 +1,89 @@
+/* Record-boundary walk over channel-state payload (see record_framing.py for the semantics).
+ * Built on first use by native.py with the system C compiler; the pure-Python Framer is the fallback
+ * and the reference (tests run both on the same data). */
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    int64_t total, consumed, left;
+    int32_t length, need_tag, head_len, dead;
+    uint32_t tag_mask;
+    uint8_t head[4];
+    int64_t records;
+    int64_t tag_counts[8];
+    int64_t start_piece, start_pos;
+    int32_t fault_kind, fault_tag;
+    int64_t fault_value, fault_piece, fault_pos, fault_remaining;
+} framer_t;
+
+enum { F_NONE = 0, F_LENGTH = 1, F_TAG = 2, F_SIZE = 3 };
+static const int32_t FIXED[7] = {0, 0, 9, 29, 5, 2, 13};
+static const int32_t MINSZ[7] = {9, 1, 0, 0, 0, 0, 0};
+
+static int64_t fault(framer_t *st, int kind, int64_t value, int64_t ret) {
+    st->fault_kind = kind;
+    st->fault_value = value;
+    st->fault_piece = st->start_piece;
+    st->fault_pos = st->start_pos;
+    return ret;
+}
+
+/* Consume buf[from..n). Returns where it stopped: n, or just past a fault (fault_kind set). The caller
+ * adds n to `consumed` after the final call for a piece. */
+int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int64_t from) {
+    int64_t i = from;
+    if (st->dead) return n;
+    while (i < n) {
+        if (st->left == 0 && !st->need_tag) {
+            int32_t length;
+            if (st->head_len || n - i < 4) {
+                if (!st->head_len) { st->start_piece = piece; st->start_pos = i; }
+                while (st->head_len < 4 && i < n) st->head[st->head_len++] = buf[i++];
+                if (st->head_len < 4) break;
+                length = (int32_t)(((uint32_t)st->head[0] << 24) | ((uint32_t)st->head[1] << 16) |
+                                   ((uint32_t)st->head[2] << 8) | st->head[3]);
+                st->head_len = 0;
+            } else {
+                st->start_piece = piece; st->start_pos = i;
+                length = (int32_t)(((uint32_t)buf[i] << 24) | ((uint32_t)buf[i + 1] << 16) |
+                                   ((uint32_t)buf[i + 2] << 8) | buf[i + 3]);
+                i += 4;
+            }
+            int64_t remaining = st->total - (st->consumed + i);
+            if (length <= 0 || length > remaining) {
+                st->dead = 1;
+                st->fault_remaining = remaining;
+                return fault(st, F_LENGTH, length, n);
+            }
+            st->length = length;
+            st->left = length;
+            st->need_tag = 1;
+        }
+        if (st->need_tag) {
+            if (i >= n) break;
+            uint8_t tag = buf[i];
+            st->need_tag = 0;
+            st->tag_counts[tag < 7 ? tag : 7]++;
+            if (tag > 31 || !(st->tag_mask & (1u << tag))) {
+                st->fault_tag = tag;
+                int64_t take = st->left < n - i ? st->left : n - i;
+                i += take; st->left -= take;
+                if (st->left == 0) st->records++;
+                return fault(st, F_TAG, tag, i);
+            }
+            int32_t fixed = FIXED[tag], minsz = MINSZ[tag];
+            if ((fixed && st->length != fixed) || (!fixed && st->length < minsz)) {
+                st->fault_tag = tag;
+                int64_t take = st->left < n - i ? st->left : n - i;
+                i += take; st->left -= take;
+                if (st->left == 0) st->records++;
+                return fault(st, F_SIZE, st->length, i);
+            }
+        }
+        int64_t take = st->left < n - i ? st->left : n - i;
+        i += take;
+        st->left -= take;
+        if (st->left == 0) st->records++;
+    }
+    return n;
+}
