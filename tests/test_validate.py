@@ -229,3 +229,25 @@ def test_random_flips_never_crash(tmp_path_factory, target: str, flips) -> None:
         return
     for f in report.findings:
         assert f.rule and f.message
+
+
+def test_stream_graph_plan_frames_like_the_job_graph_plan() -> None:
+    fx = fixture_named("2.0.0-unaligned")  # V5+: names let the stream-graph plan bind
+    by_job = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "jobgraph.json"))
+    by_stream = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "plan.json"))
+    assert (by_stream.channels_framed, by_stream.records) == (by_job.channels_framed, by_job.records)
+    assert not by_stream.findings
+
+
+def test_rest_plan_wrapper_is_accepted(tmp_path: Path) -> None:
+    fx = fixture_named(BASE)
+    wrapped = tmp_path / "rest.json"
+    wrapped.write_text(json.dumps({"plan": json.loads((fx.root / "jobgraph.json").read_text())}))
+    assert validate(load_checkpoint(fx.checkpoint_dir), load_plan(wrapped)).channels_framed >= 4
+
+
+def test_without_plan_input_side_is_framed_and_the_rest_is_explained() -> None:
+    fx = fixture_named(BASE)
+    report = validate(load_checkpoint(fx.checkpoint_dir), None)
+    assert report.handles_framed_alone > 0 and report.channels_framed == 0
+    assert [f.rule for f in report.findings] == ["topology"]

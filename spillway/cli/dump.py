@@ -61,6 +61,7 @@ def command(
 ) -> None:
     def run() -> None:
         loaded = load_checkpoint(path, rebase)
+        loaded.resolve_files()
         operators = select_operators(loaded.checkpoint, operator)
         if json_out:
             doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)

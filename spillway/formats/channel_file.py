@@ -102,6 +102,9 @@ class FileBlob(Blob):
             raise BlobError(f"file ended after {got} of {n} bytes", pos + (got or 0))
         return n
 
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
     def close(self) -> None:
         self._fh.close()
 
@@ -143,6 +146,19 @@ def read_chunk_header(blob: Blob, offset: int) -> Chunk:
 
 def walk_chunks(blob: Blob) -> Iterator[Chunk]:
     """Every chunk from the header to the end; raises ``BlobError`` where the chain breaks."""
+    if isinstance(blob, FileBlob):
+        from spillway.formats.native import walk_file
+
+        native = walk_file(blob.fileno(), blob.base, blob.size)
+        if native is not None:
+            chunks, error = native
+            for offset, length in chunks:
+                yield Chunk(offset, length)
+            if error is not None:
+                # Re-read the failing header with the declared layout for the precise message.
+                read_chunk_header(blob, error[0])
+                raise BlobError(error[1], error[0])
+            return
     offset = HEADER_SIZE
     while offset < blob.size:
         chunk = read_chunk_header(blob, offset)

@@ -76,4 +76,55 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
         ctypes.c_int64,
     ]
+    lib.spw_walk.restype = ctypes.c_int64
+    lib.spw_walk.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64),
+        ctypes.POINTER(ctypes.c_int32),
+    ]
+    lib.spw_frame_chunks.restype = ctypes.c_int
+    lib.spw_frame_chunks.argtypes = [
+        ctypes.POINTER(FramerState),
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
     return lib
+
+
+WALK_ERRORS = {
+    1: "file ends inside a chunk length field",
+    2: "negative chunk length",
+    3: "chunk runs past the end of the data",
+    4: "read error",
+}
+
+
+def walk_file(fd: int, base: int, size: int) -> tuple[list[tuple[int, int]], tuple[int, str] | None] | None:
+    """Chunk chain of a file-backed blob in C: ([(offset, length)], (error offset, why) or None).
+
+    None when the native library is unavailable (callers use the construct-based walk)."""
+    lib = library()
+    if lib is None:
+        return None
+    cap = max(16, size // 4096)
+    while True:
+        offsets = (ctypes.c_int64 * cap)()
+        lengths = (ctypes.c_int32 * cap)()
+        err_off, err_kind = ctypes.c_int64(0), ctypes.c_int32(0)
+        n = lib.spw_walk(fd, base, size, offsets, lengths, cap, ctypes.byref(err_off), ctypes.byref(err_kind))
+        if n >= 0:
+            break
+        cap *= 4
+    chunks = list(zip(offsets[:n], lengths[:n], strict=True))
+    error = (err_off.value, WALK_ERRORS.get(err_kind.value, "?")) if err_kind.value else None
+    return chunks, error

@@ -217,6 +217,21 @@ class NativeFramer:
                 st.fault_kind = 0
         st.consumed += n
 
+    def feed_file_chunks(self, fd: int, base: int, chunks: list[tuple[int, int]], buffer: bytearray) -> bool:
+        """Feed whole chunks of a file-backed blob in one native call. False if a fault (or read error)
+        stopped it: the framer is then spent, and the caller re-frames piece by piece to locate it."""
+        n = len(chunks)
+        if n == 0:
+            return True
+        offsets = (ctypes.c_int64 * n)(*(c[0] for c in chunks))
+        lengths = (ctypes.c_int32 * n)(*(c[1] for c in chunks))
+        address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+        rc = self._lib.spw_frame_chunks(  # type: ignore[attr-defined]
+            self._st_ref, fd, base, offsets, lengths, n, address, len(buffer)
+        )
+        self._piece += n
+        return rc == 0
+
     def _record_fault(self) -> None:
         st = self._st
         kind, value = st.fault_kind, st.fault_value

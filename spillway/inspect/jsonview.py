@@ -44,7 +44,7 @@ class JsonView:
                 "data_sha256": hashlib.sha256(h.data).hexdigest(),
             }
         if isinstance(h, FileHandle):
-            return {"type": h.flink_class, "path": h.path, "state_size": h.state_size}
+            return self._local({"type": h.flink_class, "path": h.path, "state_size": h.state_size}, h)
         if isinstance(h, RelativeFileHandle):
             out: dict[str, Any] = {
                 "type": h.flink_class,
@@ -56,19 +56,29 @@ class JsonView:
                 out["path"] = str(resolved.local) if resolved and resolved.local else None
             return out
         if isinstance(h, SegmentFileHandle):
-            return {
-                "type": h.flink_class,
-                "path": h.path,
-                "start_pos": h.start_pos,
-                "state_size": h.state_size,
-                "scope": h.scope_name,
-                "logical_file_id": h.logical_file_id,
-            }
+            return self._local(
+                {
+                    "type": h.flink_class,
+                    "path": h.path,
+                    "start_pos": h.start_pos,
+                    "state_size": h.state_size,
+                    "scope": h.scope_name,
+                    "logical_file_id": h.logical_file_id,
+                },
+                h,
+            )
         if isinstance(h, EmptySegmentFileHandle):
             return {"type": h.flink_class, "state_size": 0}
         if isinstance(h, KeyGroupsHandle):
             return self.keyed(h)
         raise TypeError(f"not a stream handle: {h!r}")
+
+    def _local(self, doc: dict[str, Any], h: Any) -> dict[str, Any]:
+        """spillway-only ``local_path``: where the file is on this machine (after rebasing), or null."""
+        if self.resolver is not None:
+            resolved = self.resolver.resolve(h)
+            doc["local_path"] = str(resolved.local) if resolved and resolved.local else None
+        return doc
 
     # --- keyed handles
     def keyed(self, h: Any) -> dict[str, Any]:

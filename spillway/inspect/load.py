@@ -6,8 +6,9 @@ import os
 from dataclasses import dataclass
 
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, locate_checkpoint
+from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
 from spillway.inspect.model import Checkpoint
+from spillway.inspect.walk import all_stream_handles, file_path_of
 
 
 @dataclass
@@ -16,6 +17,17 @@ class LoadedCheckpoint:
     checkpoint: Checkpoint
     resolver: FileResolver
     size: int
+
+    def resolve_files(self) -> dict[str, ResolvedFile]:
+        """Every file the checkpoint references, resolved (this records any rebasing applied)."""
+        out: dict[str, ResolvedFile] = {}
+        for _, handle in all_stream_handles(self.checkpoint):
+            name = file_path_of(handle)
+            if name is not None and name not in out:
+                resolved = self.resolver.resolve(handle)
+                if resolved is not None:
+                    out[name] = resolved
+        return out
 
 
 def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:

@@ -120,7 +120,7 @@ class FileResolver:
 
     location: CheckpointLocation
     rules: list[Rebase] = field(default_factory=list)
-    applied: dict[tuple[str, str], int] = field(default_factory=dict)
+    applied: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -149,7 +149,7 @@ class FileResolver:
             if original.startswith(rule.old):
                 rewritten = rule.new + original[len(rule.old) :]
                 local_text = strip_file_scheme(rewritten)
-                self._note(rule.old, rule.new)
+                self._note(rule.old, rule.new, original)
                 local = Path(local_text) if local_text else None
                 problem = None if local else f"rebased path {rewritten!r} is not a local path"
                 return ResolvedFile(original, local, rule.old, rule.new, problem)
@@ -174,12 +174,13 @@ class FileResolver:
                 if ".." in tail or not _inside(local, job_dir):
                     return ResolvedFile(original, None, problem="path escapes the job directory")
                 old_prefix = original[: len(original) - len("/".join(tail))].rstrip("/")
-                self._note(old_prefix, str(job_dir))
+                self._note(old_prefix, str(job_dir), original)
                 return ResolvedFile(original, local, old_prefix, str(job_dir))
         return None
 
-    def _note(self, old: str, new: str) -> None:
-        self.applied[(old, new)] = self.applied.get((old, new), 0) + 1
+    def _note(self, old: str, new: str, original: str) -> None:
+        self.applied.setdefault((old, new), set()).add(original)
 
     def rebases(self) -> list[dict[str, object]]:
-        return [{"from": o, "to": n, "paths": c} for (o, n), c in sorted(self.applied.items())]
+        """Each prefix rewrite applied, with how many distinct paths it served."""
+        return [{"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items())]

@@ -87,3 +87,53 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
     }
     return n;
 }
+
+#include <unistd.h>
+
+/* Walk the [i32 length][payload] chain of a channel-state blob: bytes [base+4, base+size) of file fd.
+ * Writes up to cap (offset, length) pairs (blob-relative offsets of the length fields). Returns the
+ * number of chunks; on a break sets *err_offset (blob-relative) and *err_kind (1 short header,
+ * 2 negative length, 3 runs past the end, 4 I/O error) and returns the chunks found before it.
+ * Returns -(count) - 1 when cap was too small (call again with a larger buffer). */
+int64_t spw_walk(int fd, int64_t base, int64_t size, int64_t *offsets, int32_t *lengths, int64_t cap,
+                 int64_t *err_offset, int32_t *err_kind) {
+    int64_t pos = 4, count = 0;
+    uint8_t h[4];
+    *err_kind = 0;
+    while (pos < size) {
+        if (pos + 4 > size) { *err_kind = 1; *err_offset = pos; return count; }
+        if (pread(fd, h, 4, base + pos) != 4) { *err_kind = 4; *err_offset = pos; return count; }
+        int32_t len = (int32_t)(((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3]);
+        if (len < 0) { *err_kind = 2; *err_offset = pos; return count; }
+        if (pos + 4 + (int64_t)len > size) { *err_kind = 3; *err_offset = pos; return count; }
+        if (count >= cap) return -count - 1;
+        offsets[count] = pos;
+        lengths[count] = len;
+        count++;
+        pos += 4 + (int64_t)len;
+    }
+    return count;
+}
+
+/* Feed n chunks of one blob (payload at base + offsets[k] + 4, lengths[k] bytes) to the framer,
+ * reading through buf. Returns 0 when all were fed cleanly, 1 at the first fault (the caller then
+ * re-frames the channel piece by piece to locate it), -1 on a read error. */
+int spw_frame_chunks(framer_t *st, int fd, int64_t base, const int64_t *offsets, const int32_t *lengths,
+                     int64_t n, uint8_t *buf, int64_t bufsize) {
+    for (int64_t k = 0; k < n; k++) {
+        int64_t pos = base + offsets[k] + 4, left = lengths[k];
+        while (left > 0) {
+            int64_t want = left < bufsize ? left : bufsize;
+            if (pread(fd, buf, (size_t)want, pos) != want) return -1;
+            int64_t at = 0;
+            while (at < want) {
+                at = spw_feed(st, buf, want, k, at);
+                if (st->fault_kind) return 1;
+            }
+            st->consumed += want;
+            pos += want;
+            left -= want;
+        }
+    }
+    return 0;
+}
