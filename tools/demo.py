@@ -43,6 +43,8 @@ def main() -> int:
         chk = FIXTURES / name / info["checkpoint"]
         print(f"\n=== {name}: Flink {info['release']} — {info.get('description', '')}")
         failures += run("dump", str(chk.relative_to(ROOT))) != 0
+        plan = FIXTURES / name / "jobgraph.json"
+        failures += run("validate", str(chk.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT))) != 0
     first = FIXTURES / chosen[0] / available[chosen[0]]["checkpoint"]
     failures += run("dump", str(first.relative_to(ROOT)), "--tree") != 0
     return 1 if failures else 0
