@@ -53,7 +53,7 @@ class JsonView:
             }
             if self.resolver is not None:
                 resolved = self.resolver.resolve(h)
-                out["path"] = str(resolved.local) if resolved and resolved.local else None
+                out["path"] = resolved.local_text if resolved and resolved.local_text else None
             return out
         if isinstance(h, SegmentFileHandle):
             return self._local(
@@ -77,7 +77,7 @@ class JsonView:
         """spillway-only ``local_path``: where the file is on this machine (after rebasing), or null."""
         if self.resolver is not None:
             resolved = self.resolver.resolve(h)
-            doc["local_path"] = str(resolved.local) if resolved and resolved.local else None
+            doc["local_path"] = resolved.local_text if resolved and resolved.local_text else None
         return doc
 
     # --- keyed handles

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
 from spillway.inspect.model import Checkpoint
-from spillway.inspect.walk import all_stream_handles, file_path_of
+from spillway.inspect.walk import file_path_of, stream_handles_of, subtask_handles
 
 
 @dataclass
@@ -21,12 +21,16 @@ class LoadedCheckpoint:
     def resolve_files(self) -> dict[str, ResolvedFile]:
         """Every file the checkpoint references, resolved (this records any rebasing applied)."""
         out: dict[str, ResolvedFile] = {}
-        for _, handle in all_stream_handles(self.checkpoint):
-            name = file_path_of(handle)
-            if name is not None and name not in out:
-                resolved = self.resolver.resolve(handle)
-                if resolved is not None:
-                    out[name] = resolved
+        resolver = self.resolver
+        for op in self.checkpoint.operators:
+            for sub in op.subtasks:
+                for _, top in subtask_handles(sub):
+                    for _, handle in stream_handles_of(top):
+                        name = file_path_of(handle)
+                        if name is not None and name not in out:
+                            resolved = resolver.resolve(handle)
+                            if resolved is not None:
+                                out[name] = resolved
         return out
 
 

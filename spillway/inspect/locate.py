@@ -83,15 +83,19 @@ class Rebase:
         return cls(old, new)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResolvedFile:
     """Where a handle's bytes are on this machine. ``local`` is None when they cannot be reached."""
 
     original: str
-    local: Path | None
+    local_text: str | None  # kept as text: building Path objects for 300k files costs seconds
     rebased_from: str | None = None  # prefix replaced, when a rewrite happened
     rebased_to: str | None = None
     problem: str | None = None
+
+    @property
+    def local(self) -> Path | None:
+        return None if self.local_text is None else Path(self.local_text)
 
 
 def strip_file_scheme(path: str) -> str | None:
@@ -114,13 +118,24 @@ def _inside(child: Path, parent: Path) -> bool:
         return False
 
 
+def _safe_tail(parts: tuple[str, ...]) -> bool:
+    return all(p not in ("", ".", "..") for p in parts)
+
+
 @dataclass
 class FileResolver:
-    """Resolve the paths of one checkpoint's handles; remembers every rebase it applied."""
+    """Resolve the paths of one checkpoint's handles; remembers every rebase it applied.
+
+    Results are cached per path and directory listings per directory: a 100 MB ``_metadata`` names
+    hundreds of thousands of files, so resolution must be a dictionary lookup, not a syscall.
+    """
 
     location: CheckpointLocation
     rules: list[Rebase] = field(default_factory=list)
     applied: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    _cache: dict[str, ResolvedFile] = field(default_factory=dict)
+    _listings: dict[str, frozenset[str]] = field(default_factory=dict)
+    _dirs: dict[str, list[tuple[str, str | None, str | None]]] = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -132,7 +147,11 @@ class FileResolver:
 
     def resolve(self, handle: object) -> ResolvedFile | None:
         if isinstance(handle, RelativeFileHandle):
-            return self._relative(handle.relative_path)
+            key = "\0rel:" + handle.relative_path
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = self._relative(handle.relative_path)
+            return hit
         if isinstance(handle, FileHandle | SegmentFileHandle):
             return self.resolve_path(handle.path)
         return None
@@ -140,43 +159,68 @@ class FileResolver:
     def _relative(self, relative: str) -> ResolvedFile:
         rel = PurePosixPath(relative)
         local = self.checkpoint_dir / rel
-        if rel.is_absolute() or ".." in rel.parts or not _inside(local, self.checkpoint_dir):
+        if rel.is_absolute() or not _safe_tail(rel.parts) or not _inside(local, self.checkpoint_dir):
             return ResolvedFile(relative, None, problem="relative path escapes the checkpoint directory")
-        return ResolvedFile(relative, local)
+        return ResolvedFile(relative, str(local))
 
     def resolve_path(self, original: str) -> ResolvedFile:
+        hit = self._cache.get(original)
+        if hit is None:
+            hit = self._cache[original] = self._resolve_path(original)
+        if hit.rebased_from is not None and hit.rebased_to is not None:
+            self._note(hit.rebased_from, hit.rebased_to, original)
+        return hit
+
+    def _resolve_path(self, original: str) -> ResolvedFile:
         for rule in self.rules:
             if original.startswith(rule.old):
                 rewritten = rule.new + original[len(rule.old) :]
                 local_text = strip_file_scheme(rewritten)
-                self._note(rule.old, rule.new, original)
-                local = Path(local_text) if local_text else None
-                problem = None if local else f"rebased path {rewritten!r} is not a local path"
-                return ResolvedFile(original, local, rule.old, rule.new, problem)
+                if local_text is None:
+                    return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
+                if not _safe_tail(tuple(original[len(rule.old) :].lstrip("/").split("/"))):
+                    return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
+                return ResolvedFile(original, local_text, rule.old, rule.new)
+        # Files of one directory resolve alike: decide per directory, then look the name up.
+        parent, _, name = original.rpartition("/")
+        candidates = self._dirs.get(parent)
+        if candidates is None:
+            candidates = self._dirs[parent] = self._candidate_dirs(parent)
+        for local_dir, old_prefix, new_prefix in candidates:
+            if name in self._listing(local_dir):
+                return ResolvedFile(original, f"{local_dir}/{name}", old_prefix, new_prefix)
         local_text = strip_file_scheme(original)
-        if local_text is not None and Path(local_text).exists():
-            return ResolvedFile(original, Path(local_text))
-        guess = self._rebase_by_tail(original, local_text)
-        if guess is not None:
-            return guess
         why = "not a local path" if local_text is None else "file does not exist"
-        return ResolvedFile(original, Path(local_text) if local_text else None, problem=why)
+        return ResolvedFile(original, local_text or None, problem=why)
 
-    def _rebase_by_tail(self, original: str, local_text: str | None) -> ResolvedFile | None:
-        text = local_text if local_text is not None else original.split("://", 1)[-1]
-        parts = PurePosixPath(text).parts
-        job_dir, chk_name = self.job_dir, self.checkpoint_dir.name
+    def _candidate_dirs(self, parent: str) -> list[tuple[str, str | None, str | None]]:
+        """Where files of the original directory ``parent`` may be: as written (if local), then
+        rebased by trailing components ``…/{chk-N,shared,taskowned}/…`` onto this job directory."""
+        out: list[tuple[str, str | None, str | None]] = []
+        local_parent = strip_file_scheme(parent + "/x")
+        if local_parent is not None:
+            out.append((local_parent[:-2], None, None))
+        text = local_parent[:-2] if local_parent is not None else parent.split("://", 1)[-1]
+        parts = text.split("/")
+        chk_name = self.checkpoint_dir.name
         for i in range(len(parts) - 1, 0, -1):
-            part = parts[i]
-            if part in _ANCHORS or (_CHK.match(part) and part == chk_name):
+            if parts[i] in _ANCHORS or parts[i] == chk_name:
                 tail = parts[i:]
-                local = job_dir.joinpath(*tail)
-                if ".." in tail or not _inside(local, job_dir):
-                    return ResolvedFile(original, None, problem="path escapes the job directory")
-                old_prefix = original[: len(original) - len("/".join(tail))].rstrip("/")
-                self._note(old_prefix, str(job_dir), original)
-                return ResolvedFile(original, local, old_prefix, str(job_dir))
-        return None
+                if _safe_tail(tuple(tail)):
+                    old_prefix = parent[: len(parent) - len("/".join(tail))].rstrip("/")
+                    out.append((f"{self.job_dir}/{'/'.join(tail)}", old_prefix, str(self.job_dir)))
+                break
+        return out
+
+    def _listing(self, directory: str) -> frozenset[str]:
+        names = self._listings.get(directory)
+        if names is None:
+            try:
+                names = frozenset(os.listdir(directory or "/"))
+            except OSError:
+                names = frozenset()
+            self._listings[directory] = names
+        return names
 
     def _note(self, old: str, new: str, original: str) -> None:
         self.applied.setdefault((old, new), set()).add(original)

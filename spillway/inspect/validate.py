@@ -255,7 +255,7 @@ class _Validator:
                 )
                 continue
             end = h.start_pos + h.state_size if isinstance(h, SegmentFileHandle) else h.state_size
-            key = str(resolved.local)
+            key = resolved.local_text
             prev = needed.get(key)
             exact = not isinstance(h, SegmentFileHandle)
             if prev is None or end > prev[0]:
@@ -291,7 +291,7 @@ class _Validator:
         if isinstance(delegate, ByteStreamHandle) or delegate is None:
             return ("inline", id(delegate))
         resolved = self.resolver.resolve(delegate)
-        path = str(resolved.local) if resolved and resolved.local else repr(delegate)
+        path = resolved.local_text if resolved and resolved.local_text else repr(delegate)
         base = delegate.start_pos if isinstance(delegate, SegmentFileHandle) else 0
         return ("file", path, base)
 
@@ -306,7 +306,9 @@ class _Validator:
             info.blob, info.display = InlineBlob(f"inline:{delegate.name}", delegate.data), f"inline:{delegate.name}"
         elif isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
             resolved = self.resolver.resolve(delegate)
-            info.display = str(resolved.local) if resolved and resolved.local else str(getattr(delegate, "path", "?"))
+            info.display = (
+                resolved.local_text if resolved and resolved.local_text else str(getattr(delegate, "path", "?"))
+            )
             if resolved is None or resolved.local is None or not resolved.local.is_file():
                 return info  # reported by check_files
             try:

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from spillway.inspect.model import (
+    ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
+    ChannelHandle,
     Checkpoint,
     FileHandle,
     IncrementalHandle,
@@ -19,6 +21,8 @@ from spillway.inspect.model import (
     SegmentFileHandle,
     SubtaskState,
 )
+
+_WRAPPERS = (KeyGroupsHandle, OperatorStreamHandle, MergedChannelHandle, ChannelHandle)
 
 STATE_KINDS = (
     "managed_operator_state",
@@ -38,30 +42,34 @@ class HandleSite:
     role: str  # "delegate", "meta", "shared:<local path>", "private:<local path>", …
 
 
-def stream_handles_of(handle: object, role: str = "delegate") -> Iterator[tuple[str, object]]:
-    """Every stream handle inside any handle (itself included when it is one)."""
+def stream_handles_of(handle: object, role: str = "delegate") -> list[tuple[str, object]]:
+    """Every stream handle inside any handle (itself included when it is one), with its role."""
+    out: list[tuple[str, object]] = []
+    _collect(handle, role, out)
+    return out
+
+
+def _collect(handle: object, role: str, out: list[tuple[str, object]]) -> None:
+    # Hot on large checkpoints (hundreds of thousands of handles): plain recursion, no generators.
     if handle is None:
         return
-    if isinstance(handle, KeyGroupsHandle):
-        yield from stream_handles_of(handle.delegate, role)
-    elif isinstance(handle, IncrementalHandle):
-        yield from stream_handles_of(handle.meta_state_handle, "meta")
-        for item in handle.shared_state:
-            yield from stream_handles_of(item.handle, f"shared:{item.local_path}")
-        for item in handle.private_state:
-            yield from stream_handles_of(item.handle, f"private:{item.local_path}")
-    elif isinstance(handle, ChangelogHandle):
-        for h in (*handle.materialized, *handle.non_materialized):
-            yield from stream_handles_of(h, role)
-    elif isinstance(handle, ChangelogFileIncrementHandle):
-        for _, h in handle.handles:
-            yield from stream_handles_of(h, role)
-    elif isinstance(handle, OperatorStreamHandle | MergedChannelHandle):
-        yield from stream_handles_of(handle.delegate, role)
-    elif hasattr(handle, "delegate"):  # ChannelHandle
-        yield from stream_handles_of(handle.delegate, role)  # type: ignore[attr-defined]
-    elif hasattr(handle, "state_size"):
-        yield role, handle
+    cls = type(handle)
+    if cls is IncrementalHandle:
+        _collect(handle.meta_state_handle, "meta", out)  # type: ignore[attr-defined]
+        for item in handle.shared_state:  # type: ignore[attr-defined]
+            _collect(item.handle, "shared:" + item.local_path, out)
+        for item in handle.private_state:  # type: ignore[attr-defined]
+            _collect(item.handle, "private:" + item.local_path, out)
+    elif cls is ChangelogHandle:
+        for h in (*handle.materialized, *handle.non_materialized):  # type: ignore[attr-defined]
+            _collect(h, role, out)
+    elif cls is ChangelogFileIncrementHandle:
+        for _, h in handle.handles:  # type: ignore[attr-defined]
+            _collect(h, role, out)
+    elif cls in _WRAPPERS:
+        _collect(handle.delegate, role, out)  # type: ignore[attr-defined]
+    elif cls is not ChangelogByteIncrementHandle:
+        out.append((role, handle))
 
 
 def subtask_handles(sub: SubtaskState) -> Iterator[tuple[str, object]]:
