@@ -61,9 +61,9 @@ def command(
 ) -> None:
     def run() -> None:
         loaded = load_checkpoint(path, rebase)
-        loaded.resolve_files()
         operators = select_operators(loaded.checkpoint, operator)
         if json_out:
+            loaded.resolve_files()
             doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)
             doc["source"] = {
                 "metadata_path": str(loaded.location.metadata_path),
@@ -73,12 +73,15 @@ def command(
             doc["rebased"] = loaded.resolver.rebases()
             emit_json(doc)
             return
-        show(loaded, operators, subtask, tree or operator is not None or subtask is not None)
+        _, missing = loaded.survey_files()
+        show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)
 
     guarded(run)
 
 
-def show(loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int | None, as_tree: bool) -> None:
+def show(
+    loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int | None, as_tree: bool, missing: int = 0
+) -> None:
     cp = loaded.checkpoint
     if loaded.location.note:
         out.print(f"[dim]{loaded.location.note}[/]")
@@ -128,6 +131,8 @@ def show(loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int 
     out.print(" · ".join(parts))
     for r in loaded.resolver.rebases():
         out.print(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+    if missing:
+        out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
 
 
 def _handle_label(doc: dict[str, Any]) -> str:

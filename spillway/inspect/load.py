@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
-from spillway.inspect.model import Checkpoint
+from spillway.inspect.model import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
 from spillway.inspect.walk import file_path_of, stream_handles_of, subtask_handles
 
 
@@ -32,6 +32,25 @@ class LoadedCheckpoint:
                             if resolved is not None:
                                 out[name] = resolved
         return out
+
+    def survey_files(self) -> tuple[int, int]:
+        """(files referenced, files not found) — cheap: resolves by directory, records rebases."""
+        absolute: set[str] = set()
+        relative: set[str] = set()
+        for op in self.checkpoint.operators:
+            for sub in op.subtasks:
+                for _, top in subtask_handles(sub):
+                    for _, handle in stream_handles_of(top):
+                        if isinstance(handle, RelativeFileHandle):
+                            relative.add(handle.relative_path)
+                        elif isinstance(handle, FileHandle | SegmentFileHandle):
+                            absolute.add(handle.path)
+        missing = self.resolver.survey(absolute)
+        for rel in relative:
+            local = self.resolver.resolve(RelativeFileHandle(rel, 0))
+            if local is None or local.local_text is None or not os.path.exists(local.local_text):
+                missing += 1
+        return len(absolute) + len(relative), missing
 
 
 def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:

@@ -193,6 +193,33 @@ class FileResolver:
         why = "not a local path" if local_text is None else "file does not exist"
         return ResolvedFile(original, local_text or None, problem=why)
 
+    def survey(self, originals: set[str]) -> int:
+        """Resolve many absolute paths at once, recording rebases; returns how many were not found.
+
+        Works per directory and builds no per-file objects (for summaries of huge checkpoints)."""
+        by_parent: dict[str, list[str]] = {}
+        for original in originals:
+            if any(original.startswith(r.old) for r in self.rules):
+                self.resolve_path(original)
+                continue
+            parent, _, name = original.rpartition("/")
+            by_parent.setdefault(parent, []).append(name)
+        missing = 0
+        for parent, names in by_parent.items():
+            candidates = self._dirs.get(parent)
+            if candidates is None:
+                candidates = self._dirs[parent] = self._candidate_dirs(parent)
+            listings = [(self._listing(d), old, new) for d, old, new in candidates]
+            for name in names:
+                for listing, old, new in listings:
+                    if name in listing:
+                        if old is not None and new is not None:
+                            self.applied.setdefault((old, new), set()).add(f"{parent}/{name}")
+                        break
+                else:
+                    missing += 1
+        return missing
+
     def _candidate_dirs(self, parent: str) -> list[tuple[str, str | None, str | None]]:
         """Where files of the original directory ``parent`` may be: as written (if local), then
         rebased by trailing components ``…/{chk-N,shared,taskowned}/…`` onto this job directory."""
