@@ -1,0 +1,294 @@
+"""``analyze``: what is in flight, channel by channel, in the order Flink replays it (spec 06, 09).
+
+Replay order of one logical channel u→d: the downstream's input-side chunks (in offset-list order),
+then the upstream's output-side chunks. Buffer sequence numbers count those chunks 0..n-1; record
+sequence numbers count whole records in the same order. A record that starts in the input part and
+ends in the output part is the "partial record carried across the junction".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from spillway.formats.channel_file import Blob, BlobError, FileBlob, InlineBlob, read_chunk_header
+from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
+from spillway.formats.record_reader import Record, RecordReader
+from spillway.inspect.channels import ChannelPart, LogicalChannel, logical_channels
+from spillway.inspect.load import LoadedCheckpoint
+from spillway.inspect.model import (
+    ByteStreamHandle,
+    ChannelHandle,
+    Checkpoint,
+    FileHandle,
+    OperatorState,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    channel_handles,
+)
+from spillway.inspect.topology import Topology, bind
+
+FULLY_FINISHED = "FULLY_FINISHED"
+PARTIALLY_FINISHED = "PARTIALLY_FINISHED"
+RUNNING = "RUNNING"
+NOT_RECORDED = "NOT_RECORDED"
+
+
+def finished_state(op: OperatorState, format_version: int) -> str:
+    if format_version < 3:
+        return NOT_RECORDED  # V2 has no FLIP-147 markers (and 1.11-1.13 wrote V3 without them)
+    if op.fully_finished:
+        return FULLY_FINISHED
+    if any(s.finished for s in op.subtasks):
+        return PARTIALLY_FINISHED
+    return RUNNING
+
+
+@dataclass
+class Buffer:
+    seq: int
+    side: str
+    file: str
+    offset: int  # physical offset of the chunk's length field
+    length: int  # payload bytes
+
+
+@dataclass
+class Position:
+    side: str
+    file: str
+    offset: int  # physical offset of the record's length field
+
+
+@dataclass
+class ChannelAnalysis:
+    label: str
+    upstream: dict[str, Any]
+    downstream: dict[str, Any]
+    gate: int | None
+    ship_strategy: str | None
+    buffers: list[Buffer] = field(default_factory=list)
+    records: int | None = 0
+    record_bytes: int = 0  # payload + length prefixes of whole records
+    elements: dict[str, int] = field(default_factory=dict)
+    watermarks: int = 0
+    last_watermark: int | None = None
+    input_bytes: int = 0
+    output_bytes: int = 0
+    junction_record: dict[str, int] | None = None
+    first_record: Position | None = None
+    last_record: Position | None = None
+    problem: str | None = None
+    record_list: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return self.input_bytes + self.output_bytes
+
+
+@dataclass
+class OperatorAnalysis:
+    operator: OperatorState
+    finished_state: str
+    finished_subtasks: list[int]
+    in_flight_bytes: int = 0
+    in_flight_records: int = 0
+    channel_handles: int = 0
+    per_subtask_bytes: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Analysis:
+    checkpoint: Checkpoint
+    operators: list[OperatorAnalysis]
+    channels: list[ChannelAnalysis]
+    skipped: list[str]
+
+
+class _Blobs:
+    """Opened channel-state delegates, shared by all channels (several handles share one file)."""
+
+    def __init__(self, loaded: LoadedCheckpoint):
+        self.loaded = loaded
+        self.open: dict[Any, Blob | None] = {}
+
+    def get(self, delegate: Any) -> Blob | None:
+        key = id(delegate) if isinstance(delegate, ByteStreamHandle) else _delegate_key(delegate)
+        if key not in self.open:
+            self.open[key] = self._open(delegate)
+        return self.open[key]
+
+    def _open(self, delegate: Any) -> Blob | None:
+        if isinstance(delegate, ByteStreamHandle):
+            return InlineBlob(f"inline:{delegate.name}", delegate.data)
+        if isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
+            resolved = self.loaded.resolver.resolve(delegate)
+            if resolved is None or resolved.local is None or not resolved.local.is_file():
+                return None
+            if isinstance(delegate, SegmentFileHandle):
+                return FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+            return FileBlob(resolved.local)
+        return None
+
+    def close(self) -> None:
+        for blob in self.open.values():
+            if blob is not None:
+                blob.close()
+
+
+def _delegate_key(delegate: Any) -> Any:
+    if isinstance(delegate, RelativeFileHandle):
+        return ("rel", delegate.relative_path)
+    if isinstance(delegate, SegmentFileHandle):
+        return ("seg", delegate.path, delegate.start_pos)
+    return ("file", getattr(delegate, "path", None))
+
+
+def _chunks(blobs: _Blobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
+    blob = blobs.get(h.delegate)
+    if blob is None:
+        raise BlobError(f"channel state of {h.info.label()} is not readable", 0)
+    for off in h.offsets:
+        chunk = read_chunk_header(blob, off)
+        yield blob, off, chunk.length
+
+
+def analyze(
+    loaded: LoadedCheckpoint,
+    topology: Topology | None = None,
+    keep_records: int = 0,
+) -> Analysis:
+    """``keep_records``: how many records per channel to keep (with payload) for display/decoding."""
+    cp = loaded.checkpoint
+    blobs = _Blobs(loaded)
+    try:
+        ops = {o.operator_id: _operator(o, cp.format_version) for o in cp.operators}
+        channels: list[ChannelAnalysis] = []
+        skipped: list[str] = []
+        placed: set[tuple[str, str, int, int, int]] = set()
+        if topology is not None:
+            cmap = logical_channels(topology, bind(topology, cp), cp)
+            skipped += cmap.skipped
+            for lc in cmap.channels:
+                channels.append(_channel(lc, blobs, ops, keep_records))
+            placed = cmap.used
+        for op in cp.operators:
+            for sub in op.subtasks:
+                for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
+                    if (op.operator_id, h.side, h.subtask_index, h.a, h.b) in placed:
+                        continue
+                    lc = LogicalChannel(None, "?", "?", -1, -1, h.a if h.side == "input" else -1)
+                    if h.side == "input":
+                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, h.b
+                    else:
+                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, h.b
+                    lc.parts.append(ChannelPart(op, h))
+                    channels.append(_channel(lc, blobs, ops, keep_records, alone=True))
+        if topology is None and channels:
+            skipped.append(
+                "no --plan: each channel handle is analysed alone; output-side state is not parsed "
+                "into records (it may start mid-record)"
+            )
+        return Analysis(cp, list(ops.values()), channels, skipped)
+    finally:
+        blobs.close()
+
+
+def _operator(op: OperatorState, version: int) -> OperatorAnalysis:
+    return OperatorAnalysis(op, finished_state(op, version), sorted(s.index for s in op.subtasks if s.finished))
+
+
+def _endpoint(label: str, subtask: int, op: OperatorState | None) -> dict[str, Any]:
+    return {"operator": label, "operator_id": op.operator_id if op else None, "subtask": subtask}
+
+
+def _channel(
+    lc: LogicalChannel, blobs: _Blobs, ops: dict[str, OperatorAnalysis], keep: int, alone: bool = False
+) -> ChannelAnalysis:
+    up_op = next((p.operator for p in lc.parts if p.handle.side == "output"), None)
+    down_op = next((p.operator for p in lc.parts if p.handle.side == "input"), None)
+    ca = ChannelAnalysis(
+        lc.label() if not alone else f"{lc.parts[0].label()} (alone)",
+        _endpoint(lc.upstream, lc.upstream_subtask, up_op),
+        _endpoint(lc.downstream, lc.downstream_subtask, down_op),
+        lc.gate if lc.gate >= 0 else None,
+        lc.edge.ship_strategy if lc.edge else None,
+    )
+    parse = not (alone and lc.parts[0].handle.side == "output")
+    reader = RecordReader()
+    input_end_seq: int | None = None
+    try:
+        for part in lc.parts:
+            side = part.handle.side
+            op_a = ops[part.operator.operator_id]
+            op_a.channel_handles += 1
+            records_before = ca.records or 0
+            for blob, off, length in _chunks(blobs, part.handle):
+                ca.buffers.append(Buffer(len(ca.buffers), side, blob.name, blob.physical(off), length))
+                if side == "input":
+                    ca.input_bytes += length
+                else:
+                    ca.output_bytes += length
+                op_a.in_flight_bytes += length
+                sub = part.handle.subtask_index
+                op_a.per_subtask_bytes[sub] = op_a.per_subtask_bytes.get(sub, 0) + length
+                if not parse:
+                    continue
+                data = blob.read_at(off + 4, length)
+                for rec in reader.feed(data, (side, blob, off + 4)):
+                    _count(ca, rec, keep)
+            if parse:
+                op_a.in_flight_records += (ca.records or 0) - records_before
+            if side == "input" and reader.leftover:
+                input_end_seq = ca.records
+                ca.junction_record = {"input_bytes": reader.leftover}
+        if not parse:
+            ca.records = None
+        elif reader.bad_length is not None:
+            token, pos, length = reader.bad_length
+            ca.problem = f"corrupt record length {length} at {token[1].name}:{token[1].physical(token[2] + pos)}"
+        elif reader.leftover and not alone:
+            ca.problem = f"channel ends inside a record ({reader.leftover} bytes of it present)"
+        if ca.junction_record is not None and input_end_seq is not None and ca.records and ca.records > input_end_seq:
+            ca.junction_record["record_seq"] = input_end_seq
+    except BlobError as exc:
+        ca.problem = str(exc)
+        ca.records = None
+    return ca
+
+
+def value_bytes(rec: Record) -> bytes | None:
+    """The user value's serialized bytes (after tag and timestamp), None for non-records."""
+    if rec.tag == TAG_RECORD_WITH_TIMESTAMP:
+        return rec.payload[9:]
+    if rec.tag == TAG_RECORD:
+        return rec.payload[1:]
+    return None
+
+
+def _count(ca: ChannelAnalysis, rec: Record, keep: int) -> None:
+    ca.records = (ca.records or 0) + 1
+    ca.record_bytes += 4 + rec.length
+    tag = rec.tag
+    name = TAG_NAMES.get(tag, f"tag {tag}")
+    ca.elements[name] = ca.elements.get(name, 0) + 1
+    side, blob, base = rec.start
+    pos = Position(side, blob.name, blob.physical(base + rec.start_pos))
+    if ca.first_record is None:
+        ca.first_record = pos
+    ca.last_record = pos
+    if tag == TAG_WATERMARK:
+        ca.watermarks += 1
+        ca.last_watermark = rec.timestamp
+    if len(ca.record_list) < keep:
+        ca.record_list.append(
+            {
+                "seq": rec.seq,
+                "tag": name,
+                "timestamp": rec.timestamp if tag in (TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK) else None,
+                "length": rec.length,
+                "position": {"side": pos.side, "file": pos.file, "offset": pos.offset},
+                "value": value_bytes(rec),
+            }
+        )
