@@ -86,7 +86,7 @@ def test_keyby_channels_match_what_the_job_sent(fx: Fixture) -> None:
 
 
 def test_finished_states_from_flip147_markers() -> None:
-    loaded, result = _run(fixture_named("2.3.0-finished"), keep=0)
+    _loaded, result = _run(fixture_named("2.3.0-finished"), keep=0)
     states = {o.operator.uid: (o.finished_state, o.finished_subtasks) for o in result.operators}
     assert states["bsrc"] == (FULLY_FINISHED, [])
     assert states["psrc"] == (PARTIALLY_FINISHED, [0])
@@ -96,7 +96,7 @@ def test_finished_states_from_flip147_markers() -> None:
 
 
 def test_in_flight_volume_adds_up() -> None:
-    loaded, result = _run(fixture_named("2.3.0-unaligned-p3"), keep=0)
+    _loaded, result = _run(fixture_named("2.3.0-unaligned-p3"), keep=0)
     total_ops = sum(o.in_flight_bytes for o in result.operators)
     total_channels = sum(c.bytes for c in result.channels)
     assert total_ops == total_channels > 0
