@@ -46,6 +46,9 @@ def main() -> int:
         plan = FIXTURES / name / "jobgraph.json"
         failures += run("validate", str(chk.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT))) != 0
     first = FIXTURES / chosen[0] / available[chosen[0]]["checkpoint"]
+    plan = FIXTURES / chosen[0] / "jobgraph.json"
+    failures += run("analyze", str(first.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT)),
+                    "--decode", "2") != 0
     failures += run("dump", str(first.relative_to(ROOT)), "--tree") != 0
     return 1 if failures else 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from spillway.cli import dump, validate
+from spillway.cli import analyze, dump, keygroup, validate
 
 app = typer.Typer(
     name="spillway",
@@ -16,6 +16,8 @@ app = typer.Typer(
 )
 app.command("dump", help=dump.HELP)(dump.command)
 app.command("validate", help=validate.HELP)(validate.command)
+app.command("analyze", help=analyze.HELP)(analyze.command)
+app.command("keygroup", help=keygroup.HELP)(keygroup.command)
 
 
 def main() -> None:
