@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from spillway.cli import analyze, dump, keygroup, validate
+from spillway.cli import analyze, dump, keygroup, repair_relocate, validate
 
 app = typer.Typer(
     name="spillway",
@@ -18,6 +18,14 @@ app.command("dump", help=dump.HELP)(dump.command)
 app.command("validate", help=validate.HELP)(validate.command)
 app.command("analyze", help=analyze.HELP)(analyze.command)
 app.command("keygroup", help=keygroup.HELP)(keygroup.command)
+
+
+repair = typer.Typer(
+    help="Rewrite checkpoints safely: the source is never modified, the output is self-checked.",
+    no_args_is_help=True,
+)
+repair.command("relocate", help=repair_relocate.HELP)(repair_relocate.command)
+app.add_typer(repair, name="repair")
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import paused_gc
 from spillway.inspect.locate import LocateError
 from spillway.inspect.topology import PlanError
+from spillway.repair.common import RepairError
+from spillway.rescale.writer import WriteError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # the checkpoint is broken / has error findings
@@ -52,6 +54,8 @@ def guarded(action: Callable[[], T]) -> T:
     except (LocateError, UsageError, PlanError) as exc:
         fail(str(exc), EXIT_USAGE)
     except CheckpointFormatError as exc:
+        fail(str(exc), EXIT_FINDINGS)
+    except (RepairError, WriteError) as exc:
         fail(str(exc), EXIT_FINDINGS)
     except PermissionError as exc:
         fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from spillway.inspect.model import (
@@ -101,3 +101,47 @@ def file_path_of(handle: object) -> str | None:
     if isinstance(handle, RelativeFileHandle):
         return handle.relative_path
     return None
+
+
+def transform_stream_handles(checkpoint: Checkpoint, fn: Callable[[object], object]) -> None:
+    """Replace, in place, every stream handle ``h`` reachable from the checkpoint by ``fn(h)``.
+
+    ``fn`` sees leaf stream handles only (file, relative, inline, segment…); wrappers are descended.
+    """
+
+    def stream(h: object) -> object:
+        if h is None:
+            return None
+        if isinstance(h, KeyGroupsHandle):  # legacy key-groups handle in a stream position
+            h.delegate = stream(h.delegate)  # type: ignore[assignment]
+            return h
+        return fn(h)
+
+    def keyed(h: object) -> object:
+        if isinstance(h, KeyGroupsHandle):
+            h.delegate = stream(h.delegate)  # type: ignore[assignment]
+        elif isinstance(h, IncrementalHandle):
+            h.meta_state_handle = stream(h.meta_state_handle)  # type: ignore[assignment]
+            for item in (*h.shared_state, *h.private_state):
+                item.handle = stream(item.handle)  # type: ignore[assignment]
+        elif isinstance(h, ChangelogHandle):
+            h.materialized = [keyed(x) for x in h.materialized]  # type: ignore[misc]
+            h.non_materialized = [keyed(x) for x in h.non_materialized]  # type: ignore[misc]
+        elif isinstance(h, ChangelogFileIncrementHandle):
+            h.handles = [(o, stream(x)) for o, x in h.handles]  # type: ignore[misc]
+        return h
+
+    for op in checkpoint.operators:
+        if op.coordinator_state is not None:
+            op.coordinator_state = stream(op.coordinator_state)  # type: ignore[assignment]
+        for sub in op.subtasks:
+            for kind in ("managed_operator_state", "raw_operator_state"):
+                h = getattr(sub, kind)
+                if h is not None:
+                    h.delegate = stream(h.delegate)
+            for kind in ("managed_keyed_state", "raw_keyed_state"):
+                h = getattr(sub, kind)
+                if h is not None:
+                    setattr(sub, kind, keyed(h))
+            for h in (*sub.input_channel_state, *sub.result_subpartition_state):
+                h.delegate = stream(h.delegate)  # type: ignore[union-attr]

@@ -1,0 +1,60 @@
+"""Relocate: rewrite every path prefix in every handle kind, so a checkpoint can move.
+
+Inline handles' names look like paths (``file:/…/chk-5/<uuid>``) but are identifiers Flink never
+opens; they are kept exactly as they are, like everything else that is not a path.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from spillway.inspect.model import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.inspect.walk import transform_stream_handles
+
+
+@dataclass
+class RelocateResult:
+    checkpoint: Checkpoint
+    rewritten: dict[str, int] = field(default_factory=dict)  # handle kind -> paths rewritten
+    made_relative: int = 0
+    untouched: int = 0  # absolute paths that did not start with the old prefix
+
+
+def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = None) -> RelocateResult:
+    """Rewrite ``old`` → ``new`` at the start of every path. With ``relative_under`` (the new
+    checkpoint directory as Flink would write it, e.g. ``file:/ckpt/job/chk-5``), files directly in
+    that directory become relative handles (metadata V3+ only)."""
+    out = copy.deepcopy(cp)
+    result = RelocateResult(out)
+
+    def count(kind: str) -> None:
+        result.rewritten[kind] = result.rewritten.get(kind, 0) + 1
+
+    def fix(h: object) -> object:
+        if isinstance(h, FileHandle | SegmentFileHandle):
+            if h.path.startswith(old):
+                h.path = new + h.path[len(old) :]
+                count(h.flink_class)
+            else:
+                result.untouched += 1
+            if relative_under and isinstance(h, FileHandle):
+                parent, _, name = h.path.rpartition("/")
+                if parent == relative_under.rstrip("/") and name:
+                    result.made_relative += 1
+                    return RelativeFileHandle(name, h.state_size)
+        return h
+
+    transform_stream_handles(out, fix)
+    for op in out.operators:
+        for sub in op.subtasks:
+            for h in (sub.managed_operator_state, sub.raw_operator_state):
+                dirs = h.file_merging if h is not None else None
+                if dirs is None:
+                    continue
+                for attr in ("task_owned_dir", "shared_dir"):
+                    value = getattr(dirs, attr)
+                    if value.startswith(old):
+                        setattr(dirs, attr, new + value[len(old) :])
+                        count("FileMergingOperatorStreamStateHandle." + attr)
+    return result
