@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from spillway.cli import analyze, dump, keygroup, repair_relocate, validate
+from spillway.cli import analyze, dump, keygroup, repair_clear, repair_drop, repair_relocate, repair_strip, validate
 
 app = typer.Typer(
     name="spillway",
@@ -25,6 +25,9 @@ repair = typer.Typer(
     no_args_is_help=True,
 )
 repair.command("relocate", help=repair_relocate.HELP)(repair_relocate.command)
+repair.command("strip-channel-state", help=repair_strip.HELP)(repair_strip.command)
+repair.command("clear-finished", help=repair_clear.HELP)(repair_clear.command)
+repair.command("drop-operator", help=repair_drop.HELP)(repair_drop.command)
 app.add_typer(repair, name="repair")
 
 

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, emit_json, err, out
+from spillway.inspect.load import LoadedCheckpoint
 from spillway.inspect.topology import load_plan
 from spillway.repair.common import RepairPlan
 from spillway.rescale.writer import write_checkpoint
@@ -19,6 +20,13 @@ OutOpt = Annotated[str, typer.Option("--out", help="New checkpoint directory (mu
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write nothing.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Emit the change report as JSON.")]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (for channel pairing and checks).")]
+
+
+def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> list[str]:
+    """Where the source's files really are (explicit --rebase and automatic rebasing), as rules for
+    the output's self-check: the output names the same files, it must resolve them the same way."""
+    loaded.resolve_files()
+    return [*(user_rules or []), *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
 
 
 def finish(
@@ -58,3 +66,18 @@ def finish(
     if not dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")
     return EXIT_OK
+
+
+OperatorsOpt = Annotated[list[str] | None, typer.Option("--operator", help="Operator id, uid or name (repeatable).")]
+
+
+def operator_ids(checkpoint, wanted: list[str] | None) -> set[str] | None:
+    """Resolve --operator values to operator ids; None when none were given."""
+    if not wanted:
+        return None
+    from spillway.cli.dump import select_operators
+
+    ids: set[str] = set()
+    for w in wanted:
+        ids |= {o.operator_id for o in select_operators(checkpoint, w)}
+    return ids

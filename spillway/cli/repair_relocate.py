@@ -11,7 +11,7 @@ import typer
 
 from spillway.cli.common import emit_json, guarded, out
 from spillway.cli.dump import RebaseOpt
-from spillway.cli.repair_common import DryRunOpt, JsonOpt, OutOpt, PlanOpt, finish
+from spillway.cli.repair_common import DryRunOpt, JsonOpt, OutOpt, PlanOpt, finish, source_rebases
 from spillway.inspect.load import load_checkpoint
 from spillway.inspect.locate import strip_file_scheme
 from spillway.inspect.model import FileHandle, SegmentFileHandle
@@ -74,6 +74,10 @@ def command(
             rp.changes.append(Change("referenced files copied to their new location", len(external)))
         if not copy_data:
             # The data has not moved yet: check the output against where it is now.
+            for rule in source_rebases(loaded, rebase):
+                src_prefix, _, actual = rule.partition("=")
+                if src_prefix.startswith(old):
+                    rp.self_check_rebase.append(f"{new}{src_prefix[len(old) :]}={actual}")
             rp.self_check_rebase.append(f"{new}={old}")
         return finish(rp, target, dry_run, json_out, plan, before=lambda: _copy_external(external))
 

@@ -81,6 +81,8 @@ class ChannelAnalysis:
     last_record: Position | None = None
     problem: str | None = None
     record_list: list[dict[str, Any]] = field(default_factory=list)
+    # (operator id, side, subtask, a, b) of each handle this channel is made of
+    part_keys: list[tuple[str, str, int, int, int]] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -206,8 +208,8 @@ def _endpoint(label: str, subtask: int, op: OperatorState | None) -> dict[str, A
 def _channel(
     lc: LogicalChannel, blobs: _Blobs, ops: dict[str, OperatorAnalysis], keep: int, alone: bool = False
 ) -> ChannelAnalysis:
-    up_op = next((p.operator for p in lc.parts if p.handle.side == "output"), None)
-    down_op = next((p.operator for p in lc.parts if p.handle.side == "input"), None)
+    up_op = lc.upstream_op or next((p.operator for p in lc.parts if p.handle.side == "output"), None)
+    down_op = lc.downstream_op or next((p.operator for p in lc.parts if p.handle.side == "input"), None)
     ca = ChannelAnalysis(
         lc.label() if not alone else f"{lc.parts[0].label()} (alone)",
         _endpoint(lc.upstream, lc.upstream_subtask, up_op),
@@ -221,6 +223,9 @@ def _channel(
     try:
         for part in lc.parts:
             side = part.handle.side
+            ca.part_keys.append(
+                (part.operator.operator_id, side, part.handle.subtask_index, part.handle.a, part.handle.b)
+            )
             op_a = ops[part.operator.operator_id]
             op_a.channel_handles += 1
             records_before = ca.records or 0

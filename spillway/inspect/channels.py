@@ -33,6 +33,8 @@ class LogicalChannel:
     downstream_subtask: int
     gate: int
     parts: list[ChannelPart] = field(default_factory=list)  # input part first, then output part
+    upstream_op: OperatorState | None = None  # the tail holding output state (when known)
+    downstream_op: OperatorState | None = None  # the head holding input state (when in the checkpoint)
 
     def label(self) -> str:
         return (
@@ -101,6 +103,8 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
                     u,
                     d,
                     edge.gate,
+                    upstream_op=up.tail,
+                    downstream_op=down.head,
                 )
                 for h in ins.get((d, edge.gate, channel_in), [])[:1]:
                     assert down.head is not None
