@@ -8,6 +8,7 @@ Errors raised here carry no field path: on any failure the caller re-parses inte
 from __future__ import annotations
 
 import io as _io
+import struct
 from typing import Any
 
 from construct import StreamError
@@ -49,6 +50,14 @@ def read_count(stream: Any, min_size: int) -> int:
     return check_count(int.from_bytes(read_exact(stream, 4), "big", signed=True), stream, min_size)
 
 
+def read_array(stream: Any, item_format: str, item_size: int) -> list:
+    """``i32 count`` + count fixed-size big-endian items, read and unpacked in one go."""
+    n = read_count(stream, item_size)
+    if n == 0:
+        return []
+    return list(struct.unpack(f">{n}{item_format}", read_exact(stream, n * item_size)))
+
+
 def read_blob(stream: Any) -> bytes:
     return read_exact(stream, read_count(stream, 1))
 
@@ -61,9 +70,7 @@ def parse_prefixed(stream: Any, parse: Any) -> Any:
     return obj
 
 
-IMPORT = (
-    "from spillway.formats.fastpath import read_exact, read_utf, read_count, check_count, read_blob, parse_prefixed\n"
-)
+IMPORT = "from spillway.formats.fastpath import read_exact, read_utf, read_count, check_count, read_blob, parse_prefixed, read_array\n"
 
 
 def use(code: Any) -> None:

@@ -112,6 +112,10 @@ class BoundedArray(Subconstruct):
 
     def _emitparse(self, code):
         fastpath.use(code)
+        fmt = getattr(self.subcon, "fmtstr", None)
+        if fmt is not None and fmt[0] == ">" and len(fmt) == 2:
+            # Fixed-size numbers (offsets): one read and one unpack for the whole array.
+            return f"read_array(io, {fmt[1]!r}, {self.subcon.length})"
         return f"ListContainer(({self.subcon._compileparse(code)}) for i in range(read_count(io, {self.min_size})))"
 
 
