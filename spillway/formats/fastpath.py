@@ -70,7 +70,10 @@ def parse_prefixed(stream: Any, parse: Any) -> Any:
     return obj
 
 
-IMPORT = "from spillway.formats.fastpath import read_exact, read_utf, read_count, check_count, read_blob, parse_prefixed, read_array\n"
+IMPORT = (
+    "from spillway.formats.fastpath import "
+    "read_exact, read_utf, read_count, check_count, read_blob, parse_prefixed, read_array\n"
+)
 
 
 def use(code: Any) -> None:
