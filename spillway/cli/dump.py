@@ -12,7 +12,7 @@ from rich.tree import Tree
 from spillway.cli.common import RELEASES, UsageError, emit_json, guarded, human_bytes, out
 from spillway.inspect.jsonview import JsonView
 from spillway.inspect.load import LoadedCheckpoint, load_checkpoint
-from spillway.inspect.model import Checkpoint, MergedChannelHandle, OperatorState
+from spillway.inspect.model import Checkpoint, OperatorState
 from spillway.inspect.summary import summarize
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
@@ -205,4 +205,4 @@ def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoin
     return root
 
 
-__all__ = ["HELP", "MergedChannelHandle", "command"]
+__all__ = ["HELP", "command", "select_operators"]

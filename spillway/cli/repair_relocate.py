@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from spillway.cli.common import emit_json, guarded, out
+from spillway.cli.common import guarded
 from spillway.cli.dump import RebaseOpt
 from spillway.cli.repair_common import DryRunOpt, JsonOpt, OutOpt, PlanOpt, finish, source_rebases
 from spillway.inspect.load import load_checkpoint
@@ -119,4 +119,4 @@ def _copy_external(pairs: list[tuple[Path, Path]]) -> None:
         os.replace(tmp, dest)
 
 
-__all__ = ["command", "emit_json", "out"]
+__all__ = ["HELP", "command"]

@@ -27,7 +27,7 @@ from spillway.formats.channel_file import (
     walk_chunks,
 )
 from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, NativeFramer, make_framer
-from spillway.inspect.channels import ChannelKey, ChannelMap, LogicalChannel, channel_key, logical_channels
+from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.keygroups import key_group_range
 from spillway.inspect.load import LoadedCheckpoint
@@ -36,7 +36,6 @@ from spillway.inspect.model import (
     ByteStreamHandle,
     ChannelHandle,
     Checkpoint,
-    EmptySegmentFileHandle,
     FileHandle,
     KeyGroupsHandle,
     OperatorState,
@@ -584,4 +583,4 @@ class _Validator:
                     )
 
 
-__all__ = ["EmptySegmentFileHandle", "LogicalChannel", "Report", "validate"]
+__all__ = ["Report", "validate"]
