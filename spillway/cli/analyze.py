@@ -140,6 +140,7 @@ def to_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) 
         if verdict is None
         else {
             "restorable": verdict.restorable,
+            "certain": verdict.certain,
             "vertices": verdict.classification,
             "violations": [vars(v) for v in verdict.violations],
             "notes": verdict.notes,
@@ -210,7 +211,9 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> 
     recs = sum(c.records or 0 for c in a.channels)
     out.print(f"{len(a.channels)} channels · {human_bytes(total)} in flight · {recs} records")
     if verdict is not None:
-        if verdict.restorable:
+        if verdict.restorable and not verdict.certain:
+            out.print("[bold yellow]restore check: no refusal found, but the verdict is uncertain (see below)[/]")
+        elif verdict.restorable:
             out.print("[bold green]restore check: Flink's finished-state checks would accept this checkpoint[/]")
         else:
             out.print("[bold red]restore check: Flink would refuse this checkpoint[/]")

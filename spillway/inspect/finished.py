@@ -31,6 +31,12 @@ class Verdict:
     classification: dict[str, str]  # vertex label -> classification
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Finished operators that could not be placed in any vertex: the verdict may miss a refusal.
+    unplaced_finished: list[str] = field(default_factory=list)
+
+    @property
+    def certain(self) -> bool:
+        return not self.unplaced_finished
 
     @property
     def restorable(self) -> bool:
@@ -71,6 +77,7 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     bound = bind(topology, checkpoint)
     verdict = Verdict({})
     classes: dict[str, str] = {}
+    placed: set[str] = set()
     for key, b in bound.items():
         ops, complete = chain_operators(b, checkpoint)
         kinds = {classify(o) for o in ops}
@@ -92,6 +99,16 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
         else:
             classes[key] = kinds.pop() if kinds else RUNNING
         verdict.classification[label] = classes[key]
+    for op in checkpoint.operators:
+        if op.operator_id not in placed and classify(op) != RUNNING:
+            verdict.unplaced_finished.append(f"{op.label()} ({classify(op)})")
+    if verdict.unplaced_finished:
+        verdict.notes.append(
+            "cannot tell which vertex holds the finished operator(s) "
+            + ", ".join(verdict.unplaced_finished)
+            + " (no operator names before metadata V5, no chained-operator ids in plans): if one now sits in a "
+            "chain with running operators, Flink refuses the restore"
+        )
     for key, b in bound.items():
         label = b.vertex.label()
         kind = classes[key]

@@ -92,7 +92,7 @@ def _chain_names(description: str) -> list[str]:
     names = []
     for part in _BR.split(description or ""):
         name = part.replace("&nbsp;", " ").strip()
-        name = re.sub(r"^(\+-\s*)+", "", name).strip()
+        name = re.sub(r"^([+:|]-?\s*)+", "", name).strip()  # branch markers "+- ", ":- ", "| "
         if name:
             names.append(name)
     return names
