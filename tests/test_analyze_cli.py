@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import fixture_named
+from conftest import fixture_named, fixture_params
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
@@ -159,3 +159,13 @@ def test_keygroup_matches_flink(key, kind, hash_code, kg128, p2, p3, kg32768) ->
 def test_keygroup_bad_arguments() -> None:
     assert runner.invoke(app, ["keygroup", "x", "--type", "long"]).exit_code == 2
     assert runner.invoke(app, ["keygroup", "x", "--parallelism", "300", "--max-parallelism", "128"]).exit_code == 2
+
+
+@pytest.mark.parametrize("fx", fixture_params())
+def test_analyze_runs_on_every_fixture(fx) -> None:
+    res = runner.invoke(app, ["analyze", str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert all(c["problem"] is None for c in doc["channels"]), [c["problem"] for c in doc["channels"]]
+    total = sum(o["in_flight_bytes"] for o in doc["operators"])
+    assert total == sum(c["bytes"] for c in doc["channels"])
