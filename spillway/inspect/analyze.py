@@ -12,19 +12,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from spillway.formats.channel_file import Blob, BlobError, FileBlob, InlineBlob, read_chunk_header
+from spillway.formats.channel_file import Blob, BlobError, read_chunk_header
 from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
 from spillway.formats.record_reader import Record, RecordReader
+from spillway.inspect.blobs import DelegateBlobs
 from spillway.inspect.channels import ChannelPart, LogicalChannel, logical_channels
 from spillway.inspect.load import LoadedCheckpoint
 from spillway.inspect.model import (
-    ByteStreamHandle,
     ChannelHandle,
     Checkpoint,
-    FileHandle,
     OperatorState,
-    RelativeFileHandle,
-    SegmentFileHandle,
     channel_handles,
 )
 from spillway.inspect.topology import Topology, bind
@@ -108,46 +105,7 @@ class Analysis:
     skipped: list[str]
 
 
-class _Blobs:
-    """Opened channel-state delegates, shared by all channels (several handles share one file)."""
-
-    def __init__(self, loaded: LoadedCheckpoint):
-        self.loaded = loaded
-        self.open: dict[Any, Blob | None] = {}
-
-    def get(self, delegate: Any) -> Blob | None:
-        key = id(delegate) if isinstance(delegate, ByteStreamHandle) else _delegate_key(delegate)
-        if key not in self.open:
-            self.open[key] = self._open(delegate)
-        return self.open[key]
-
-    def _open(self, delegate: Any) -> Blob | None:
-        if isinstance(delegate, ByteStreamHandle):
-            return InlineBlob(f"inline:{delegate.name}", delegate.data)
-        if isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
-            resolved = self.loaded.resolver.resolve(delegate)
-            if resolved is None or resolved.local is None or not resolved.local.is_file():
-                return None
-            if isinstance(delegate, SegmentFileHandle):
-                return FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
-            return FileBlob(resolved.local)
-        return None
-
-    def close(self) -> None:
-        for blob in self.open.values():
-            if blob is not None:
-                blob.close()
-
-
-def _delegate_key(delegate: Any) -> Any:
-    if isinstance(delegate, RelativeFileHandle):
-        return ("rel", delegate.relative_path)
-    if isinstance(delegate, SegmentFileHandle):
-        return ("seg", delegate.path, delegate.start_pos)
-    return ("file", getattr(delegate, "path", None))
-
-
-def _chunks(blobs: _Blobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
+def _chunks(blobs: DelegateBlobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
     blob = blobs.get(h.delegate)
     if blob is None:
         raise BlobError(f"channel state of {h.info.label()} is not readable", 0)
@@ -163,7 +121,7 @@ def analyze(
 ) -> Analysis:
     """``keep_records``: how many records per channel to keep (with payload) for display/decoding."""
     cp = loaded.checkpoint
-    blobs = _Blobs(loaded)
+    blobs = DelegateBlobs(loaded.resolver)
     try:
         ops = {o.operator_id: _operator(o, cp.format_version) for o in cp.operators}
         channels: list[ChannelAnalysis] = []
@@ -206,7 +164,7 @@ def _endpoint(label: str, subtask: int, op: OperatorState | None) -> dict[str, A
 
 
 def _channel(
-    lc: LogicalChannel, blobs: _Blobs, ops: dict[str, OperatorAnalysis], keep: int, alone: bool = False
+    lc: LogicalChannel, blobs: DelegateBlobs, ops: dict[str, OperatorAnalysis], keep: int, alone: bool = False
 ) -> ChannelAnalysis:
     up_op = lc.upstream_op or next((p.operator for p in lc.parts if p.handle.side == "output"), None)
     down_op = lc.downstream_op or next((p.operator for p in lc.parts if p.handle.side == "input"), None)

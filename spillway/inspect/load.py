@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
 from spillway.inspect.model import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
-from spillway.inspect.walk import file_path_of, stream_handles_of, subtask_handles
+from spillway.inspect.walk import file_path_of, leaf_stream_handles
 
 
 @dataclass
@@ -21,30 +21,23 @@ class LoadedCheckpoint:
     def resolve_files(self) -> dict[str, ResolvedFile]:
         """Every file the checkpoint references, resolved (this records any rebasing applied)."""
         out: dict[str, ResolvedFile] = {}
-        resolver = self.resolver
-        for op in self.checkpoint.operators:
-            for sub in op.subtasks:
-                for _, top in subtask_handles(sub):
-                    for _, handle in stream_handles_of(top):
-                        name = file_path_of(handle)
-                        if name is not None and name not in out:
-                            resolved = resolver.resolve(handle)
-                            if resolved is not None:
-                                out[name] = resolved
+        for handle in leaf_stream_handles(self.checkpoint):
+            name = file_path_of(handle)
+            if name is not None and name not in out:
+                resolved = self.resolver.resolve(handle)
+                if resolved is not None:
+                    out[name] = resolved
         return out
 
     def survey_files(self) -> tuple[int, int]:
         """(files referenced, files not found) — cheap: resolves by directory, records rebases."""
         absolute: set[str] = set()
         relative: set[str] = set()
-        for op in self.checkpoint.operators:
-            for sub in op.subtasks:
-                for _, top in subtask_handles(sub):
-                    for _, handle in stream_handles_of(top):
-                        if isinstance(handle, RelativeFileHandle):
-                            relative.add(handle.relative_path)
-                        elif isinstance(handle, FileHandle | SegmentFileHandle):
-                            absolute.add(handle.path)
+        for handle in leaf_stream_handles(self.checkpoint):
+            if isinstance(handle, RelativeFileHandle):
+                relative.add(handle.relative_path)
+            elif isinstance(handle, FileHandle | SegmentFileHandle):
+                absolute.add(handle.path)
         missing = self.resolver.survey(absolute)
         for rel in relative:
             local = self.resolver.resolve(RelativeFileHandle(rel, 0))

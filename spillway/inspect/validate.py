@@ -20,13 +20,13 @@ from spillway.formats.channel_file import (
     BlobError,
     Chunk,
     FileBlob,
-    InlineBlob,
     iter_payload,
     read_chunk_header,
     read_version,
     walk_chunks,
 )
 from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, NativeFramer, make_framer
+from spillway.inspect.blobs import delegate_display, delegate_key, open_delegate
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.keygroups import key_group_range
@@ -287,12 +287,7 @@ class _Validator:
         return out
 
     def blob_key(self, delegate: object) -> object:
-        if isinstance(delegate, ByteStreamHandle) or delegate is None:
-            return ("inline", id(delegate))
-        resolved = self.resolver.resolve(delegate)
-        path = resolved.local_text if resolved and resolved.local_text else repr(delegate)
-        base = delegate.start_pos if isinstance(delegate, SegmentFileHandle) else 0
-        return ("file", path, base)
+        return delegate_key(self.resolver, delegate)
 
     def open_blob(self, delegate: object, who: _Located) -> _BlobInfo:
         key = self.blob_key(delegate)
@@ -300,29 +295,20 @@ class _Validator:
             return self.blobs[key]
         info = _BlobInfo(None, {}, False, "?")
         self.blobs[key] = info
-        where = {"operator": who.operator.label(), "subtask": who.handle.subtask_index, "channel": who.label()}
-        if isinstance(delegate, ByteStreamHandle):
-            info.blob, info.display = InlineBlob(f"inline:{delegate.name}", delegate.data), f"inline:{delegate.name}"
-        elif isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
-            resolved = self.resolver.resolve(delegate)
-            info.display = (
-                resolved.local_text if resolved and resolved.local_text else str(getattr(delegate, "path", "?"))
-            )
-            if resolved is None or resolved.local is None or not resolved.local.is_file():
-                return info  # reported by check_files
-            try:
-                if isinstance(delegate, SegmentFileHandle):
-                    info.blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
-                    if info.blob.file_size < delegate.start_pos + delegate.state_size:
-                        info.blob.size = max(0, info.blob.file_size - delegate.start_pos)
-                else:
-                    info.blob = FileBlob(resolved.local)
-            except OSError:
-                return info
-        else:
+        if not isinstance(delegate, ByteStreamHandle | FileHandle | RelativeFileHandle | SegmentFileHandle):
             kind = "null" if delegate is None else type(delegate).__name__
-            self.add("chunk-offset", f"channel state with a {kind} delegate", **where)
+            self.add(
+                "chunk-offset",
+                f"channel state with a {kind} delegate",
+                operator=who.operator.label(),
+                subtask=who.handle.subtask_index,
+                channel=who.label(),
+            )
             return info
+        info.display = delegate_display(self.resolver, delegate)
+        info.blob = open_delegate(self.resolver, delegate)
+        if info.blob is None:
+            return info  # a missing or unreadable file is reported by check_files
         blob = info.blob
         self.report.blobs_checked += 1
         try:

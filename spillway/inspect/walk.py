@@ -145,3 +145,13 @@ def transform_stream_handles(checkpoint: Checkpoint, fn: Callable[[object], obje
                     setattr(sub, kind, keyed(h))
             for h in (*sub.input_channel_state, *sub.result_subpartition_state):
                 h.delegate = stream(h.delegate)  # type: ignore[union-attr]
+
+
+def leaf_stream_handles(checkpoint: Checkpoint) -> Iterator[object]:
+    """Every leaf stream handle of every subtask (no coordinator state), without site bookkeeping —
+    the fast path for whole-checkpoint scans such as file resolution."""
+    for op in checkpoint.operators:
+        for sub in op.subtasks:
+            for _, top in subtask_handles(sub):
+                for _, handle in stream_handles_of(top):
+                    yield handle
