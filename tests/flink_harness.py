@@ -141,12 +141,16 @@ def restore(
     *,
     run_seconds: float = 5,
     workdir: Path | None = None,
+    vertex_parallelism: dict[str, int] | None = None,
+    until_finished: bool = False,
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
     Returns RestoreCheck's RESULT.json (``outcome``, ``error``, ``error_class``, ``seconds``, ``causes``, ``tasks``
     …) plus ``log`` (the Flink log) and ``workdir``. ``plan_out`` receives the job-graph plan of the submitted job.
-    Without ``workdir`` a temporary directory is used and deleted unless the outcome is "failed"."""
+    Without ``workdir`` a temporary directory is used and deleted unless the outcome is "failed".
+    ``vertex_parallelism`` sets single operators' parallelism by uid (scenario "counted"); ``until_finished``
+    waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java)."""
     lib, classes = prepare(release)
     gen = _generator()
     own_workdir = workdir is None
@@ -183,6 +187,10 @@ def restore(
         cmd += ["--parallelism", str(parallelism)]
     if allow_non_restored:
         cmd.append("--allow-non-restored-state")
+    for uid, n in (vertex_parallelism or {}).items():
+        cmd += ["--vertex-parallelism", f"{uid}={n}"]
+    if until_finished:
+        cmd.append("--until-finished")
     if plan_out is not None:
         cmd += ["--plan-out", str(Path(plan_out).resolve())]
     t0 = time.monotonic()
