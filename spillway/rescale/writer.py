@@ -53,10 +53,18 @@ def write_checkpoint(
     topology: Topology | None = None,
     extra_check: Callable[[Path], list[str]] | None = None,
     rebase: list[str] | None = None,
+    produce: Callable[[Path], Checkpoint | None] | None = None,
 ) -> list[Finding]:
-    """Write, self-check, rename. Returns the (non-error) findings of the self-check."""
+    """Write, self-check, rename. Returns the (non-error) findings of the self-check.
+
+    ``produce(tmp)`` writes data files into the temporary directory first (rescale's channel state)
+    and may return the final metadata, replacing ``plan.checkpoint``."""
     tmp = prepare_output(out)
     try:
+        if produce is not None:
+            produced = produce(tmp)
+            if produced is not None:
+                plan.checkpoint = produced
         data = encode_metadata(plan.checkpoint)
         for source, relative in plan.copies.items():
             target = tmp / relative

@@ -1,0 +1,148 @@
+"""Write the new channel-state files: one file per new downstream subtask (header + chunks), channels
+in (gate, input channel) order, each channel's framed elements cut into chunks of at most the
+network buffer size. Runs arrive sorted by (target, gate, up, source, seq); the writer streams them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from spillway.formats.channel_file import SERIALIZATION_VERSION, ChunkHeader, FileHeader
+
+
+def target_key(operator_id: str, down: int) -> str:
+    return f"{operator_id}:{down:06d}"
+
+
+def target_file_name(operator_id: str, down: int) -> str:
+    # Deterministic, so every backend (local, local[*], a cluster) writes byte-identical output.
+    return f"spillway-rescaled-{operator_id}-{down}.channels"
+
+
+@dataclass
+class WrittenChannel:
+    gate: int
+    up: int
+    offsets: list[int]
+    size: int  # chunk payloads + their length fields (a handle's state_size)
+    records: int = 0
+    crc: int = 0
+    elements: int = 0
+
+
+@dataclass
+class WrittenFile:
+    operator_id: str
+    down: int
+    name: str
+    size: int = 0
+    channels: list[WrittenChannel] = field(default_factory=list)
+
+    def to_doc(self) -> dict:
+        return {
+            "operator_id": self.operator_id,
+            "down": self.down,
+            "name": self.name,
+            "size": self.size,
+            "channels": [c.__dict__ for c in self.channels],
+        }
+
+    @staticmethod
+    def from_doc(doc: dict) -> WrittenFile:
+        return WrittenFile(
+            doc["operator_id"], doc["down"], doc["name"], doc["size"], [WrittenChannel(**c) for c in doc["channels"]]
+        )
+
+
+class ChannelFileWriter:
+    """Streams one channel-state file; ``channel()`` starts a channel, ``write()`` appends framed bytes."""
+
+    def __init__(self, fh: BinaryIO, operator_id: str, down: int, buffer_size: int):
+        self.fh = fh
+        self.buffer_size = buffer_size
+        self.file = WrittenFile(operator_id, down, target_file_name(operator_id, down))
+        self.pos = 0
+        self._chunk = bytearray()
+        self._current: WrittenChannel | None = None
+        self._emit(FileHeader.build({"version": SERIALIZATION_VERSION}))
+
+    def _emit(self, data: bytes | bytearray) -> None:
+        self.fh.write(data)
+        self.pos += len(data)
+
+    def _flush_chunk(self) -> None:
+        ch = self._current
+        if ch is None or not self._chunk:
+            return
+        ch.offsets.append(self.pos)
+        self._emit(ChunkHeader.build({"length": len(self._chunk)}))
+        self._emit(self._chunk)
+        ch.size += 4 + len(self._chunk)
+        self._chunk = bytearray()
+
+    def channel(self, gate: int, up: int) -> None:
+        self.end_channel()
+        self._current = WrittenChannel(gate, up, [], 0)
+
+    def write(self, data: bytes, records: int, crc: int) -> None:
+        ch = self._current
+        assert ch is not None
+        ch.records += records
+        ch.crc += crc
+        view = memoryview(data)
+        while view:
+            room = self.buffer_size - len(self._chunk)
+            self._chunk += view[:room]
+            view = view[room:]
+            if len(self._chunk) >= self.buffer_size:
+                self._flush_chunk()
+
+    def end_channel(self) -> None:
+        if self._current is not None:
+            self._flush_chunk()
+            if self._current.offsets:
+                self.file.channels.append(self._current)
+            self._current = None
+
+    def close(self) -> WrittenFile:
+        self.end_channel()
+        self.file.size = self.pos
+        return self.file
+
+
+def write_sorted_runs(
+    directory: str, rows: Iterable[tuple[str, int, int, int, bytes, int, int]], buffer_size: int
+) -> list[WrittenFile]:
+    """rows: (operator_id, down, gate, up, data, records, crc) sorted by target, gate, up, source order."""
+    import os
+
+    files: list[WrittenFile] = []
+    writer: ChannelFileWriter | None = None
+    fh: BinaryIO | None = None
+    current: tuple[str, int] | None = None
+    channel: tuple[int, int] | None = None
+    try:
+        for op, down, gate, up, data, records, crc in rows:
+            if (op, down) != current:
+                if writer is not None and fh is not None:
+                    files.append(writer.close())
+                    fh.close()
+                current = (op, down)
+                fh = open(os.path.join(directory, target_file_name(op, down)), "wb")
+                writer = ChannelFileWriter(fh, op, down, buffer_size)
+                channel = None
+            assert writer is not None
+            if (gate, up) != channel:
+                writer.channel(gate, up)
+                channel = (gate, up)
+            writer.write(data, records, crc)
+        if writer is not None and fh is not None:
+            files.append(writer.close())
+            fh.close()
+            fh = None
+    finally:
+        if fh is not None:
+            fh.close()
+    return files

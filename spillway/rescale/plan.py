@@ -1,0 +1,387 @@
+"""Plan an offline rescale: which vertices change parallelism, and for every edge touching one of them
+the rule that sends each in-flight record of an old logical channel to its new channel.
+
+Pure Python, no Spark: the plan is a list of small, picklable descriptors (``SourceChannel`` and
+``EdgePlan``) that a backend (``spillway.rescale.spark_job`` or ``spillway.rescale.local``) executes with
+``spillway.rescale.route``. Every new logical channel is written entirely as input state of the new
+downstream subtask, so Flink restores it at the new parallelism with nothing left to filter (spec 08 §8.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spillway.formats.channel_file import LENGTH_SIZE
+from spillway.inspect.channels import LogicalChannel, logical_channels
+from spillway.inspect.locate import FileResolver
+from spillway.inspect.model import (
+    ByteStreamHandle,
+    ChannelHandle,
+    Checkpoint,
+    FileHandle,
+    OperatorState,
+    RelativeFileHandle,
+    SegmentFileHandle,
+)
+from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
+
+DEFAULT_BUFFER_SIZE = 32 * 1024
+HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM = "hash", "balanced", "keep", "global", "broadcast", "custom"
+
+
+class RescaleRefused(Exception):
+    """The rescale cannot be done offline as asked; the message says why and what to do instead."""
+
+
+@dataclass(frozen=True)
+class PartRef:
+    """Where one part (input or output side) of an old logical channel lives, readable on any worker."""
+
+    path: str | None  # local file (None: inline bytes)
+    base: int  # segment start inside a shared physical file
+    size: int
+    offsets: tuple[int, ...]  # chunk length fields, relative to base
+    data: bytes | None = None  # inline delegate
+
+
+@dataclass(frozen=True)
+class SourceChannel:
+    sid: int  # global replay order of old channels: new channels concatenate their sources by sid
+    edge: int
+    up: int  # old upstream subtask
+    down: int  # old downstream subtask
+    parts: tuple[PartRef, ...]
+    payload_bytes: int
+    label: str
+    # (exclusive payload-byte limit, new downstream subtask) segments for byte-balanced edges
+    segments: tuple[tuple[int, int], ...] = ()
+    # new (up, down) channels on which this source's watermarks/status may be kept: it is their only source
+    watermark_targets: frozenset[tuple[int, int]] = frozenset()
+
+
+@dataclass(frozen=True)
+class EdgePlan:
+    index: int
+    label: str
+    strategy: str  # Flink ship strategy as in the plan
+    rule: str  # HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM
+    gate: int
+    partition: int  # index of the edge among the upstream vertex's outputs
+    old_up_p: int
+    new_up_p: int
+    old_down_p: int
+    new_down_p: int
+    max_parallelism: int  # of the downstream head (key groups)
+    down_head: str  # operator id that receives the new input state
+    up_tail: str | None  # operator id whose output state for this edge is dropped (moved into input state)
+    key: str | None = None  # built-in extractor spec (spillway.formats.values)
+    key_fn: str | None = None  # module:function
+
+    def new_up(self, old_up: int) -> int:
+        # Records of one old upstream subtask stay together, in order, on one new upstream channel.
+        return old_up % self.new_up_p
+
+
+@dataclass
+class VertexPlan:
+    key: str
+    label: str
+    old_p: int
+    new_p: int
+    operators: list[OperatorState]
+    head: OperatorState | None
+    tail: OperatorState | None
+
+    @property
+    def rescaled(self) -> bool:
+        return self.old_p != self.new_p
+
+
+@dataclass
+class RescalePlan:
+    vertices: dict[str, VertexPlan]
+    edges: list[EdgePlan]
+    sources: list[SourceChannel]
+    buffer_size: int
+    notes: list[str] = field(default_factory=list)
+
+    def rescaled(self) -> list[VertexPlan]:
+        return [v for v in self.vertices.values() if v.rescaled]
+
+
+# --------------------------------------------------------------------------------------------------
+# resolving what the user named
+
+
+def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str) -> str:
+    """A vertex by job-vertex id, or by uid or name of any operator in its chain."""
+    hits: list[str] = []
+    for key, b in bound.items():
+        v = b.vertex
+        ids = {v.key, v.vertex_id or ""} | {o.operator_id for o in (b.head, b.tail) if o is not None}
+        uids = {o.uid for o in (b.head, b.tail) if o is not None and o.uid}
+        names = set(v.names) | {o.name for o in (b.head, b.tail) if o is not None and o.name}
+        if name in ids or name in uids or name in names:
+            hits.append(key)
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(sorted(b.vertex.label() for b in bound.values()))
+    if not hits:
+        raise RescaleRefused(f"no vertex {name!r} in the plan (vertex id, operator uid or name); vertices: {known}")
+    raise RescaleRefused(f"{name!r} names {len(hits)} vertices; use a vertex id")
+
+
+def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
+    ops: dict[str, OperatorState] = {}
+    for o in (b.head, b.tail):
+        if o is not None:
+            ops[o.operator_id] = o
+    for name in b.vertex.names:
+        hits = [o for o in cp.operators if o.name == name]
+        if len(hits) == 1:
+            ops[hits[0].operator_id] = hits[0]
+    return list(ops.values())
+
+
+# --------------------------------------------------------------------------------------------------
+# building the plan
+
+
+def build_plan(
+    cp: Checkpoint,
+    topology: Topology,
+    resolver: FileResolver,
+    parallelism: dict[str, int],
+    keys: dict[str, str] | None = None,
+    key_fns: dict[str, str] | None = None,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+) -> RescalePlan:
+    """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values."""
+    if buffer_size < 64 or buffer_size > 64 * 1024 * 1024:
+        raise RescaleRefused(f"--buffer-size {buffer_size} is outside [64 B, 64 MiB]")
+    bound = bind(topology, cp)
+    new_p = {resolve_vertex(topology, bound, k): n for k, n in parallelism.items()}
+    key_of = {resolve_vertex(topology, bound, k): s for k, s in (keys or {}).items()}
+    fn_of = {resolve_vertex(topology, bound, k): s for k, s in (key_fns or {}).items()}
+
+    vertices: dict[str, VertexPlan] = {}
+    claimed: dict[str, str] = {}
+    for key, b in bound.items():
+        ops = _chain_operators(cp, b)
+        for o in ops:
+            claimed[o.operator_id] = key
+        old = b.vertex.parallelism
+        vp = VertexPlan(key, b.vertex.label(), old, new_p.get(key, old), ops, b.head, b.tail)
+        for o in ops:
+            if o.parallelism != old:
+                raise RescaleRefused(
+                    f"operator {o.label()} has parallelism {o.parallelism} in the checkpoint but the plan gives its "
+                    f"vertex {vp.label!r} parallelism {old}: the plan does not describe this checkpoint"
+                )
+        vertices[key] = vp
+
+    for vp in vertices.values():
+        if not vp.rescaled:
+            continue
+        if vp.new_p < 1:
+            raise RescaleRefused(f"{vp.label}: parallelism must be at least 1, not {vp.new_p}")
+        for o in vp.operators:
+            if vp.new_p > o.max_parallelism:
+                raise RescaleRefused(
+                    f"{vp.label}: new parallelism {vp.new_p} exceeds operator {o.label()}'s max parallelism "
+                    f"{o.max_parallelism} (it is fixed by the key groups of the checkpoint)"
+                )
+            finished = [s.index for s in o.subtasks if s.finished]
+            if finished and not o.fully_finished:
+                raise RescaleRefused(
+                    f"{vp.label}: operator {o.label()} is partially finished (subtasks {finished}); "
+                    "rescale it in Flink or clear the flags first (spillway repair clear-finished)"
+                )
+        if vp.head is None and vp.tail is None and vp.operators == []:
+            # Stateless vertex absent from the checkpoint: nothing of its own to move.
+            pass
+    unplaced = [
+        o.label()
+        for o in cp.operators
+        if o.operator_id not in claimed and (any(s.has_state() for s in o.subtasks) or o.coordinator_state)
+    ]
+    rescaled_keys = {k for k, v in vertices.items() if v.rescaled}
+    if unplaced and rescaled_keys:
+        raise RescaleRefused(
+            f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to (the checkpoint stores no names "
+            "for them); give a plan whose operators carry names, or rescale in Flink"
+        )
+
+    cmap = logical_channels(topology, bound, cp)
+    edges: list[EdgePlan] = []
+    edge_index: dict[int, EdgePlan] = {}
+    notes: list[str] = []
+    for e in topology.edges():
+        up, down = vertices[e.upstream], vertices[e.downstream]
+        if not (up.rescaled or down.rescaled):
+            continue
+        ep = _edge_plan(len(edges), e, up, down, bound, key_of.get(down.key), fn_of.get(down.key))
+        edges.append(ep)
+        edge_index[id(e)] = ep
+
+    sources: list[SourceChannel] = []
+    carrying: set[int] = set()
+    for lc in cmap.channels:
+        ep = edge_index.get(id(lc.edge)) if lc.edge is not None else None
+        if ep is None:
+            continue
+        parts = tuple(_part_ref(resolver, p.handle, lc) for p in lc.parts)
+        payload = sum(p.handle.state_size - LENGTH_SIZE * len(p.handle.offsets) for p in lc.parts)
+        if payload > 0:
+            carrying.add(ep.index)
+        sources.append(
+            SourceChannel(len(sources), ep.index, lc.upstream_subtask, lc.downstream_subtask, parts, payload, lc.label())
+        )
+    if cmap.skipped and edges:
+        for s in cmap.skipped:
+            notes.append(s)
+    for ep in edges:
+        if ep.index not in carrying:
+            continue
+        if ep.rule == HASH and not (ep.key or ep.key_fn):
+            raise RescaleRefused(
+                f"edge {ep.label} is a keyBy (HASH) edge with records in flight and its downstream is rescaled: "
+                f"give --key VERTEX=EXTRACTOR (e.g. long, string, tuple:0:long, row(long,string):1) or "
+                f"--key-fn VERTEX=module:function for the downstream vertex, so each record's key group can be computed"
+            )
+        if ep.rule == CUSTOM and not ep.key_fn:
+            raise RescaleRefused(
+                f"edge {ep.label} uses a custom partitioner with records in flight: give --key-fn "
+                "VERTEX=module:function(payload, parallelism) -> target subtask"
+            )
+        if ep.strategy.upper() in ("FORWARD", "RESCALE"):
+            raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
+    sources = _with_segments_and_watermarks(sources, edges)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes)
+
+
+def _edge_plan(
+    index: int,
+    e: Edge,
+    up: VertexPlan,
+    down: VertexPlan,
+    bound: dict[str, BoundVertex],
+    key: str | None,
+    key_fn: str | None,
+) -> EdgePlan:
+    strategy = e.ship_strategy.upper()
+    label = f"{up.label} -> {down.label} ({e.ship_strategy})"
+    if strategy in ("FORWARD", "RESCALE"):
+        if strategy == "FORWARD" and up.new_p != down.new_p:
+            raise RescaleRefused(
+                f"edge {label}: a FORWARD edge needs equal parallelism on both sides, got {up.new_p} -> {down.new_p}; "
+                "rescale both vertices together"
+            )
+        rule = KEEP
+    elif strategy.startswith("HASH"):
+        rule = HASH if down.rescaled else KEEP
+    elif strategy in ("REBALANCE", "SHUFFLE"):
+        rule = BALANCED if down.rescaled else KEEP
+    elif strategy == "GLOBAL":
+        rule = GLOBAL
+    elif strategy == "BROADCAST":
+        rule = BROADCAST
+    elif strategy == "CUSTOM":
+        rule = CUSTOM if down.rescaled else KEEP
+    else:
+        raise RescaleRefused(f"edge {label}: ship strategy {e.ship_strategy!r} is not supported by rescale")
+    head = bound[down.key].head
+    if head is None:
+        raise RescaleRefused(f"vertex {down.label}: its head operator is not in the checkpoint")
+    tail = bound[up.key].tail
+    partition = up_outputs_index(bound[up.key].vertex, e)
+    return EdgePlan(
+        index,
+        label,
+        e.ship_strategy,
+        rule,
+        e.gate,
+        partition,
+        up.old_p,
+        up.new_p,
+        down.old_p,
+        down.new_p,
+        head.max_parallelism,
+        head.operator_id,
+        tail.operator_id if tail is not None else None,
+        key,
+        key_fn,
+    )
+
+
+def up_outputs_index(v: Vertex, e: Edge) -> int:
+    return v.outputs.index(e) if e in v.outputs else 0
+
+
+def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> PartRef:
+    d = h.delegate
+    if isinstance(d, ByteStreamHandle):
+        return PartRef(None, 0, len(d.data), tuple(h.offsets), d.data)
+    if isinstance(d, FileHandle | RelativeFileHandle | SegmentFileHandle):
+        resolved = resolver.resolve(d)
+        if resolved is None or resolved.local_text is None:
+            raise RescaleRefused(f"channel state of {lc.label()} is not readable: {getattr(d, 'path', d)}")
+        base = d.start_pos if isinstance(d, SegmentFileHandle) else 0
+        return PartRef(resolved.local_text, base, d.state_size, tuple(h.offsets))
+    raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")
+
+
+def _with_segments_and_watermarks(sources: list[SourceChannel], edges: list[EdgePlan]) -> list[SourceChannel]:
+    """Byte-balanced segments for BALANCED edges; then which targets each source alone feeds."""
+    by_edge: dict[int, list[SourceChannel]] = {}
+    for s in sources:
+        by_edge.setdefault(s.edge, []).append(s)
+    segments: dict[int, tuple[tuple[int, int], ...]] = {}
+    for ep in edges:
+        if ep.rule != BALANCED:
+            continue
+        chans = by_edge.get(ep.index, [])
+        total = sum(s.payload_bytes for s in chans)
+        share = max(1, -(-total // ep.new_down_p))
+        filled, target = 0, 0
+        for s in chans:
+            segs: list[tuple[int, int]] = []
+            pos = 0
+            while pos < s.payload_bytes:
+                room = share - filled
+                take = min(room, s.payload_bytes - pos)
+                pos += take
+                filled += take
+                segs.append((pos, target))
+                if filled >= share and target < ep.new_down_p - 1:
+                    target, filled = target + 1, 0
+            segments[s.sid] = tuple(segs) or ((0, target),)
+    possible: dict[int, set[tuple[int, int]]] = {}
+    for s in sources:
+        possible[s.sid] = _possible_targets(s, edges[s.edge], segments.get(s.sid, ()))
+    feeders: dict[tuple[int, tuple[int, int]], int] = {}
+    for s in sources:
+        for t in possible[s.sid]:
+            feeders[(s.edge, t)] = feeders.get((s.edge, t), 0) + 1
+    out = []
+    for s in sources:
+        alone = frozenset(t for t in possible[s.sid] if feeders[(s.edge, t)] == 1)
+        out.append(
+            SourceChannel(
+                s.sid, s.edge, s.up, s.down, s.parts, s.payload_bytes, s.label, segments.get(s.sid, ()), alone
+            )
+        )
+    return out
+
+
+def _possible_targets(s: SourceChannel, ep: EdgePlan, segs: tuple[tuple[int, int], ...]) -> set[tuple[int, int]]:
+    u = ep.new_up(s.up)
+    if ep.rule in (HASH, CUSTOM):
+        return {(u, d) for d in range(ep.new_down_p)}
+    if ep.rule == BALANCED:
+        return {(u, d) for _, d in segs}
+    if ep.rule == GLOBAL:
+        return {(u, 0)}
+    if ep.rule == BROADCAST:
+        return {(u, d) for d in range(ep.new_down_p)}
+    return {(u, s.down)}

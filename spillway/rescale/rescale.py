@@ -1,0 +1,162 @@
+"""Rescale a checkpoint offline: plan, move channel state (Spark or in-process), redistribute keyed and
+operator state, assemble the metadata, self-check, and rename into place (``write_checkpoint``)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spillway.inspect.blobs import DelegateBlobs
+from spillway.inspect.load import LoadedCheckpoint
+from spillway.inspect.model import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
+from spillway.inspect.topology import Topology
+from spillway.inspect.walk import transform_stream_handles
+from spillway.rescale.assemble import assemble
+from spillway.rescale.execute import MoveResult, run_local
+from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.verify import check_totals, self_check
+from spillway.rescale.writer import PlannedOutput, WriteError, write_checkpoint
+
+
+@dataclass
+class RescaleReport:
+    plan: RescalePlan
+    move: MoveResult | None = None
+    notes: list[str] = field(default_factory=list)
+    out: Path | None = None
+
+    def to_doc(self) -> dict:
+        dropped: dict[str, int] = {}
+        kept = records = 0
+        for r in self.move.sources if self.move else []:
+            records += r.records
+            kept += r.kept_markers
+            for k, n in r.dropped.items():
+                dropped[k] = dropped.get(k, 0) + n
+        return {
+            "schema": "spillway.rescale/1",
+            "out": str(self.out) if self.out else None,
+            "vertices": [
+                {"vertex": v.label, "old_parallelism": v.old_p, "new_parallelism": v.new_p}
+                for v in self.plan.vertices.values()
+                if v.rescaled
+            ],
+            "edges": [
+                {"edge": e.label, "rule": e.rule, "key": e.key, "key_fn": e.key_fn} for e in self.plan.edges
+            ],
+            "source_channels": len(self.plan.sources),
+            "records_moved": records,
+            "channel_files": len(self.move.files) if self.move else 0,
+            "markers_kept": kept,
+            "dropped": dropped,
+            "notes": self.plan.notes + self.notes,
+        }
+
+
+def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
+    new = copy.deepcopy(topology)
+    for key, vp in plan.vertices.items():
+        new.vertices[key].parallelism = vp.new_p
+    return new
+
+
+def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]):  # type: ignore[no-untyped-def]
+    def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
+        if not any(
+            s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
+            for s in op.subtasks
+        ):
+            return []
+        from spillway.rescale.state import RescaleRefused as StateRefused
+        from spillway.rescale.state import rescale_operator_state_and_keyed
+
+        try:
+            res = rescale_operator_state_and_keyed(op, new_p, blobs)
+        except StateRefused as exc:
+            raise RescaleRefused(f"operator {op.label()}: {exc}") from None
+        new_files.extend(res.files)
+        notes.extend(f"{op.label()}: {n}" for n in res.notes)
+        return res.subtasks
+
+    return rescale_state
+
+
+def _relative_names(cp: Checkpoint) -> set[str]:
+    names: set[str] = set()
+
+    def note(h: object) -> object:
+        if isinstance(h, RelativeFileHandle):
+            names.add(h.relative_path)
+        return h
+
+    transform_stream_handles(cp, note)
+    return names
+
+
+def _write_state_file(tmp: Path, nf: object, blobs: DelegateBlobs) -> None:
+    with open(tmp / nf.relative_path, "wb") as fh:  # type: ignore[attr-defined]
+        for piece in nf.pieces:  # type: ignore[attr-defined]
+            if isinstance(piece, bytes | bytearray):
+                fh.write(piece)
+                continue
+            handle, offset, length = piece
+            blob = blobs.get(handle)
+            if blob is None:
+                raise RescaleRefused(f"state file of {handle} is not readable")
+            fh.write(blob.read_at(offset, length))
+
+
+def rescale(
+    loaded: LoadedCheckpoint,
+    topology: Topology,
+    parallelism: dict[str, int],
+    out: Path,
+    keys: dict[str, str] | None = None,
+    key_fns: dict[str, str] | None = None,
+    buffer_size: int = 32 * 1024,
+    master: str | None = "local[*]",
+    rebase: list[str] | None = None,
+    dry_run: bool = False,
+) -> RescaleReport:
+    """``master`` None runs the in-process backend (no Spark)."""
+    plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns, buffer_size)
+    report = RescaleReport(plan, out=out)
+    if not plan.rescaled():
+        raise RescaleRefused("nothing to do: every --parallelism equals the vertex's current parallelism")
+    if dry_run:
+        return report
+    blobs = DelegateBlobs(loaded.resolver)
+    output = PlannedOutput(loaded.checkpoint)
+
+    def produce(tmp: Path) -> Checkpoint:
+        if master is None:
+            move = run_local(plan, str(tmp))
+            problems = self_check(tmp, plan, move)
+        else:
+            from spillway.rescale.spark_job import run_spark
+
+            move, problems, per_edge = run_spark(plan, str(tmp), master)
+            problems += check_totals(plan, move, per_edge)
+        if problems:
+            raise WriteError("self-check: " + "; ".join(problems[:5]))
+        report.move = move
+        new_files: list = []
+        cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
+        for nf in new_files:
+            _write_state_file(tmp, nf, blobs)
+        produced = {f.name for f in move.files} | {nf.relative_path for nf in new_files}
+        for name in sorted(_relative_names(cp) - produced):
+            resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
+            if resolved is None or resolved.local is None or not resolved.local.is_file():
+                raise RescaleRefused(f"{name}: referenced relative file is missing in the source checkpoint")
+            output.copies[resolved.local] = name
+        return cp
+
+    try:
+        write_checkpoint(
+            output, out, rescaled_topology(topology, plan), rebase=rebase, produce=produce
+        )
+    finally:
+        blobs.close()
+    return report
