@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from spillway.cli import analyze, dump, keygroup, repair_clear, repair_drop, repair_relocate, repair_strip, validate
+from spillway.cli import (
+    analyze,
+    dump,
+    keygroup,
+    repair_clear,
+    repair_drop,
+    repair_relocate,
+    repair_strip,
+    rescale,
+    validate,
+)
 
 app = typer.Typer(
     name="spillway",
@@ -18,6 +28,7 @@ app.command("dump", help=dump.HELP)(dump.command)
 app.command("validate", help=validate.HELP)(validate.command)
 app.command("analyze", help=analyze.HELP)(analyze.command)
 app.command("keygroup", help=keygroup.HELP)(keygroup.command)
+app.command("rescale", help=rescale.HELP)(rescale.command)
 
 
 repair = typer.Typer(

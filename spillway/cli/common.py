@@ -37,6 +37,9 @@ RELEASES = {
 }
 
 
+REFUSALS = {"RescaleRefused", "RouteError", "ValueSpecError"}
+
+
 class UsageError(Exception):
     """Bad arguments that typer itself cannot catch (exit 2)."""
 
@@ -57,6 +60,11 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(exc), EXIT_FINDINGS)
     except (RepairError, WriteError) as exc:
         fail(str(exc), EXIT_FINDINGS)
+    except Exception as exc:
+        # Refusals of rescale (planner, router, state redistribution, key specs) are one clear line too.
+        if type(exc).__name__ in REFUSALS:
+            fail(str(exc), EXIT_FINDINGS)
+        raise
     except PermissionError as exc:
         fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)
     except OSError as exc:

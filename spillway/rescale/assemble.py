@@ -35,7 +35,9 @@ def _filter(handles: list[AnyChannelHandle], drop: Callable[[int, int], bool]) -
             if len(kept) == len(h.channels):
                 out.append(h)
             elif kept:
-                out.append(MergedChannelHandle(h.side, h.subtask_index, sum(c.state_size for c in kept), h.delegate, kept))
+                out.append(
+                    MergedChannelHandle(h.side, h.subtask_index, sum(c.state_size for c in kept), h.delegate, kept)
+                )
         elif not drop(h.a, h.b):
             out.append(h)
     return out

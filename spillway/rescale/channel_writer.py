@@ -130,7 +130,7 @@ def write_sorted_runs(
                     files.append(writer.close())
                     fh.close()
                 current = (op, down)
-                fh = open(os.path.join(directory, target_file_name(op, down)), "wb")
+                fh = open(os.path.join(directory, target_file_name(op, down)), "wb")  # noqa: SIM115 (one per target, closed on switch)
                 writer = ChannelFileWriter(fh, op, down, buffer_size)
                 channel = None
             assert writer is not None

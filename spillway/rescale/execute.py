@@ -39,7 +39,9 @@ def route_one(src: SourceChannel, ep: EdgePlan) -> tuple[list[Run], SourceReport
     return runs, finish_report(src, stats, runs)
 
 
-def finish_report(src: SourceChannel, stats: RouteStats, runs: list[Run] | None = None, copies: int = -1) -> SourceReport:
+def finish_report(
+    src: SourceChannel, stats: RouteStats, runs: list[Run] | None = None, copies: int = -1
+) -> SourceReport:
     if stats.leftover:
         raise RouteError(
             f"{src.label}: the channel ends inside a record ({stats.leftover} bytes of an unfinished record); "
@@ -54,7 +56,17 @@ def finish_report(src: SourceChannel, stats: RouteStats, runs: list[Run] | None 
 
 def row_of(ep: EdgePlan, run: Run) -> tuple[str, int, int, int, int, int, bytes, int, int]:
     """(target key, down, gate, up, sid, seq, data, records, crc): the sort order is the row order."""
-    return (target_key(ep.down_head, run.down), run.down, ep.gate, run.up, run.sid, run.seq, run.data, run.records, run.crc)
+    return (
+        target_key(ep.down_head, run.down),
+        run.down,
+        ep.gate,
+        run.up,
+        run.sid,
+        run.seq,
+        run.data,
+        run.records,
+        run.crc,
+    )
 
 
 def run_local(plan: RescalePlan, directory: str) -> MoveResult:

@@ -235,7 +235,9 @@ def build_plan(
         if payload > 0:
             carrying.add(ep.index)
         sources.append(
-            SourceChannel(len(sources), ep.index, lc.upstream_subtask, lc.downstream_subtask, parts, payload, lc.label())
+            SourceChannel(
+                len(sources), ep.index, lc.upstream_subtask, lc.downstream_subtask, parts, payload, lc.label()
+            )
         )
     if cmap.skipped and edges:
         for s in cmap.skipped:

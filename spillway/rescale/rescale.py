@@ -42,9 +42,7 @@ class RescaleReport:
                 for v in self.plan.vertices.values()
                 if v.rescaled
             ],
-            "edges": [
-                {"edge": e.label, "rule": e.rule, "key": e.key, "key_fn": e.key_fn} for e in self.plan.edges
-            ],
+            "edges": [{"edge": e.label, "rule": e.rule, "key": e.key, "key_fn": e.key_fn} for e in self.plan.edges],
             "source_channels": len(self.plan.sources),
             "records_moved": records,
             "channel_files": len(self.move.files) if self.move else 0,
@@ -154,9 +152,7 @@ def rescale(
         return cp
 
     try:
-        write_checkpoint(
-            output, out, rescaled_topology(topology, plan), rebase=rebase, produce=produce
-        )
+        write_checkpoint(output, out, rescaled_topology(topology, plan), rebase=rebase, produce=produce)
     finally:
         blobs.close()
     return report

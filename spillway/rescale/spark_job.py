@@ -64,9 +64,7 @@ def _run_schema() -> Any:
     )
 
 
-RUN_DDL = (
-    "tkey string, down int, gate int, up int, sid long, seq long, data binary, records long, crc long"
-)
+RUN_DDL = "tkey string, down int, gate int, up int, sid long, seq long, data binary, records long, crc long"
 
 
 def _route_partition(plan_bytes: bytes) -> Any:
@@ -80,7 +78,9 @@ def _route_partition(plan_bytes: bytes) -> Any:
 
         def batch() -> Any:
             cols = list(zip(*rows, strict=True))
-            return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+            return pa.RecordBatch.from_arrays(
+                [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+            )
 
         for b in batches:
             for sid in b.column("sid").to_pylist():
