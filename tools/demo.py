@@ -7,6 +7,7 @@ import json
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,28 @@ def main() -> int:
     failures += run("analyze", str(first.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT)),
                     "--decode", "2") != 0
     failures += run("dump", str(first.relative_to(ROOT)), "--tree") != 0
+    failures += rescale_demo()
     return 1 if failures else 0
+
+
+def rescale_demo() -> int:
+    """The main job: rescale the counted fixture's keyed vertex with local Spark, then check the result."""
+    info_file = FIXTURES / "2.3.0-counted" / "fixture.json"
+    if not info_file.is_file():
+        return 0
+    chk = (FIXTURES / "2.3.0-counted" / json.loads(info_file.read_text())["checkpoint"]).relative_to(ROOT)
+    plan = (FIXTURES / "2.3.0-counted" / "jobgraph.json").relative_to(ROOT)
+    with tempfile.TemporaryDirectory(prefix="spillway-demo-") as tmp:
+        out = Path(tmp) / "chk-rescaled"
+        print("\n=== rescale with local Spark: parse 2 -> 3, count 2 -> 3 (keyBy on Tuple2 field 0, a Long)")
+        failures = run(
+            "rescale", str(chk), "--plan", str(plan), "-p", "parse=3", "-p", "count=3",
+            "--key", "count=tuple:0:long", "--out", str(out), "--master", "local[*]",
+        ) != 0
+        if not failures:
+            failures += run("validate", str(out)) != 0
+            failures += run("dump", str(out)) != 0
+        return int(failures)
 
 
 if __name__ == "__main__":
