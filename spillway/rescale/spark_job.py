@@ -36,6 +36,8 @@ def session(master: str) -> Any:
         .appName("spillway-rescale")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1024")
         .config("spark.driver.bindAddress", "127.0.0.1")
