@@ -86,3 +86,35 @@ def test_spillway_rescale_restores_exactly_once(tmp_path: Path, parallelism, fli
     for uid, p in parallelism.items():
         assert sum(1 for name in started if name.startswith(uid + " (") or name.startswith(uid)) >= 1
         assert any(f"({p}/{p})" in name for name in started if name.startswith(uid)), (uid, started)
+
+
+def test_rocksdb_incremental_job_rescaled_2_to_4_restores(tmp_path: Path) -> None:
+    """Whole job 2 -> 4 on RocksDB incremental state with in-flight Strings keyed by a prefix (--key-fn): each
+    new subtask gets its old RocksDB instance whole and Flink clips it to the new key-group range."""
+    import shutil
+
+    from flink_harness import stage
+
+    fixture = Path(__file__).parent / "fixtures" / "2.3.0-rocksdb-incremental"
+    source = next(fixture.glob("checkpoints/*/chk-*"))
+    staged, cleanup = stage(source, tmp_path)  # the shared SST files must sit where _metadata names them
+    try:
+        loaded = load_checkpoint(staged)
+        out = tmp_path / "p4"
+        report = rescale(
+            loaded,
+            load_plan(fixture / "jobgraph.json"),
+            {"slow": 4, "tostr": 4, "len": 4},
+            out,
+            key_fns={"slow": "keyfns:key_of"},
+            master=None,
+        )
+        assert report.to_doc()["records_moved"] > 0
+        result = restore("2.3.0", "rocksdb-incremental", out, parallelism=4, workdir=tmp_path / "run")
+        assert result["outcome"] == "restored", result.get("error")
+        log = Path(result["log"]).read_text(errors="replace")
+        for lo, hi in ((0, 31), (32, 63), (64, 95), (96, 127)):
+            assert f"target key-groups range [{lo}, {hi}]" in log
+    finally:
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)

@@ -33,6 +33,10 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "key-group-gap": (WARNING, "key groups no subtask holds state for"),
     "key-group-range": (WARNING, "a subtask's key-group range differs from the one Flink assigns it"),
+    "key-group-clipped": (
+        INFO,
+        "an incremental (RocksDB) handle wider than its subtask's range: Flink's restore clips it to the range",
+    ),
     "channel-index": (ERROR, "channel indices exist on the other side of the edge (needs --plan)"),
     "channel-holder": (ERROR, "input state sits on a chain's head, output state on its tail (needs --plan)"),
     "topology": (INFO, "what could not be checked for lack of topology, and why"),

@@ -37,6 +37,7 @@ from spillway.inspect.model import (
     ChannelHandle,
     Checkpoint,
     FileHandle,
+    IncrementalHandle,
     KeyGroupsHandle,
     OperatorState,
     RelativeFileHandle,
@@ -182,7 +183,21 @@ class _Validator:
                 if h is None:
                     continue
                 kg = h.key_groups
-                ranges.append((kg.start, kg.last, sub.index))
+                start, last = kg.start, kg.last
+                if isinstance(h, IncrementalHandle) and 0 < op.parallelism <= op.max_parallelism:
+                    # A whole RocksDB instance handed to a subtask whose range it contains (offline rescale):
+                    # Flink deletes the key groups outside the range on restore, so only the range counts.
+                    lo, hi = key_group_range(op.max_parallelism, op.parallelism, sub.index)
+                    if kg.start <= lo and hi <= kg.last and (kg.start, kg.last) != (lo, hi):
+                        self.add(
+                            "key-group-clipped",
+                            f"{kind} covers [{kg.start}, {kg.last}]; Flink restores only [{lo}, {hi}] of it",
+                            operator=op.label(),
+                            subtask=sub.index,
+                        )
+                        ranges.append((lo, hi, sub.index))
+                        continue
+                ranges.append((start, last, sub.index))
                 if kg.count and (kg.start < 0 or kg.last >= op.max_parallelism):
                     self.add(
                         "key-group-tiling",

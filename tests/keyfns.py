@@ -1,0 +1,12 @@
+"""Key functions for ``spillway rescale --key-fn`` in tests (the fixture jobs' own KeySelectors, in Python)."""
+
+from __future__ import annotations
+
+from spillway.formats.values import read_string
+
+
+def key_of(payload: bytes) -> str:
+    """FixtureJob's KeyOf: the part of a "key:srcSubtask:seq" String before the first ':'."""
+    text, _ = read_string(payload, 0)
+    assert text is not None
+    return text.split(":", 1)[0]
