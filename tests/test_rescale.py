@@ -293,3 +293,21 @@ def test_watermarks_kept_only_where_one_old_channel_feeds_the_new_one() -> None:
     framed = b"".join(r.data for r in route_source(sources[1], edge, stats))
     assert framed == _element_stream([record(1), record(2), record(3)])
     assert stats.dropped == {"watermark": 2, "latency marker": 1}
+
+
+def test_finished_vertices_stay_finished_and_refusals_name_the_reason(tmp_path: Path) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "2.3.0-finished"
+    chk = str(next(fixture.glob("checkpoints/*/chk-*")))
+    plan = str(fixture / "jobgraph.json")
+    base = ["rescale", chk, "--plan", plan, "--master", "inprocess"]
+    res = runner.invoke(app, [*base, "-p", "bmap=3", "--out", str(tmp_path / "a")])
+    assert res.exit_code == 1 and "FORWARD edge needs equal parallelism" in res.output
+    res = runner.invoke(app, [*base, "-p", "pmap=3", "--out", str(tmp_path / "b")])
+    assert res.exit_code == 1 and "partially finished" in res.output
+    res = runner.invoke(app, [*base, "-p", "bsrc=3", "-p", "bmap=3", "-p", "bsink=3", "--out", str(tmp_path / "c")])
+    assert res.exit_code == 0, res.output
+    ops = {o.uid: o for o in load_checkpoint(tmp_path / "c").checkpoint.operators}
+    for uid in ("bsrc", "bmap", "bsink"):
+        assert ops[uid].fully_finished and ops[uid].parallelism == 3
+    assert ops["pmap"].parallelism == 2 and [s.index for s in ops["pmap"].subtasks if s.finished] == [0]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
