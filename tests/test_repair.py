@@ -235,3 +235,33 @@ def test_source_is_untouched_by_every_command(tmp_path: Path) -> None:
         code, output = _invoke("repair", args[0], str(chk), "--out", str(tmp_path / f"o{i}"), *args[1:])
         assert code == 0, output
     assert _tree_digest(copy) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["relocate", "{missing}", "--from", "a", "--to", "b"], 2, "no such file or directory"),
+        (["relocate", "{src}", "--from", "", "--to", "b"], 2, "--from and --to must not be empty"),
+        (["drop-operator", "{src}", "--operator", "nosuch"], 2, "no operator with id, uid or name 'nosuch'"),
+        (["drop-operator", "{src}"], 2, "name the operator(s) to drop with --operator"),
+        (["clear-finished", "{src}"], 2, "name the operators to clear (--operator)"),
+        (["strip-channel-state", "{src}", "--plan", "{missing}"], 2, "no such plan file"),
+        (["strip-channel-state", "{src}", "--rebase", "nonsense"], 2, "--rebase expects OLD_PREFIX=NEW_PREFIX"),
+        (["drop-operator", "{src}", "--operator", "tostr"], 1, "--plan is needed"),
+        (["clear-finished", "{src}", "--operator", "slow"], 1, "not finished, nothing to clear"),
+        (["strip-channel-state", "{corrupt}"], 1, "_metadata"),
+    ],
+)
+def test_failure_modes_are_one_clear_line(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    fx = fixture_named("2.3.0-unaligned")
+    corrupt = tmp_path / "corrupt" / "chk-3"
+    corrupt.mkdir(parents=True)
+    (corrupt / "_metadata").write_bytes(fx.metadata.read_bytes()[:100])
+    names = {"src": str(fx.checkpoint_dir), "missing": str(tmp_path / "missing"), "corrupt": str(corrupt)}
+    argv = ["repair", *(a.format(**names) for a in args), "--out", str(tmp_path / "out")]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == code, res.output
+    assert message in res.output and "Traceback" not in res.output
+    assert res.output.startswith("error: ")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["corrupt"], "nothing left behind"

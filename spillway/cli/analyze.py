@@ -11,24 +11,42 @@ from rich.table import Table
 
 from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.dump import RebaseOpt
-from spillway.formats.values import READERS, decode_value
-from spillway.inspect.analyze import Analysis, ChannelAnalysis, analyze
+from spillway.formats.values import ValueSpecError, check_display_spec, render_value
+from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
 from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
 
-HELP = """Show what is in flight, channel by channel, in the order Flink replays it on recovery: buffer
+HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
+
+HELP = f"""Show what is in flight, channel by channel, in the order Flink replays it on recovery: buffer
 and record sequence numbers, bytes, watermarks, the record carried across the input/output junction,
-in-flight volume and skew per operator and subtask, and each operator's FLIP-147 finished state.
-With --plan, also the verdict Flink's restore-time finished-state checks would give.
+in-flight volume and skew per operator, edge and subtask, and each operator's FLIP-147 finished state.
+With --plan, also the verdict Flink's restore-time finished-state checks would give, and per edge a heat
+map (upstream subtask x downstream subtask, shaded by in-flight bytes) and the watermarks in flight
+(shown when both ends have at most {HEATMAP_AUTO_MAX} subtasks; --heatmap always, --no-heatmap never).
+
+--value-type SPEC says how --decode shows values (what does not fit shows as hex):
+
+  auto: string, long, int or boolean, whichever fits exactly; hex: raw bytes
+
+  string, long, int, short, byte, boolean, double, float, bytes
+
+  tuple(T,...): a Tuple (TupleSerializer), e.g. tuple(long,string)
+
+  row(T,...): a Row (RowSerializer), e.g. row(long,int,string)
+
+  rowdata(T,...): SQL RowData, e.g. rowdata(int,bigint,string)
+
+  ?: a field of unknown type; decoding stops there (docs/analyze.md)
 
 Examples:
 
   spillway analyze chk-42 --plan plan.json
 
-  spillway analyze chk-42 --plan plan.json --decode 5 --value-type string
+  spillway analyze chk-42 --plan plan.json --decode 5 --value-type 'tuple(long,string)'
 
-  spillway analyze chk-42 --plan plan.json --json | jq '.channels[] | {label, records, bytes}'
+  spillway analyze chk-42 --plan plan.json --json | jq '.channels[] | {{label, records, bytes}}'
 
   spillway analyze chk-42 --plan plan.json --parquet out/ --records
 """
@@ -40,56 +58,57 @@ def command(
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.analyze/1).")] = False,
     decode: Annotated[int, typer.Option("--decode", metavar="N", help="Show the first N records per channel.")] = 0,
     value_type: Annotated[
-        str, typer.Option("--value-type", help="Record value serializer: auto, string, long, int, boolean, hex.")
+        str,
+        typer.Option("--value-type", metavar="SPEC", help="How --decode shows values: auto, hex or a value spec."),
     ] = "auto",
     parquet: Annotated[
         str | None, typer.Option("--parquet", metavar="DIR", help="Write channels.parquet (and records.parquet).")
     ] = None,
-    records: Annotated[bool, typer.Option("--records", help="With --parquet: one row per record too.")] = False,
+    records: Annotated[
+        bool, typer.Option("--records", help="With --parquet: one row per record too (streamed to disk).")
+    ] = False,
+    heatmap: Annotated[
+        bool | None,
+        typer.Option(
+            "--heatmap/--no-heatmap", help=f"Per-edge heat maps (default: when parallelism <= {HEATMAP_AUTO_MAX})."
+        ),
+    ] = None,
     rebase: RebaseOpt = None,
 ) -> None:
-    if value_type not in ("auto", "hex", *READERS):
-        raise typer.BadParameter(f"unknown value type {value_type!r}", param_hint="--value-type")
+    try:
+        check_display_spec(value_type)
+    except ValueSpecError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--value-type") from None
 
     def run() -> None:
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
         topology = load_plan(plan) if plan else None
         loaded = load_checkpoint(path, rebase)
-        keep = 10**12 if records else decode
-        result = analyze(loaded, topology, keep_records=keep)
-        verdict = check(topology, loaded.checkpoint) if topology else None
         if parquet:
-            from spillway.inspect.parquet_out import write_parquet
+            from spillway.inspect.parquet_out import analyze_to_parquet
 
-            written = write_parquet(result, Path(parquet), records)
+            result, written = analyze_to_parquet(loaded, topology, Path(parquet), records, keep_records=decode)
             if not json_out:
                 for p in written:
                     out.print(f"[dim]wrote {p}[/]")
+        else:
+            result = analyze(loaded, topology, keep_records=decode)
+        verdict = check(topology, loaded.checkpoint) if topology else None
         if json_out:
             emit_json(to_json(result, verdict, decode, value_type))
         else:
-            show(result, verdict, decode, value_type)
+            show(result, verdict, decode, value_type, heatmap)
 
     guarded(run)
 
 
-def render_value(raw: bytes | None, value_type: str) -> str:
-    if raw is None:
-        return "-"
-    if value_type == "hex":
-        return raw.hex()
-    kinds = list(READERS) if value_type == "auto" else [value_type]
-    for kind in kinds:
-        try:
-            return repr(decode_value(kind, raw))
-        except ValueError:
-            continue
-    return raw.hex()
-
-
 def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
-    return {**r, "value": render_value(r["value"], value_type)}
+    text, problem = render_value(r["value"], value_type)
+    doc = {**r, "value": text}
+    if problem:
+        doc["value_error"] = problem
+    return doc
 
 
 def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, Any]:
@@ -116,6 +135,22 @@ def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, 
     }
 
 
+def edge_json(e: EdgeSummary) -> dict[str, Any]:
+    return {
+        "upstream": e.upstream,
+        "downstream": e.downstream,
+        "gate": e.gate,
+        "ship_strategy": e.ship_strategy,
+        "upstream_parallelism": e.upstream_parallelism,
+        "downstream_parallelism": e.downstream_parallelism,
+        "channels": len(e.channels),
+        "buffers": e.buffers,
+        "records": e.records,
+        "bytes": e.bytes,
+        "watermarks": e.watermarks,
+    }
+
+
 def to_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> dict[str, Any]:
     return {
         "schema": "spillway.analyze/1",
@@ -135,6 +170,7 @@ def to_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) 
             }
             for o in a.operators
         ],
+        "edges": [edge_json(e) for e in edges(a)],
         "channels": [channel_json(c, decode, value_type) for c in a.channels],
         "restore_verdict": None
         if verdict is None
@@ -157,7 +193,71 @@ def _bar(value: int, top: int, width: int = 30) -> str:
     return BAR * n + ("▏" if value and not n else "")
 
 
-def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> None:
+def _shade(frac: float) -> str:
+    """Background from dark grey (little in flight) to bright red (the most on this edge)."""
+    r = round(60 + 195 * frac)
+    g = round(60 - 20 * frac)
+    b = round(70 - 40 * frac)
+    fg = "black" if frac > 0.6 else "white"
+    return f"{fg} on rgb({r},{g},{b})"
+
+
+def heat_map(e: EdgeSummary) -> Table:
+    """Upstream subtasks down, downstream subtasks across; each cell the in-flight bytes of that channel."""
+    grid = e.grid()
+    top = max((c.bytes for c in e.channels), default=0)
+    t = Table(
+        title=(
+            f"in-flight bytes  {escape(e.upstream)} → {escape(e.downstream)}  "
+            f"({e.ship_strategy or '?'}{'' if e.gate is None else f', gate {e.gate}'})"
+        ),
+        caption=f"{e.records} records in {len(e.channels)} channels",
+        caption_justify="left",
+        title_justify="left",
+    )
+    t.add_column("up \\ down", justify="right", style="bold")
+    for d in range(e.downstream_parallelism):
+        t.add_column(f"#{d}", justify="right")
+    t.add_column("Σ", justify="right", style="bold")
+    for u in range(e.upstream_parallelism):
+        cells = []
+        for d in range(e.downstream_parallelism):
+            c = grid.get((u, d))
+            if c is None:
+                cells.append("[dim]·[/]")  # no channel between these two subtasks
+            elif c.bytes == 0:
+                cells.append("[dim]0[/]")
+            else:
+                cells.append(f"[{_shade(c.bytes / top)}]{human_bytes(c.bytes)}[/]")
+        row_total = sum(c.bytes for (uu, _), c in grid.items() if uu == u)
+        t.add_row(f"#{u}", *cells, human_bytes(row_total))
+    col_totals = [sum(c.bytes for (_, dd), c in grid.items() if dd == d) for d in range(e.downstream_parallelism)]
+    t.add_row("Σ", *(human_bytes(v) for v in col_totals), human_bytes(e.bytes), style="bold")
+    return t
+
+
+def watermark_map(e: EdgeSummary) -> Table:
+    """Watermarks in flight per channel: how many, and the last one's timestamp."""
+    grid = e.grid()
+    t = Table(title=f"watermarks in flight  {escape(e.upstream)} → {escape(e.downstream)}", title_justify="left")
+    t.add_column("up \\ down", justify="right", style="bold")
+    for d in range(e.downstream_parallelism):
+        t.add_column(f"#{d}", justify="right")
+    for u in range(e.upstream_parallelism):
+        cells = []
+        for d in range(e.downstream_parallelism):
+            c = grid.get((u, d))
+            if c is None:
+                cells.append("[dim]·[/]")
+            elif not c.watermarks:
+                cells.append("[dim]0[/]")
+            else:
+                cells.append(f"{c.watermarks} (last {c.last_watermark})")
+        t.add_row(f"#{u}", *cells)
+    return t
+
+
+def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, heatmap: bool | None = None) -> None:
     ops = Table(title="operators", title_justify="left")
     for col in ("operator", "operator id", "finished", "in-flight bytes", "records", "per subtask"):
         ops.add_column(col, justify="right" if col in ("in-flight bytes", "records") else "left")
@@ -189,11 +289,21 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> 
                 "?" if c.records is None else str(c.records),
                 human_bytes(c.bytes),
                 f"{human_bytes(c.input_bytes)} / {human_bytes(c.output_bytes)}",
-                str(c.watermarks) if c.watermarks else "-",
+                f"{c.watermarks} (last {c.last_watermark})" if c.watermarks else "-",
                 f"{c.junction_record['input_bytes']} B" if c.junction_record else "-",
                 _bar(c.bytes, ctop, 20),
             )
         out.print(ch)
+    if heatmap is not False:
+        for e in edges(a):
+            small = max(e.upstream_parallelism, e.downstream_parallelism) <= HEATMAP_AUTO_MAX
+            if not (heatmap or small):
+                continue
+            out.print(heat_map(e))
+            if e.watermarks:
+                out.print(watermark_map(e))
+            else:
+                out.print(f"[dim]no watermarks in flight on {escape(e.upstream)} → {escape(e.downstream)}[/]")
     if decode:
         for c in a.channels:
             if not c.record_list:
@@ -201,7 +311,9 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> 
             out.print(f"[bold]{escape(c.label)}[/]")
             for r in c.record_list[:decode]:
                 ts = "" if r["timestamp"] is None else f" ts={r['timestamp']}"
-                out.print(f"  #{r['seq']} {r['tag']}{ts} {escape(render_value(r['value'], value_type))}")
+                text, problem = render_value(r["value"], value_type)
+                why = f" [dim]({escape(problem)})[/]" if problem else ""
+                out.print(f"  #{r['seq']} {r['tag']}{ts} {escape(text)}{why}")
     for c in a.channels:
         if c.problem:
             out.print(f"[red]{escape(c.label)}: {escape(c.problem)}[/]")

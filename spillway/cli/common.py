@@ -37,7 +37,7 @@ RELEASES = {
 }
 
 
-REFUSALS = {"RescaleRefused", "RouteError", "ValueSpecError"}
+REFUSALS = {"RescaleRefused", "RouteError", "ValueSpecError", "StorageError"}
 
 
 class UsageError(Exception):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from spillway.cli.common import err, guarded
+from spillway.cli.common import UsageError, err, guarded
 from spillway.cli.dump import RebaseOpt
 from spillway.cli.repair_common import (
     DryRunOpt,
@@ -16,12 +15,15 @@ from spillway.cli.repair_common import (
     OperatorsOpt,
     OutOpt,
     PlanOpt,
+    RepairIO,
+    SrcArg,
     finish,
+    open_repair,
     operator_ids,
     source_rebases,
+    storage_guarded,
 )
 from spillway.inspect.finished import check, classify
-from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
 from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
 from spillway.repair.transforms import clear_finished
@@ -41,7 +43,7 @@ Examples:
 
 
 def command(
-    src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    src: SrcArg,
     out_dir: OutOpt,
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
@@ -51,13 +53,17 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        loaded = load_checkpoint(src, rebase)
+        with open_repair(src, out_dir, rebase) as io:
+            return repair(io)
+
+    def repair(io: RepairIO) -> int:
+        loaded = io.loaded
         cp = loaded.checkpoint
         ids = operator_ids(cp, operator)
         verdict = check(load_plan(plan), cp) if plan else None
         if ids is None:
             if verdict is None:
-                raise RepairError("name the operators to clear (--operator) or give the new job's --plan")
+                raise UsageError("name the operators to clear (--operator) or give the new job's --plan")
             if verdict.restorable:
                 raise RepairError(
                     "Flink's finished-state checks would accept this checkpoint for that plan: nothing to clear"
@@ -89,7 +95,7 @@ def command(
         if not json_out:
             for c in changed:
                 err.print(f"[yellow]{escape(c)}[/]")
-        rp.self_check_rebase = source_rebases(loaded, rebase)
-        return finish(rp, Path(out_dir).resolve(), dry_run, json_out, plan)
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, json_out, plan)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(storage_guarded(run)))

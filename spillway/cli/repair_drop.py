@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
-from spillway.cli.common import guarded
+from spillway.cli.common import UsageError, guarded
 from spillway.cli.dump import RebaseOpt
 from spillway.cli.repair_common import (
     DryRunOpt,
@@ -15,12 +12,15 @@ from spillway.cli.repair_common import (
     OperatorsOpt,
     OutOpt,
     PlanOpt,
+    RepairIO,
+    SrcArg,
     finish,
+    open_repair,
     operator_ids,
     source_rebases,
+    storage_guarded,
 )
 from spillway.inspect.analyze import analyze
-from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
 from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
 from spillway.repair.transforms import drop_operators, strip_channel_state
@@ -38,7 +38,7 @@ Examples:
 
 
 def command(
-    src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    src: SrcArg,
     out_dir: OutOpt,
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
@@ -47,10 +47,14 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        loaded = load_checkpoint(src, rebase)
+        with open_repair(src, out_dir, rebase) as io:
+            return repair(io)
+
+    def repair(io: RepairIO) -> int:
+        loaded = io.loaded
         ids = operator_ids(loaded.checkpoint, operator)
         if not ids:
-            raise RepairError("name the operator(s) to drop with --operator")
+            raise UsageError("name the operator(s) to drop with --operator")
         has_channels = any(
             s.input_channel_state or s.result_subpartition_state
             for o in loaded.checkpoint.operators
@@ -59,7 +63,7 @@ def command(
         )
         cp = loaded.checkpoint
         rp = RepairPlan(PlannedOutput(cp))
-        report: dict = {}
+        report: dict = {"records_dropped": 0, "bytes_dropped": 0}
         if has_channels:
             if plan is None:
                 raise RepairError(
@@ -81,7 +85,7 @@ def command(
         for o in loaded.checkpoint.operators:
             if o.operator_id in ids:
                 rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
-        rp.self_check_rebase = source_rebases(loaded, rebase)
-        return finish(rp, Path(out_dir).resolve(), dry_run, json_out, plan, report=report)
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, json_out, plan, report=report)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(storage_guarded(run)))

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from spillway.cli.common import guarded
+from spillway.cli.common import UsageError, guarded
 from spillway.cli.dump import RebaseOpt
-from spillway.cli.repair_common import DryRunOpt, JsonOpt, OutOpt, PlanOpt, finish, source_rebases
-from spillway.inspect.load import load_checkpoint
+from spillway.cli.repair_common import (
+    DryRunOpt,
+    JsonOpt,
+    OutOpt,
+    PlanOpt,
+    RepairIO,
+    SrcArg,
+    finish,
+    moved_rules,
+    open_repair,
+    source_rebases,
+    storage_guarded,
+)
+from spillway.inspect import fs
 from spillway.inspect.locate import strip_file_scheme
 from spillway.inspect.model import FileHandle, SegmentFileHandle
 from spillway.inspect.walk import transform_stream_handles
@@ -37,7 +50,7 @@ Examples:
 
 
 def command(
-    src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    src: SrcArg,
     out_dir: OutOpt,
     old: Annotated[str, typer.Option("--from", help="Path prefix to replace (as written in _metadata).")],
     new: Annotated[str, typer.Option("--to", help="Replacement prefix.")],
@@ -53,9 +66,14 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        loaded = load_checkpoint(src, rebase)
-        target = Path(out_dir).resolve()
-        relative_under = f"file:{target}" if relative else None
+        if not old or not new:
+            raise UsageError("--from and --to must not be empty")
+        with open_repair(src, out_dir, rebase) as io:
+            return repair(io)
+
+    def repair(io: RepairIO) -> int:
+        loaded = io.loaded
+        relative_under = io.final_prefix if relative else None
         if relative and loaded.checkpoint.format_version < 3:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
         result = relocate(loaded.checkpoint, old, new, relative_under)
@@ -63,30 +81,38 @@ def command(
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
         for kind, n in sorted(result.rewritten.items()):
             rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
+        if not result.rewritten:
+            rp.warnings.append(f"no path starts with {old!r}: nothing was rewritten")
         if result.made_relative:
             rp.changes.append(Change("file handles made relative", result.made_relative))
         if copies:
             rp.changes.append(Change("relative files copied into the output", len(copies)))
         if result.untouched:
             rp.warnings.append(f"{result.untouched} absolute paths do not start with {old!r} and were kept")
-        external = _external_copies(loaded, result.checkpoint, old, new, target) if copy_data else []
+        local, remote = _external_copies(loaded, result.checkpoint, old, new) if copy_data else ([], [])
         if copy_data:
-            rp.changes.append(Change("referenced files copied to their new location", len(external)))
-        if not copy_data:
-            # The data has not moved yet: check the output against where it is now.
-            for rule in source_rebases(loaded, rebase):
-                src_prefix, _, actual = rule.partition("=")
-                if src_prefix.startswith(old):
-                    rp.self_check_rebase.append(f"{new}{src_prefix[len(old) :]}={actual}")
-            rp.self_check_rebase.append(f"{new}={old}")
-        return finish(rp, target, dry_run, json_out, plan, before=lambda: _copy_external(external))
+            rp.changes.append(Change("referenced files copied to their new location", len(local) + len(remote)))
+        source_rules = source_rebases(loaded, io.rebase)
+        if not copy_data or remote:
+            # The data is not at its new place on this machine: check the output against where it is now.
+            rp.self_check_rebase = moved_rules(old, new, source_rules)
+        elif io.remote_out is not None:
+            rp.self_check_rebase = source_rules
 
-    raise typer.Exit(guarded(run))
+        def copy_external() -> Callable[[], None] | None:
+            _copy_external(local)
+            written = fs.put_files(remote)
+            return lambda: fs.delete_files(written)
+
+        return finish(rp, io, dry_run, json_out, plan, before=copy_external)
+
+    raise typer.Exit(guarded(storage_guarded(run)))
 
 
-def _external_copies(loaded, checkpoint, old: str, new: str, target: Path) -> list[tuple[Path, Path]]:
-    """(resolved source, new local destination) for absolute files outside the output directory."""
-    pairs: dict[Path, Path] = {}
+def _external_copies(loaded, checkpoint, old: str, new: str) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]]]:
+    """(resolved source, new destination) for absolute files: local destinations and remote URIs."""
+    local: dict[Path, Path] = {}
+    remote: dict[str, Path] = {}
     sources = {}
 
     def collect(h: object) -> object:
@@ -100,11 +126,14 @@ def _external_copies(loaded, checkpoint, old: str, new: str, target: Path) -> li
         resolved = loaded.resolver.resolve_path(original)
         if resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
+        if fs.is_remote(new_path):
+            remote[new_path] = resolved.local
+            continue
         dest = strip_file_scheme(new_path)
         if dest is None:
-            raise RepairError(f"{new_path}: copying to non-local URIs is not supported yet (use a local --to)")
-        pairs[resolved.local] = Path(dest)
-    return sorted(pairs.items())
+            raise RepairError(f"{new_path}: not a path spillway can write to")
+        local[resolved.local] = Path(dest)
+    return sorted(local.items()), sorted((src, uri) for uri, src in remote.items())
 
 
 def _copy_external(pairs: list[tuple[Path, Path]]) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 from rich.markup import escape
 
@@ -16,12 +13,15 @@ from spillway.cli.repair_common import (
     OperatorsOpt,
     OutOpt,
     PlanOpt,
+    RepairIO,
+    SrcArg,
     finish,
+    open_repair,
     operator_ids,
     source_rebases,
+    storage_guarded,
 )
 from spillway.inspect.analyze import analyze
-from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
 from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
 from spillway.repair.transforms import strip_channel_state
@@ -42,7 +42,7 @@ Examples:
 
 
 def command(
-    src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    src: SrcArg,
     out_dir: OutOpt,
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
@@ -51,7 +51,11 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        loaded = load_checkpoint(src, rebase)
+        with open_repair(src, out_dir, rebase) as io:
+            return repair(io)
+
+    def repair(io: RepairIO) -> int:
+        loaded = io.loaded
         ids = operator_ids(loaded.checkpoint, operator)
         if ids is not None and plan is None:
             raise RepairError(
@@ -94,7 +98,7 @@ def command(
             "edges": edges,
             "channels": [vars(loss) for loss in result.losses],
         }
-        rp.self_check_rebase = source_rebases(loaded, rebase)
-        return finish(rp, Path(out_dir).resolve(), dry_run, json_out, plan, report=report)
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, json_out, plan, report=report)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(storage_guarded(run)))

@@ -8,7 +8,7 @@ ends in the output part is the "partial record carried across the junction".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,10 @@ class OperatorAnalysis:
     per_subtask_bytes: dict[int, int] = field(default_factory=dict)
 
 
+# Called with every record of every channel, in replay order (see ``analyze``).
+RecordSink = Callable[["ChannelAnalysis", Record, "Position"], None]
+
+
 @dataclass
 class Analysis:
     checkpoint: Checkpoint
@@ -118,8 +122,10 @@ def analyze(
     loaded: LoadedCheckpoint,
     topology: Topology | None = None,
     keep_records: int = 0,
+    on_record: RecordSink | None = None,
 ) -> Analysis:
-    """``keep_records``: how many records per channel to keep (with payload) for display/decoding."""
+    """``keep_records``: how many records per channel to keep (with payload) for display/decoding.
+    ``on_record``: receives every record as it is read (for streaming outputs: nothing is kept for it)."""
     cp = loaded.checkpoint
     blobs = DelegateBlobs(loaded.resolver)
     try:
@@ -131,7 +137,7 @@ def analyze(
             cmap = logical_channels(topology, bind(topology, cp), cp)
             skipped += cmap.skipped
             for lc in cmap.channels:
-                channels.append(_channel(lc, blobs, ops, keep_records))
+                channels.append(_channel(lc, blobs, ops, keep_records, on_record))
             placed = cmap.used
         for op in cp.operators:
             for sub in op.subtasks:
@@ -144,7 +150,7 @@ def analyze(
                     else:
                         lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, h.b
                     lc.parts.append(ChannelPart(op, h))
-                    channels.append(_channel(lc, blobs, ops, keep_records, alone=True))
+                    channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True))
         if topology is None and channels:
             skipped.append(
                 "no --plan: each channel handle is analysed alone; output-side state is not parsed "
@@ -164,7 +170,12 @@ def _endpoint(label: str, subtask: int, op: OperatorState | None) -> dict[str, A
 
 
 def _channel(
-    lc: LogicalChannel, blobs: DelegateBlobs, ops: dict[str, OperatorAnalysis], keep: int, alone: bool = False
+    lc: LogicalChannel,
+    blobs: DelegateBlobs,
+    ops: dict[str, OperatorAnalysis],
+    keep: int,
+    on_record: RecordSink | None,
+    alone: bool = False,
 ) -> ChannelAnalysis:
     up_op = lc.upstream_op or next((p.operator for p in lc.parts if p.handle.side == "output"), None)
     down_op = lc.downstream_op or next((p.operator for p in lc.parts if p.handle.side == "input"), None)
@@ -200,7 +211,7 @@ def _channel(
                     continue
                 data = blob.read_at(off + 4, length)
                 for rec in reader.feed(data, (side, blob, off + 4)):
-                    _count(ca, rec, keep)
+                    _count(ca, rec, keep, on_record)
             if parse:
                 op_a.in_flight_records += (ca.records or 0) - records_before
             if side == "input" and reader.leftover:
@@ -230,7 +241,7 @@ def value_bytes(rec: Record) -> bytes | None:
     return None
 
 
-def _count(ca: ChannelAnalysis, rec: Record, keep: int) -> None:
+def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | None) -> None:
     ca.records = (ca.records or 0) + 1
     ca.record_bytes += 4 + rec.length
     tag = rec.tag
@@ -244,6 +255,8 @@ def _count(ca: ChannelAnalysis, rec: Record, keep: int) -> None:
     if tag == TAG_WATERMARK:
         ca.watermarks += 1
         ca.last_watermark = rec.timestamp
+    if on_record is not None:
+        on_record(ca, rec, pos)
     if len(ca.record_list) < keep:
         ca.record_list.append(
             {
@@ -255,3 +268,61 @@ def _count(ca: ChannelAnalysis, rec: Record, keep: int) -> None:
                 "value": value_bytes(rec),
             }
         )
+
+
+@dataclass
+class EdgeSummary:
+    """The logical channels of one job edge (upstream operator → downstream operator, one input gate)."""
+
+    upstream: str
+    downstream: str
+    gate: int | None
+    ship_strategy: str | None
+    upstream_parallelism: int
+    downstream_parallelism: int
+    channels: list[ChannelAnalysis] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.channels)
+
+    @property
+    def records(self) -> int:
+        return sum(c.records or 0 for c in self.channels)
+
+    @property
+    def buffers(self) -> int:
+        return sum(len(c.buffers) for c in self.channels)
+
+    @property
+    def watermarks(self) -> int:
+        return sum(c.watermarks for c in self.channels)
+
+    def grid(self) -> dict[tuple[int, int], ChannelAnalysis]:
+        """(upstream subtask, downstream subtask) → channel."""
+        return {(c.upstream["subtask"], c.downstream["subtask"]): c for c in self.channels}
+
+
+def edges(a: Analysis) -> list[EdgeSummary]:
+    """Totals per edge, for channels whose two ends are known (with --plan); in first-seen order."""
+    parallelism = {o.operator.operator_id: o.operator.parallelism for o in a.operators}
+    found: dict[tuple, EdgeSummary] = {}
+    for c in a.channels:
+        up, down = c.upstream, c.downstream
+        if up["operator"] == "?" or down["operator"] == "?" or up["subtask"] < 0 or down["subtask"] < 0:
+            continue
+        key = (up["operator"], down["operator"], c.gate, c.ship_strategy)
+        e = found.get(key)
+        if e is None:
+            e = found[key] = EdgeSummary(
+                up["operator"],
+                down["operator"],
+                c.gate,
+                c.ship_strategy,
+                parallelism.get(up["operator_id"], 0),
+                parallelism.get(down["operator_id"], 0),
+            )
+        e.channels.append(c)
+        e.upstream_parallelism = max(e.upstream_parallelism, up["subtask"] + 1)
+        e.downstream_parallelism = max(e.downstream_parallelism, down["subtask"] + 1)
+    return list(found.values())

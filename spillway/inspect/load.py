@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.inspect.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
@@ -47,6 +51,14 @@ class LoadedCheckpoint:
 
 
 def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:
+    if "://" in str(path) and not str(path).startswith("file:"):
+        from spillway.inspect import fs  # pyarrow.fs only when needed: it costs every command start-up time
+
+        # An object-store checkpoint is read from a local working copy (removed when the process ends).
+        workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
+        atexit.register(shutil.rmtree, workdir, True)
+        copy = fs.materialize(str(path), workdir)
+        path, rebase = copy.checkpoint_dir, [*(rebase or []), *copy.rebase]
     location = locate_checkpoint(path)
     rules = [Rebase.parse(r) for r in rebase or []]
     data = location.metadata_path.read_bytes()

@@ -1,4 +1,6 @@
-"""Parquet views of an analysis (pyarrow): one row per channel, optionally one row per record."""
+"""Parquet views of an analysis (pyarrow): ``channels.parquet`` (one row per logical channel) and, optionally,
+``records.parquet`` (one row per record), streamed while analyze reads the channels: memory stays bounded by
+one batch however many records are in flight."""
 
 from __future__ import annotations
 
@@ -7,10 +9,105 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spillway.inspect.analyze import Analysis
+from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
+from spillway.formats.record_reader import Record
+from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, value_bytes
+from spillway.inspect.load import LoadedCheckpoint
+from spillway.inspect.topology import Topology
+
+RECORD_SCHEMA = pa.schema(
+    [
+        ("channel", pa.string()),
+        ("seq", pa.int64()),
+        ("tag", pa.string()),
+        ("timestamp", pa.int64()),
+        ("length", pa.int64()),
+        ("side", pa.string()),
+        ("file", pa.string()),
+        ("offset", pa.int64()),
+        ("value", pa.binary()),
+    ]
+)
+BATCH_ROWS = 65_536
+BATCH_BYTES = 32 << 20  # value bytes buffered before a row group is written
 
 
-def write_parquet(a: Analysis, directory: Path, with_records: bool) -> list[Path]:
+class RecordRows:
+    """A record sink for ``analyze(on_record=...)`` writing ``records.parquet`` in row groups of at most
+    ``batch_rows`` rows / ``batch_bytes`` value bytes. Written under a temporary name; ``finish`` renames it."""
+
+    def __init__(self, path: Path, batch_rows: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES) -> None:
+        self.path = path
+        self.tmp = path.with_name(path.name + ".partial")
+        self.batch_rows = batch_rows
+        self.batch_bytes = batch_bytes
+        self.rows = 0
+        self._cols: dict[str, list] = {name: [] for name in RECORD_SCHEMA.names}
+        self._buffered_bytes = 0
+        self._writer = pq.ParquetWriter(self.tmp, RECORD_SCHEMA)
+
+    def __call__(self, channel: ChannelAnalysis, rec: Record, pos: Position) -> None:
+        c = self._cols
+        tag = rec.tag
+        c["channel"].append(channel.label)
+        c["seq"].append(rec.seq)
+        c["tag"].append(TAG_NAMES.get(tag, f"tag {tag}"))
+        c["timestamp"].append(rec.timestamp if tag in (TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK) else None)
+        c["length"].append(rec.length)
+        c["side"].append(pos.side)
+        c["file"].append(pos.file)
+        c["offset"].append(pos.offset)
+        value = value_bytes(rec)
+        c["value"].append(value)
+        self._buffered_bytes += len(value) if value else 0
+        if len(c["seq"]) >= self.batch_rows or self._buffered_bytes >= self.batch_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._cols["seq"]:
+            return
+        batch = pa.record_batch([pa.array(self._cols[f.name], f.type) for f in RECORD_SCHEMA], schema=RECORD_SCHEMA)
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+        for col in self._cols.values():
+            col.clear()
+        self._buffered_bytes = 0
+
+    def finish(self) -> Path:
+        self._flush()
+        self._writer.close()
+        self.tmp.replace(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        self._writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def analyze_to_parquet(
+    loaded: LoadedCheckpoint,
+    topology: Topology | None,
+    directory: Path,
+    with_records: bool,
+    keep_records: int = 0,
+    batch_rows: int = BATCH_ROWS,
+) -> tuple[Analysis, list[Path]]:
+    """Run ``analyze`` and write its Parquet views; records stream to disk while the channels are read."""
+    directory.mkdir(parents=True, exist_ok=True)
+    sink = RecordRows(directory / "records.parquet", batch_rows) if with_records else None
+    try:
+        result = analyze(loaded, topology, keep_records=keep_records, on_record=sink)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    written = [write_channels(result, directory)]
+    if sink is not None:
+        written.append(sink.finish())
+    return result, written
+
+
+def write_channels(a: Analysis, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     channels = pa.table(
         {
@@ -20,51 +117,23 @@ def write_parquet(a: Analysis, directory: Path, with_records: bool) -> list[Path
             "downstream_operator": [c.downstream["operator"] for c in a.channels],
             "downstream_subtask": [c.downstream["subtask"] for c in a.channels],
             "gate": pa.array([c.gate for c in a.channels], pa.int32()),
-            "ship_strategy": [c.ship_strategy for c in a.channels],
-            "buffers": [len(c.buffers) for c in a.channels],
+            "ship_strategy": pa.array([c.ship_strategy for c in a.channels], pa.string()),
+            "buffers": pa.array([len(c.buffers) for c in a.channels], pa.int64()),
             "records": pa.array([c.records for c in a.channels], pa.int64()),
-            "bytes": [c.bytes for c in a.channels],
-            "input_bytes": [c.input_bytes for c in a.channels],
-            "output_bytes": [c.output_bytes for c in a.channels],
-            "watermarks": [c.watermarks for c in a.channels],
+            "bytes": pa.array([c.bytes for c in a.channels], pa.int64()),
+            "input_bytes": pa.array([c.input_bytes for c in a.channels], pa.int64()),
+            "output_bytes": pa.array([c.output_bytes for c in a.channels], pa.int64()),
+            "watermarks": pa.array([c.watermarks for c in a.channels], pa.int64()),
             "last_watermark": pa.array([c.last_watermark for c in a.channels], pa.int64()),
             "junction_bytes": pa.array(
                 [c.junction_record["input_bytes"] if c.junction_record else None for c in a.channels], pa.int64()
             ),
-            "problem": [c.problem for c in a.channels],
+            "problem": pa.array([c.problem for c in a.channels], pa.string()),
         }
     )
-    written = [directory / "channels.parquet"]
-    _write(channels, written[0])
-    if with_records:
-        rows: dict[str, list] = {
-            k: [] for k in ("channel", "seq", "tag", "timestamp", "length", "side", "file", "offset", "value")
-        }
-        for c in a.channels:
-            for r in c.record_list:
-                rows["channel"].append(c.label)
-                rows["seq"].append(r["seq"])
-                rows["tag"].append(r["tag"])
-                rows["timestamp"].append(r["timestamp"])
-                rows["length"].append(r["length"])
-                rows["side"].append(r["position"]["side"])
-                rows["file"].append(r["position"]["file"])
-                rows["offset"].append(r["position"]["offset"])
-                rows["value"].append(r["value"])
-        table = pa.table(
-            {
-                **rows,
-                "timestamp": pa.array(rows["timestamp"], pa.int64()),
-                "value": pa.array(rows["value"], pa.binary()),
-            }
-        )
-        written.append(directory / "records.parquet")
-        _write(table, written[1])
-    return written
-
-
-def _write(table: pa.Table, path: Path) -> None:
+    path = directory / "channels.parquet"
     # Written under a temporary name and renamed: a crash never leaves a file that looks complete.
     tmp = path.with_name(path.name + ".partial")
-    pq.write_table(table, tmp)
+    pq.write_table(channels, tmp)
     tmp.replace(path)
+    return path

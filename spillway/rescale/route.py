@@ -200,7 +200,7 @@ def route_source(src: SourceChannel, ep: EdgePlan, stats: RouteStats) -> Iterato
                 break
             element = view[p + 4 : end]
             tag = element[0]
-            if tag == TAG_RECORD or tag == TAG_RECORD_WITH_TIMESTAMP:
+            if tag in (TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP):
                 stats.records += 1
                 stats.record_bytes += length
                 if fixed is not None:
@@ -215,7 +215,7 @@ def route_source(src: SourceChannel, ep: EdgePlan, stats: RouteStats) -> Iterato
                 crc = zlib.crc32(element)
                 stats.crc += crc * len(targets)
                 yield from add(targets, element, True, crc)
-            elif (tag == TAG_WATERMARK or tag == TAG_WATERMARK_STATUS) and keep_marks:
+            elif (tag in (TAG_WATERMARK, TAG_WATERMARK_STATUS)) and keep_marks:
                 stats.kept_markers += 1
                 yield from add(keep_marks, element, False, 0)
             else:
