@@ -207,3 +207,24 @@ def test_failures_are_clear_and_leave_nothing(s3: pafs.S3FileSystem, in_bucket_a
     finally:
         s3.move("bucket-a/keep-aside", f"bucket-a/{shared[0]}")
     assert {b: objects(s3, b) for b in ("bucket-a", "bucket-b")} == before
+
+
+def test_rescale_between_buckets_equals_local_rescale(s3: pafs.S3FileSystem, tmp_path: Path) -> None:
+    """spillway rescale reads s3://bucket-a and publishes to s3://bucket-b; the objects equal a local rescale."""
+    fx = fixture_named("2.3.0-counted")
+    chk = fx.checkpoint_dir
+    for f in chk.rglob("*"):
+        if f.is_file():
+            with s3.open_output_stream(f"bucket-a/counted/{chk.name}/{f.relative_to(chk)}") as out:
+                out.write(f.read_bytes())
+    plan = str(fx.root / "jobgraph.json")
+    args = ["-p", "parse=3", "-p", "count=3", "--key", "count=tuple:0:long", "--master", "inprocess", "--plan", plan]
+    res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://bucket-b/rescaled", *args])
+    assert res.exit_code == 0, res.output
+    local = tmp_path / "local"
+    res = runner.invoke(app, ["rescale", str(chk), "--out", str(local), *args])
+    assert res.exit_code == 0, res.output
+    remote = {k[len("rescaled/") :]: v for k, v in objects(s3, "bucket-b").items() if k.startswith("rescaled/")}
+    assert remote == {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
+    res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://no-such-bucket/x", *args])
+    assert res.exit_code == 1 and "Traceback" not in res.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,7 +10,7 @@ from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
 from spillway.cli.dump import RebaseOpt
-from spillway.inspect.load import load_checkpoint
+from spillway.cli.repair_common import open_repair, storage_guarded
 from spillway.inspect.topology import load_plan
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
@@ -74,6 +73,7 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
+        from spillway.inspect import fs
         from spillway.rescale.rescale import rescale
 
         counts: dict[str, int] = {}
@@ -81,23 +81,31 @@ def command(
             if not n.isdigit():
                 raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
             counts[name] = int(n)
-        loaded = load_checkpoint(src, rebase)
-        loaded.resolve_files()
-        rules = [*(rebase or []), *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
-        if not json_out and not dry_run:
-            err.print(f"rescaling {escape(str(loaded.location.checkpoint_dir))} with master {escape(master)} …")
-        report = rescale(
-            loaded,
-            load_plan(plan),
-            counts,
-            Path(out_dir),
-            keys=_pairs(key, "--key"),
-            key_fns=_pairs(key_fn, "--key-fn"),
-            buffer_size=buffer_size,
-            master=None if master == "inprocess" else master,
-            rebase=rules,
-            dry_run=dry_run,
-        )
+        # A remote SRC is read from a local working copy, a remote --out is written and self-checked locally,
+        # then published (each object read back and compared, _metadata last), as the repair commands do.
+        with open_repair(src, out_dir, rebase) as io:
+            loaded = io.loaded
+            loaded.resolve_files()
+            rules = [*io.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
+            if io.remote_out is not None and not dry_run:
+                fs.check_target(io.remote_out)
+            if not json_out and not dry_run:
+                err.print(f"rescaling {escape(str(loaded.location.checkpoint_dir))} with master {escape(master)} …")
+            report = rescale(
+                loaded,
+                load_plan(plan),
+                counts,
+                io.target,
+                keys=_pairs(key, "--key"),
+                key_fns=_pairs(key_fn, "--key-fn"),
+                buffer_size=buffer_size,
+                master=None if master == "inprocess" else master,
+                rebase=rules,
+                dry_run=dry_run,
+            )
+            if io.remote_out is not None and not dry_run:
+                fs.publish_dir(io.target, io.remote_out)
+            report.out = io.shown_out  # type: ignore[assignment]
         doc = report.to_doc()
         doc["dry_run"] = dry_run
         if json_out:
@@ -125,4 +133,4 @@ def command(
             out.print(f"[dim]note:[/] {escape(n)}")
         return EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(storage_guarded(run)))

@@ -9,6 +9,7 @@ downstream subtask, so Flink restores it at the new parallelism with nothing lef
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from spillway.formats.channel_file import LENGTH_SIZE
@@ -329,7 +330,8 @@ def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> P
         if resolved is None or resolved.local_text is None:
             raise RescaleRefused(f"channel state of {lc.label()} is not readable: {getattr(d, 'path', d)}")
         base = d.start_pos if isinstance(d, SegmentFileHandle) else 0
-        return PartRef(resolved.local_text, base, d.state_size, tuple(h.offsets))
+        # Absolute: Spark workers do not share the driver's working directory.
+        return PartRef(os.path.abspath(resolved.local_text), base, d.state_size, tuple(h.offsets))
     raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")
 
 
