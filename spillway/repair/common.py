@@ -30,9 +30,8 @@ class RepairPlan:
     self_check_rebase: list[str] = field(default_factory=list)
 
 
-def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Path, str]:
-    """Files the new checkpoint names relative to its own directory: copy them from the source."""
-    copies: dict[Path, str] = {}
+def relative_names(checkpoint: Checkpoint) -> set[str]:
+    """Every file the checkpoint names relative to its own directory."""
     names: set[str] = set()
 
     def note(h: object) -> object:
@@ -41,7 +40,13 @@ def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Pa
         return h
 
     transform_stream_handles(checkpoint, note)
-    for name in sorted(names):
+    return names
+
+
+def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Path, str]:
+    """Files the new checkpoint names relative to its own directory: copy them from the source."""
+    copies: dict[Path, str] = {}
+    for name in sorted(relative_names(checkpoint)):
         resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
         if resolved is None or resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{name}: referenced relative file is missing in {loaded.location.checkpoint_dir}")

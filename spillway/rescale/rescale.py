@@ -11,7 +11,7 @@ from spillway.inspect.blobs import DelegateBlobs
 from spillway.inspect.load import LoadedCheckpoint
 from spillway.inspect.model import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.inspect.topology import Topology
-from spillway.inspect.walk import transform_stream_handles
+from spillway.repair.common import relative_names
 from spillway.rescale.assemble import assemble
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
@@ -80,18 +80,6 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]):  #
     return rescale_state
 
 
-def _relative_names(cp: Checkpoint) -> set[str]:
-    names: set[str] = set()
-
-    def note(h: object) -> object:
-        if isinstance(h, RelativeFileHandle):
-            names.add(h.relative_path)
-        return h
-
-    transform_stream_handles(cp, note)
-    return names
-
-
 def _write_state_file(tmp: Path, nf: object, blobs: DelegateBlobs) -> None:
     with open(tmp / nf.relative_path, "wb") as fh:  # type: ignore[attr-defined]
         for piece in nf.pieces:  # type: ignore[attr-defined]
@@ -144,7 +132,7 @@ def rescale(
         for nf in new_files:
             _write_state_file(tmp, nf, blobs)
         produced = {f.name for f in move.files} | {nf.relative_path for nf in new_files}
-        for name in sorted(_relative_names(cp) - produced):
+        for name in sorted(relative_names(cp) - produced):
             resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
             if resolved is None or resolved.local is None or not resolved.local.is_file():
                 raise RescaleRefused(f"{name}: referenced relative file is missing in the source checkpoint")
