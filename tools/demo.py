@@ -48,8 +48,9 @@ def main() -> int:
         failures += run("validate", str(chk.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT))) != 0
     first = FIXTURES / chosen[0] / available[chosen[0]]["checkpoint"]
     plan = FIXTURES / chosen[0] / "jobgraph.json"
-    failures += run("analyze", str(first.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT)),
-                    "--decode", "2") != 0
+    failures += (
+        run("analyze", str(first.relative_to(ROOT)), "--plan", str(plan.relative_to(ROOT)), "--decode", "2") != 0
+    )
     failures += run("dump", str(first.relative_to(ROOT)), "--tree") != 0
     failures += rescale_demo()
     return 1 if failures else 0
@@ -65,10 +66,25 @@ def rescale_demo() -> int:
     with tempfile.TemporaryDirectory(prefix="spillway-demo-") as tmp:
         out = Path(tmp) / "chk-rescaled"
         print("\n=== rescale with local Spark: parse 2 -> 3, count 2 -> 3 (keyBy on Tuple2 field 0, a Long)")
-        failures = run(
-            "rescale", str(chk), "--plan", str(plan), "-p", "parse=3", "-p", "count=3",
-            "--key", "count=tuple:0:long", "--out", str(out), "--master", "local[*]",
-        ) != 0
+        failures = (
+            run(
+                "rescale",
+                str(chk),
+                "--plan",
+                str(plan),
+                "-p",
+                "parse=3",
+                "-p",
+                "count=3",
+                "--key",
+                "count=tuple:0:long",
+                "--out",
+                str(out),
+                "--master",
+                "local[*]",
+            )
+            != 0
+        )
         if not failures:
             failures += run("validate", str(out)) != 0
             failures += run("dump", str(out)) != 0

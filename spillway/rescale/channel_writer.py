@@ -5,6 +5,7 @@ network buffer size. Runs arrive sorted by (target, gate, up, source, seq); the 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -56,6 +57,10 @@ class WrittenFile:
         )
 
 
+WRITE_BATCH = 1024 * 1024  # bytes gathered before a write to the file (fewer, larger writes)
+CHUNK_LENGTH = struct.Struct(">i")  # = ChunkHeader (Int32sb), without construct's per-call cost
+
+
 class ChannelFileWriter:
     """Streams one channel-state file; ``channel()`` starts a channel, ``write()`` appends framed bytes."""
 
@@ -65,19 +70,28 @@ class ChannelFileWriter:
         self.file = WrittenFile(operator_id, down, target_file_name(operator_id, down))
         self.pos = 0
         self._chunk = bytearray()
+        self._out = bytearray()
         self._current: WrittenChannel | None = None
+        assert ChunkHeader.build({"length": 1}) == CHUNK_LENGTH.pack(1)
         self._emit(FileHeader.build({"version": SERIALIZATION_VERSION}))
 
-    def _emit(self, data: bytes | bytearray) -> None:
-        self.fh.write(data)
+    def _emit(self, data: bytes | bytearray | memoryview) -> None:
+        self._out += data
         self.pos += len(data)
+        if len(self._out) >= WRITE_BATCH:
+            self._drain()
+
+    def _drain(self) -> None:
+        if self._out:
+            self.fh.write(self._out)
+            self._out = bytearray()
 
     def _flush_chunk(self) -> None:
         ch = self._current
         if ch is None or not self._chunk:
             return
         ch.offsets.append(self.pos)
-        self._emit(ChunkHeader.build({"length": len(self._chunk)}))
+        self._emit(CHUNK_LENGTH.pack(len(self._chunk)))
         self._emit(self._chunk)
         ch.size += 4 + len(self._chunk)
         self._chunk = bytearray()
@@ -92,12 +106,21 @@ class ChannelFileWriter:
         ch.records += records
         ch.crc += crc
         view = memoryview(data)
-        while view:
-            room = self.buffer_size - len(self._chunk)
-            self._chunk += view[:room]
-            view = view[room:]
-            if len(self._chunk) >= self.buffer_size:
-                self._flush_chunk()
+        size = self.buffer_size
+        if len(self._chunk) + len(view) < size:
+            self._chunk += view
+            return
+        room = size - len(self._chunk)
+        self._chunk += view[:room]
+        self._flush_chunk()
+        p = room
+        while len(view) - p >= size:  # whole chunks without an intermediate copy
+            ch.offsets.append(self.pos)
+            self._emit(CHUNK_LENGTH.pack(size))
+            self._emit(view[p : p + size])
+            ch.size += 4 + size
+            p += size
+        self._chunk += view[p:]
 
     def end_channel(self) -> None:
         if self._current is not None:
@@ -108,6 +131,7 @@ class ChannelFileWriter:
 
     def close(self) -> WrittenFile:
         self.end_channel()
+        self._drain()
         self.file.size = self.pos
         return self.file
 

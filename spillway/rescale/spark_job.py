@@ -15,9 +15,10 @@ import os
 import pickle
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-from spillway.rescale.channel_writer import WrittenFile, write_sorted_runs
+from spillway.rescale.channel_writer import WrittenFile, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report, row_of
 from spillway.rescale.plan import RescalePlan
 from spillway.rescale.route import RouteStats, route_source
@@ -62,14 +63,57 @@ def _run_schema() -> Any:
             ("data", pa.binary()),
             ("records", pa.int64()),
             ("crc", pa.int64()),
+            ("part", pa.int32()),
         ]
     )
 
 
-RUN_DDL = "tkey string, down int, gate int, up int, sid long, seq long, data binary, records long, crc long"
+RUN_DDL = "tkey string, down int, gate int, up int, sid long, seq long, data binary, records long, crc long, part int"
+MAX_WRITE_TASKS = 64
 
 
-def _route_partition(plan_bytes: bytes) -> Any:
+def _spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3Hash`` of an int column (``Murmur3_x86_32.hashInt``, seed 42), as a signed int."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    k = rotl((value * 0xCC9E2D51) & m, 15) * 0x1B873593 & m
+    h = (rotl(seed ^ k, 13) * 5 + 0xE6546B64) & m
+    h ^= 4
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def write_partitions(plan: RescalePlan) -> tuple[int, dict[str, int]]:
+    """(number of write tasks, target key -> ``part`` value). Hash partitioning on ``part`` puts each
+    target in a partition of its own (up to MAX_WRITE_TASKS; beyond that round-robin), biggest expected
+    targets first, so no two big targets meet in one task by a hash collision. Only speed depends on
+    this: every target lands whole in one partition whatever the values."""
+    size: dict[str, float] = {}
+    for ep in plan.edges:
+        payload = sum(s.payload_bytes for s in plan.sources if s.edge == ep.index)
+        for d in range(ep.new_down_p):
+            key = target_key(ep.down_head, d)
+            size[key] = size.get(key, 0.0) + payload / ep.new_down_p
+    order = sorted(size, key=lambda k: (-size[k], k))
+    tasks = min(len(order), MAX_WRITE_TASKS) + 1  # + one for the per-source reports
+    wanted = {key: i % (tasks - 1) for i, key in enumerate(order)}
+    wanted[STATS_KEY] = tasks - 1
+    value_for: dict[int, int] = {}
+    x = 0
+    while len(value_for) < tasks:  # the smallest int that Spark's partitioner sends to each partition
+        value_for.setdefault(_spark_hash_int(x) % tasks, x)
+        x += 1
+    return tasks, {key: value_for[p] for key, p in wanted.items()}
+
+
+def _route_partition(plan_bytes: bytes, part_of: dict[str, int]) -> Any:
     def route(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -92,13 +136,15 @@ def _route_partition(plan_bytes: bytes) -> Any:
                 copies = 0
                 for run in route_source(src, ep, stats):
                     copies += run.records
-                    rows.append(row_of(ep, run))
+                    row = row_of(ep, run)
+                    rows.append((*row, part_of[row[0]]))
                     size += len(run.data)
                     if size >= ROW_BATCH:
                         yield batch()
                         rows, size = [], 0
                 report = finish_report(src, stats, copies=copies)
-                rows.append((STATS_KEY, 0, 0, 0, sid, 0, json.dumps(report.to_doc()).encode(), 0, 0))
+                doc = json.dumps(report.to_doc()).encode()
+                rows.append((STATS_KEY, 0, 0, 0, sid, 0, doc, 0, 0, part_of[STATS_KEY]))
         if rows:
             yield batch()
 
@@ -145,17 +191,28 @@ def _write_partition(directory: str, buffer_size: int, plan_bytes: bytes) -> Any
     return write
 
 
+def _absolute(plan: RescalePlan) -> RescalePlan:
+    """The plan with absolute local paths: executors of a cluster run in their own working directory."""
+    sources = [
+        replace(s, parts=tuple(replace(p, path=os.path.abspath(p.path)) if p.path else p for p in s.parts))
+        for s in plan.sources
+    ]
+    return replace(plan, sources=sources)
+
+
 def run_spark(plan: RescalePlan, directory: str, master: str) -> tuple[MoveResult, list[str], dict[int, int]]:
     """Returns the move result, the executors' self-check problems and records written per edge."""
     spark = session(master)
+    plan = _absolute(plan)
+    directory = os.path.abspath(directory)
     plan_bytes = pickle.dumps(plan)
     order = sorted(plan.sources, key=lambda s: -s.payload_bytes)  # big channels first: better packing
     slices = max(1, min(len(order), spark.sparkContext.defaultParallelism * 4))
     sids = spark.createDataFrame([(s.sid,) for s in order], "sid long").repartition(slices)
-    routed = sids.mapInArrow(_route_partition(plan_bytes), RUN_DDL)
-    targets = len({(ep.down_head, d) for ep in plan.edges for d in range(ep.new_down_p)}) + 1
+    tasks, part_of = write_partitions(plan)
+    routed = sids.mapInArrow(_route_partition(plan_bytes, part_of), RUN_DDL)
     written = (
-        routed.repartition(max(1, min(targets, 64)), "tkey")
+        routed.repartition(tasks, "part")
         .sortWithinPartitions("tkey", "gate", "up", "sid", "seq")
         .mapInArrow(_write_partition(directory, plan.buffer_size, plan_bytes), "doc string")
     )
@@ -164,7 +221,9 @@ def run_spark(plan: RescalePlan, directory: str, master: str) -> tuple[MoveResul
     problems: list[str] = []
     per_edge: dict[int, int] = {}
     by_gate = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
-    for row in written.toLocalIterator():
+    # collect(), not toLocalIterator(): the latter runs one job per partition, one after the other, which
+    # serializes the write stage. The rows are small reports (one per file and per old channel).
+    for row in written.collect():
         doc = json.loads(row["doc"])
         if "source" in doc:
             reports.append(SourceReport(**doc["source"]))

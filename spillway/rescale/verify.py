@@ -11,15 +11,55 @@ for hash edges by the key-group test; this module reports problems as strings (e
 
 from __future__ import annotations
 
-import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
-from spillway.formats.channel_file import FileBlob, read_chunk_header
-from spillway.formats.record_framing import TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP
+from spillway.formats.channel_file import BlobError, FileBlob, read_chunk_header
 from spillway.rescale.channel_writer import WrittenFile
 from spillway.rescale.execute import MoveResult
-from spillway.rescale.plan import CUSTOM, HASH, RescalePlan
-from spillway.rescale.route import target_function
+from spillway.rescale.plan import CUSTOM, HASH, EdgePlan, RescalePlan
+from spillway.rescale.route import BLOCK, MAX_ELEMENT, Scan, scan_elements
+
+
+def _channel_blocks(blob: FileBlob, offsets: list[int]) -> Iterator[bytes]:
+    """The channel's payload, chunk by chunk, gathered into blocks of about BLOCK bytes."""
+    parts: list[bytes] = []
+    held = 0
+    for off in offsets:
+        chunk = read_chunk_header(blob, off)
+        parts.append(blob.read_at(off + 4, chunk.length))
+        held += chunk.length
+        if held >= BLOCK:
+            yield b"".join(parts)
+            parts, held = [], 0
+    if parts:
+        yield b"".join(parts)
+
+
+def _scan_channel(blob: FileBlob, offsets: list[int], ep: EdgePlan | None, down: int) -> tuple[Scan, int, str]:
+    """Frames one written channel block by block (memory: one block plus at most one element carried
+    over). Returns the totals, the payload length and what was wrong with the framing ("" if nothing)."""
+    total = Scan(0, 0, 0, 0)
+    pending = b""
+    length = 0
+    for block in _channel_blocks(blob, offsets):
+        length += len(block)
+        data = pending + block if pending else block
+        view = memoryview(data)
+        scan = scan_elements(view, ep, down)
+        view.release()
+        total.end += scan.end
+        total.records += scan.records
+        total.crc += scan.crc
+        total.misplaced += scan.misplaced
+        pending = data[scan.end :]
+        if len(pending) >= 4:
+            field = int.from_bytes(pending[:4], "big", signed=True)
+            if field <= 0 or field > MAX_ELEMENT:
+                return total, length, f"length field {field} at payload offset {total.end}"
+    if pending:
+        return total, length, f"{len(pending)} bytes after the last whole element"
+    return total, length, ""
 
 
 def check_file(directory: Path, f: WrittenFile, plan: RescalePlan) -> tuple[list[str], dict[int, int]]:
@@ -33,35 +73,20 @@ def check_file(directory: Path, f: WrittenFile, plan: RescalePlan) -> tuple[list
             problems.append(f"{f.name}: {blob.size} bytes on disk, {f.size} written")
         for ch in f.channels:
             ep = edges.get((f.operator_id, ch.gate))
-            place = target_function(ep) if ep is not None and ep.rule in (HASH, CUSTOM) else None
+            placed = ep if ep is not None and ep.rule in (HASH, CUSTOM) else None
             where = f"{f.name} channel (gate {ch.gate}, input channel {ch.up}) of subtask {f.down}"
-            stream = bytearray()
-            for off in ch.offsets:
-                chunk = read_chunk_header(blob, off)
-                stream += blob.read_at(off + 4, chunk.length)
-            view = memoryview(stream)
-            p, records, crc, misplaced = 0, 0, 0, 0
-            while p + 4 <= len(view):
-                length = int.from_bytes(view[p : p + 4], "big", signed=True)
-                if length <= 0 or p + 4 + length > len(view):
-                    break
-                element = view[p + 4 : p + 4 + length]
-                if element[0] in (TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP):
-                    records += 1
-                    crc += zlib.crc32(element)
-                    if place is not None:
-                        value = element[9:] if element[0] == TAG_RECORD_WITH_TIMESTAMP else element[1:]
-                        if place(value) != f.down:
-                            misplaced += 1
-                p += 4 + length
-            if p != len(view):
-                problems.append(f"{where}: {len(view) - p} bytes after the last whole element")
-            if records != ch.records or crc != ch.crc:
-                problems.append(f"{where}: {records} records read back, {ch.records} routed (or contents differ)")
-            if misplaced:
-                problems.append(f"{where}: {misplaced} records whose key group belongs to another subtask")
-            per_gate[ch.gate] = per_gate.get(ch.gate, 0) + records
-            view.release()
+            try:
+                scan, _, framing = _scan_channel(blob, ch.offsets, placed, f.down)
+            except BlobError as exc:  # a chunk the handle names is not there (file cut or overwritten)
+                problems.append(f"{where}: {exc} (byte offset {exc.offset})")
+                continue
+            if framing:
+                problems.append(f"{where}: {framing}")
+            if scan.records != ch.records or scan.crc != ch.crc:
+                problems.append(f"{where}: {scan.records} records read back, {ch.records} routed (or contents differ)")
+            if scan.misplaced:
+                problems.append(f"{where}: {scan.misplaced} records whose key group belongs to another subtask")
+            per_gate[ch.gate] = per_gate.get(ch.gate, 0) + scan.records
     finally:
         blob.close()
     return problems, per_gate

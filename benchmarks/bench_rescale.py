@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""`spillway rescale` throughput on a synthetic >= 1 GiB channel-state checkpoint (run on demand).
+
+    python benchmarks/bench_rescale.py                          # 1 GiB rebalance + 0.25 GiB hash edge
+    python benchmarks/bench_rescale.py --gib 2 --masters 'local[1]' 'local[2]'
+    python benchmarks/bench_rescale.py --cases parse            # only parse 2->3
+
+The input (benchmarks/synth_rescale.py: the real "counted" fixture with its in-flight data blown up) is
+cached in ~/.cache/spillway/bench/rescale-<gib>g-h<hash gib>/. Cases:
+
+* ``parse``: parse 2->3 — moves src->parse (REBALANCE, balanced by bytes) and parse->count (HASH edge
+  whose upstream is rescaled: records keep their key-group subtask);
+* ``count``: parse 2->3 and count 2->3 with ``--key count=tuple:0:long`` — additionally routes every
+  record of parse->count by its key group (and redistributes count's keyed state).
+
+Each case runs with every ``--masters`` entry (``inprocess`` = no Spark) through the CLI in a fresh
+process; the outputs of one case must be byte-identical across masters (checked). Reported: wall time
+(JVM start included), MiB/s of channel-state payload moved, speed-up against the first Spark master,
+and peak RSS of the whole process tree (driver python + JVM + python workers; /proc sampled every
+0.2 s), also split into the driver, the JVM(s) and the Spark python workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _tree(root: int) -> list[int]:
+    kids, out, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += kids.get(pid, [])
+    return out
+
+
+def _rss_and_kind(pid: int) -> tuple[int, str]:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            rss = int(f.read().split()[1]) * PAGE
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return 0, "gone"
+    if "java" in cmd.split(" ")[0]:
+        return rss, "jvm"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+        return rss, "workers"
+    return rss, "other"
+
+
+class TreeSampler(threading.Thread):
+    """Peak RSS of a process tree (total and per kind), sampled every ``interval`` seconds."""
+
+    def __init__(self, root: int, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.root, self.interval = root, interval
+        self.peak: dict[str, int] = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            now = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
+            for pid in _tree(self.root):
+                rss, kind = _rss_and_kind(pid)
+                now["total"] += rss
+                if pid == self.root:
+                    now["driver"] += rss
+                elif kind in ("jvm", "workers"):
+                    now[kind] += rss
+            for k, v in now.items():
+                self.peak[k] = max(self.peak[k], v)
+            self.stop.wait(self.interval)
+
+
+def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path) -> dict:
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = [PY, "-m", "spillway", "rescale", str(chk), "--plan", str(plan), *args, "--out", str(out)]
+    cmd += ["--master", master, "--json"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the whole tree as far as it was reaped (driver, JVM, python workers)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    sampler.stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{master}: exit {proc.returncode}\n{stderr.decode()[-3000:]}")
+    doc = json.loads(stdout)
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "peak": dict(sampler.peak),
+        "records": doc["records_moved"],
+        "digest": _digest(out),
+    }
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            with open(p, "rb") as f:
+                while block := f.read(1 << 22):
+                    h.update(block)
+    return h.hexdigest()
+
+
+def payload_bytes(chk: Path, plan: Path, args: list[str]) -> int:
+    """Channel-state payload the rescale moves (the planner's own count, summed over its sources)."""
+    code = (
+        "import sys, json\n"
+        "from spillway.inspect.load import load_checkpoint\n"
+        "from spillway.inspect.topology import load_plan\n"
+        "from spillway.rescale.plan import build_plan\n"
+        "ld = load_checkpoint(sys.argv[1]); ld.resolve_files()\n"
+        "p = dict(a.split('=') for a in sys.argv[3].split(','))\n"
+        "k = dict(a.split('=') for a in sys.argv[4].split(',') if a)\n"
+        "plan = build_plan(ld.checkpoint, load_plan(sys.argv[2]), ld.resolver, {x: int(n) for x, n in p.items()}, k)\n"
+        "print(sum(s.payload_bytes for s in plan.sources))\n"
+    )
+    par = ",".join(args[i + 1] for i, a in enumerate(args) if a == "-p")
+    keys = ",".join(args[i + 1] for i, a in enumerate(args) if a == "--key")
+    res = subprocess.run([PY, "-c", code, str(chk), str(plan), par, keys], capture_output=True, text=True, cwd=chk)
+    if res.returncode:
+        raise SystemExit(res.stderr)
+    return int(res.stdout)
+
+
+CASES = {
+    "parse": ["-p", "parse=3"],
+    "count": ["-p", "parse=3", "-p", "count=3", "--key", "count=tuple:0:long"],
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gib", type=float, default=1.0, help="channel state on the REBALANCE edge src -> parse")
+    ap.add_argument("--hash-gib", type=float, default=0.25, help="channel state on the HASH edge parse -> count")
+    ap.add_argument("--masters", nargs="+", default=["inprocess", "local[1]", "local[2]"])
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--work", type=Path, default=None, help="output directory (default: a temp dir next to the input)")
+    ap.add_argument("--results", type=Path, help="write the figures as JSON")
+    args = ap.parse_args()
+    base = Path.home() / ".cache" / "spillway" / "bench" / f"rescale-{args.gib}g-h{args.hash_gib}"
+    plan = base / "jobgraph.json"
+    chks = list(base.glob("checkpoints/*/chk-*/_metadata"))
+    if not chks:
+        print(f"synthesizing {args.gib} + {args.hash_gib} GiB of channel state in {base} …", flush=True)
+        synth = [PY, str(ROOT / "benchmarks" / "synth_rescale.py"), str(base)]
+        subprocess.run(
+            [*synth, "--gib", str(args.gib), "--hash-gib", str(args.hash_gib)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
+        chks = list(base.glob("checkpoints/*/chk-*/_metadata"))
+    chk = chks[0].parent
+    work = args.work or base / "out"
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cat", *map(str, chk.iterdir())], stdout=subprocess.DEVNULL, check=True)  # warm page cache
+    results: dict = {"input": str(chk), "cases": {}}
+    for case in args.cases:
+        cargs = CASES[case]
+        mib = payload_bytes(chk, plan, cargs) / (1 << 20)
+        print(f"\ncase {case} ({' '.join(cargs)}): {mib:.0f} MiB of channel-state payload moved", flush=True)
+        rows: dict[str, dict] = {}
+        for master in args.masters:
+            best = None
+            for _ in range(args.repeat):
+                r = run_case(chk, plan, cargs, master, work / case)
+                best = r if best is None or r["wall"] < best["wall"] else best
+            assert best is not None
+            rows[master] = best
+            pk = {k: v / (1 << 20) for k, v in best["peak"].items()}
+            print(
+                f"  {master:10} {best['wall']:7.1f} s  {mib / best['wall']:7.1f} MiB/s  cpu {best['cpu']:6.1f} s  "
+                f"peak RSS {pk['total']:6.0f} MiB (driver {pk['driver']:.0f}, JVM {pk['jvm']:.0f}, "
+                f"python workers {pk['workers']:.0f})  {best['records']} records",
+                flush=True,
+            )
+        digests = {m: r["digest"] for m, r in rows.items()}
+        same = len(set(digests.values())) == 1
+        print(f"  outputs byte-identical across masters: {same}")
+        spark = [m for m in args.masters if m != "inprocess"]
+        if len(spark) >= 2:
+            a, b = spark[0], spark[-1]
+            print(f"  speed-up {b} / {a}: {rows[a]['wall'] / rows[b]['wall']:.2f}x")
+        results["cases"][case] = {"mib": mib, "runs": rows, "identical": same}
+        if not same:
+            raise SystemExit(f"outputs differ across masters: {digests}")
+    shutil.rmtree(work / "parse", ignore_errors=True)
+    shutil.rmtree(work / "count", ignore_errors=True)
+    if args.results:
+        args.results.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
