@@ -10,3 +10,8 @@ def key_of(payload: bytes) -> str:
     text, _ = read_string(payload, 0)
     assert text is not None
     return text.split(":", 1)[0]
+
+
+def not_a_key(payload: bytes) -> list[int]:
+    """A broken user function: keys must be a str or a Java hash code (int)."""
+    return [len(payload)]

@@ -311,3 +311,46 @@ def test_finished_vertices_stay_finished_and_refusals_name_the_reason(tmp_path: 
         assert ops[uid].fully_finished and ops[uid].parallelism == 3
     assert ops["pmap"].parallelism == 2 and [s.index for s in ops["pmap"].subtasks if s.finished] == [0]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_failed_self_check_leaves_no_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import spillway.rescale.rescale as rescale_module
+    from spillway.rescale.writer import WriteError
+
+    monkeypatch.setattr(rescale_module, "self_check", lambda *a: ["new channel 3: 1 record read back, 2 routed"])
+    ld = loaded()
+    with pytest.raises(WriteError, match="self-check: new channel 3: 1 record read back"):
+        rescale(ld, load_plan(PLAN), {"parse": 3}, tmp_path / "o", master=None, rebase=rebases(ld))
+    assert list(tmp_path.iterdir()) == []  # neither the output nor its temporary directory
+
+
+def test_an_executor_failure_is_one_clear_line(tmp_path: Path) -> None:
+    """A user --key-fn that fails on a Spark executor: the CLI says why in one line (exit 1), no Java or
+    Python traceback, nothing written."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "SPARK_LOCAL_IP": "127.0.0.1"}
+    cmd = [sys.executable, "-m", "spillway", "rescale", str(checkpoint_dir()), "--plan", str(PLAN)]
+    cmd += ["-p", "count=3", "--key-fn", "count=keyfns:not_a_key", "--out", str(tmp_path / "o")]
+    res = subprocess.run([*cmd, "--master", "local[1]"], capture_output=True, text=True, env=env, cwd=root)
+    assert res.returncode == 1, res.stderr[-3000:]
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    expected = "error: --key-fn returned list; return the key's Java hashCode (int) or a str"
+    assert errors == [expected], res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and "at org.apache" not in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    res = runner.invoke(
+        app,
+        ["rescale", str(checkpoint_dir()), "--plan", str(PLAN), "-p", "parse=3", "--out", str(blocker / "o")],
+    )
+    assert res.exit_code == 1, res.output
+    assert "error:" in res.output and "Traceback" not in res.output
+    assert isinstance(res.exception, SystemExit)

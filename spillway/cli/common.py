@@ -60,15 +60,16 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(exc), EXIT_FINDINGS)
     except (RepairError, WriteError) as exc:
         fail(str(exc), EXIT_FINDINGS)
+    # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
+    except PermissionError as exc:
+        fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)
+    except OSError as exc:
+        fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS)
     except Exception as exc:
         # Refusals of rescale (planner, router, state redistribution, key specs) are one clear line too.
         if type(exc).__name__ in REFUSALS:
             fail(str(exc), EXIT_FINDINGS)
         raise
-    except PermissionError as exc:
-        fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)
-    except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS)
 
 
 def emit_json(doc: Any) -> None:

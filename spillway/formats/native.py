@@ -98,6 +98,8 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,
         ctypes.c_int64,
     ]
+    lib.spw_crc_rows.restype = None
+    lib.spw_crc_rows.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
     return lib
 
 

@@ -5,12 +5,11 @@ network buffer size. Runs arrive sorted by (target, gate, up, source, seq); the 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from spillway.formats.channel_file import SERIALIZATION_VERSION, ChunkHeader, FileHeader
+from spillway.formats.channel_file import CHUNK_LENGTH, SERIALIZATION_VERSION, FileHeader
 
 
 def target_key(operator_id: str, down: int) -> str:
@@ -58,7 +57,6 @@ class WrittenFile:
 
 
 WRITE_BATCH = 1024 * 1024  # bytes gathered before a write to the file (fewer, larger writes)
-CHUNK_LENGTH = struct.Struct(">i")  # = ChunkHeader (Int32sb), without construct's per-call cost
 
 
 class ChannelFileWriter:
@@ -72,7 +70,6 @@ class ChannelFileWriter:
         self._chunk = bytearray()
         self._out = bytearray()
         self._current: WrittenChannel | None = None
-        assert ChunkHeader.build({"length": 1}) == CHUNK_LENGTH.pack(1)
         self._emit(FileHeader.build({"version": SERIALIZATION_VERSION}))
 
     def _emit(self, data: bytes | bytearray | memoryview) -> None:

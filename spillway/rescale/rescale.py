@@ -4,6 +4,7 @@ operator state, assemble the metadata, self-check, and rename into place (``writ
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,9 @@ class RescaleReport:
     move: MoveResult | None = None
     notes: list[str] = field(default_factory=list)
     out: Path | None = None
+    # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
+    # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
+    timings: dict[str, float] = field(default_factory=dict)
 
     def to_doc(self) -> dict:
         dropped: dict[str, int] = {}
@@ -49,6 +53,7 @@ class RescaleReport:
             "markers_kept": kept,
             "dropped": dropped,
             "notes": self.plan.notes + self.notes,
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
 
 
@@ -106,8 +111,11 @@ def rescale(
     dry_run: bool = False,
 ) -> RescaleReport:
     """``master`` None runs the in-process backend (no Spark)."""
+    started = time.perf_counter()
     plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns, buffer_size)
     report = RescaleReport(plan, out=out)
+    timings = report.timings
+    timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
         raise RescaleRefused("nothing to do: every --parallelism equals the vertex's current parallelism")
     if dry_run:
@@ -116,21 +124,26 @@ def rescale(
     output = PlannedOutput(loaded.checkpoint)
 
     def produce(tmp: Path) -> Checkpoint:
+        t0 = time.perf_counter()
+        timings["spark_start"] = 0.0
         if master is None:
             move = run_local(plan, str(tmp))
             problems = self_check(tmp, plan, move)
         else:
             from spillway.rescale.spark_job import run_spark
 
-            move, problems, per_edge = run_spark(plan, str(tmp), master)
+            move, problems, per_edge = run_spark(plan, str(tmp), master, timings)
             problems += check_totals(plan, move, per_edge)
+        timings["move"] = time.perf_counter() - t0 - timings["spark_start"]
         if problems:
             raise WriteError("self-check: " + "; ".join(problems[:5]))
+        t1 = time.perf_counter()
         report.move = move
         new_files: list = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
         for nf in new_files:
             _write_state_file(tmp, nf, blobs)
+        timings["state_and_metadata"] = time.perf_counter() - t1
         produced = {f.name for f in move.files} | {nf.relative_path for nf in new_files}
         for name in sorted(relative_names(cp) - produced):
             resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
@@ -143,4 +156,8 @@ def rescale(
         write_checkpoint(output, out, rescaled_topology(topology, plan), rebase=rebase, produce=produce)
     finally:
         blobs.close()
+    timings["total"] = time.perf_counter() - started
+    timings["final_check"] = timings["total"] - sum(
+        timings.get(k, 0.0) for k in ("plan", "spark_start", "move", "state_and_metadata")
+    )
     return report

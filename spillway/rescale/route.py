@@ -335,7 +335,18 @@ def _crc_position_tables(length: int) -> tuple[int, np.ndarray]:
 
 
 def crc32_rows(rows: np.ndarray) -> np.ndarray:
-    """``zlib.crc32`` of every row of a 2-D uint8 array: one table lookup and xor per column."""
+    """``zlib.crc32`` of every row of a 2-D uint8 array (rows may be a strided view): in C when the
+    native helper is built, else one numpy table lookup and xor per column."""
+    k, length = rows.shape
+    lib = _native()
+    if lib is not None and rows.strides[1] == 1:
+        out = np.empty(k, dtype=np.uint32)
+        lib.spw_crc_rows(rows.__array_interface__["data"][0], k, rows.strides[0], length, out.ctypes.data)
+        return out
+    return crc32_rows_numpy(rows)
+
+
+def crc32_rows_numpy(rows: np.ndarray) -> np.ndarray:
     length = rows.shape[1]
     if length > CRC_TABLE_LIMIT:  # tables would cost more than they save: per row with zlib
         return np.fromiter((zlib.crc32(r) for r in rows), dtype=np.uint32, count=rows.shape[0])
@@ -344,6 +355,12 @@ def crc32_rows(rows: np.ndarray) -> np.ndarray:
     for j in range(length):
         crc ^= tables[j][rows[:, j]]
     return crc
+
+
+def _native():  # type: ignore[no-untyped-def]
+    from spillway.formats.native import library
+
+    return library()
 
 
 def uniform_records(view: memoryview, p: int, n: int) -> np.ndarray | None:

@@ -1,10 +1,13 @@
-"""The PySpark backend: route old channels in parallel, shuffle runs to their new channel files, write
-those files on the executors, and self-check them there. The driver only handles the plan and small
-per-file / per-source reports (never the records themselves).
+"""The PySpark backend: route old channels in parallel, shuffle run refs to their new channel files,
+write those files on the executors, and self-check them there. The driver only handles the plan and
+small per-file / per-source reports (never the records themselves).
 
-Stage 1 (``mapInArrow`` over source ids): each task routes its old channels into runs (Arrow rows).
-Stage 2 (``repartition`` by target + ``sortWithinPartitions``): each task streams its sorted runs into
-channel-state files. Output bytes depend only on the sort order, so ``local[*]`` and a cluster write
+Stage 1 (``mapInArrow`` over source ids): each task routes its old channels into staging files beside
+the output and emits one ref row per run (``staging.RunRef``: target, order keys, file, offset, length,
+records, crc) and a report row per old channel.
+Stage 2 (``repartition`` by target + ``sortWithinPartitions``): each task reads its sorted runs back
+from staging and streams them into channel-state files, then re-reads and checks them. Only refs cross
+Spark's shuffle. Output bytes depend only on the sort order, so ``local[*]`` and a cluster write
 byte-identical files.
 """
 
@@ -13,18 +16,22 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from spillway.rescale.channel_writer import WrittenFile, target_key, write_sorted_runs
-from spillway.rescale.execute import MoveResult, SourceReport, finish_report, row_of
-from spillway.rescale.plan import RescalePlan
-from spillway.rescale.route import RouteStats, route_source
+from spillway.rescale.execute import MoveResult, SourceReport, finish_report
+from spillway.rescale.plan import RescalePlan, RescaleRefused
+from spillway.rescale.route import RouteError
+from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
+from spillway.rescale.writer import WriteError
 
 STATS_KEY = "~stats"  # sorts after every target key
-ROW_BATCH = 4 * 1024 * 1024  # bytes of run data per Arrow batch
 
 
 def session(master: str) -> Any:
@@ -44,8 +51,38 @@ def session(master: str) -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
     )
-    spark = builder.getOrCreate()
+    spark = _quietly(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+spark_log: str | None = None  # where the JVM's (and its python workers') stderr goes, once redirected
+
+
+def _quietly(start: Any) -> Any:
+    """Start the JVM with its stderr in a log file instead of the terminal: the JVM, log4j and the python
+    workers it forks inherit that descriptor, so their start-up chatter and an executor's stack traces
+    stay out of the CLI's output (failures are reported in one line naming the log).
+    ``SPILLWAY_SPARK_LOG=-`` keeps them on the terminal, ``SPILLWAY_SPARK_LOG=PATH`` picks the file."""
+    global spark_log
+    choice = os.environ.get("SPILLWAY_SPARK_LOG", "")
+    if choice == "-":
+        return start()
+    if choice:
+        fd = os.open(choice, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        path = choice
+    else:
+        fd, path = tempfile.mkstemp(prefix="spillway-spark-", suffix=".log")
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    try:
+        spark = start()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+    spark_log = path
     return spark
 
 
@@ -60,15 +97,21 @@ def _run_schema() -> Any:
             ("up", pa.int32()),
             ("sid", pa.int64()),
             ("seq", pa.int64()),
-            ("data", pa.binary()),
+            ("file", pa.string()),
+            ("offset", pa.int64()),
+            ("length", pa.int64()),
             ("records", pa.int64()),
             ("crc", pa.int64()),
             ("part", pa.int32()),
+            ("doc", pa.string()),
         ]
     )
 
 
-RUN_DDL = "tkey string, down int, gate int, up int, sid long, seq long, data binary, records long, crc long, part int"
+RUN_DDL = (
+    "tkey string, down int, gate int, up int, sid long, seq long, file string, offset long, length long, "
+    "records long, crc long, part int, doc string"
+)
 MAX_WRITE_TASKS = 64
 
 
@@ -113,40 +156,37 @@ def write_partitions(plan: RescalePlan) -> tuple[int, dict[str, int]]:
     return tasks, {key: value_for[p] for key, p in wanted.items()}
 
 
-def _route_partition(plan_bytes: bytes, part_of: dict[str, int]) -> Any:
+def _route_partition(plan_bytes: bytes, part_of: dict[str, int], directory: str, order: list[int]) -> Any:
+    """Stage 1: route each old channel into its staging file; emit one ref row per run and one report row
+    per old channel (``doc``)."""
+
     def route(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         plan: RescalePlan = pickle.loads(plan_bytes)
         schema = _run_schema()
-        rows: list[tuple] = []
-        size = 0
 
-        def batch() -> Any:
+        def batch(rows: list[tuple]) -> Any:
             cols = list(zip(*rows, strict=True))
             return pa.RecordBatch.from_arrays(
                 [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
             )
 
         for b in batches:
-            for sid in b.column("sid").to_pylist():
+            for i in b.column("id").to_pylist():
+                sid = order[i]
                 src = plan.sources[sid]
-                ep = plan.edges[src.edge]
-                stats = RouteStats()
-                copies = 0
-                for run in route_source(src, ep, stats):
-                    copies += run.records
-                    row = row_of(ep, run)
-                    rows.append((*row, part_of[row[0]]))
-                    size += len(run.data)
-                    if size >= ROW_BATCH:
-                        yield batch()
-                        rows, size = [], 0
-                report = finish_report(src, stats, copies=copies)
-                doc = json.dumps(report.to_doc()).encode()
-                rows.append((STATS_KEY, 0, 0, 0, sid, 0, doc, 0, 0, part_of[STATS_KEY]))
-        if rows:
-            yield batch()
+                refs, stats = stage_source(src, plan.edges[src.edge], directory)
+                report = finish_report(src, stats, copies=sum(r.records for r in refs))
+                rows = [
+                    (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc,
+                     part_of[r.tkey], None)
+                    for r in refs
+                ]  # fmt: skip
+                rows.append(
+                    (STATS_KEY, 0, 0, 0, sid, 0, "", 0, 0, 0, 0, part_of[STATS_KEY], json.dumps(report.to_doc()))
+                )
+                yield batch(rows)
 
     return route
 
@@ -160,26 +200,30 @@ def _write_partition(directory: str, buffer_size: int, plan_bytes: bytes) -> Any
         plan: RescalePlan = pickle.loads(plan_bytes)
         stats_docs: list[str] = []
 
-        def rows() -> Iterator[tuple]:
+        def refs() -> Iterator[RunRef]:
             for b in batches:
                 cols = b.to_pydict()
                 for i, tkey in enumerate(cols["tkey"]):
                     if tkey == STATS_KEY:
-                        stats_docs.append(cols["data"][i].decode())
+                        stats_docs.append(cols["doc"][i])
                         continue
-                    yield (
-                        tkey.split(":")[0],
+                    yield RunRef(
+                        tkey,
                         cols["down"][i],
                         cols["gate"][i],
                         cols["up"][i],
-                        cols["data"][i],
+                        cols["sid"][i],
+                        cols["seq"][i],
+                        cols["file"][i],
+                        cols["offset"][i],
+                        cols["length"][i],
                         cols["records"][i],
                         cols["crc"][i],
                     )
 
         from pathlib import Path
 
-        files = write_sorted_runs(directory, rows(), buffer_size)
+        files = write_sorted_runs(directory, staged_rows(directory, refs()), buffer_size)
         out = []
         for f in files:
             problems, per_gate = check_file(Path(directory), f, plan)
@@ -200,17 +244,41 @@ def _absolute(plan: RescalePlan) -> RescalePlan:
     return replace(plan, sources=sources)
 
 
-def run_spark(plan: RescalePlan, directory: str, master: str) -> tuple[MoveResult, list[str], dict[int, int]]:
-    """Returns the move result, the executors' self-check problems and records written per edge."""
+def executor_failure(exc: Exception) -> Exception:
+    """The one-line error for a failed Spark job: the Python exception an executor raised (a refusal such
+    as ``RouteError`` keeps its type), else Spark's own first line."""
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception|Refused): ", line)]
+    last = raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    name, _, message = last.partition(": ")
+    kind = name.rsplit(".", 1)[-1]
+    if kind == "RouteError":
+        return RouteError(message)
+    if kind == "RescaleRefused":
+        return RescaleRefused(message)
+    where = f" (Spark's log: {spark_log})" if spark_log else ""
+    return WriteError(f"the Spark job failed: {last}{where}")
+
+
+def run_spark(
+    plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
+) -> tuple[MoveResult, list[str], dict[int, int]]:
+    """Returns the move result, the executors' self-check problems and records written per edge.
+    ``timings`` gets ``spark_start`` (session and JVM start) in seconds."""
+    t0 = time.perf_counter()
     spark = session(master)
+    if timings is not None:
+        timings["spark_start"] = time.perf_counter() - t0
     plan = _absolute(plan)
     directory = os.path.abspath(directory)
     plan_bytes = pickle.dumps(plan)
-    order = sorted(plan.sources, key=lambda s: -s.payload_bytes)  # big channels first: better packing
+    order = [s.sid for s in sorted(plan.sources, key=lambda s: -s.payload_bytes)]  # big first: better packing
     slices = max(1, min(len(order), spark.sparkContext.defaultParallelism * 4))
-    sids = spark.createDataFrame([(s.sid,) for s in order], "sid long").repartition(slices)
+    # spark.range, not createDataFrame: no local data to ship to the JVM (that took ~1 s)
+    ids = spark.range(0, len(order), numPartitions=slices)
     tasks, part_of = write_partitions(plan)
-    routed = sids.mapInArrow(_route_partition(plan_bytes, part_of), RUN_DDL)
+    routed = ids.mapInArrow(_route_partition(plan_bytes, part_of, directory, order), RUN_DDL)
     written = (
         routed.repartition(tasks, "part")
         .sortWithinPartitions("tkey", "gate", "up", "sid", "seq")
@@ -223,7 +291,15 @@ def run_spark(plan: RescalePlan, directory: str, master: str) -> tuple[MoveResul
     by_gate = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
     # collect(), not toLocalIterator(): the latter runs one job per partition, one after the other, which
     # serializes the write stage. The rows are small reports (one per file and per old channel).
-    for row in written.collect():
+    try:
+        collected = written.collect()
+    except Exception as exc:
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise executor_failure(exc) from None
+        raise
+    finally:
+        remove_staging(directory)
+    for row in collected:
         doc = json.loads(row["doc"])
         if "source" in doc:
             reports.append(SourceReport(**doc["source"]))
