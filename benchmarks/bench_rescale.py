@@ -125,6 +125,7 @@ def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path) -> 
     doc = json.loads(stdout)
     return {
         "wall": wall,
+        "timings": doc.get("timings", {}),
         "cpu": cpu,
         "peak": dict(sampler.peak),
         "records": doc["records_moved"],
@@ -211,10 +212,13 @@ def main() -> None:
             assert best is not None
             rows[master] = best
             pk = {k: v / (1 << 20) for k, v in best["peak"].items()}
+            t = best["timings"]
             print(
-                f"  {master:10} {best['wall']:7.1f} s  {mib / best['wall']:7.1f} MiB/s  cpu {best['cpu']:6.1f} s  "
-                f"peak RSS {pk['total']:6.0f} MiB (driver {pk['driver']:.0f}, JVM {pk['jvm']:.0f}, "
-                f"python workers {pk['workers']:.0f})  {best['records']} records",
+                f"  {master:10} {best['wall']:6.1f} s {mib / best['wall']:6.1f} MiB/s end to end | move "
+                f"{t['move']:5.1f} s {mib / t['move']:6.1f} MiB/s | spark start {t['spark_start']:4.1f} s, plan "
+                f"{t['plan']:4.1f} s, state+metadata {t['state_and_metadata']:4.1f} s, final check "
+                f"{t['final_check']:4.1f} s | peak RSS {pk['total']:5.0f} MiB (driver {pk['driver']:.0f}, JVM "
+                f"{pk['jvm']:.0f}, python workers {pk['workers']:.0f}) | {best['records']} records",
                 flush=True,
             )
         digests = {m: r["digest"] for m, r in rows.items()}
@@ -223,7 +227,9 @@ def main() -> None:
         spark = [m for m in args.masters if m != "inprocess"]
         if len(spark) >= 2:
             a, b = spark[0], spark[-1]
-            print(f"  speed-up {b} / {a}: {rows[a]['wall'] / rows[b]['wall']:.2f}x")
+            whole = rows[a]["wall"] / rows[b]["wall"]
+            move = rows[a]["timings"]["move"] / rows[b]["timings"]["move"]
+            print(f"  speed-up {b} / {a}: {whole:.2f}x end to end, {move:.2f}x in the move phase")
         results["cases"][case] = {"mib": mib, "runs": rows, "identical": same}
         if not same:
             raise SystemExit(f"outputs differ across masters: {digests}")

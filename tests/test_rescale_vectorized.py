@@ -147,9 +147,11 @@ def _routes(src: SourceChannel, ep: EdgePlan) -> tuple[dict, RouteStats]:
         (BROADCAST, None, True),
     ],
 )
+@pytest.mark.parametrize("block", [route.BLOCK, 1000, 4099])  # small blocks: runs carried across block ends
 def test_route_source_vector_path_equals_the_per_record_path(
-    rule: str, key: str | None, vector_keys: bool, monkeypatch: pytest.MonkeyPatch
+    rule: str, key: str | None, vector_keys: bool, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(route, "BLOCK", block)
     rng = random.Random(rule + str(key) + str(vector_keys))
     elements = _mixed_stream(rng, 6000)
     if not vector_keys:

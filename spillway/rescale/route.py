@@ -48,7 +48,7 @@ class Run:
     down: int  # new downstream subtask
     sid: int
     seq: int  # order of runs of one source
-    data: bytes  # framed elements
+    data: bytes | bytearray  # framed elements
     records: int
     crc: int  # sum of crc32 of each record's element bytes (order-free fingerprint)
 
@@ -84,8 +84,9 @@ def iter_channel_bytes(src: SourceChannel) -> Iterator[bytes]:
             blob.close()
 
 
-def iter_channel_blocks(src: SourceChannel, size: int = BLOCK) -> Iterator[bytes]:
-    """The same payload in blocks of at least ``size`` bytes (the last one shorter)."""
+def iter_channel_blocks(src: SourceChannel, size: int | None = None) -> Iterator[bytes]:
+    """The same payload in blocks of at least ``size`` (default BLOCK) bytes (the last one shorter)."""
+    size = size or BLOCK
     parts: list[bytes] = []
     held = 0
     for data in iter_channel_bytes(src):
@@ -183,7 +184,7 @@ def route_source(src: SourceChannel, ep: EdgePlan, stats: RouteStats) -> Iterato
         nonlocal seq
         buf, counts = runs.pop(target)
         if buf:
-            yield Run(up, target, src.sid, seq, bytes(buf), counts[0], counts[1])
+            yield Run(up, target, src.sid, seq, buf, counts[0], counts[1])  # handed over, not copied
             seq += 1
 
     def add_framed(t: int, framed: bytes | memoryview, records: int, crc: int) -> Iterator[Run]:
@@ -251,7 +252,7 @@ def route_source(src: SourceChannel, ep: EdgePlan, stats: RouteStats) -> Iterato
     pending = bytearray()
     pos_base = 0
     slow_until = 0  # per-element framing up to this payload position before trying the vector path again
-    for data in iter_channel_blocks(src):
+    for data, last in _with_last(iter_channel_blocks(src)):
         if pending:
             pending += data
             view = memoryview(pending)
@@ -269,6 +270,8 @@ def route_source(src: SourceChannel, ep: EdgePlan, stats: RouteStats) -> Iterato
                     consumed += took
                     p += took
                     continue
+                if not last and _too_short_for_a_run(view, p, n):
+                    break  # the block ends, not the run: carry the tail into the next block
                 slow_until = pos_base + p + SLOW_STRETCH
             length = int.from_bytes(view[p : p + 4], "big", signed=True)
             if length <= 0 or length > MAX_ELEMENT:
@@ -361,6 +364,27 @@ def _native():  # type: ignore[no-untyped-def]
     from spillway.formats.native import library
 
     return library()
+
+
+def _with_last(blocks: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Each block with whether it is the last one."""
+    held: bytes | None = None
+    for block in blocks:
+        if held is not None:
+            yield held, False
+        held = block
+    if held is not None:
+        yield held, True
+
+
+def _too_short_for_a_run(view: memoryview, p: int, n: int) -> bool:
+    """Whether the vector path may have declined only because ``view`` ends: fewer than FAST_MIN elements
+    of the length at ``p`` fit, and that many fit in a block (so carrying them over stays bounded)."""
+    length = int.from_bytes(view[p : p + 4], "big", signed=True)
+    if length <= 0 or length > MAX_ELEMENT:
+        return False
+    stride = 4 + length
+    return (n - p) // stride < FAST_MIN and FAST_MIN * stride <= BLOCK
 
 
 def uniform_records(view: memoryview, p: int, n: int) -> np.ndarray | None:
