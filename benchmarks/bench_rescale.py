@@ -102,12 +102,24 @@ class TreeSampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
-def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path) -> dict:
+def baseline_checkout(rev: str) -> Path:
+    """A detached git worktree of ``rev`` (cached), whose ``spillway`` package a run imports instead of
+    this checkout's: same interpreter and dependencies, only the code differs."""
+    sha = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tree = Path.home() / ".cache" / "spillway" / "bench" / f"worktree-{sha.strip()[:12]}"
+    if not (tree / "spillway").is_dir():
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT, check=True)
+    return tree
+
+
+def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path, code: Path | None = None) -> dict:
     if out.exists():
         shutil.rmtree(out)
     cmd = [PY, "-m", "spillway", "rescale", str(chk), "--plan", str(plan), *args, "--out", str(out)]
     cmd += ["--master", master, "--json"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    if code is not None:  # PYTHONPATH wins over the editable install; executors' python workers inherit it
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
@@ -165,6 +177,22 @@ def payload_bytes(chk: Path, plan: Path, args: list[str]) -> int:
     return int(res.stdout)
 
 
+def _line(label: str, run: dict, mib: float) -> str:
+    pk = {k: v / (1 << 20) for k, v in run["peak"].items()}
+    t = run["timings"]  # absent before the report had timings
+    phases = (
+        f"move {t['move']:5.1f} s {mib / t['move']:6.1f} MiB/s | spark start {t['spark_start']:4.1f} s, plan "
+        f"{t['plan']:4.1f} s, state+metadata {t['state_and_metadata']:4.1f} s, final check {t['final_check']:4.1f} s"
+        if t
+        else "(no phase timings)"
+    )
+    return (
+        f"  {label:10} {run['wall']:6.1f} s {mib / run['wall']:6.1f} MiB/s end to end | {phases} | peak RSS "
+        f"{pk['total']:5.0f} MiB (driver {pk['driver']:.0f}, JVM {pk['jvm']:.0f}, python workers "
+        f"{pk['workers']:.0f}) | {run['records']} records"
+    )
+
+
 CASES = {
     "parse": ["-p", "parse=3"],
     "count": ["-p", "parse=3", "-p", "count=3", "--key", "count=tuple:0:long"],
@@ -180,7 +208,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--work", type=Path, default=None, help="output directory (default: a temp dir next to the input)")
     ap.add_argument("--results", type=Path, help="write the figures as JSON")
+    ap.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run git revision REV (a worktree of it) right before each run, report the ratio and "
+        "check its output is byte-identical",
+    )
     args = ap.parse_args()
+    base_code = baseline_checkout(args.baseline) if args.baseline else None
     base = Path.home() / ".cache" / "spillway" / "bench" / f"rescale-{args.gib}g-h{args.hash_gib}"
     plan = base / "jobgraph.json"
     chks = list(base.glob("checkpoints/*/chk-*/_metadata"))
@@ -204,33 +239,34 @@ def main() -> None:
         mib = payload_bytes(chk, plan, cargs) / (1 << 20)
         print(f"\ncase {case} ({' '.join(cargs)}): {mib:.0f} MiB of channel-state payload moved", flush=True)
         rows: dict[str, dict] = {}
+        baseline: dict[str, dict] = {}
         for master in args.masters:
-            best = None
+            best = old = None
             for _ in range(args.repeat):
+                if base_code is not None:  # interleaved, so both see the same machine state
+                    o = run_case(chk, plan, cargs, master, work / case, base_code)
+                    old = o if old is None or o["wall"] < old["wall"] else old
                 r = run_case(chk, plan, cargs, master, work / case)
                 best = r if best is None or r["wall"] < best["wall"] else best
             assert best is not None
             rows[master] = best
-            pk = {k: v / (1 << 20) for k, v in best["peak"].items()}
-            t = best["timings"]
-            print(
-                f"  {master:10} {best['wall']:6.1f} s {mib / best['wall']:6.1f} MiB/s end to end | move "
-                f"{t['move']:5.1f} s {mib / t['move']:6.1f} MiB/s | spark start {t['spark_start']:4.1f} s, plan "
-                f"{t['plan']:4.1f} s, state+metadata {t['state_and_metadata']:4.1f} s, final check "
-                f"{t['final_check']:4.1f} s | peak RSS {pk['total']:5.0f} MiB (driver {pk['driver']:.0f}, JVM "
-                f"{pk['jvm']:.0f}, python workers {pk['workers']:.0f}) | {best['records']} records",
-                flush=True,
-            )
+            if old is not None:
+                baseline[master] = old
+                print(_line(f"{master} @{args.baseline}", old, mib), flush=True)
+            print(_line(master, best, mib), flush=True)
+            if old is not None:
+                print(f"  {'':10} {old['wall'] / best['wall']:.2f}x faster than {args.baseline}", flush=True)
         digests = {m: r["digest"] for m, r in rows.items()}
+        digests.update({f"{m}@{args.baseline}": r["digest"] for m, r in baseline.items()})
         same = len(set(digests.values())) == 1
         print(f"  outputs byte-identical across masters: {same}")
         spark = [m for m in args.masters if m != "inprocess"]
         if len(spark) >= 2:
             a, b = spark[0], spark[-1]
             whole = rows[a]["wall"] / rows[b]["wall"]
-            move = rows[a]["timings"]["move"] / rows[b]["timings"]["move"]
+            move = rows[a]["timings"]["move"] / rows[b]["timings"]["move"]  # this checkout always has timings
             print(f"  speed-up {b} / {a}: {whole:.2f}x end to end, {move:.2f}x in the move phase")
-        results["cases"][case] = {"mib": mib, "runs": rows, "identical": same}
+        results["cases"][case] = {"mib": mib, "runs": rows, "baseline": baseline, "identical": same}
         if not same:
             raise SystemExit(f"outputs differ across masters: {digests}")
     shutil.rmtree(work / "parse", ignore_errors=True)

@@ -15,11 +15,11 @@ def _rotl(v: int, r: int) -> int:
     return ((v << r) | (v >> (32 - r))) & _M32
 
 
-def murmur_hash(code: int) -> int:
-    """``MathUtils.murmurHash(int)``: MurmurHash3 x86_32 of one int, made non-negative as Flink does."""
-    k = (code * 0xCC9E2D51) & _M32
+def murmur3_int(value: int, seed: int = 0) -> int:
+    """MurmurHash3 x86_32 of one 4-byte int, as a signed int (Flink uses seed 0, Spark's partitioner 42)."""
+    k = (value * 0xCC9E2D51) & _M32
     k = (_rotl(k, 15) * 0x1B873593) & _M32
-    h = _rotl(k, 13)
+    h = _rotl((seed & _M32) ^ k, 13)
     h = (h * 5 + 0xE6546B64) & _M32
     h ^= 4
     h ^= h >> 16
@@ -27,7 +27,12 @@ def murmur_hash(code: int) -> int:
     h ^= h >> 13
     h = (h * 0xC2B2AE35) & _M32
     h ^= h >> 16
-    s = _int32(h)
+    return _int32(h)
+
+
+def murmur_hash(code: int) -> int:
+    """``MathUtils.murmurHash(int)``: MurmurHash3 x86_32 of one int, made non-negative as Flink does."""
+    s = murmur3_int(code)
     if s >= 0:
         return s
     return -s if s != -(1 << 31) else 0

@@ -1,0 +1,71 @@
+"""The local Spark driver's class-data-sharing archive: built once, moved into place only when complete."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spillway.rescale import spark_cds
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SPILLWAY_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPILLWAY_SPARK_CDS", raising=False)
+    return tmp_path / "spark-cds"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_first_run_builds_later_runs_map_the_finished_archive(cache: Path) -> None:
+    opts, building = spark_cds.java_options()
+    assert building is not None and building.exists()
+    part = Path(opts.split("-XX:ArchiveClassesAtExit=")[1].split()[0])
+    assert part.parent == cache and part.name.endswith(".jsa.part")
+    assert "-Xlog:disable" in opts  # JVM warnings never reach stdout (--json)
+
+    # while the building JVM is alive, nobody else builds and nothing is used
+    building.write_text("1")  # pid 1 is always alive
+    assert spark_cds.java_options() == ("", None)
+
+    part.write_bytes(spark_cds.MAGIC + b"\0" * 100)  # the JVM wrote its archive and exited
+    building.write_text(str(_dead_pid()))
+    opts, again = spark_cds.java_options()
+    final = cache / part.name.removesuffix(".part")
+    assert again is None and f"-XX:SharedArchiveFile={final}" in opts
+    assert final.is_file() and not part.exists() and not building.exists()
+
+
+def test_a_damaged_build_is_discarded_and_rebuilt(cache: Path) -> None:
+    opts, building = spark_cds.java_options()
+    assert building is not None
+    part = Path(opts.split("-XX:ArchiveClassesAtExit=")[1].split()[0])
+    part.write_bytes(b"junk")  # the JVM died while dumping
+    building.write_text(str(_dead_pid()))
+    opts, building = spark_cds.java_options()
+    assert building is not None and "ArchiveClassesAtExit" in opts  # a fresh build, not the junk
+    assert not list(cache.glob("*.jsa"))
+
+
+def test_a_build_whose_jvm_never_started_goes_stale(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, building = spark_cds.java_options()
+    assert building is not None  # marker left empty: the JVM did not start
+    assert spark_cds.java_options() == ("", None)
+    monkeypatch.setattr(spark_cds, "STALE", -1)
+    assert spark_cds.java_options()[1] is not None
+
+
+def test_opt_out_and_unwritable_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPILLWAY_SPARK_CDS", "0")
+    assert spark_cds.java_options() == ("", None)
+    monkeypatch.delenv("SPILLWAY_SPARK_CDS")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("not a directory")
+    assert spark_cds.java_options() == ("", None)
