@@ -361,3 +361,18 @@ def test_write_task_values_use_sparks_own_int_hash() -> None:
     from spillway.rescale.spark_job import _spark_hash_int
 
     assert (_spark_hash_int(0), _spark_hash_int(1)) == (933211791, -559580957)
+
+
+def test_each_written_file_is_flushed_once_complete(tmp_path: Path) -> None:
+    from spillway.rescale.channel_writer import background_fsync, write_sorted_runs
+
+    element = (5).to_bytes(4, "big") + b"\x01abcd"  # a framed record
+    rows = [("a" * 32, down, 0, up, element * 3, 3, 0) for down in (0, 1) for up in (0, 1)]
+    flushed: list[str] = []
+    files = write_sorted_runs(str(tmp_path), rows, 64, flushed.append)
+    assert [Path(p).name for p in flushed] == [f.name for f in files] and len(files) == 2
+    with background_fsync() as synced:
+        for p in flushed:
+            synced(p)
+    with pytest.raises(FileNotFoundError), background_fsync() as synced:  # a failed flush is not swallowed
+        synced(str(tmp_path / "missing"))

@@ -5,7 +5,10 @@ network buffer size. Runs arrive sorted by (target, gate, up, source, seq); the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -133,12 +136,40 @@ class ChannelFileWriter:
         return self.file
 
 
-def write_sorted_runs(
-    directory: str, rows: Iterable[tuple[str, int, int, int, bytes, int, int]], buffer_size: int
-) -> list[WrittenFile]:
-    """rows: (operator_id, down, gate, up, data, records, crc) sorted by target, gate, up, source order."""
-    import os
+@contextmanager
+def background_fsync() -> Iterator[Callable[[str], None]]:
+    """A ``synced(path)`` that flushes a finished file to disk on a thread of its own while the caller
+    goes on writing and checking; leaving the block waits for every flush (and raises its error). The
+    output must be on disk before it is renamed into place anyway: flushing each file as soon as it is
+    complete overlaps that wait with work instead of paying it at the end (2.5 s of a 16.5 s rescale of
+    1.25 GiB, measured)."""
+    pending: list[Future[None]] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="spillway-fsync") as pool:
 
+        def synced(path: str) -> None:
+            pending.append(pool.submit(_fsync, path))
+
+        yield synced
+        for f in pending:
+            f.result()
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_sorted_runs(
+    directory: str,
+    rows: Iterable[tuple[str, int, int, int, bytes, int, int]],
+    buffer_size: int,
+    synced: Callable[[str], None] | None = None,
+) -> list[WrittenFile]:
+    """rows: (operator_id, down, gate, up, data, records, crc) sorted by target, gate, up, source order.
+    ``synced(path)`` is called for each file once it is complete and closed."""
     files: list[WrittenFile] = []
     writer: ChannelFileWriter | None = None
     fh: BinaryIO | None = None
@@ -150,6 +181,8 @@ def write_sorted_runs(
                 if writer is not None and fh is not None:
                     files.append(writer.close())
                     fh.close()
+                    if synced is not None:
+                        synced(fh.name)
                 current = (op, down)
                 fh = open(os.path.join(directory, target_file_name(op, down)), "wb")  # noqa: SIM115 (one per target, closed on switch)
                 writer = ChannelFileWriter(fh, op, down, buffer_size)
@@ -162,6 +195,8 @@ def write_sorted_runs(
         if writer is not None and fh is not None:
             files.append(writer.close())
             fh.close()
+            if synced is not None:
+                synced(fh.name)
             fh = None
     finally:
         if fh is not None:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spillway.rescale.channel_writer import WrittenFile, write_sorted_runs
@@ -46,9 +47,10 @@ def finish_report(src: SourceChannel, stats: RouteStats, copies: int) -> SourceR
     )
 
 
-def run_local(plan: RescalePlan, directory: str) -> MoveResult:
-    """Route every old channel into staging files, sort the run refs, write the new files. Memory holds
-    the refs (one per run of at most RUN_LIMIT bytes), never the records."""
+def run_local(plan: RescalePlan, directory: str, synced: Callable[[str], None] | None = None) -> MoveResult:
+    """Route every old channel into staging files, sort the run refs, write the new files (``synced``:
+    see ``write_sorted_runs``). Memory holds the refs (one per run of at most RUN_LIMIT bytes), never
+    the records."""
     refs = []
     reports = []
     try:
@@ -57,7 +59,7 @@ def run_local(plan: RescalePlan, directory: str) -> MoveResult:
             reports.append(finish_report(src, stats, copies=sum(r.records for r in staged)))
             refs.extend(staged)
         refs.sort(key=lambda r: r.order())
-        files = write_sorted_runs(directory, staged_rows(directory, refs), plan.buffer_size)
+        files = write_sorted_runs(directory, staged_rows(directory, refs), plan.buffer_size, synced)
     finally:
         remove_staging(directory)
     return MoveResult(files, reports)

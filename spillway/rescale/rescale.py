@@ -14,6 +14,7 @@ from spillway.inspect.model import Checkpoint, OperatorState, RelativeFileHandle
 from spillway.inspect.topology import Topology
 from spillway.repair.common import relative_names
 from spillway.rescale.assemble import assemble
+from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.verify import check_totals, self_check
@@ -127,8 +128,9 @@ def rescale(
         t0 = time.perf_counter()
         timings["spark_start"] = 0.0
         if master is None:
-            move = run_local(plan, str(tmp))
-            problems = self_check(tmp, plan, move)
+            with background_fsync() as synced:  # flushes overlap the rest of the writing and the self-check
+                move = run_local(plan, str(tmp), synced)
+                problems = self_check(tmp, plan, move)
         else:
             from spillway.rescale.spark_job import run_spark
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from spillway.inspect.keygroups import murmur3_int
 from spillway.rescale import spark_cds
-from spillway.rescale.channel_writer import WrittenFile, target_key, write_sorted_runs
+from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.plan import RescalePlan, RescaleRefused
 from spillway.rescale.route import RouteError
@@ -220,11 +220,12 @@ def _write_partition(directory: str, buffer_size: int, plan_bytes: bytes) -> Any
 
         from pathlib import Path
 
-        files = write_sorted_runs(directory, staged_rows(directory, refs()), buffer_size)
         out = []
-        for f in files:
-            problems, per_gate = check_file(Path(directory), f, plan)
-            out.append(json.dumps({"file": f.to_doc(), "problems": problems, "per_gate": per_gate}))
+        with background_fsync() as synced:  # the flush overlaps the check's re-read
+            files = write_sorted_runs(directory, staged_rows(directory, refs()), buffer_size, synced)
+            for f in files:
+                problems, per_gate = check_file(Path(directory), f, plan)
+                out.append(json.dumps({"file": f.to_doc(), "problems": problems, "per_gate": per_gate}))
         out += [json.dumps({"source": json.loads(d)}) for d in stats_docs]
         if out:
             yield pa.RecordBatch.from_arrays([pa.array(out, type=pa.string())], names=["doc"])
