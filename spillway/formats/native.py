@@ -16,6 +16,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from spillway.cache import cache_root
+
 SOURCE = Path(__file__).with_name("native") / "framer.c"
 
 
@@ -44,7 +46,7 @@ class FramerState(ctypes.Structure):
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("SPILLWAY_CACHE", Path.home() / ".cache" / "spillway")) / "native"
+    return cache_root() / "native"
 
 
 @cache

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spillway.cache import cache_root
+
 STALE = 15 * 60  # seconds after which an archive build that never recorded its JVM is given up
 MAGIC = bytes.fromhex("a8ab0bf0")  # a dynamic CDS archive's magic number 0xf00baba8, little-endian
 # JVM warnings go to stderr (a log file while Spark runs) instead of stdout, where --json goes; the CDS
@@ -27,7 +29,7 @@ QUIET = "-Xlog:disable -Xlog:all=warning,cds*=off:stderr"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SPILLWAY_CACHE", Path.home() / ".cache" / "spillway")) / "spark-cds"
+    return cache_root() / "spark-cds"
 
 
 def _java() -> str:
@@ -52,11 +54,11 @@ def _paths(key: str) -> tuple[Path, Path, Path]:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError: alive, just not ours
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
 
 
