@@ -1,58 +1,17 @@
-"""Shared test helpers: the real-Flink fixtures under tests/fixtures/ (see fixtures/generator/README.md)."""
+"""Test-wide set-up: ``support`` (real-Flink fixtures, the Flink harness, oracles) is importable, and
+tests under ``integration/`` (Spark, Flink JVMs, S3) carry the ``integration`` marker so that
+``make test-fast`` can leave them out."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+INTEGRATION = Path(__file__).parent / "integration"
 
 
-@dataclass(frozen=True)
-class Fixture:
-    name: str
-    root: Path
-    info: dict
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.root / self.info["checkpoint"]
-
-    @property
-    def metadata(self) -> Path:
-        return self.checkpoint_dir / "_metadata"
-
-    @property
-    def oracle(self) -> Path:
-        return self.root / "oracle.json"
-
-    @property
-    def release(self) -> str:
-        return self.info["release"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@cache
-def all_fixtures() -> tuple[Fixture, ...]:
-    found = []
-    for info_file in sorted(FIXTURES.glob("*/fixture.json")):
-        info = json.loads(info_file.read_text())
-        found.append(Fixture(info_file.parent.name, info_file.parent, info))
-    return tuple(found)
-
-
-def fixture_params() -> list:
-    return [pytest.param(f, id=f.name) for f in all_fixtures()]
-
-
-def fixture_named(name: str) -> Fixture:
-    for f in all_fixtures():
-        if f.name == name:
-            return f
-    raise LookupError(f"no fixture {name!r}; have {[f.name for f in all_fixtures()]}")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if INTEGRATION in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)

@@ -14,8 +14,8 @@ from spillway.cli.dump import RebaseOpt
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
-from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
+from spillway.storage.load import load_checkpoint
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
 

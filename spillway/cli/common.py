@@ -12,10 +12,10 @@ from rich.console import Console
 
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import paused_gc
-from spillway.inspect.locate import LocateError
 from spillway.inspect.topology import PlanError
 from spillway.repair.common import RepairError
-from spillway.rescale.writer import WriteError
+from spillway.storage.locate import LocateError
+from spillway.storage.safe_writer import WriteError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1  # the checkpoint is broken / has error findings

@@ -11,9 +11,9 @@ from rich.tree import Tree
 
 from spillway.cli.common import RELEASES, UsageError, emit_json, guarded, human_bytes, out
 from spillway.inspect.jsonview import JsonView
-from spillway.inspect.load import LoadedCheckpoint, load_checkpoint
-from spillway.inspect.model import Checkpoint, OperatorState
 from spillway.inspect.summary import summarize
+from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
 

@@ -8,14 +8,14 @@ from typing import Annotated
 import typer
 
 from spillway.cli.common import emit_json, guarded, out
-from spillway.formats.values import SCALARS
-from spillway.inspect.keygroups import (
+from spillway.flink.keygroups import (
     MAX_PARALLELISM_UPPER_BOUND,
     key_group_for_hash,
     key_group_range,
     murmur_hash,
     operator_index,
 )
+from spillway.formats.values import SCALARS
 
 HELP = """Print the key group and target subtask of KEY, exactly as Flink's KeyGroupRangeAssignment computes
 them (hashCode → murmurHash → key group → operator index). --type says which Java class the KeySelector

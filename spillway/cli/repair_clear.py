@@ -25,9 +25,10 @@ from spillway.cli.repair_common import (
 )
 from spillway.inspect.finished import check, classify
 from spillway.inspect.topology import load_plan
-from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
+from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.transforms import clear_finished
-from spillway.rescale.writer import PlannedOutput
+from spillway.storage.relative import relative_copies
+from spillway.storage.safe_writer import PlannedOutput
 
 HELP = """Clear FLIP-147 finished markers (fully finished operators, finished subtasks) so that Flink's
 restore-time finished-state checks accept a checkpoint for a changed topology. With --plan and no

@@ -1,8 +1,8 @@
 """Options, I/O and output shared by the ``spillway repair`` commands.
 
 SRC and --out may be local paths or URIs of any file system pyarrow.fs knows (``s3://…``, ``file:///…``).
-A remote SRC is brought to a local working copy first (spillway.inspect.fs.materialize); a remote
---out is written and self-checked locally, then published (spillway.inspect.fs.publish_dir).
+A remote SRC is brought to a local working copy first (spillway.storage.fs.materialize); a remote
+--out is written and self-checked locally, then published (spillway.storage.fs.publish_dir).
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, emit_json, err, out
-from spillway.inspect import fs
 from spillway.inspect.findings import Finding
-from spillway.inspect.load import LoadedCheckpoint, load_checkpoint
-from spillway.inspect.locate import strip_file_scheme
+from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import Topology, load_plan
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
-from spillway.rescale.writer import write_checkpoint
+from spillway.storage import fs
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.locate import strip_file_scheme
+from spillway.storage.safe_writer import write_checkpoint
 
 OutOpt = Annotated[str, typer.Option("--out", help="New checkpoint directory or URI (s3://…); must not exist.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write nothing.")]
@@ -163,9 +164,11 @@ def finish(
             write_checkpoint(
                 rp.output,
                 io.target,
-                None,
-                extra_check=_plan_check(rp, io, topology) if topology is not None else None,
-                rebase=rp.self_check_rebase,
+                validated_output(
+                    None,
+                    rebase=rp.self_check_rebase,
+                    extra_check=_plan_check(rp, io, topology) if topology is not None else None,
+                ),
             )
             if io.remote_out is not None:
                 files = fs.publish_dir(io.target, io.remote_out)

@@ -22,9 +22,10 @@ from spillway.cli.repair_common import (
 )
 from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
-from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
+from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.transforms import drop_operators, strip_channel_state
-from spillway.rescale.writer import PlannedOutput
+from spillway.storage.relative import relative_copies
+from spillway.storage.safe_writer import PlannedOutput
 
 HELP = """Remove the chosen operators' state from a checkpoint — also from checkpoints with channel
 state, which the State Processor API cannot open. Channels into or out of a dropped operator lose

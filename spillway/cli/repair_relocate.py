@@ -25,13 +25,14 @@ from spillway.cli.repair_common import (
     source_rebases,
     storage_guarded,
 )
-from spillway.inspect import fs
-from spillway.inspect.locate import strip_file_scheme
-from spillway.inspect.model import FileHandle, SegmentFileHandle
-from spillway.inspect.walk import transform_stream_handles
-from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
+from spillway.model.checkpoint import FileHandle, SegmentFileHandle
+from spillway.model.walk import transform_stream_handles
+from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.relocate import relocate
-from spillway.rescale.writer import PlannedOutput
+from spillway.storage import fs
+from spillway.storage.locate import strip_file_scheme
+from spillway.storage.relative import relative_copies
+from spillway.storage.safe_writer import PlannedOutput
 
 HELP = """Rewrite every path that starts with --from so that it starts with --to: file, segment,
 incremental shared/private/meta, changelog, channel-state and operator-state handles, file-merging

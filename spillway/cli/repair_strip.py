@@ -23,9 +23,10 @@ from spillway.cli.repair_common import (
 )
 from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
-from spillway.repair.common import Change, RepairError, RepairPlan, relative_copies
+from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.transforms import strip_channel_state
-from spillway.rescale.writer import PlannedOutput
+from spillway.storage.relative import relative_copies
+from spillway.storage.safe_writer import PlannedOutput
 
 HELP = """Drop the channel state (in-flight records) of the chosen operators — or of all — and keep
 everything else, above all the sources' split-assignment (coordinator) state. Whole logical channels

@@ -73,8 +73,8 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        from spillway.inspect import fs
         from spillway.rescale.rescale import rescale
+        from spillway.storage import fs
 
         counts: dict[str, int] = {}
         for name, n in _pairs(parallelism, "--parallelism").items():

@@ -13,9 +13,9 @@ from rich.table import Table
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, err, guarded, out
 from spillway.cli.dump import RebaseOpt
 from spillway.inspect.findings import RULES
-from spillway.inspect.load import load_checkpoint
 from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
+from spillway.storage.load import load_checkpoint
 
 HELP = """Check _metadata, every referenced file, every channel-state file and the record framing of
 every logical channel. Each fault is reported with rule, file, byte offset, operator, subtask and

@@ -1,4 +1,4 @@
-"""Read and write ``_metadata``: bytes ⇄ the model in ``spillway.inspect.model``.
+"""Read and write ``_metadata``: bytes ⇄ the model in ``spillway.model.checkpoint``.
 
 Decoding runs the compiled layout first (fast); if it fails for any reason, the interpreted layout
 re-reads the bytes to produce the precise error (field path, offset). Both enforce the same bounds.
@@ -26,7 +26,7 @@ from spillway.formats.metadata import (
     compiled_layout,
     metadata_layout,
 )
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,

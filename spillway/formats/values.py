@@ -8,7 +8,7 @@ Value specs (case-insensitive, blanks ignored)::
                (aliases: varchar, bigint, integer, smallint, tinyint, bool)
     rdtype  := bigint | int | smallint | tinyint | boolean | double | float | string | bytes | ?
 
-Encodings, all checked against bytes written by Flink 2.3.0's own serializers (tests/test_values.py):
+Encodings, all checked against bytes written by Flink 2.3.0's own serializers (tests/integration/test_values.py):
 
 * scalars: big-endian ``DataOutput`` (``writeLong`` …); strings ``StringValue.writeString`` (varint length+1, 0 =
   null, then each UTF-16 unit as a varint); ``bytes`` = ``BytePrimitiveArraySerializer`` (int32 length + bytes).
@@ -34,7 +34,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from spillway.inspect.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
+from spillway.flink.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
 
 
 class ValueSpecError(ValueError):

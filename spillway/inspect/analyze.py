@@ -15,16 +15,16 @@ from typing import Any
 from spillway.formats.channel_file import Blob, BlobError, read_chunk_header
 from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
 from spillway.formats.record_reader import Record, RecordReader
-from spillway.inspect.blobs import DelegateBlobs
 from spillway.inspect.channels import ChannelPart, LogicalChannel, logical_channels
-from spillway.inspect.load import LoadedCheckpoint
-from spillway.inspect.model import (
+from spillway.inspect.topology import Topology, bind
+from spillway.model.checkpoint import (
     ChannelHandle,
     Checkpoint,
     OperatorState,
     channel_handles,
 )
-from spillway.inspect.topology import Topology, bind
+from spillway.storage.blobs import DelegateBlobs
+from spillway.storage.load import LoadedCheckpoint
 
 FULLY_FINISHED = "FULLY_FINISHED"
 PARTIALLY_FINISHED = "PARTIALLY_FINISHED"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.model import ChannelHandle, Checkpoint, OperatorState, channel_handles
 from spillway.inspect.topology import BoundVertex, Edge, Topology
+from spillway.model.checkpoint import ChannelHandle, Checkpoint, OperatorState, channel_handles
 
 
 @dataclass

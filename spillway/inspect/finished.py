@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.model import Checkpoint, OperatorState
 from spillway.inspect.topology import BoundVertex, Topology, bind
+from spillway.model.checkpoint import Checkpoint, OperatorState
 
 FULLY = "FULLY_FINISHED"
 PARTIALLY = "PARTIALLY_FINISHED"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from spillway.inspect.locate import FileResolver
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
@@ -24,6 +23,7 @@ from spillway.inspect.model import (
     SegmentFileHandle,
     SubtaskState,
 )
+from spillway.storage.locate import FileResolver
 
 SCHEMA = "spillway.dump/1"
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
 from spillway.formats.record_reader import Record
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, value_bytes
-from spillway.inspect.load import LoadedCheckpoint
 from spillway.inspect.topology import Topology
+from spillway.storage.load import LoadedCheckpoint
 
 RECORD_SCHEMA = pa.schema(
     [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.model import Checkpoint, OperatorState, channel_handles, keyed_size, stream_size
-from spillway.inspect.walk import file_path_of, stream_handles_of, subtask_handles
+from spillway.model.checkpoint import Checkpoint, OperatorState, channel_handles, keyed_size, stream_size
+from spillway.model.walk import file_path_of, stream_handles_of, subtask_handles
 
 
 @dataclass

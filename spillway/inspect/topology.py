@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spillway.inspect.model import Checkpoint, OperatorState
+from spillway.model.checkpoint import Checkpoint, OperatorState
 
 ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
 POINTWISE = {"FORWARD", "RESCALE"}

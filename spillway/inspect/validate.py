@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spillway.flink.keygroups import key_group_range
 from spillway.formats.channel_file import (
     HEADER_SIZE,
     READ_BLOCK,
@@ -26,13 +27,10 @@ from spillway.formats.channel_file import (
     walk_chunks,
 )
 from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, NativeFramer, make_framer
-from spillway.inspect.blobs import delegate_display, delegate_key, open_delegate
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
-from spillway.inspect.keygroups import key_group_range
-from spillway.inspect.load import LoadedCheckpoint
-from spillway.inspect.locate import FileResolver
-from spillway.inspect.model import (
+from spillway.inspect.topology import Topology, bind
+from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChannelHandle,
     Checkpoint,
@@ -44,8 +42,10 @@ from spillway.inspect.model import (
     SegmentFileHandle,
     channel_handles,
 )
-from spillway.inspect.topology import Topology, bind
-from spillway.inspect.walk import all_stream_handles
+from spillway.model.walk import all_stream_handles
+from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
+from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.locate import FileResolver
 
 UNBOUNDED = 1 << 62
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total

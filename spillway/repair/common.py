@@ -1,14 +1,10 @@
-"""What every repair shares: load the source, plan the output files, write safely, report changes."""
+"""What every repair shares: the plan of the output and the report of changes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from spillway.inspect.load import LoadedCheckpoint
-from spillway.inspect.model import Checkpoint, RelativeFileHandle
-from spillway.inspect.walk import transform_stream_handles
-from spillway.rescale.writer import PlannedOutput
+from spillway.storage.safe_writer import PlannedOutput
 
 
 class RepairError(Exception):
@@ -29,26 +25,3 @@ class RepairPlan:
     warnings: list[str] = field(default_factory=list)
     self_check_rebase: list[str] = field(default_factory=list)
 
-
-def relative_names(checkpoint: Checkpoint) -> set[str]:
-    """Every file the checkpoint names relative to its own directory."""
-    names: set[str] = set()
-
-    def note(h: object) -> object:
-        if isinstance(h, RelativeFileHandle):
-            names.add(h.relative_path)
-        return h
-
-    transform_stream_handles(checkpoint, note)
-    return names
-
-
-def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Path, str]:
-    """Files the new checkpoint names relative to its own directory: copy them from the source."""
-    copies: dict[Path, str] = {}
-    for name in sorted(relative_names(checkpoint)):
-        resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
-        if resolved is None or resolved.local is None or not resolved.local.is_file():
-            raise RepairError(f"{name}: referenced relative file is missing in {loaded.location.checkpoint_dir}")
-        copies[resolved.local] = name
-    return copies

@@ -9,8 +9,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from spillway.inspect.model import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
-from spillway.inspect.walk import transform_stream_handles
+from spillway.model.checkpoint import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.walk import transform_stream_handles
 
 
 @dataclass

@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass, field
 
 from spillway.inspect.analyze import Analysis
-from spillway.inspect.model import Checkpoint, MergedChannelHandle, OperatorState
+from spillway.model.checkpoint import Checkpoint, MergedChannelHandle, OperatorState
 from spillway.repair.common import RepairError
 
 ChannelKey = tuple[str, str, int, int, int]  # operator id, side, subtask, a, b

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     AnyChannelHandle,
     ChannelHandle,
     Checkpoint,

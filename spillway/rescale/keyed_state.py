@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spillway.flink.keygroups import key_group_range
 from spillway.formats.errors import CheckpointFormatError
-from spillway.inspect.blobs import DelegateBlobs
-from spillway.inspect.keygroups import key_group_range
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
@@ -36,6 +35,7 @@ from spillway.rescale.state_files import (
     same_bytes,
     stable_uuid,
 )
+from spillway.storage.blobs import DelegateBlobs
 
 
 @dataclass

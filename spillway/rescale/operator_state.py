@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spillway.flink.keygroups import java_string_hash
 from spillway.formats.errors import CheckpointFormatError
-from spillway.inspect.blobs import DelegateBlobs
-from spillway.inspect.keygroups import java_string_hash
-from spillway.inspect.model import DistributionMode, OperatorStateEntry, OperatorStreamHandle
+from spillway.model.checkpoint import DistributionMode, OperatorStateEntry, OperatorStreamHandle
 from spillway.rescale.state_files import (
     NewStateFile,
     RescaleRefused,
@@ -35,6 +34,7 @@ from spillway.rescale.state_files import (
     same_bytes,
     stable_uuid,
 )
+from spillway.storage.blobs import DelegateBlobs
 
 SPLIT = DistributionMode.SPLIT_DISTRIBUTE.value
 UNION = DistributionMode.UNION.value

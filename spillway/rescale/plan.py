@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import LogicalChannel, logical_channels
-from spillway.inspect.locate import FileResolver
-from spillway.inspect.model import (
+from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
+from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChannelHandle,
     Checkpoint,
@@ -24,7 +24,7 @@ from spillway.inspect.model import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
+from spillway.storage.locate import FileResolver
 
 DEFAULT_BUFFER_SIZE = 32 * 1024
 HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM = "hash", "balanced", "keep", "global", "broadcast", "custom"

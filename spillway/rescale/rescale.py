@@ -8,17 +8,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spillway.inspect.blobs import DelegateBlobs
-from spillway.inspect.load import LoadedCheckpoint
-from spillway.inspect.model import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
+from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import Topology
-from spillway.repair.common import relative_names
+from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.verify import check_totals, self_check
-from spillway.rescale.writer import PlannedOutput, WriteError, write_checkpoint
+from spillway.storage.blobs import DelegateBlobs
+from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.relative import relative_names
+from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
 
 
 @dataclass
@@ -155,7 +156,7 @@ def rescale(
         return cp
 
     try:
-        write_checkpoint(output, out, rescaled_topology(topology, plan), rebase=rebase, produce=produce)
+        write_checkpoint(output, out, validated_output(rescaled_topology(topology, plan), rebase), produce=produce)
     finally:
         blobs.close()
     timings["total"] = time.perf_counter() - started

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.channel_file import FileBlob, InlineBlob, read_chunk_header
 from spillway.formats.record_framing import (
     TAG_NAMES,
@@ -29,7 +30,6 @@ from spillway.formats.record_framing import (
     TAG_WATERMARK,
     TAG_WATERMARK_STATUS,
 )
-from spillway.inspect.keygroups import key_group_for_hash, operator_index
 from spillway.rescale.plan import BALANCED, BROADCAST, CUSTOM, GLOBAL, HASH, EdgePlan, PartRef, SourceChannel
 
 RUN_LIMIT = 256 * 1024  # bytes per emitted run (bounds memory and row size)
@@ -114,7 +114,7 @@ def load_key_fn(spec: str) -> Callable[..., object]:
 
 def java_hash_of(key: object) -> int:
     """Java hashCode of a key a --key-fn returned: int -> taken as the hash code itself, str -> String."""
-    from spillway.inspect.keygroups import java_string_hash
+    from spillway.flink.keygroups import java_string_hash
 
     if isinstance(key, bool):
         return 1231 if key else 1237

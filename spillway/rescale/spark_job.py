@@ -24,14 +24,14 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from spillway.inspect.keygroups import murmur3_int
+from spillway.flink.keygroups import murmur3_int
 from spillway.rescale import spark_cds
 from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.plan import RescalePlan, RescaleRefused
 from spillway.rescale.route import RouteError
 from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
-from spillway.rescale.writer import WriteError
+from spillway.storage.safe_writer import WriteError
 
 STATS_KEY = "~stats"  # sorts after every target key
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.blobs import DelegateBlobs
-from spillway.inspect.model import OperatorState, SubtaskState
+from spillway.model.checkpoint import OperatorState, SubtaskState
 from spillway.rescale.keyed_state import rescale_keyed
 from spillway.rescale.operator_state import rescale_operator_state
 from spillway.rescale.state_files import NewStateFile, RescaleRefused, materialize
+from spillway.storage.blobs import DelegateBlobs
 
 __all__ = [
     "NewStateFile",

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from spillway.formats.channel_file import Blob
 from spillway.formats.errors import CheckpointFormatError
-from spillway.inspect.blobs import DelegateBlobs, delegate_display
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     ByteStreamHandle,
     FileHandle,
     RelativeFileHandle,
     SegmentFileHandle,
     StreamHandle,
 )
+from spillway.storage.blobs import DelegateBlobs, delegate_display
 
 # Copies stream through memory in slices of this size (a key group or list element can be large).
 COPY_SLICE = 1 << 20

@@ -1,0 +1,1 @@
+"""Flink's own math and facts: key groups, hashing, operator ids, format features."""

@@ -1,0 +1,257 @@
+"""Find the ``_metadata`` a user means, and find the files its handles name.
+
+Users point at a job's checkpoint directory, a ``chk-N`` directory or a ``_metadata`` file. Flink
+writes absolute paths into ``_metadata``; a checkpoint copied elsewhere (or into this repository's
+fixtures) still names the old place. A path that does not exist is rebased by its trailing
+components (``<job-id>/chk-N/<file>``, ``<job-id>/shared/…``, ``<job-id>/taskowned/…``) onto the
+checkpoint being read, and every such rewrite is reported. Explicit ``--rebase OLD=NEW`` rules win.
+No resolved path may leave the directory it was rebased into.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from spillway.model.checkpoint import FileHandle, RelativeFileHandle, SegmentFileHandle
+
+METADATA = "_metadata"
+_CHK = re.compile(r"^chk-(\d+)$")
+_ANCHORS = ("shared", "taskowned")
+
+
+class LocateError(Exception):
+    """The path given does not lead to a checkpoint (a usage error, exit code 2)."""
+
+
+@dataclass(frozen=True)
+class CheckpointLocation:
+    metadata_path: Path
+    note: str | None = None  # e.g. "picked newest of 3 checkpoints: chk-12"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.metadata_path.parent
+
+
+def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
+    found = []
+    for child in directory.iterdir():
+        m = _CHK.match(child.name)
+        if m and (child / METADATA).is_file():
+            found.append((int(m.group(1)), child))
+    return sorted(found)
+
+
+def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+    p = Path(path)
+    if not p.exists():
+        raise LocateError(f"{p}: no such file or directory")
+    if p.is_file():
+        return CheckpointLocation(p)
+    if (p / METADATA).is_file():
+        return CheckpointLocation(p / METADATA)
+    chks = _chk_dirs(p)
+    if not chks:
+        # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
+        jobs = [(c, _chk_dirs(c)) for c in sorted(p.iterdir()) if c.is_dir()]
+        jobs = [(c, k) for c, k in jobs if k]
+        if len(jobs) > 1:
+            names = ", ".join(c.name for c, _ in jobs)
+            raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
+        if jobs:
+            chks = jobs[0][1]
+    if not chks:
+        raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
+    n, newest = chks[-1]
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: chk-{n}"
+    return CheckpointLocation(newest / METADATA, note)
+
+
+@dataclass(frozen=True)
+class Rebase:
+    old: str
+    new: str
+
+    @classmethod
+    def parse(cls, text: str) -> Rebase:
+        old, sep, new = text.partition("=")
+        if not sep or not old or not new:
+            raise LocateError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+        return cls(old, new)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedFile:
+    """Where a handle's bytes are on this machine. ``local`` is None when they cannot be reached."""
+
+    original: str
+    local_text: str | None  # kept as text: building Path objects for 300k files costs seconds
+    rebased_from: str | None = None  # prefix replaced, when a rewrite happened
+    rebased_to: str | None = None
+    problem: str | None = None
+
+    @property
+    def local(self) -> Path | None:
+        return None if self.local_text is None else Path(self.local_text)
+
+
+def strip_file_scheme(path: str) -> str | None:
+    """Flink's ``Path.toString()`` for local files: ``file:/x``, ``file:///x`` or a bare ``/x``."""
+    if path.startswith("file://"):
+        rest = path[len("file://") :]
+        return rest if rest.startswith("/") else "/" + rest.split("/", 1)[-1]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    if "://" in path:
+        return None
+    return path
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _safe_tail(parts: tuple[str, ...]) -> bool:
+    return all(p not in ("", ".", "..") for p in parts)
+
+
+@dataclass
+class FileResolver:
+    """Resolve the paths of one checkpoint's handles; remembers every rebase it applied.
+
+    Results are cached per path and directory listings per directory: a 100 MB ``_metadata`` names
+    hundreds of thousands of files, so resolution must be a dictionary lookup, not a syscall.
+    """
+
+    location: CheckpointLocation
+    rules: list[Rebase] = field(default_factory=list)
+    applied: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    _cache: dict[str, ResolvedFile] = field(default_factory=dict)
+    _listings: dict[str, frozenset[str]] = field(default_factory=dict)
+    _dirs: dict[str, list[tuple[str, str | None, str | None]]] = field(default_factory=dict)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.location.checkpoint_dir
+
+    @property
+    def job_dir(self) -> Path:
+        return self.checkpoint_dir.parent
+
+    def resolve(self, handle: object) -> ResolvedFile | None:
+        if isinstance(handle, RelativeFileHandle):
+            key = "\0rel:" + handle.relative_path
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = self._relative(handle.relative_path)
+            return hit
+        if isinstance(handle, FileHandle | SegmentFileHandle):
+            return self.resolve_path(handle.path)
+        return None
+
+    def _relative(self, relative: str) -> ResolvedFile:
+        rel = PurePosixPath(relative)
+        local = self.checkpoint_dir / rel
+        if rel.is_absolute() or not _safe_tail(rel.parts) or not _inside(local, self.checkpoint_dir):
+            return ResolvedFile(relative, None, problem="relative path escapes the checkpoint directory")
+        return ResolvedFile(relative, str(local))
+
+    def resolve_path(self, original: str) -> ResolvedFile:
+        hit = self._cache.get(original)
+        if hit is None:
+            hit = self._cache[original] = self._resolve_path(original)
+        if hit.rebased_from is not None and hit.rebased_to is not None:
+            self._note(hit.rebased_from, hit.rebased_to, original)
+        return hit
+
+    def _resolve_path(self, original: str) -> ResolvedFile:
+        for rule in self.rules:
+            if original.startswith(rule.old):
+                rewritten = rule.new + original[len(rule.old) :]
+                local_text = strip_file_scheme(rewritten)
+                if local_text is None:
+                    return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
+                if not _safe_tail(tuple(original[len(rule.old) :].lstrip("/").split("/"))):
+                    return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
+                return ResolvedFile(original, local_text, rule.old, rule.new)
+        # Files of one directory resolve alike: decide per directory, then look the name up.
+        parent, _, name = original.rpartition("/")
+        candidates = self._dirs.get(parent)
+        if candidates is None:
+            candidates = self._dirs[parent] = self._candidate_dirs(parent)
+        for local_dir, old_prefix, new_prefix in candidates:
+            if name in self._listing(local_dir):
+                return ResolvedFile(original, f"{local_dir}/{name}", old_prefix, new_prefix)
+        local_text = strip_file_scheme(original)
+        why = "not a local path" if local_text is None else "file does not exist"
+        return ResolvedFile(original, local_text or None, problem=why)
+
+    def survey(self, originals: set[str]) -> int:
+        """Resolve many absolute paths at once, recording rebases; returns how many were not found.
+
+        Works per directory and builds no per-file objects (for summaries of huge checkpoints)."""
+        by_parent: dict[str, list[str]] = {}
+        for original in originals:
+            if any(original.startswith(r.old) for r in self.rules):
+                self.resolve_path(original)
+                continue
+            parent, _, name = original.rpartition("/")
+            by_parent.setdefault(parent, []).append(name)
+        missing = 0
+        for parent, names in by_parent.items():
+            candidates = self._dirs.get(parent)
+            if candidates is None:
+                candidates = self._dirs[parent] = self._candidate_dirs(parent)
+            listings = [(self._listing(d), old, new) for d, old, new in candidates]
+            for name in names:
+                for listing, old, new in listings:
+                    if name in listing:
+                        if old is not None and new is not None:
+                            self.applied.setdefault((old, new), set()).add(f"{parent}/{name}")
+                        break
+                else:
+                    missing += 1
+        return missing
+
+    def _candidate_dirs(self, parent: str) -> list[tuple[str, str | None, str | None]]:
+        """Where files of the original directory ``parent`` may be: as written (if local), then
+        rebased by trailing components ``…/{chk-N,shared,taskowned}/…`` onto this job directory."""
+        out: list[tuple[str, str | None, str | None]] = []
+        local_parent = strip_file_scheme(parent + "/x")
+        if local_parent is not None:
+            out.append((local_parent[:-2], None, None))
+        text = local_parent[:-2] if local_parent is not None else parent.split("://", 1)[-1]
+        parts = text.split("/")
+        chk_name = self.checkpoint_dir.name
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] in _ANCHORS or parts[i] == chk_name:
+                tail = parts[i:]
+                if _safe_tail(tuple(tail)):
+                    old_prefix = parent[: len(parent) - len("/".join(tail))].rstrip("/")
+                    out.append((f"{self.job_dir}/{'/'.join(tail)}", old_prefix, str(self.job_dir)))
+                break
+        return out
+
+    def _listing(self, directory: str) -> frozenset[str]:
+        names = self._listings.get(directory)
+        if names is None:
+            try:
+                names = frozenset(os.listdir(directory or "/"))
+            except OSError:
+                names = frozenset()
+            self._listings[directory] = names
+        return names
+
+    def _note(self, old: str, new: str, original: str) -> None:
+        self.applied.setdefault((old, new), set()).add(original)
+
+    def rebases(self) -> list[dict[str, object]]:
+        """Each prefix rewrite applied, with how many distinct paths it served."""
+        return [{"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items())]

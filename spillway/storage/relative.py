@@ -1,0 +1,27 @@
+"""Files a checkpoint names relative to its own directory (they travel with ``_metadata``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spillway.model.checkpoint import Checkpoint, RelativeFileHandle
+from spillway.model.walk import leaf_stream_handles
+from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.safe_writer import WriteError
+
+
+def relative_names(checkpoint: Checkpoint) -> set[str]:
+    """Every file the checkpoint names relative to its own directory."""
+    handles = leaf_stream_handles(checkpoint, coordinator=True)
+    return {h.relative_path for h in handles if isinstance(h, RelativeFileHandle)}
+
+
+def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Path, str]:
+    """Files the new checkpoint names relative to its own directory: copy them from the source."""
+    copies: dict[Path, str] = {}
+    for name in sorted(relative_names(checkpoint)):
+        resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
+        if resolved is None or resolved.local is None or not resolved.local.is_file():
+            raise WriteError(f"{name}: referenced relative file is missing in {loaded.location.checkpoint_dir}")
+        copies[resolved.local] = name
+    return copies

@@ -1,0 +1,253 @@
+"""validate on real fixtures (clean) and on faults injected into copies of them (found and located)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.fixtures import Fixture, fixture_named, fixture_params
+from typer.testing import CliRunner
+
+from spillway.cli.app import app
+from spillway.formats.errors import CheckpointFormatError
+from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.inspect.topology import load_plan
+from spillway.inspect.validate import Report, validate
+from spillway.model.checkpoint import RelativeFileHandle, channel_handles
+from spillway.storage.load import load_checkpoint
+
+BASE = "2.3.0-unaligned"
+
+
+def _plan(fx: Fixture) -> Path:
+    return fx.root / "jobgraph.json"
+
+
+@pytest.mark.parametrize("fx", fixture_params())
+def test_every_real_fixture_is_sound(fx: Fixture) -> None:
+    report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(_plan(fx)))
+    assert not report.findings, [f.to_json() for f in report.findings]
+
+
+def test_framing_covers_every_channel_handle_with_a_plan() -> None:
+    fx = fixture_named(BASE)
+    report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(_plan(fx)))
+    assert report.channels_framed >= 4 and report.records > 1000 and report.handles_framed_alone == 0
+
+
+@dataclass
+class Copy:
+    root: Path
+    chk: Path
+    plan: Path
+
+    def metadata(self) -> Path:
+        return self.chk / "_metadata"
+
+    def checkpoint(self):
+        return decode_metadata(self.metadata().read_bytes())
+
+    def channel_files(self) -> list[tuple[Path, list]]:
+        """Each channel-state file with the (operator, handle) pairs that point into it."""
+        files: dict[str, list] = {}
+        for op in self.checkpoint().operators:
+            for sub in op.subtasks:
+                for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
+                    if isinstance(h.delegate, RelativeFileHandle):
+                        files.setdefault(h.delegate.relative_path, []).append((op, h))
+        return [(self.chk / name, hs) for name, hs in sorted(files.items(), key=lambda kv: -len(kv[1]))]
+
+    def run(self) -> Report:
+        return validate(load_checkpoint(self.chk), load_plan(self.plan))
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Copy:
+    fx = fixture_named(BASE)
+    root = tmp_path / fx.name
+    shutil.copytree(fx.root, root)
+    return Copy(root, root / fx.info["checkpoint"], root / "jobgraph.json")
+
+
+def _hits(report: Report, rule: str, file: Path | None = None, offset: int | None = None) -> list:
+    return [
+        f
+        for f in report.errors
+        if f.rule == rule and (file is None or f.file == str(file)) and (offset is None or f.offset == offset)
+    ]
+
+
+def test_fault_truncated_channel_file(copy: Copy) -> None:
+    path, _ = copy.channel_files()[0]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    report = copy.run()
+    assert _hits(report, "file-size", path, len(data) // 2)
+    assert _hits(report, "chunk-chain", path)
+
+
+def test_fault_truncated_inside_a_chunk(copy: Copy) -> None:
+    path, handles = copy.channel_files()[0]
+    off = max(o for _, h in handles for o in h.offsets)
+    path.write_bytes(path.read_bytes()[: off + 10])
+    report = copy.run()
+    assert _hits(report, "chunk-chain", path, off)
+
+
+def test_fault_chunk_length_flipped(copy: Copy) -> None:
+    path, handles = copy.channel_files()[0]
+    off = handles[0][1].offsets[0]
+    data = bytearray(path.read_bytes())
+    data[off] ^= 0x40  # length + 2**30: runs past the end
+    path.write_bytes(bytes(data))
+    report = copy.run()
+    assert _hits(report, "chunk-chain", path, off) or _hits(report, "chunk-offset", path, off)
+
+
+def test_fault_header_version_changed(copy: Copy) -> None:
+    path, _ = copy.channel_files()[0]
+    data = bytearray(path.read_bytes())
+    data[0:4] = struct.pack(">i", 7)
+    path.write_bytes(bytes(data))
+    assert _hits(copy.run(), "channel-header", path, 0)
+
+
+def test_fault_referenced_file_missing(copy: Copy) -> None:
+    path, _ = copy.channel_files()[0]
+    path.unlink()
+    assert _hits(copy.run(), "file-exists", path)
+
+
+def _rewrite(copy: Copy, mutate) -> None:
+    cp = copy.checkpoint()
+    mutate(cp)
+    copy.metadata().write_bytes(encode_metadata(cp))
+
+
+def _merged_entries(cp):
+    out = []
+    for op in cp.operators:
+        for sub in op.subtasks:
+            for h in sub.input_channel_state + sub.result_subpartition_state:
+                for c in getattr(h, "channels", []):
+                    out.append((op, sub, h, c))
+    return out
+
+
+def test_fault_two_handles_offsets_swapped(copy: Copy) -> None:
+    def swap(cp) -> None:
+        entries = sorted(_merged_entries(cp), key=lambda e: e[3].state_size)
+        a, b = entries[0][3], entries[-1][3]
+        a.offsets, b.offsets = b.offsets, a.offsets
+
+    _rewrite(copy, swap)
+    report = copy.run()
+    assert len(_hits(report, "channel-size")) >= 2
+
+
+def test_fault_one_chunk_claimed_twice(copy: Copy) -> None:
+    def claim(cp) -> None:
+        entries = _merged_entries(cp)
+        entries[1][3].offsets = list(entries[0][3].offsets)
+
+    _rewrite(copy, claim)
+    cp = copy.checkpoint()
+    off = _merged_entries(cp)[0][3].offsets[0]
+    report = copy.run()
+    assert _hits(report, "chunk-overlap", offset=off)
+
+
+def test_fault_record_length_corrupted_mid_stream(copy: Copy) -> None:
+    path, handles = copy.channel_files()[0]
+    # An input-side handle starts on a record boundary: walk two records into its first chunk.
+    op, h = next((o, h) for o, h in handles if h.side == "input" and h.state_size > 100)
+    data = bytearray(path.read_bytes())
+    chunk_len = struct.unpack(">i", data[h.offsets[0] : h.offsets[0] + 4])[0]
+    pos = h.offsets[0] + 4
+    for _ in range(2):
+        pos += 4 + struct.unpack(">i", data[pos : pos + 4])[0]
+    assert pos + 4 <= h.offsets[0] + 4 + chunk_len
+    data[pos : pos + 4] = struct.pack(">i", 0x7FFF0000)
+    path.write_bytes(bytes(data))
+    hits = _hits(copy.run(), "record-length", path, pos)
+    assert hits and hits[0].subtask == h.subtask_index and hits[0].operator == op.label()
+
+
+def test_fault_record_tag_corrupted(copy: Copy) -> None:
+    path, handles = copy.channel_files()[0]
+    _, h = next((o, h) for o, h in handles if h.side == "input" and h.state_size > 100)
+    data = bytearray(path.read_bytes())
+    pos = h.offsets[0] + 4
+    data[pos + 4] = 0x2A  # tag of the first record
+    path.write_bytes(bytes(data))
+    assert _hits(copy.run(), "record-tag", path, pos)
+
+
+def test_cli_exit_codes_and_json(copy: Copy) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["validate", str(copy.chk), "--plan", str(copy.plan), "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["ok"] is True
+    path, _ = copy.channel_files()[0]
+    path.write_bytes(b"\x00\x00\x00\x05abc")
+    bad = runner.invoke(app, ["validate", str(copy.chk), "--plan", str(copy.plan), "--json"])
+    assert bad.exit_code == 1
+    doc = json.loads(bad.output)
+    assert not doc["ok"] and any(f["file"] == str(path) for f in doc["findings"])
+    usage = runner.invoke(app, ["validate", str(copy.chk), "--plan", str(copy.root / "nope.json")])
+    assert usage.exit_code == 2 and "Traceback" not in usage.output
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    target=st.sampled_from(["metadata", "channel"]),
+    flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 7)), min_size=1, max_size=8),
+)
+def test_random_flips_never_crash(tmp_path_factory, target: str, flips) -> None:
+    fx = fixture_named(BASE)
+    root = tmp_path_factory.mktemp("flip") / fx.name
+    shutil.copytree(fx.root, root)
+    chk = root / fx.info["checkpoint"]
+    path = chk / "_metadata"
+    if target == "channel":
+        path = max((p for p in chk.iterdir() if p.name != "_metadata"), key=lambda p: p.stat().st_size)
+    data = bytearray(path.read_bytes())
+    for where, bit in flips:
+        data[int(where * len(data))] ^= 1 << bit
+    path.write_bytes(bytes(data))
+    try:
+        report = validate(load_checkpoint(chk), load_plan(root / "jobgraph.json"))
+    except CheckpointFormatError:
+        return
+    for f in report.findings:
+        assert f.rule and f.message
+
+
+def test_stream_graph_plan_frames_like_the_job_graph_plan() -> None:
+    fx = fixture_named("2.0.0-unaligned")  # V5+: names let the stream-graph plan bind
+    by_job = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "jobgraph.json"))
+    by_stream = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "plan.json"))
+    assert (by_stream.channels_framed, by_stream.records) == (by_job.channels_framed, by_job.records)
+    assert not by_stream.findings
+
+
+def test_rest_plan_wrapper_is_accepted(tmp_path: Path) -> None:
+    fx = fixture_named(BASE)
+    wrapped = tmp_path / "rest.json"
+    wrapped.write_text(json.dumps({"plan": json.loads((fx.root / "jobgraph.json").read_text())}))
+    assert validate(load_checkpoint(fx.checkpoint_dir), load_plan(wrapped)).channels_framed >= 4
+
+
+def test_without_plan_input_side_is_framed_and_the_rest_is_explained() -> None:
+    fx = fixture_named(BASE)
+    report = validate(load_checkpoint(fx.checkpoint_dir), None)
+    assert report.handles_framed_alone > 0 and report.channels_framed == 0
+    assert [f.rule for f in report.findings] == ["topology"]

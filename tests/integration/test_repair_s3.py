@@ -1,0 +1,230 @@
+"""repair on object stores: a real S3-compatible server (moto, started here on a loopback port) holds the
+checkpoints; spillway reads and writes them through pyarrow.fs (spillway/storage/fs.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from support.fixtures import fixture_named
+from typer.testing import CliRunner
+
+from spillway.cli.app import app
+from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.repair.relocate import relocate
+from spillway.storage import fs
+
+runner = CliRunner()
+FIXTURE = "2.3.0-rocksdb-incremental"  # FileStateHandles in shared/ plus a relative channel-state file
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[pafs.S3FileSystem]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    fs._filesystem.cache_clear()
+    try:
+        client = pafs.S3FileSystem(
+            endpoint_override=f"127.0.0.1:{port}",
+            scheme="http",
+            access_key="testing",
+            secret_key="testing",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.create_dir("bucket-a")
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        client.create_dir("bucket-b")
+        yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        fs._filesystem.cache_clear()
+
+
+def repair(*args: str) -> tuple[int, str]:
+    res = runner.invoke(app, ["repair", *args])
+    return res.exit_code, res.output
+
+
+def objects(client: pafs.S3FileSystem, bucket: str) -> dict[str, bytes]:
+    out = {}
+    for i in client.get_file_info(pafs.FileSelector(bucket, recursive=True)):
+        if i.type == pafs.FileType.File:
+            with client.open_input_stream(i.path) as fh:
+                out[i.path[len(bucket) + 1 :]] = fh.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def in_bucket_a(s3: pafs.S3FileSystem) -> str:
+    """The fixture uploaded to bucket A by relocate itself (local -> s3://, --copy-data)."""
+    fx = fixture_named(FIXTURE)
+    job = fx.info["job_id"]
+    old = "file:" + fx.info["generated_at"] + "/checkpoints"
+    uri = f"s3://bucket-a/flink/{job}/{fx.checkpoint_dir.name}"
+    code, output = repair(
+        "relocate", str(fx.checkpoint_dir), "--out", uri, "--from", old, "--to", "s3://bucket-a/flink", "--copy-data"
+    )
+    assert code == 0, output
+    return uri
+
+
+def test_relocate_between_buckets_with_copy_data(s3: pafs.S3FileSystem, in_bucket_a: str, tmp_path: Path) -> None:
+    fx = fixture_named(FIXTURE)
+    job = fx.info["job_id"]
+    out = f"s3://bucket-b/moved/{job}/{fx.checkpoint_dir.name}"
+    code, output = repair(
+        "relocate",
+        in_bucket_a,
+        "--out",
+        out,
+        "--from",
+        "s3://bucket-a/flink",
+        "--to",
+        "s3://bucket-b/moved",
+        "--copy-data",
+        "--json",
+    )
+    assert code == 0, output
+    changes = {c["what"]: c["count"] for c in json.loads(output)["changes"]}
+    assert changes["paths rewritten in FileStateHandle"] == 14
+    assert changes["referenced files copied to their new location"] == 14
+    assert changes["files published (each read back and compared)"] == 2  # _metadata + the relative file
+
+    # Byte for byte: every data object is the fixture's file; _metadata is the original with only the prefix moved.
+    stored = objects(s3, "bucket-b")
+    local_root = fx.root / "checkpoints" / job
+    expected = {
+        f"moved/{job}/{p.relative_to(local_root).as_posix()}": p.read_bytes()
+        for p in local_root.rglob("*")
+        if p.is_file() and p.name != "_metadata"
+    }
+    meta_key = f"moved/{job}/{fx.checkpoint_dir.name}/_metadata"
+    assert {k: v for k, v in stored.items() if k != meta_key} == expected
+    original = decode_metadata(fx.metadata.read_bytes())
+    want = relocate(original, "file:" + fx.info["generated_at"] + "/checkpoints", "s3://bucket-b/moved").checkpoint
+    assert stored[meta_key] == encode_metadata(want)
+    assert not [k for k in {**stored, **objects(s3, "bucket-a")} if "spillway" in k], "no temporary objects left"
+
+    # Read back from s3://: a local working copy through pyarrow.fs, then spillway validate / dump on it.
+    copy = fs.materialize(out, tmp_path / "readback")
+    assert copy.files == 16  # _metadata, the relative file, 14 shared files
+    args = [str(copy.checkpoint_dir), *(a for r in copy.rebase for a in ("--rebase", r))]
+    res = runner.invoke(app, ["validate", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)["summary"]
+    assert summary["files_checked"] == 15  # exit code 0: no error findings
+    res = runner.invoke(app, ["dump", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert "s3://bucket-b/moved/" in res.stdout and "bucket-a" not in res.stdout
+
+
+def test_strip_from_s3_to_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
+    """Any repair reads and writes URIs: strip all channel state of the bucket-A checkpoint into bucket B."""
+    out = "s3://bucket-b/stripped/chk-3"
+    code, output = repair("strip-channel-state", in_bucket_a, "--out", out, "--json")
+    assert code == 0, output
+    assert json.loads(output)["records_dropped"] is None or json.loads(output)["bytes_dropped"] > 0
+    stored = objects(s3, "bucket-b")
+    assert [k for k in stored if k.startswith("stripped/")] == ["stripped/chk-3/_metadata"]
+    cp = decode_metadata(stored["stripped/chk-3/_metadata"])
+    assert not any(s.input_channel_state or s.result_subpartition_state for o in cp.operators for s in o.subtasks)
+
+
+def test_failures_are_clear_and_leave_nothing(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
+    before = {b: objects(s3, b) for b in ("bucket-a", "bucket-b")}
+
+    # missing bucket for the output
+    code, output = repair("strip-channel-state", in_bucket_a, "--out", "s3://no-such-bucket/x/chk-3")
+    assert code == 1 and "bucket 'no-such-bucket' does not exist" in output and "Traceback" not in output
+
+    # missing source object
+    code, output = repair("strip-channel-state", "s3://bucket-a/nothing/chk-9", "--out", "s3://bucket-b/y/chk-9")
+    assert code == 1 and "s3://bucket-a/nothing/chk-9: no such file or directory" in output
+
+    # the output exists already
+    code, output = repair("strip-channel-state", in_bucket_a, "--out", in_bucket_a)
+    assert code == 1 and "never overwrites" in output
+
+    # a referenced object is missing: copying it to its new place fails, nothing is left in bucket B
+    job = fixture_named(FIXTURE).info["job_id"]
+    shared = sorted(k for k in before["bucket-a"] if k.startswith(f"flink/{job}/shared/"))
+    s3.copy_file(f"bucket-a/{shared[0]}", "bucket-a/keep-aside")
+    s3.delete_file(f"bucket-a/{shared[0]}")
+    try:
+        code, output = repair(
+            "relocate",
+            in_bucket_a,
+            "--out",
+            "s3://bucket-b/broken/chk-3",
+            "--from",
+            "s3://bucket-a/flink",
+            "--to",
+            "s3://bucket-b/broken",
+            "--copy-data",
+        )
+        assert code == 1, output
+        assert f"s3://bucket-a/{shared[0]}" in output and "does not exist" in output
+    finally:
+        s3.move("bucket-a/keep-aside", f"bucket-a/{shared[0]}")
+    assert {b: objects(s3, b) for b in ("bucket-a", "bucket-b")} == before
+
+
+def test_rescale_between_buckets_equals_local_rescale(s3: pafs.S3FileSystem, tmp_path: Path) -> None:
+    """spillway rescale reads s3://bucket-a and publishes to s3://bucket-b; the objects equal a local rescale."""
+    fx = fixture_named("2.3.0-counted")
+    chk = fx.checkpoint_dir
+    for f in chk.rglob("*"):
+        if f.is_file():
+            with s3.open_output_stream(f"bucket-a/counted/{chk.name}/{f.relative_to(chk)}") as out:
+                out.write(f.read_bytes())
+    plan = str(fx.root / "jobgraph.json")
+    args = ["-p", "parse=3", "-p", "count=3", "--key", "count=tuple:0:long", "--master", "inprocess", "--plan", plan]
+    res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://bucket-b/rescaled", *args])
+    assert res.exit_code == 0, res.output
+    local = tmp_path / "local"
+    res = runner.invoke(app, ["rescale", str(chk), "--out", str(local), *args])
+    assert res.exit_code == 0, res.output
+    remote = {k[len("rescaled/") :]: v for k, v in objects(s3, "bucket-b").items() if k.startswith("rescaled/")}
+    assert remote == {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
+    res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://no-such-bucket/x", *args])
+    assert res.exit_code == 1 and "Traceback" not in res.output
