@@ -160,7 +160,7 @@ def payload_bytes(chk: Path, plan: Path, args: list[str]) -> int:
     """Channel-state payload the rescale moves (the planner's own count, summed over its sources)."""
     code = (
         "import sys, json\n"
-        "from spillway.inspect.load import load_checkpoint\n"
+        "from spillway.storage.load import load_checkpoint\n"
         "from spillway.inspect.topology import load_plan\n"
         "from spillway.rescale.plan import build_plan\n"
         "ld = load_checkpoint(sys.argv[1]); ld.resolve_files()\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from spillway.formats.channel_file import build_channel_file  # noqa: F401 - same layout as below
 from spillway.formats.metadata_codec import encode_metadata
-from spillway.inspect.model import (
+from spillway.model.checkpoint import (
     Checkpoint,
     MergedChannelEntry,
     MergedChannelHandle,

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.inspect.model import MergedChannelEntry, MergedChannelHandle, RelativeFileHandle
-from spillway.inspect.walk import transform_stream_handles
+from spillway.model.checkpoint import MergedChannelEntry, MergedChannelHandle, RelativeFileHandle
+from spillway.model.walk import transform_stream_handles
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "2.3.0-counted"
