@@ -8,6 +8,7 @@ from spillway.cli import (
     analyze,
     dump,
     keygroup,
+    output,
     repair_clear,
     repair_drop,
     repair_relocate,
@@ -50,6 +51,8 @@ def main() -> None:
 def root(
     version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
 ) -> None:
+    # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
+    output.use(None)
     if version:
         from spillway import __version__
 

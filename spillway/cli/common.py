@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 
-from spillway.formats.errors import CheckpointFormatError
-from spillway.formats.metadata_codec import paused_gc
-from spillway.inspect.topology import PlanError
-from spillway.repair.common import RepairError
-from spillway.storage.locate import LocateError
-from spillway.storage.safe_writer import WriteError
+from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
+from spillway.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1  # the checkpoint is broken / has error findings
-EXIT_USAGE = 2
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "emit_json",
+    "err",
+    "fail",
+    "guarded",
+    "human_bytes",
+    "out",
+]
 
-# A pipe gets no terminal width; rich would fall back to 80 columns and crush the tables.
-out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 T = TypeVar("T")
 
@@ -37,45 +38,39 @@ RELEASES = {
 }
 
 
-REFUSALS = {"RescaleRefused", "RouteError", "ValueSpecError", "StorageError"}
-
-
-class UsageError(Exception):
-    """Bad arguments that typer itself cannot catch (exit 2)."""
-
-
 def fail(message: str, code: int) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
     raise typer.Exit(code)
 
 
 def guarded(action: Callable[[], T]) -> T:
-    """Run a command body; turn every expected failure into one clear line and an exit code."""
+    """Run a command body; turn every expected failure into one clear line and its exit code."""
     try:
-        with paused_gc():  # commands build large acyclic trees; see paused_gc
-            return action()
-    except (LocateError, UsageError, PlanError) as exc:
-        fail(str(exc), EXIT_USAGE)
-    except CheckpointFormatError as exc:
-        fail(str(exc), EXIT_FINDINGS)
-    except (RepairError, WriteError) as exc:
-        fail(str(exc), EXIT_FINDINGS)
+        result = action()
+        # Flush here, not at exit: a reader that went away (``| head``) must end quietly, below.
+        current().out.file.flush()
+        return result
+    except SpillwayError as exc:
+        fail(str(exc), exc.exit_code)
+    except (BrokenPipeError, ReaderGone):
+        # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
+        silence_stdout()
+        raise typer.Exit(EXIT_OK) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
     except PermissionError as exc:
         fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)
     except OSError as exc:
         fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS)
-    except Exception as exc:
-        # Refusals of rescale (planner, router, state redistribution, key specs) are one clear line too.
-        if type(exc).__name__ in REFUSALS:
-            fail(str(exc), EXIT_FINDINGS)
-        raise
 
 
 def emit_json(doc: Any) -> None:
     """Pretty on a terminal, compact in a pipe (the schema is the same)."""
-    text = json.dumps(doc, indent=2) if sys.stdout.isatty() else json.dumps(doc, separators=(",", ":"))
-    sys.stdout.write(text + "\n")
+    tty = current().stdout_is_tty
+    text = json.dumps(doc, indent=2) if tty else json.dumps(doc, separators=(",", ":"))
+    current().out.file.write(text + "\n")
 
 
 def human_bytes(n: int) -> str:

@@ -17,6 +17,8 @@ from typing import BinaryIO
 
 from construct import Int32sb, Struct
 
+from spillway.errors import SpillwayError
+
 SERIALIZATION_VERSION = 0
 HEADER_SIZE = 4
 LENGTH_SIZE = 4
@@ -29,7 +31,7 @@ CHUNK_LENGTH = struct.Struct(">i")
 assert ChunkHeader.build({"length": -2}) == CHUNK_LENGTH.pack(-2)
 
 
-class BlobError(Exception):
+class BlobError(SpillwayError):
     """A read outside the blob, or an I/O failure; ``offset`` is blob-relative."""
 
     def __init__(self, message: str, offset: int):

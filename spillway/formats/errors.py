@@ -6,10 +6,11 @@ import re
 
 from construct import ConstructError
 
+from spillway.errors import SpillwayError
 from spillway.formats.primitives import FormatError
 
 
-class CheckpointFormatError(Exception):
+class CheckpointFormatError(SpillwayError):
     """Bytes that do not decode. ``str()`` is the one-line message shown to users."""
 
     def __init__(self, file: str, offset: int | None, field_path: str, message: str):

@@ -34,10 +34,11 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from spillway.errors import SpillwayError
 from spillway.flink.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
 
 
-class ValueSpecError(ValueError):
+class ValueSpecError(SpillwayError, ValueError):
     """A value spec that cannot be parsed, or bytes that do not fit it. The message says what is wrong."""
 
 

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import UsageError
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
 POINTWISE = {"FORWARD", "RESCALE"}
 
 
-class PlanError(Exception):
+class PlanError(UsageError):
     """The plan file cannot be read or understood (a usage error)."""
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spillway.errors import SpillwayError
 from spillway.storage.safe_writer import PlannedOutput
 
 
-class RepairError(Exception):
+class RepairError(SpillwayError):
     """The repair cannot be done as asked (exit code 1, nothing written)."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from spillway.errors import SpillwayError
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import LogicalChannel, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
@@ -30,7 +31,7 @@ DEFAULT_BUFFER_SIZE = 32 * 1024
 HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM = "hash", "balanced", "keep", "global", "broadcast", "custom"
 
 
-class RescaleRefused(Exception):
+class RescaleRefused(SpillwayError):
     """The rescale cannot be done offline as asked; the message says why and what to do instead."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spillway.errors import SpillwayError
 from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.channel_file import FileBlob, InlineBlob, read_chunk_header
 from spillway.formats.record_framing import (
@@ -38,7 +39,7 @@ FAST_MIN = 32  # uniform records needed before the vectorized path pays off
 MAX_ELEMENT = 256 * 1024 * 1024  # a length field above this is corruption, not a record
 
 
-class RouteError(Exception):
+class RouteError(SpillwayError):
     """The old channel cannot be read or framed (names the channel and position)."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spillway.errors import SpillwayError
 from spillway.formats.channel_file import Blob
 from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import (
@@ -30,7 +31,7 @@ COPY_SLICE = 1 << 20
 _NAMESPACE = uuid.UUID("6f1d7c52-0b7e-4c8e-9d1b-5a4f3e2d1c0b")
 
 
-class RescaleRefused(Exception):
+class RescaleRefused(SpillwayError):
     """The state cannot be redistributed offline; ``reason`` is one sentence naming what and the alternative."""
 
     def __init__(self, reason: str):

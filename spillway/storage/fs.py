@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow.fs as pafs
 
+from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import FileHandle, RelativeFileHandle, SegmentFileHandle
 from spillway.model.walk import all_stream_handles
@@ -42,7 +43,7 @@ _CHUNK = 8 << 20
 _BUCKETED = tuple(c for c in (getattr(pafs, "S3FileSystem", None), getattr(pafs, "GcsFileSystem", None)) if c)
 
 
-class StorageError(Exception):
+class StorageError(SpillwayError):
     """A remote file system could not be read or written as needed; the message names the URI."""
 
 

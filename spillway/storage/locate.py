@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from spillway.errors import UsageError
 from spillway.model.checkpoint import FileHandle, RelativeFileHandle, SegmentFileHandle
 
 METADATA = "_metadata"
@@ -22,7 +23,7 @@ _CHK = re.compile(r"^chk-(\d+)$")
 _ANCHORS = ("shared", "taskowned")
 
 
-class LocateError(Exception):
+class LocateError(UsageError):
     """The path given does not lead to a checkpoint (a usage error, exit code 2)."""
 
 

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import Checkpoint
 
 R = TypeVar("R")
 
 
-class WriteError(Exception):
+class WriteError(SpillwayError):
     """The output could not be written or did not pass its self-check (nothing was left behind)."""
 
 

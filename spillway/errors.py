@@ -1,0 +1,25 @@
+"""One error hierarchy for the whole library; each error carries the exit code the CLI gives it.
+
+Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage. Every layer raises a subclass of
+``SpillwayError``; the CLI turns any of them into one line and ``exit_code`` without matching names.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class SpillwayError(Exception):
+    """Something spillway cannot do as asked, or a checkpoint it cannot accept (exit 1)."""
+
+    exit_code: ClassVar[int] = EXIT_FINDINGS
+
+
+class UsageError(SpillwayError):
+    """The arguments are wrong: a missing path, a bad option value, a plan that cannot be read (exit 2)."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE
