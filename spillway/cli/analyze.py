@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.dump import RebaseOpt
+from spillway.cli.options import RebaseOpt
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
-from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, analyze, edges
+from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
+from spillway.inspect.reports import analyze_json
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -96,93 +97,11 @@ def command(
             result = analyze(loaded, topology, keep_records=decode)
         verdict = check(topology, loaded.checkpoint) if topology else None
         if json_out:
-            emit_json(to_json(result, verdict, decode, value_type))
+            emit_json(analyze_json(result, verdict, decode, value_type))
         else:
             show(result, verdict, decode, value_type, heatmap)
 
     guarded(run)
-
-
-def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
-    text, problem = render_value(r["value"], value_type)
-    doc = {**r, "value": text}
-    if problem:
-        doc["value_error"] = problem
-    return doc
-
-
-def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, Any]:
-    return {
-        "label": c.label,
-        "upstream": c.upstream,
-        "downstream": c.downstream,
-        "gate": c.gate,
-        "ship_strategy": c.ship_strategy,
-        "buffers": len(c.buffers),
-        "records": c.records,
-        "bytes": c.bytes,
-        "input_bytes": c.input_bytes,
-        "output_bytes": c.output_bytes,
-        "elements": c.elements,
-        "watermarks": c.watermarks,
-        "last_watermark": c.last_watermark,
-        "junction_record": c.junction_record,
-        "first_record": vars(c.first_record) if c.first_record else None,
-        "last_record": vars(c.last_record) if c.last_record else None,
-        "problem": c.problem,
-        "buffer_sequence": [vars(b) for b in c.buffers],
-        "first_records": [_record_json(r, value_type) for r in c.record_list[:decode]],
-    }
-
-
-def edge_json(e: EdgeSummary) -> dict[str, Any]:
-    return {
-        "upstream": e.upstream,
-        "downstream": e.downstream,
-        "gate": e.gate,
-        "ship_strategy": e.ship_strategy,
-        "upstream_parallelism": e.upstream_parallelism,
-        "downstream_parallelism": e.downstream_parallelism,
-        "channels": len(e.channels),
-        "buffers": e.buffers,
-        "records": e.records,
-        "bytes": e.bytes,
-        "watermarks": e.watermarks,
-    }
-
-
-def to_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> dict[str, Any]:
-    return {
-        "schema": "spillway.analyze/1",
-        "format_version": a.checkpoint.format_version,
-        "checkpoint_id": a.checkpoint.checkpoint_id,
-        "operators": [
-            {
-                "operator_id": o.operator.operator_id,
-                "name": o.operator.name,
-                "uid": o.operator.uid,
-                "parallelism": o.operator.parallelism,
-                "finished_state": o.finished_state,
-                "finished_subtasks": o.finished_subtasks,
-                "in_flight_bytes": o.in_flight_bytes,
-                "in_flight_records": o.in_flight_records,
-                "in_flight_bytes_per_subtask": {str(k): v for k, v in sorted(o.per_subtask_bytes.items())},
-            }
-            for o in a.operators
-        ],
-        "edges": [edge_json(e) for e in edges(a)],
-        "channels": [channel_json(c, decode, value_type) for c in a.channels],
-        "restore_verdict": None
-        if verdict is None
-        else {
-            "restorable": verdict.restorable,
-            "certain": verdict.certain,
-            "vertices": verdict.classification,
-            "violations": [vars(v) for v in verdict.violations],
-            "notes": verdict.notes,
-        },
-        "skipped": a.skipped,
-    }
 
 
 BAR = "█"

@@ -9,10 +9,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from spillway.cli.common import RELEASES, UsageError, emit_json, guarded, human_bytes, out
+from spillway.cli.common import RELEASES, emit_json, guarded, human_bytes, out
+from spillway.cli.options import RebaseOpt
 from spillway.inspect.jsonview import JsonView
+from spillway.inspect.operators import select_operators
 from spillway.inspect.summary import summarize
-from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.model.checkpoint import OperatorState
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
@@ -28,25 +30,6 @@ Examples:
 
   spillway dump chk-42/_metadata --json | jq '.operators[].operator_id'
 """
-
-RebaseOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--rebase",
-        metavar="OLD=NEW",
-        help="Rewrite paths starting with OLD (repeatable; wins over automatic rebasing).",
-    ),
-]
-
-
-def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
-    if wanted is None:
-        return cp.operators
-    hits = [o for o in cp.operators if wanted in (o.operator_id, o.uid, o.name)]
-    if not hits:
-        known = ", ".join(sorted({o.label() for o in cp.operators}))
-        raise UsageError(f"no operator with id, uid or name {wanted!r}; known: {known}")
-    return hits
 
 
 def command(
@@ -205,4 +188,4 @@ def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoin
     return root
 
 
-__all__ = ["HELP", "command", "select_operators"]
+__all__ = ["HELP", "command"]

@@ -9,9 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
-from spillway.cli.dump import RebaseOpt
-from spillway.cli.repair_common import open_repair, storage_guarded
-from spillway.inspect.topology import load_plan
+from spillway.cli.options import RebaseOpt
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
 HELP = """Rescale a checkpoint offline: write a NEW checkpoint in which the chosen vertices have a new
@@ -73,39 +71,29 @@ def command(
     rebase: RebaseOpt = None,
 ) -> None:
     def run() -> int:
-        from spillway.rescale.rescale import rescale
-        from spillway.storage import fs
+        from spillway.rescale.rescale import rescale_checkpoint
+
+        def announce(checkpoint_dir: str) -> None:
+            err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
         counts: dict[str, int] = {}
         for name, n in _pairs(parallelism, "--parallelism").items():
             if not n.isdigit():
                 raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
             counts[name] = int(n)
-        # A remote SRC is read from a local working copy, a remote --out is written and self-checked locally,
-        # then published (each object read back and compared, _metadata last), as the repair commands do.
-        with open_repair(src, out_dir, rebase) as io:
-            loaded = io.loaded
-            loaded.resolve_files()
-            rules = [*io.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
-            if io.remote_out is not None and not dry_run:
-                fs.check_target(io.remote_out)
-            if not json_out and not dry_run:
-                err.print(f"rescaling {escape(str(loaded.location.checkpoint_dir))} with master {escape(master)} …")
-            report = rescale(
-                loaded,
-                load_plan(plan),
-                counts,
-                io.target,
-                keys=_pairs(key, "--key"),
-                key_fns=_pairs(key_fn, "--key-fn"),
-                buffer_size=buffer_size,
-                master=None if master == "inprocess" else master,
-                rebase=rules,
-                dry_run=dry_run,
-            )
-            if io.remote_out is not None and not dry_run:
-                fs.publish_dir(io.target, io.remote_out)
-            report.out = io.shown_out  # type: ignore[assignment]
+        report = rescale_checkpoint(
+            src,
+            plan,
+            counts,
+            out_dir,
+            keys=_pairs(key, "--key"),
+            key_fns=_pairs(key_fn, "--key-fn"),
+            buffer_size=buffer_size,
+            master=None if master == "inprocess" else master,
+            rebase=rebase,
+            dry_run=dry_run,
+            on_start=None if json_out else announce,
+        )
         doc = report.to_doc()
         doc["dry_run"] = dry_run
         if json_out:
@@ -133,4 +121,4 @@ def command(
             out.print(f"[dim]note:[/] {escape(n)}")
         return EXIT_OK
 
-    raise typer.Exit(guarded(storage_guarded(run)))
+    raise typer.Exit(guarded(run))

@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, err, guarded, out
-from spillway.cli.dump import RebaseOpt
-from spillway.inspect.findings import RULES
+from spillway.cli.options import RebaseOpt
+from spillway.inspect.reports import validate_json
 from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
 from spillway.storage.load import load_checkpoint
@@ -65,33 +65,12 @@ def command(
 
             report = validate(loaded, topology, progress)
         if json_out:
-            emit_json(to_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases()))
+            emit_json(validate_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases()))
         else:
             show(report, str(loaded.location.metadata_path), loaded.location.note, loaded.resolver.rebases())
         return EXIT_FINDINGS if report.errors else EXIT_OK
 
     raise typer.Exit(guarded(run))
-
-
-def to_json(report: Report, metadata: str, rebased: list) -> dict:
-    return {
-        "schema": "spillway.validate/1",
-        "metadata_path": metadata,
-        "ok": not report.errors,
-        "summary": {
-            **report.counts(),
-            "files_checked": report.files_checked,
-            "channel_state_blobs": report.blobs_checked,
-            "chunks": report.chunks,
-            "logical_channels_framed": report.channels_framed,
-            "handles_framed_alone": report.handles_framed_alone,
-            "records": report.records,
-            "payload_bytes_read": report.bytes_read,
-        },
-        "findings": [f.to_json() for f in report.findings],
-        "rebased": rebased,
-        "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},
-    }
 
 
 def show(report: Report, metadata: str, note: str | None, rebased: list) -> None:

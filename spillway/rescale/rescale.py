@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spillway.inspect.output_check import validated_output
-from spillway.inspect.topology import Topology
+from spillway.inspect.topology import Topology, load_plan
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import assemble
 from spillway.rescale.channel_writer import background_fsync
@@ -27,7 +28,7 @@ class RescaleReport:
     plan: RescalePlan
     move: MoveResult | None = None
     notes: list[str] = field(default_factory=list)
-    out: Path | None = None
+    out: Path | str | None = None
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
@@ -163,4 +164,52 @@ def rescale(
     timings["final_check"] = timings["total"] - sum(
         timings.get(k, 0.0) for k in ("plan", "spark_start", "move", "state_and_metadata")
     )
+    return report
+
+
+def rescale_checkpoint(
+    src: str,
+    plan: str,
+    parallelism: dict[str, int],
+    out: str,
+    *,
+    keys: dict[str, str] | None = None,
+    key_fns: dict[str, str] | None = None,
+    buffer_size: int = 32 * 1024,
+    master: str | None = "local[*]",
+    rebase: list[str] | None = None,
+    dry_run: bool = False,
+    on_start: Callable[[str], None] | None = None,
+) -> RescaleReport:
+    """Rescale the checkpoint at ``src`` (path or URI) under the job plan file ``plan`` and write the
+    result to ``out`` (path or URI; must not exist). A remote SRC is read from a local working copy, a
+    remote output is written and self-checked locally, then published (each object read back and
+    compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open."""
+    from spillway.storage import fs
+    from spillway.storage.workspace import open_workspace
+
+    topology = load_plan(plan)
+    with open_workspace(src, out, rebase) as ws:
+        loaded = ws.loaded
+        loaded.resolve_files()
+        rules = [*ws.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
+        if ws.remote_out is not None and not dry_run:
+            fs.check_target(ws.remote_out)
+        if on_start is not None and not dry_run:
+            on_start(str(loaded.location.checkpoint_dir))
+        report = rescale(
+            loaded,
+            topology,
+            parallelism,
+            ws.target,
+            keys=keys,
+            key_fns=key_fns,
+            buffer_size=buffer_size,
+            master=master,
+            rebase=rules,
+            dry_run=dry_run,
+        )
+        if ws.remote_out is not None and not dry_run:
+            fs.publish_dir(ws.target, ws.remote_out)
+        report.out = ws.shown_out
     return report

@@ -50,15 +50,22 @@ class LoadedCheckpoint:
         return len(absolute) + len(relative), missing
 
 
+def working_copy(uri: str, workdir: Path) -> tuple[Path, list[str]]:
+    """Copy a remote checkpoint (and every remote file it references) under ``workdir``; return the
+    local checkpoint directory and the rebase rules that lead its absolute paths to the copies."""
+    from spillway.storage import fs  # pyarrow.fs only when needed: it costs every command start-up time
+
+    copy = fs.materialize(uri, workdir)
+    return copy.checkpoint_dir, list(copy.rebase)
+
+
 def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:
     if "://" in str(path) and not str(path).startswith("file:"):
-        from spillway.storage import fs  # pyarrow.fs only when needed: it costs every command start-up time
-
         # An object-store checkpoint is read from a local working copy (removed when the process ends).
         workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
         atexit.register(shutil.rmtree, workdir, True)
-        copy = fs.materialize(str(path), workdir)
-        path, rebase = copy.checkpoint_dir, [*(rebase or []), *copy.rebase]
+        local, rules = working_copy(str(path), workdir)
+        path, rebase = local, [*(rebase or []), *rules]
     location = locate_checkpoint(path)
     rules = [Rebase.parse(r) for r in rebase or []]
     data = location.metadata_path.read_bytes()

@@ -1,0 +1,120 @@
+"""The JSON documents of ``validate`` and ``analyze`` (versioned schemas), built from their results.
+
+``dump``'s document is built by ``spillway.inspect.jsonview``, rescale's by ``RescaleReport.to_doc``
+and repair's by ``RepairReport.to_json``: each schema in one place, none in the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spillway.formats.values import render_value
+from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, edges
+from spillway.inspect.findings import RULES
+from spillway.inspect.finished import Verdict
+from spillway.inspect.validate import Report
+
+
+def validate_json(report: Report, metadata: str, rebased: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``spillway.validate/1`` document (docs/validate.md)."""
+    return {
+        "schema": "spillway.validate/1",
+        "metadata_path": metadata,
+        "ok": not report.errors,
+        "summary": {
+            **report.counts(),
+            "files_checked": report.files_checked,
+            "channel_state_blobs": report.blobs_checked,
+            "chunks": report.chunks,
+            "logical_channels_framed": report.channels_framed,
+            "handles_framed_alone": report.handles_framed_alone,
+            "records": report.records,
+            "payload_bytes_read": report.bytes_read,
+        },
+        "findings": [f.to_json() for f in report.findings],
+        "rebased": rebased,
+        "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},
+    }
+
+
+def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
+    text, problem = render_value(r["value"], value_type)
+    doc = {**r, "value": text}
+    if problem:
+        doc["value_error"] = problem
+    return doc
+
+
+def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, Any]:
+    return {
+        "label": c.label,
+        "upstream": c.upstream,
+        "downstream": c.downstream,
+        "gate": c.gate,
+        "ship_strategy": c.ship_strategy,
+        "buffers": len(c.buffers),
+        "records": c.records,
+        "bytes": c.bytes,
+        "input_bytes": c.input_bytes,
+        "output_bytes": c.output_bytes,
+        "elements": c.elements,
+        "watermarks": c.watermarks,
+        "last_watermark": c.last_watermark,
+        "junction_record": c.junction_record,
+        "first_record": vars(c.first_record) if c.first_record else None,
+        "last_record": vars(c.last_record) if c.last_record else None,
+        "problem": c.problem,
+        "buffer_sequence": [vars(b) for b in c.buffers],
+        "first_records": [_record_json(r, value_type) for r in c.record_list[:decode]],
+    }
+
+
+def edge_json(e: EdgeSummary) -> dict[str, Any]:
+    return {
+        "upstream": e.upstream,
+        "downstream": e.downstream,
+        "gate": e.gate,
+        "ship_strategy": e.ship_strategy,
+        "upstream_parallelism": e.upstream_parallelism,
+        "downstream_parallelism": e.downstream_parallelism,
+        "channels": len(e.channels),
+        "buffers": e.buffers,
+        "records": e.records,
+        "bytes": e.bytes,
+        "watermarks": e.watermarks,
+    }
+
+
+def analyze_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> dict[str, Any]:
+    """The ``spillway.analyze/1`` document (docs/analyze.md)."""
+    return {
+        "schema": "spillway.analyze/1",
+        "format_version": a.checkpoint.format_version,
+        "checkpoint_id": a.checkpoint.checkpoint_id,
+        "operators": [
+            {
+                "operator_id": o.operator.operator_id,
+                "name": o.operator.name,
+                "uid": o.operator.uid,
+                "parallelism": o.operator.parallelism,
+                "finished_state": o.finished_state,
+                "finished_subtasks": o.finished_subtasks,
+                "in_flight_bytes": o.in_flight_bytes,
+                "in_flight_records": o.in_flight_records,
+                "in_flight_bytes_per_subtask": {str(k): v for k, v in sorted(o.per_subtask_bytes.items())},
+            }
+            for o in a.operators
+        ],
+        "edges": [edge_json(e) for e in edges(a)],
+        "channels": [channel_json(c, decode, value_type) for c in a.channels],
+        "restore_verdict": None
+        if verdict is None
+        else {
+            "restorable": verdict.restorable,
+            "certain": verdict.certain,
+            "vertices": verdict.classification,
+            "violations": [vars(v) for v in verdict.violations],
+            "notes": verdict.notes,
+        },
+        "skipped": a.skipped,
+    }

@@ -1,0 +1,280 @@
+"""The four repairs as library calls: each reads SRC, writes a new checkpoint at OUT (never over
+anything, self-checked before the rename) and returns a ``RepairReport``. ``dry_run`` writes nothing.
+
+    from spillway.repair import operations as repair
+    report = repair.strip_channel_state("chk-42", "chk-42-stripped", plan="plan.json", operators=["slow"])
+    print(report.to_json()["records_dropped"])
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spillway.errors import UsageError
+from spillway.inspect.analyze import analyze
+from spillway.inspect.finished import check, classify
+from spillway.inspect.operators import operator_ids
+from spillway.inspect.topology import load_plan
+from spillway.model.checkpoint import Checkpoint, FileHandle, SegmentFileHandle
+from spillway.model.walk import transform_stream_handles
+from spillway.repair.common import Change, RepairError, RepairPlan
+from spillway.repair.relocate import relocate as relocate_paths
+from spillway.repair.session import RepairReport, finish, moved_rules, source_rebases
+from spillway.repair.transforms import clear_finished as clear_markers
+from spillway.repair.transforms import drop_operators
+from spillway.repair.transforms import strip_channel_state as strip_channels
+from spillway.storage import fs
+from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.locate import strip_file_scheme
+from spillway.storage.relative import relative_copies
+from spillway.storage.safe_writer import PlannedOutput
+from spillway.storage.workspace import open_workspace
+
+
+def relocate(
+    src: str,
+    out: str,
+    old: str,
+    new: str,
+    *,
+    copy_data: bool = False,
+    relative: bool = False,
+    plan: str | None = None,
+    dry_run: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Rewrite every path starting with ``old`` to start with ``new``."""
+    if not old or not new:
+        raise UsageError("--from and --to must not be empty")
+    with open_workspace(src, out, rebase) as io:
+        loaded = io.loaded
+        relative_under = io.final_prefix if relative else None
+        if relative and loaded.checkpoint.format_version < 3:
+            raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
+        result = relocate_paths(loaded.checkpoint, old, new, relative_under)
+        copies = relative_copies(loaded, result.checkpoint)
+        rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
+        for kind, n in sorted(result.rewritten.items()):
+            rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
+        if not result.rewritten:
+            rp.warnings.append(f"no path starts with {old!r}: nothing was rewritten")
+        if result.made_relative:
+            rp.changes.append(Change("file handles made relative", result.made_relative))
+        if copies:
+            rp.changes.append(Change("relative files copied into the output", len(copies)))
+        if result.untouched:
+            rp.warnings.append(f"{result.untouched} absolute paths do not start with {old!r} and were kept")
+        local, remote = _external_copies(loaded, result.checkpoint, old, new) if copy_data else ([], [])
+        if copy_data:
+            rp.changes.append(Change("referenced files copied to their new location", len(local) + len(remote)))
+        source_rules = source_rebases(loaded, io.rebase)
+        if not copy_data or remote:
+            # The data is not at its new place on this machine: check the output against where it is now.
+            rp.self_check_rebase = moved_rules(old, new, source_rules)
+        elif io.remote_out is not None:
+            rp.self_check_rebase = source_rules
+
+        def copy_external() -> Callable[[], None] | None:
+            _copy_external(local)
+            written = fs.put_files(remote)
+            return lambda: fs.delete_files(written)
+
+        return finish(rp, io, dry_run, plan, before=copy_external)
+
+
+def strip_channel_state(
+    src: str,
+    out: str,
+    *,
+    operators: list[str] | None = None,
+    plan: str | None = None,
+    dry_run: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Drop whole logical channels (both halves) of ``operators`` (all when None), with a loss report
+    in ``extra``: ``records_dropped``, ``bytes_dropped``, ``edges``, ``channels``."""
+    with open_workspace(src, out, rebase) as io:
+        loaded = io.loaded
+        ids = operator_ids(loaded.checkpoint, operators)
+        if ids is not None and plan is None:
+            raise RepairError(
+                "stripping some operators needs --plan: each channel's other half sits on the operator at the "
+                "other end of the edge, and dropping one half only would break record framing on restore"
+            )
+        topology = load_plan(plan) if plan else None
+        result = strip_channels(loaded.checkpoint, analyze(loaded, topology), ids)
+        copies = relative_copies(loaded, result.checkpoint)
+        rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
+        rp.changes.append(Change("channel handles removed", result.handles_removed))
+        rp.changes.append(Change("logical channels dropped", len(result.losses)))
+        dropped = result.records_dropped
+        rp.changes.append(
+            Change(
+                "records dropped",
+                -1 if dropped is None else dropped,
+                "" if dropped is not None else "unknown: output-side state without --plan",
+            )
+        )
+        rp.changes.append(Change("bytes dropped", result.bytes_dropped))
+        edges: dict[str, dict[str, int | None]] = {}
+        for loss in result.losses:
+            e = edges.setdefault(f"{loss.upstream} -> {loss.downstream} ({loss.edge})", {"records": 0, "bytes": 0})
+            e["records"] = None if e["records"] is None or loss.records is None else e["records"] + loss.records
+            e["bytes"] = (e["bytes"] or 0) + loss.bytes
+        extra: dict[str, Any] = {
+            "records_dropped": dropped,
+            "bytes_dropped": result.bytes_dropped,
+            "edges": edges,
+            "channels": [vars(loss) for loss in result.losses],
+        }
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, plan, extra=extra)
+
+
+def clear_finished(
+    src: str,
+    out: str,
+    *,
+    operators: list[str] | None = None,
+    plan: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Clear FLIP-147 finished markers of ``operators``, or, given the new job's ``plan`` and no
+    operators, of exactly the vertices Flink's restore-time checks would refuse."""
+    with open_workspace(src, out, rebase) as io:
+        loaded = io.loaded
+        cp = loaded.checkpoint
+        ids = operator_ids(cp, operators)
+        verdict = check(load_plan(plan), cp) if plan else None
+        if ids is None:
+            if verdict is None:
+                raise UsageError("name the operators to clear (--operator) or give the new job's --plan")
+            if verdict.restorable:
+                raise RepairError(
+                    "Flink's finished-state checks would accept this checkpoint for that plan: nothing to clear"
+                )
+            flagged = {v.vertex for v in verdict.violations}
+            ids = {
+                o.operator_id
+                for o in cp.operators
+                if classify(o) != "ALL_RUNNING" and any(o.name and o.name in v for v in flagged)
+            }
+            if not ids:
+                raise RepairError(
+                    "cannot tell which operators belong to the refused vertices (metadata before "
+                    "V5 stores no names): name them with --operator"
+                )
+        not_finished = [o.label() for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
+        if not_finished:
+            raise RepairError(f"not finished, nothing to clear: {', '.join(not_finished)}")
+        if verdict is not None and verdict.restorable and not force:
+            raise RepairError(
+                "Flink would accept these finished markers for that plan; clearing them makes the "
+                "operators run again from scratch (use --force if that is what you want)"
+            )
+        new, changed = clear_markers(cp, ids)
+        rp = RepairPlan(PlannedOutput(new, relative_copies(loaded, new)))
+        for c in changed:
+            rp.changes.append(Change(c, 1))
+        rp.warnings.append("cleared operators restart with no state; cleared sources read their input again")
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, plan)
+
+
+def drop_operator(
+    src: str,
+    out: str,
+    *,
+    operators: list[str],
+    plan: str | None = None,
+    dry_run: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Remove ``operators`` from the checkpoint, with the other half of each of their channels."""
+    with open_workspace(src, out, rebase) as io:
+        loaded = io.loaded
+        ids = operator_ids(loaded.checkpoint, operators)
+        if not ids:
+            raise UsageError("name the operator(s) to drop with --operator")
+        has_channels = any(
+            s.input_channel_state or s.result_subpartition_state
+            for o in loaded.checkpoint.operators
+            if o.operator_id in ids
+            for s in o.subtasks
+        )
+        cp = loaded.checkpoint
+        rp = RepairPlan(PlannedOutput(cp))
+        extra: dict[str, Any] = {"records_dropped": 0, "bytes_dropped": 0}
+        if has_channels:
+            if plan is None:
+                raise RepairError(
+                    "the operator holds channel state: --plan is needed to drop the other half of "
+                    "each of its channels too"
+                )
+            stripped = strip_channels(cp, analyze(loaded, load_plan(plan)), ids)
+            cp = stripped.checkpoint
+            rp.changes.append(
+                Change(
+                    "channels dropped with it",
+                    len(stripped.losses),
+                    f"{stripped.records_dropped} records, {stripped.bytes_dropped} bytes",
+                )
+            )
+            extra = {"records_dropped": stripped.records_dropped, "bytes_dropped": stripped.bytes_dropped}
+        new = drop_operators(cp, ids)
+        rp.output = PlannedOutput(new, relative_copies(loaded, new))
+        for o in loaded.checkpoint.operators:
+            if o.operator_id in ids:
+                rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        return finish(rp, io, dry_run, plan, extra=extra)
+
+
+def _external_copies(
+    loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str
+) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]]]:
+    """(resolved source, new destination) for absolute files: local destinations and remote URIs."""
+    local: dict[Path, Path] = {}
+    remote: dict[str, Path] = {}
+    sources = {}
+
+    def collect(h: object) -> object:
+        if isinstance(h, FileHandle | SegmentFileHandle) and h.path.startswith(new):
+            original = old + h.path[len(new) :]
+            sources[h.path] = original
+        return h
+
+    transform_stream_handles(checkpoint, collect)
+    for new_path, original in sources.items():
+        resolved = loaded.resolver.resolve_path(original)
+        if resolved.local is None or not resolved.local.is_file():
+            raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
+        if fs.is_remote(new_path):
+            remote[new_path] = resolved.local
+            continue
+        dest = strip_file_scheme(new_path)
+        if dest is None:
+            raise RepairError(f"{new_path}: not a path spillway can write to")
+        local[resolved.local] = Path(dest)
+    return sorted(local.items()), sorted((src, uri) for uri, src in remote.items())
+
+
+def _copy_external(pairs: list[tuple[Path, Path]]) -> None:
+    for source, dest in pairs:
+        if dest.exists():
+            if dest.stat().st_size == source.stat().st_size:
+                continue
+            raise RepairError(f"{dest}: exists with different content; not overwritten")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".spillway-partial")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+
+
+__all__ = ["RepairReport", "clear_finished", "drop_operator", "relocate", "strip_channel_state"]

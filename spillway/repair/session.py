@@ -1,0 +1,136 @@
+"""The repair workflow every repair shares: open the source (a local working copy of a remote one),
+write the output safely with its self-check, publish a remote output, and report what changed.
+
+SRC and the output may be local paths or URIs of any file system pyarrow.fs knows (``s3://…``,
+``file:///…``). A remote SRC is brought to a local working copy first
+(``spillway.storage.fs.materialize``); a remote output is written and self-checked locally, then
+published (``spillway.storage.fs.publish_dir``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spillway.inspect.findings import Finding
+from spillway.inspect.output_check import validated_output
+from spillway.inspect.topology import Topology, load_plan
+from spillway.inspect.validate import validate
+from spillway.repair.common import Change, RepairPlan
+from spillway.storage import fs
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.safe_writer import write_checkpoint
+from spillway.storage.workspace import Workspace as Workspace
+
+SCHEMA = "spillway.repair/1"
+
+
+@dataclass
+class RepairReport:
+    """What a repair did (or, with ``dry_run``, would do): the ``spillway.repair/1`` document."""
+
+    out: str
+    dry_run: bool
+    changes: list[Change]
+    warnings: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "out": self.out,
+            "dry_run": self.dry_run,
+            "changes": [{"what": c.what, "count": c.count, "detail": c.detail} for c in self.changes],
+            "warnings": self.warnings,
+            **self.extra,
+        }
+
+
+def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> list[str]:
+    """Where the source's files really are (explicit --rebase and automatic rebasing), as rules for
+    the output's self-check: the output names the same files, it must resolve them the same way."""
+    loaded.resolve_files()
+    return [*(user_rules or []), *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
+
+
+def moved_rules(old: str, new: str, source_rules: list[str]) -> list[str]:
+    """Self-check rules for paths rewritten ``old`` -> ``new`` whose data has not moved (or not to
+    this machine): send ``new…`` to wherever the source's ``old…`` really is."""
+    rules: list[str] = []
+    for rule in source_rules:
+        src_prefix, _, actual = rule.partition("=")
+        if src_prefix.startswith(old):
+            rules.append(f"{new}{src_prefix[len(old) :]}={actual}")
+        elif old.startswith(src_prefix):
+            rules.append(f"{new}={actual}{old[len(src_prefix) :]}")
+    rules.append(f"{new}={old}")
+    return rules
+
+
+def _key(f: Finding) -> tuple[Any, ...]:
+    return (f.rule, f.operator, f.subtask, f.channel, f.message)
+
+
+def _plan_check(rp: RepairPlan, io: Workspace, topology: Topology) -> Callable[[Path], list[str]]:
+    """Validate the output under the plan, failing only on errors the repair brought in: errors the
+    source already has under that plan (e.g. a new job's plan given to clear-finished) are reported
+    as a warning, not blamed on the output."""
+
+    def check(tmp: Path) -> list[str]:
+        rules = [f"{rp.output.final_prefix}={tmp}", *rp.self_check_rebase]
+        errors = validate(load_checkpoint(tmp, rules), topology).errors
+        if not errors:
+            return []
+        before = {_key(f) for f in validate(io.loaded, topology).errors}
+        new = [f for f in errors if _key(f) not in before]
+        old = [f for f in errors if _key(f) in before]
+        if old:
+            rp.warnings.append(
+                f"the source already has {len(old)} validate errors under this plan, kept as they were "
+                f"(first: {old[0].rule}: {old[0].message}, operator {old[0].operator})"
+            )
+        return [
+            f"validate found {len(new)} errors in the output under --plan, first: {f.rule}: {f.message} "
+            f"(operator {f.operator}, subtask {f.subtask}, channel {f.channel})"
+            for f in new[:1]
+        ]
+
+    return check
+
+
+def finish(
+    rp: RepairPlan,
+    io: Workspace,
+    dry_run: bool,
+    plan: str | None,
+    before: Callable[[], Callable[[], None] | None] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> RepairReport:
+    """Write (unless ``dry_run``), self-check, publish; return the change report. ``before`` runs
+    just before the output is written (e.g. copying data files) and may return an undo for failures."""
+    if not dry_run:
+        if io.remote_out is not None:
+            fs.check_target(io.remote_out)  # refuse before doing any work
+        undo = before() if before is not None else None
+        try:
+            rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
+            topology = load_plan(plan) if plan else None
+            write_checkpoint(
+                rp.output,
+                io.target,
+                validated_output(
+                    None,
+                    rebase=rp.self_check_rebase,
+                    extra_check=_plan_check(rp, io, topology) if topology is not None else None,
+                ),
+            )
+            if io.remote_out is not None:
+                files = fs.publish_dir(io.target, io.remote_out)
+                rp.changes.append(Change("files published (each read back and compared)", files, io.remote_out))
+        except BaseException:
+            if undo is not None:
+                undo()
+            raise
+    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, dict(extra or {}))

@@ -1,0 +1,61 @@
+"""Where rewriting commands read and write: a local working copy of a remote source, a local
+staging directory for a remote output (published after its self-check).
+
+SRC and the output may be local paths or URIs of any file system pyarrow.fs knows (``s3://…``,
+``file:///…``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from spillway.storage import fs
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint, working_copy
+from spillway.storage.locate import strip_file_scheme
+
+
+@dataclass
+class Workspace:
+    """Where a rewriting command (repair, rescale) reads its source and writes its output."""
+
+    loaded: LoadedCheckpoint
+    rebase: list[str]  # --rebase rules plus those reaching a remote source's downloaded files
+    target: Path  # where the local writer puts the output (a staging directory when the output is remote)
+    final_prefix: str  # the output directory as the new _metadata names it
+    remote_out: str | None = None
+
+    @property
+    def shown_out(self) -> str:
+        return self.remote_out or str(self.target)
+
+
+@contextmanager
+def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator[Workspace]:
+    workdir: Path | None = None
+    try:
+        rules = list(rebase or [])
+        if fs.is_remote(src) or fs.is_remote(out_dir):
+            workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
+        if fs.is_remote(src):
+            assert workdir is not None
+            local, copied_rules = working_copy(src, workdir / "source")
+            rules += copied_rules
+            loaded = load_checkpoint(local, rules)
+        else:
+            loaded = load_checkpoint(strip_file_scheme(src) or src, rules)
+        if fs.is_remote(out_dir):
+            assert workdir is not None
+            final = out_dir.rstrip("/")
+            name = final.rpartition("/")[2] or "checkpoint"
+            yield Workspace(loaded, rules, workdir / "output" / name, final, final)
+        else:
+            target = Path(strip_file_scheme(out_dir) or out_dir).resolve()
+            yield Workspace(loaded, rules, target, f"file:{target}")
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
