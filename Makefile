@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint fixtures oracle bench clean
+.PHONY: venv demo test test-fast check lint fixtures oracle bench clean
 
 venv: $(STAMP)
 
@@ -18,10 +18,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) tools/demo.py
 
-## The whole test suite (what .ci/run calls).
-test: $(STAMP)
-	$(PY) -m ruff check spillway tests tools benchmarks
+## The whole test suite (what .ci/run calls): static checks, then every test (Spark and Flink included).
+test: check
 	$(PY) -m pytest -q
+
+## The edit loop: static checks, unit and CLI tests (no Spark, no Flink JVMs, no S3 server).
+test-fast: check
+	$(PY) -m pytest -q -m "not integration"
+
+## Lint, the layer contracts (import-linter) and the type checker.
+check: $(STAMP)
+	$(PY) -m ruff check spillway tests tools benchmarks
+	$(VENV)/bin/lint-imports
 
 lint: $(STAMP)
 	$(PY) -m ruff check spillway tests tools benchmarks
