@@ -1,0 +1,778 @@
+"""Flink's operator ids, computed the way Flink computes them, and binding plan operators to checkpoint ids.
+
+Before checkpoint metadata V5 (Flink < 2.0) ``_metadata`` knows operators only by their 16-byte OperatorID.
+Flink derives that id from the job (``StreamGraphHasherV2``):
+
+* with a uid: MurmurHash3 x64-128 (seed 0) of the uid's UTF-8 bytes — :func:`uid_hash`;
+* without: a hash of the node's breadth-first position in the stream graph, its chainable outputs and its
+  inputs' ids — :func:`deterministic_ids`.
+
+:func:`bind` uses these rules (plus names stored by V5+, job-vertex ids, and elimination) to say which checkpoint
+operator each plan operator is, and how sure that is. The facts, with the release each was read from:
+``docs/format/operator-ids.md``. This module sits at the bottom layer: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import struct
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import mmh3
+
+from spillway.flink.chaining import (
+    RELEASE_RULES,
+    ChainRules,
+    chain_predicate,
+    hasher_rules,
+    infer_chains,
+    release_for_format_version,
+    vertex_operator_order,
+)
+from spillway.flink.stream_graph import (
+    JobGraphPlan,
+    JobVertexPlan,
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+    labels_of,
+    parse_job_graph_plan,
+    parse_stream_plan,
+)
+
+__all__ = [
+    "DETERMINISTIC_HASH",
+    "ELIMINATION",
+    "EXACT_METHODS",
+    "METHODS",
+    "RELEASE_RULES",
+    "STORED_NAME",
+    "UID_HASH",
+    "UNBOUND",
+    "VERTEX_ID",
+    "Binding",
+    "BoundOperator",
+    "ChainRules",
+    "JobGraphPlan",
+    "StreamEdge",
+    "StreamGraph",
+    "StreamNode",
+    "bind",
+    "chained_edges_from_job_graph",
+    "deterministic_ids",
+    "hasher_rules",
+    "infer_chains",
+    "parse_job_graph_plan",
+    "parse_stream_plan",
+    "uid_candidates",
+    "uid_hash",
+    "vertex_operator_order",
+]
+
+STORED_NAME = "stored-name"
+UID_HASH = "uid-hash"
+DETERMINISTIC_HASH = "deterministic-hash"
+VERTEX_ID = "vertex-id"
+ELIMINATION = "elimination"
+UNBOUND = "unbound"
+METHODS = (STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID, ELIMINATION, UNBOUND)
+#: Methods whose id is Flink's own (stored, or computed by Flink's rule): exact when the id is in the checkpoint.
+EXACT_METHODS = frozenset({STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID})
+
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+# --------------------------------------------------------------------------------------------------- hashing
+
+
+def uid_hash(uid: str) -> str:
+    """Operator id of an operator with ``uid`` (``StreamGraphHasherV2.generateUserSpecifiedHash``): Guava
+    ``murmur3_128(0)`` over the UTF-8 bytes; the 16 digest bytes (h1 then h2, little-endian) are the id."""
+    return mmh3.hash_bytes(uid.encode("utf-8"), 0).hex()
+
+
+def _node_hash(position: int, chained_outputs: int, inputs: Sequence[bytes]) -> bytes:
+    # Guava Hasher.putInt writes 4 little-endian bytes; the node's position is put once, and once more per
+    # chainable out-edge. Then, per in-edge in order: hash[j] = (byte) (hash[j] * 37 ^ input[j]).
+    digest = bytearray(mmh3.hash_bytes(struct.pack("<i", position) * (1 + chained_outputs), 0))
+    for other in inputs:
+        for j in range(16):
+            digest[j] = ((digest[j] * 37) ^ other[j]) & 0xFF
+    return bytes(digest)
+
+
+@dataclass(frozen=True, slots=True)
+class _Traversal:
+    ids: dict[int, bytes | None]  # None: user-specified id that is not known
+    positions: dict[int, int]
+    unhashed: tuple[int, ...]
+
+
+def _traverse(
+    graph: StreamGraph,
+    rules: ChainRules,
+    fixed: Mapping[int, bytes | None],
+    chained_edges: Collection[tuple[int, int]] | None = None,
+) -> _Traversal:
+    """``StreamGraphHasherV2.traverseStreamGraphAndGenerateHashes``. ``fixed`` holds the nodes with a
+    user-specified id (uid): their id (``None`` if the uid is not known) is taken as is, whether their inputs
+    are hashed yet or not — as Flink does. Every other node gets the deterministic hash."""
+    chainable = chain_predicate(graph, rules, chained_edges)
+    ids: dict[int, bytes | None] = {}
+    positions: dict[int, int] = {}
+    sources = graph.source_ids()
+    queue: deque[int] = deque(sources)
+    visited: set[int] = set(sources)
+    while queue:
+        nid = queue.popleft()
+        done = True
+        if nid in fixed:
+            positions[nid] = len(ids)
+            ids[nid] = fixed[nid]
+        elif all(e.source in ids for e in graph.in_edges(nid)):
+            position = len(ids)
+            inputs = [i for i in (ids[e.source] for e in graph.in_edges(nid)) if i is not None]
+            n_chained = sum(1 for e in graph.out_edges(nid) if chainable(e))
+            positions[nid] = position
+            # an input with an unknown (user-specified) id makes this id unknown too
+            known = len(inputs) == len(graph.in_edges(nid))
+            ids[nid] = _node_hash(position, n_chained, inputs) if known else None
+        else:
+            done = False  # revisited once another input is hashed
+        if done:
+            for e in graph.out_edges(nid):
+                if e.target not in visited:
+                    visited.add(e.target)
+                    queue.append(e.target)
+        else:
+            visited.discard(nid)
+    return _Traversal(ids, positions, tuple(n.id for n in graph.nodes if n.id not in ids))
+
+
+def _rules(release: str | None, format_version: int | None = None) -> ChainRules:
+    if release is not None:
+        return hasher_rules(release)
+    if format_version is not None:
+        return hasher_rules(release_for_format_version(format_version))
+    return RELEASE_RULES[-1]
+
+
+def deterministic_ids(
+    graph: StreamGraph,
+    release: str,
+    uids: Mapping[int, str] | None = None,
+    *,
+    chained_edges: Collection[tuple[int, int]] | None = None,
+) -> dict[int, str]:
+    """Flink's operator id of every stream node: :func:`uid_hash` for nodes in ``uids`` (node id -> uid; the
+    nodes' own :attr:`StreamNode.uid` count too), ``StreamGraphHasherV2``'s deterministic hash otherwise.
+
+    ``chained_edges`` ((source, target) pairs) replaces the release's chaining rules when the actual chains are
+    known. Raises ``ValueError`` if a node cannot be reached from a source (Flink would not hash it either), or
+    if two uids give the same id (Flink refuses the job).
+    """
+    given = {n.id: n.uid for n in graph.nodes if n.uid is not None}
+    given.update(uids or {})
+    fixed: dict[int, bytes | None] = {nid: bytes.fromhex(uid_hash(uid)) for nid, uid in given.items()}
+    seen: dict[bytes | None, int] = {}
+    for nid, h in fixed.items():
+        if h in seen:
+            raise ValueError(f"nodes {seen[h]} and {nid} have the same uid hash (Flink: 'Hash collision')")
+        seen[h] = nid
+    t = _traverse(graph, _rules(release), fixed, chained_edges)
+    if t.unhashed:
+        raise ValueError(f"stream nodes not reachable from a source: {sorted(t.unhashed)}")
+    return {nid: h.hex() for nid, h in t.ids.items() if h is not None}
+
+
+# ------------------------------------------------------------------------------------------------ uid guesses
+
+_SINK_V2 = re.compile(r"^(?P<sink>.+): (?P<part>Writer|Committer|Global Committer)$")
+_SINK_V1_112 = re.compile(r"^Sink (?P<part>Writer|Committer|Global Committer): (?P<sink>.+)$")
+_SINK_V1_114 = re.compile(r"^Sink (?P<sink>.+?)(?: (?P<part>Writer|Committer|Global Committer))?$")
+
+
+def uid_candidates(name: str) -> list[tuple[str, str]]:
+    """Plausible uids for an operator called ``name``, most likely first, each with how it was derived. A guess
+    is only ever used when its hash is found in the checkpoint.
+
+    * the name itself (``.name(x).uid(x)`` is common);
+    * without Flink's prefixes ``Source: `` / ``Sink: `` (legacy sources and SinkFunction sinks);
+    * sink operators, from the sink's own uid (guessed = the sink's name), as Flink derives them:
+      Sink V2 / FLIP-191 (1.15+) ``NAME: Writer`` has the sink's uid, ``NAME: Committer`` has
+      ``Sink Committer: UID``, ``NAME: Global Committer`` has ``Sink UID Global Committer``;
+      Sink V1 in 1.12–1.13 ``Sink Writer: NAME`` has the sink's uid, ``Sink Committer: NAME`` /
+      ``Sink Global Committer: NAME`` have ``Sink Committer: UID`` / ``Sink Global Committer: UID``;
+      Sink V1 in 1.14 ``Sink NAME Writer`` / ``Sink NAME`` have the sink's uid, ``Sink NAME Committer`` /
+      ``Sink NAME Global Committer`` have ``Sink UID Committer`` / ``Sink UID Global Committer``.
+    """
+    out: list[tuple[str, str]] = []
+
+    def add(uid: str, how: str) -> None:
+        if uid and all(uid != u for u, _ in out):
+            out.append((uid, how))
+
+    add(name, "name")
+    for prefix in ("Source: ", "Sink: "):
+        if name.startswith(prefix):
+            add(name[len(prefix) :], "name without prefix")
+    sink_names: list[str] = []
+    m = _SINK_V2.match(name)
+    if m:
+        sink, part = m.group("sink"), m.group("part")
+        sink_names = [sink]
+        if part == "Writer":
+            add(sink, "Sink V2 writer: the sink's uid")
+        elif part == "Committer":
+            add(f"Sink Committer: {sink}", "Sink V2 committer: 'Sink Committer: UID'")
+        else:
+            add(f"Sink {sink} Global Committer", "Sink V2 global committer: 'Sink UID Global Committer'")
+    m = _SINK_V1_112.match(name)
+    if m:
+        sink, part = m.group("sink"), m.group("part")
+        sink_names.append(sink)
+        if part == "Writer":
+            add(sink, "Sink V1 (1.12-1.13) writer: the sink's uid")
+    m = _SINK_V1_114.match(name)
+    if m and not name.startswith("Sink: ") and not _SINK_V1_112.match(name):
+        sink, part = m.group("sink"), m.group("part")
+        sink_names.append(sink)
+        if part in (None, "Writer"):
+            add(sink, "Sink V1 (1.14) writer: the sink's uid")
+    return out
+
+
+# --------------------------------------------------------------------------------------- job graph alignment
+
+
+def _match_vertex(graph: StreamGraph, vertex: JobVertexPlan, taken: set[int]) -> list[list[int]]:
+    """All ways to map ``vertex``'s chain tree onto stream nodes (by label, along edges)."""
+    kids: dict[int, list[int]] = {i: [] for i in range(len(vertex.operators))}
+    for i, p in enumerate(vertex.parents):
+        if p is not None:
+            kids[p].append(i)
+
+    def fits(node: StreamNode, label: str) -> bool:
+        return node.id not in taken and label in set(labels_of(node))
+
+    def assign(i: int, nid: int, acc: dict[int, int]) -> list[dict[int, int]]:
+        acc = {**acc, i: nid}
+        results = [acc]
+        for k in kids[i]:
+            nxt: list[dict[int, int]] = []
+            for partial in results:
+                used = set(partial.values())
+                for e in graph.out_edges(partial[i]):
+                    t = graph.node(e.target)
+                    if t.id not in used and fits(t, vertex.operators[k]):
+                        nxt.extend(assign(k, t.id, partial))
+            results = nxt
+        return results
+
+    if not vertex.operators:
+        return []
+    found = []
+    for n in graph.nodes:
+        if fits(n, vertex.operators[0]):
+            for m in assign(0, n.id, {}):
+                found.append([m[i] for i in range(len(vertex.operators))])
+    return found
+
+
+def _align(graph: StreamGraph, job: JobGraphPlan) -> dict[str, list[int]] | None:
+    """vertex id -> stream node ids (in the vertex's operator order), if every vertex maps to exactly one
+    place in the graph and the vertices cover every node once; else ``None``."""
+    taken: set[int] = set()
+    out: dict[str, list[int]] = {}
+    pending = list(job.vertices)
+    progress = True
+    while pending and progress:
+        progress = False
+        for v in list(pending):
+            options = _match_vertex(graph, v, taken)
+            if len(options) == 1 and not taken.intersection(options[0]):
+                out[v.id] = options[0]
+                taken.update(options[0])
+                pending.remove(v)
+                progress = True
+            elif not options:
+                return None
+    if pending or len(taken) != len(graph.nodes):
+        return None
+    return out
+
+
+def chained_edges_from_job_graph(graph: StreamGraph, job: JobGraphPlan) -> set[tuple[int, int]] | None:
+    """The (source, target) edges Flink actually chained, read off a job-graph plan of the same job; ``None``
+    when the plan cannot be matched onto the graph unambiguously (then fall back to the release rules)."""
+    aligned = _align(graph, job)
+    if aligned is None:
+        return None
+    chained: set[tuple[int, int]] = set()
+    for v in job.vertices:
+        nodes = aligned[v.id]
+        for i, p in enumerate(v.parents):
+            if p is not None:
+                chained.add((nodes[p], nodes[i]))
+    return chained
+
+
+# ------------------------------------------------------------------------------------------------- binding
+
+
+@dataclass(frozen=True, slots=True)
+class BoundOperator:
+    """One plan operator and the checkpoint operator it is.
+
+    ``operator_id`` is Flink's id for the operator when known (stored, computed by Flink's rule, a vertex id, or
+    by elimination); ``in_checkpoint`` says whether the checkpoint holds that id. ``exact`` = the id is Flink's
+    own (``method`` in :data:`EXACT_METHODS`) *and* in the checkpoint. ``reason`` says how, or what is
+    missing (for ``unbound``: the uid to pass as ``--uid NAME=UID``).
+    """
+
+    name: str
+    method: str
+    operator_id: str | None
+    in_checkpoint: bool
+    exact: bool
+    reason: str
+    uid: str | None = None
+    node_id: int | None = None  # stream graph node
+    vertex_id: str | None = None  # job vertex holding the operator (job-graph plan)
+    position: int | None = None  # index in the vertex's operators, head = 0 (job-graph plan)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    operators: tuple[BoundOperator, ...]
+    #: Checkpoint operator ids no plan operator was bound to.
+    unclaimed: tuple[str, ...]
+    #: Rules used (release line).
+    rules: str
+    notes: tuple[str, ...] = ()
+
+    def by_name(self, name: str) -> list[BoundOperator]:
+        return [b for b in self.operators if b.name == name]
+
+    def id_of(self, name: str) -> str | None:
+        """The checkpoint id bound to the operator called ``name`` (``None`` if unbound or ambiguous)."""
+        hits = [b for b in self.operators if b.name == name and b.in_checkpoint]
+        return hits[0].operator_id if len(hits) == 1 else None
+
+
+@dataclass(slots=True)
+class _Op:
+    name: str
+    parallelism: int
+    node_id: int | None = None
+    vertex_id: str | None = None
+    position: int | None = None
+    method: str = UNBOUND
+    operator_id: str | None = None
+    in_checkpoint: bool = False
+    uid: str | None = None
+    reason: str = ""
+    tried: tuple[str, ...] = ()
+    uid_known: bool | None = None  # True: has a uid; False: has none; None: not known
+
+
+def _norm(op_id: str) -> str:
+    h = op_id.strip().lower().replace("-", "")
+    if not _HEX32.match(h):
+        raise ValueError(f"not an operator id (32 hex chars): {op_id!r}")
+    return h
+
+
+def bind(
+    plan: StreamGraph | JobGraphPlan,
+    checkpoint_operator_ids: Iterable[str],
+    *,
+    stored: Mapping[str, tuple[str | None, str | None]] | None = None,
+    uid_overrides: Mapping[str, str] | None = None,
+    release: str | None = None,
+    format_version: int | None = None,
+    job_graph: JobGraphPlan | None = None,
+    checkpoint_parallelism: Mapping[str, int] | None = None,
+) -> Binding:
+    """Bind every plan operator to the checkpoint operator it is.
+
+    ``plan``: a stream graph (:func:`parse_stream_plan`) or a job-graph plan (:func:`parse_job_graph_plan`);
+    ``job_graph``: optionally the job-graph plan of the same job next to a stream graph (gives vertex ids and the
+    actual chains). ``stored``: id -> (name, uid) when the metadata stores them (V5+). ``uid_overrides``:
+    operator name -> uid the user knows. ``release`` (preferred) or ``format_version`` selects the rules.
+    ``checkpoint_parallelism``: id -> parallelism from the metadata (narrows elimination).
+
+    Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid, then
+    guesses from :func:`uid_candidates`) -> ``vertex-id`` -> ``deterministic-hash`` -> ``elimination``. An id
+    claimed by two operators is given to neither. Nothing is exact unless an id computed by Flink's rule (or
+    stored by Flink) is in the checkpoint.
+    """
+    rules = _rules(release, format_version)
+    ckpt: list[str] = []
+    for i in checkpoint_operator_ids:
+        h = _norm(i)
+        if h not in ckpt:
+            ckpt.append(h)
+    in_ckpt = set(ckpt)
+    overrides = dict(uid_overrides or {})
+    stored_n = {_norm(k): v for k, v in (stored or {}).items()}
+    notes: list[str] = []
+
+    graph = plan if isinstance(plan, StreamGraph) else None
+    job = plan if isinstance(plan, JobGraphPlan) else job_graph
+    ops: list[_Op] = []
+    aligned: dict[str, list[int]] | None = None
+    if graph is not None:
+        for n in graph.nodes:
+            ops.append(_Op(n.name, n.parallelism, node_id=n.id))
+        if job is not None:
+            aligned = _align(graph, job)
+            if aligned is None:
+                notes.append("the job-graph plan could not be matched onto the stream graph; vertex ids not used")
+    else:
+        assert job is not None
+        for v in job.vertices:
+            for pos, label in enumerate(v.operators):
+                ops.append(_Op(label, v.parallelism, vertex_id=v.id, position=pos))
+    by_node = {op.node_id: op for op in ops if op.node_id is not None}
+
+    claimed: dict[str, _Op] = {}
+
+    def claim(op: _Op, op_id: str, method: str, reason: str, uid: str | None = None) -> None:
+        op.method, op.operator_id, op.in_checkpoint, op.reason = method, op_id, op_id in in_ckpt, reason
+        if uid is not None:
+            op.uid = uid
+        if op.in_checkpoint:
+            claimed[op_id] = op
+
+    # 1. stored names (V5+): the checkpoint says which id is which name/uid.
+    if stored_n:
+        names = [op.name for op in ops]
+        for op in ops:
+            uid = overrides.get(op.name)
+            if uid is not None:
+                continue  # checked in step 2
+            hits = [k for k, (name, _) in stored_n.items() if name == op.name and k in in_ckpt and k not in claimed]
+            if len(hits) == 1 and names.count(op.name) == 1:
+                s_uid = stored_n[hits[0]][1]
+                claim(op, hits[0], STORED_NAME, "the checkpoint stores this name for the id", s_uid)
+                op.uid_known = s_uid is not None
+            elif len(hits) > 1 or (hits and names.count(op.name) > 1):
+                op.reason = f"name {op.name!r} occurs more than once; stored names cannot tell them apart"
+
+    # 2. uids: the one given, else guesses; a guess counts only if its hash is in the checkpoint.
+    guesses: dict[str, list[tuple[_Op, str, str]]] = {}
+    for op in ops:
+        if op.method != UNBOUND:
+            continue
+        given = overrides.get(op.name)
+        if given is not None:
+            h = uid_hash(given)
+            op.uid, op.uid_known = given, True
+            if h in in_ckpt and h not in claimed:
+                claim(op, h, UID_HASH, f"given uid {given!r} hashes to this id", given)
+            elif h in claimed:
+                op.reason = f"given uid {given!r} hashes to {h}, already bound to {claimed[h].name!r}"
+            else:
+                claim(
+                    op,
+                    h,
+                    UID_HASH,
+                    f"given uid {given!r} hashes to {h}, which is not in the checkpoint "
+                    "(no state for this operator there, or the uid is wrong)",
+                    given,
+                )
+            continue
+        cands = uid_candidates(op.name)
+        op.tried = tuple(u for u, _ in cands)
+        for uid, how in cands:
+            h = uid_hash(uid)
+            if h in in_ckpt and h not in claimed:
+                guesses.setdefault(h, []).append((op, uid, how))
+                break
+    for h, takers in guesses.items():
+        if len(takers) == 1:
+            op, uid, how = takers[0]
+            claim(op, h, UID_HASH, f"uid {uid!r} ({how}) hashes to this id", uid)
+            op.uid_known = True
+        else:
+            for op, _, _ in takers:
+                op.reason = f"id {h} fits more than one operator by uid guess"
+
+    # 3. job vertex ids: a vertex id is its chain head's operator id.
+    if job is not None and (graph is None or aligned is not None):
+        for v in job.vertices:
+            if graph is not None:
+                assert aligned is not None
+                head = by_node[aligned[v.id][0]]
+            else:
+                head = next(op for op in ops if op.vertex_id == v.id and op.position == 0)
+            if graph is not None:
+                head.vertex_id, head.position = v.id, 0
+            if head.method == UNBOUND and v.id not in claimed:
+                claim(
+                    head,
+                    v.id,
+                    VERTEX_ID,
+                    "head of job vertex "
+                    + v.id
+                    + " (vertex id = head operator id)"
+                    + ("" if v.id in in_ckpt else "; not in the checkpoint (no state for it there)"),
+                )
+            elif head.operator_id is not None and head.operator_id != v.id:
+                notes.append(f"{head.name!r}: bound to {head.operator_id} but heads vertex {v.id}")
+        if graph is not None and aligned is not None:
+            for v in job.vertices:
+                for pos, nid in enumerate(aligned[v.id]):
+                    by_node[nid].vertex_id, by_node[nid].position = v.id, pos
+
+    # 4. generated ids (StreamGraphHasherV2): on the stream graph, or on one rebuilt from the job-graph plan.
+    candidates: list[_Candidate] = []
+    if graph is not None:
+        chained = chained_edges_from_job_graph(graph, job) if (job is not None and aligned is not None) else None
+        candidates.append(
+            _Candidate(graph, {op.node_id: i for i, op in enumerate(ops) if op.node_id is not None}, chained)
+        )
+    elif job is not None:
+        candidates = _candidates_from_job_graph(job, ops)
+        if not candidates:
+            notes.append("the job-graph plan could not be rebuilt into a stream graph; generated ids not tried")
+    if candidates:
+        _generated_ids(ops, candidates, rules, in_ckpt, claimed, claim)
+
+    # 5. elimination: one unbound operator and one unclaimed id left (per parallelism when known).
+    changed = True
+    while changed:
+        changed = False
+        free = [h for h in ckpt if h not in claimed]
+        open_ops = [op for op in ops if op.method == UNBOUND and not _is_known_absent(op)]
+        groups: dict[int | None, tuple[list[_Op], list[str]]] = {}
+        if checkpoint_parallelism:
+            for op in open_ops:
+                groups.setdefault(op.parallelism, ([], []))[0].append(op)
+            for h in free:
+                p = checkpoint_parallelism.get(h)
+                groups.setdefault(p, ([], []))[1].append(h)
+        else:
+            groups[None] = (open_ops, free)
+        for p, (g_ops, g_ids) in groups.items():
+            if len(g_ops) == 1 and len(g_ids) == 1 and (p is not None or len(free) == 1):
+                op = g_ops[0]
+                claim(
+                    op,
+                    g_ids[0],
+                    ELIMINATION,
+                    "the only operator left"
+                    + (f" with parallelism {p}" if p is not None else "")
+                    + " and the only checkpoint id left: "
+                    "structural guess, not Flink's rule",
+                )
+                changed = True
+
+    # 6. reasons for what is left.
+    out: list[BoundOperator] = []
+    for op in ops:
+        if op.method == UNBOUND:
+            tried = ", ".join(repr(u) for u in op.tried) or "none"
+            extra = f"{op.reason}; " if op.reason else ""
+            op.reason = (
+                f"{extra}no id computed by Flink's rules for {op.name!r} is in the checkpoint (uids tried: {tried}"
+                + ("; generated id tried" if graph is not None else "")
+                + f"). If it has state there, give its uid: --uid {_quote(op.name)}=UID"
+            )
+        out.append(
+            BoundOperator(
+                name=op.name,
+                method=op.method,
+                operator_id=op.operator_id,
+                in_checkpoint=op.in_checkpoint,
+                exact=op.in_checkpoint and op.method in EXACT_METHODS,
+                reason=op.reason,
+                uid=op.uid,
+                node_id=op.node_id,
+                vertex_id=op.vertex_id,
+                position=op.position,
+            )
+        )
+    return Binding(tuple(out), tuple(h for h in ckpt if h not in claimed), rules.line, tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------- generated-id pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A stream graph the job may have had, with its nodes' operators (index into the op list)."""
+
+    graph: StreamGraph
+    op_of: dict[int, int]
+    chained: Collection[tuple[int, int]] | None
+
+
+def _generated_ids(
+    ops: list[_Op],
+    candidates: list[_Candidate],
+    rules: ChainRules,
+    in_ckpt: set[str],
+    claimed: dict[str, _Op],
+    claim: Callable[[_Op, str, str, str], None],
+) -> None:
+    """Bind unbound operators whose generated id is in the checkpoint.
+
+    A node's generated id depends on which other nodes carry a uid (their ids are taken as is, and they do not
+    wait for their inputs), so iterate: an operator whose known id differs from its generated one carries a
+    uid; unresolved operators whose generated id is absent are then assumed to carry one, for another round.
+    With several candidate graphs (unknown source order), only the candidates reproducing the most known ids
+    count, and an id is taken only if they all agree on it. Every id taken is one the checkpoint holds.
+    """
+    assume_uid: set[int] = set()
+    for _ in range(2 * len(ops) + 2):
+        results: list[tuple[int, dict[int, str | None], _Traversal, _Candidate]] = []
+        for cand in candidates:
+            fixed: dict[int, bytes | None] = {}
+            for nid, i in cand.op_of.items():
+                op = ops[i]
+                if op.uid is not None and op.uid_known:
+                    fixed[nid] = bytes.fromhex(uid_hash(op.uid))
+                elif op.uid_known or i in assume_uid:
+                    fixed[nid] = bytes.fromhex(op.operator_id) if op.operator_id else None
+            t = _traverse(cand.graph, rules, fixed, cand.chained)
+            gen = {i: _hex(t.ids.get(nid)) for nid, i in cand.op_of.items() if nid not in fixed}
+            score = sum(1 for i, h in gen.items() if h is not None and h == ops[i].operator_id)
+            results.append((score, gen, t, cand))
+        best = max(r[0] for r in results)
+        keep = [r for r in results if r[0] == best]
+        progress = False
+        for i, op in enumerate(ops):
+            values = {r[1].get(i, "fixed") for r in keep}
+            if len(values) != 1:
+                continue
+            h = values.pop()
+            if h is None or h == "fixed":
+                continue
+            if op.method == UNBOUND and h in in_ckpt and h not in claimed:
+                _, _, t, cand = keep[0]
+                nid = next(n for n, j in cand.op_of.items() if j == i)
+                why = f"StreamGraphHasherV2 gives this id (no uid, breadth-first position {t.positions[nid]})"
+                if cand.graph.inferred_edge_order and _order_sensitive(cand.graph, nid):
+                    why += "; the position assumes Flink's output order"
+                if len(candidates) > 1:
+                    why += f"; same id under all {len(keep)} source orders that fit the known ids"
+                claim(op, h, DETERMINISTIC_HASH, why)
+                op.uid_known = False
+                progress = True
+            elif op.operator_id == h:
+                op.uid_known = False
+            elif op.operator_id is not None and op.uid_known is None and op.method in (VERTEX_ID, STORED_NAME):
+                op.uid_known = True  # Flink's id, but not the generated one: the operator has a uid
+                progress = True
+        if not progress:
+            guess = {
+                i
+                for i, op in enumerate(ops)
+                if op.method == UNBOUND
+                and op.uid_known is None
+                and i not in assume_uid
+                and any(r[1].get(i) is not None for r in keep)
+            }
+            if not guess:
+                return
+            assume_uid |= guess
+
+
+def _candidates_from_job_graph(job: JobGraphPlan, ops: list[_Op]) -> list[_Candidate]:
+    """Stream graphs consistent with a job-graph plan: one node per chained operator, chain edges FORWARD and
+    chained, each vertex input an edge from the upstream chain's only leaf into the head (a chained operator
+    has exactly one input, its chain predecessor). Node ids, which Flink assigns in creation order, are not
+    in the plan: sources are tried in every order (up to 6 sources), the rest numbered topologically. Empty
+    when an upstream chain with consumers has more than one leaf (its output operator is then unknown)."""
+    index = {(op.vertex_id, op.position): i for i, op in enumerate(ops)}
+    keys: list[tuple[str, int]] = []
+    leaf: dict[str, tuple[str, int]] = {}
+    chained: list[tuple[tuple[str, int], tuple[str, int]]] = []
+    for v in job.vertices:
+        has_kids = {p for p in v.parents if p is not None}
+        leaves = [i for i in range(len(v.operators)) if i not in has_kids]
+        if len(leaves) == 1:
+            leaf[v.id] = (v.id, leaves[0])
+        for i, p in enumerate(v.parents):
+            keys.append((v.id, i))
+            if p is not None:
+                chained.append(((v.id, p), (v.id, i)))
+    inter: list[tuple[tuple[str, int], tuple[str, int], str]] = []
+    for v in job.vertices:
+        for inp in sorted(v.inputs, key=lambda x: x.num):
+            if inp.source not in leaf:
+                return []
+            inter.append((leaf[inp.source], (v.id, 0), inp.ship_strategy))
+    ins: dict[tuple[str, int], int] = {k: 0 for k in keys}
+    for _, dst in chained:
+        ins[dst] += 1
+    for _, dst, _ in inter:
+        ins[dst] += 1
+    sources = [k for k in keys if ins[k] == 0]
+    orders = list(itertools.permutations(sources)) if len(sources) <= 6 else [tuple(sources)]
+    out: list[_Candidate] = []
+    parallelism = {v.id: v.parallelism for v in job.vertices}
+    for order in orders:
+        number: dict[tuple[str, int], int] = {}
+        for k in order:
+            number[k] = len(number) + 1
+        # the rest in breadth-first order from the sources (creation order is unknown; only relative order of
+        # a node's outputs matters, and that is flagged as inferred)
+        succ: dict[tuple[str, int], list[tuple[str, int]]] = {k: [] for k in keys}
+        for a, b in chained:
+            succ[a].append(b)
+        for a, b, _ in inter:
+            succ[a].append(b)
+        queue = deque(order)
+        while queue:
+            k = queue.popleft()
+            for nxt in succ[k]:
+                if nxt not in number:
+                    number[nxt] = len(number) + 1
+                    queue.append(nxt)
+        if len(number) != len(keys):
+            return []
+        nodes = tuple(
+            StreamNode(id=number[k], name=ops[index[k]].name, parallelism=parallelism[k[0]], is_source=k in order)
+            for k in keys
+        )
+        edges = [StreamEdge(number[a], number[b], "FORWARD") for a, b in chained]
+        edges += [StreamEdge(number[a], number[b], strategy) for a, b, strategy in inter]
+        edges.sort(key=lambda e: e.target)
+        graph = StreamGraph(nodes, tuple(edges), inferred_edge_order=True)
+        out.append(_Candidate(graph, {number[k]: index[k] for k in keys}, {(number[a], number[b]) for a, b in chained}))
+    return out
+
+
+def _hex(digest: bytes | None) -> str | None:
+    return digest.hex() if digest is not None else None
+
+
+def _is_known_absent(op: _Op) -> bool:
+    return op.operator_id is not None and not op.in_checkpoint
+
+
+def _quote(name: str) -> str:
+    return name if re.fullmatch(r"[\w.:/-]+", name) else f"'{name}'"
+
+
+def _order_sensitive(graph: StreamGraph, node_id: int) -> bool:
+    """Whether the node's breadth-first position could change with the (inferred) out-edge order: some node
+    upstream of it, or it, is reached through a fan-out."""
+    seen: set[int] = set()
+    stack = [node_id]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for e in graph.in_edges(n):
+            if len(graph.out_edges(e.source)) > 1:
+                return True
+            stack.append(e.source)
+    return False

@@ -1,0 +1,635 @@
+"""Operator ids computed as Flink computes them (spillway/flink/operator_ids.py).
+
+Expected ids come from Flink only: ``ids.json`` (Flink's own id for every stream node, its job vertices and
+their operator lists), ``oracle.json`` (Flink's decode of ``_metadata``: every operator id in the checkpoint),
+``jobgraph.json`` (vertex id = head operator id) and the uid table of spec 11.4. Rule tests on synthetic graphs
+check the per-release chaining predicate read from the release jars (docs/format/operator-ids.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spillway.flink.chaining import (
+    RELEASE_RULES,
+    edge_chainable,
+    hasher_rules,
+    infer_chains,
+    release_for_format_version,
+    vertex_operator_order,
+)
+from spillway.flink.operator_ids import (
+    DETERMINISTIC_HASH,
+    ELIMINATION,
+    STORED_NAME,
+    UID_HASH,
+    UNBOUND,
+    VERTEX_ID,
+    bind,
+    chained_edges_from_job_graph,
+    deterministic_ids,
+    uid_candidates,
+    uid_hash,
+)
+from spillway.flink.stream_graph import (
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+    parse_job_graph_plan,
+    parse_stream_plan,
+    split_description,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+IDS = sorted(FIXTURES.glob("*/ids.json"))
+WITH_PLANS = sorted(p.parent for p in FIXTURES.glob("*/plan.json") if (p.parent / "jobgraph.json").exists())
+#: Jobs without any uid: every id is StreamGraphHasherV2's generated hash.
+NO_UID = ["1.15.4-no-uid", "1.20.3-no-uid", "1.20.3-sql", "2.3.0-no-uid", "2.3.0-sql"]
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def _ids_graph(doc: dict[str, Any]) -> StreamGraph:
+    """The stream graph ids.json describes (Flink's own nodes, with uid, strategy, slot sharing group)."""
+    nodes = tuple(
+        StreamNode(
+            id=n["id"],
+            name=n["name"],
+            parallelism=n["parallelism"],
+            uid=n["uid"],
+            max_parallelism=n["max_parallelism"],
+            chaining_strategy=n["chaining_strategy"],
+            slot_sharing_group=n["slot_sharing_group"],
+        )
+        for n in doc["stream_nodes"]
+    )
+    edges = tuple(StreamEdge(e["source"], e["target"], e["partitioner"], e["type_number"]) for e in doc["stream_edges"])
+    return StreamGraph(nodes, edges, chaining_enabled=doc["chaining_enabled"])
+
+
+def _oracle_ids(fixture: Path) -> list[str]:
+    return [op["operator_id"] for op in _json(fixture / "oracle.json")["operators"]]
+
+
+def _release(fixture: Path) -> str:
+    return str(_json(fixture / "fixture.json")["release"])
+
+
+# ------------------------------------------------------------------------------------------------ uid hash
+
+
+@pytest.mark.parametrize(
+    ("uid", "expected"),
+    [
+        ("src", "f362c87ffabe89c8a91fa7d0a523ba6c"),
+        ("tostr", "d8cec9b362de91fa6281b2882b1d6f93"),
+        ("slow", "59fa767824610e31f4a11d6125e09bf4"),
+        ("len", "5f6c9c3c8fdcc0939e6c1d0276e97ad0"),
+        ("sink", "2e588ce1c86a9d46e2e85186773ce4fd"),
+        ("a-very-long-operator-uid-string", "fd4c9b2c538e02d96cd0ec376230e3ad"),
+    ],
+)
+def test_uid_hash_matches_spec_table(uid: str, expected: str) -> None:
+    assert uid_hash(uid) == expected
+
+
+def test_uid_hash_is_utf8_and_lowercase_hex() -> None:
+    h = uid_hash("zählen")
+    assert len(h) == 32 and h == h.lower()
+    assert h != uid_hash("zahlen")
+    assert uid_hash("zählen") == uid_hash("z\u00e4hlen")
+
+
+# --------------------------------------------------------------------------------------- ids.json (Flink's ids)
+
+
+def test_ids_fixtures_present() -> None:
+    assert len(IDS) >= 20, "ids.json fixtures missing"
+
+
+@pytest.mark.parametrize("path", IDS, ids=[p.parent.name for p in IDS])
+def test_every_stream_node_id_matches_flink(path: Path) -> None:
+    doc = _json(path)
+    graph = _ids_graph(doc)
+    ids = deterministic_ids(graph, doc["release"])
+    expected = {n["id"]: n["operator_id"] for n in doc["stream_nodes"]}
+    assert ids == expected
+
+
+@pytest.mark.parametrize("path", IDS, ids=[p.parent.name for p in IDS])
+def test_chains_match_flink_job_vertices(path: Path) -> None:
+    doc = _json(path)
+    graph = _ids_graph(doc)
+    release = doc["release"]
+    op_id = {n["id"]: n["operator_id"] for n in doc["stream_nodes"]}
+    chains = infer_chains(graph, release)
+    got = {op_id[c[0]]: [op_id[n] for n in vertex_operator_order(graph, c[0], release)] for c in chains}
+    want = {v["id"]: v["operator_ids"] for v in doc["vertices"]}
+    assert got == want  # vertex id = head id; operators tail first, as JobVertex#getOperatorIDs
+    for n in doc["stream_nodes"]:  # every node in the vertex Flink put it in
+        head = next(c[0] for c in chains if n["id"] in c)
+        assert op_id[head] == n["vertex_id"]
+
+
+@pytest.mark.parametrize("path", IDS, ids=[p.parent.name for p in IDS])
+def test_ids_json_agrees_with_checkpoint(path: Path) -> None:
+    """Flink's decode of the checkpoint holds only ids Flink's job had (1.10-1.12 leave stateless ones out)."""
+    fixture = path.parent
+    assert set(_oracle_ids(fixture)) <= {n["operator_id"] for n in _json(path)["stream_nodes"]}
+
+
+# ------------------------------------------------------------------------------- generated ids (no uid at all)
+
+
+@pytest.mark.parametrize("name", NO_UID)
+def test_generated_ids_from_execution_plan_alone(name: str) -> None:
+    """No uid anywhere: ids from plan.json + Flink's default chaining = Flink's ids and the checkpoint's."""
+    fixture = FIXTURES / name
+    if not (fixture / "ids.json").exists():
+        pytest.skip(f"{name} not generated")
+    doc = _json(fixture / "ids.json")
+    assert all(n["uid"] is None for n in doc["stream_nodes"])
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    ids = deterministic_ids(graph, _release(fixture))
+    by_name = {graph.node(nid).name: h for nid, h in ids.items()}
+    assert by_name == {n["name"]: n["operator_id"] for n in doc["stream_nodes"]}
+    assert set(_oracle_ids(fixture)) <= set(ids.values())
+    # the job graph's vertex ids are the chain heads' generated ids
+    assert {v.id for v in parse_job_graph_plan(_json(fixture / "jobgraph.json")).vertices} <= set(ids.values())
+
+
+@pytest.mark.parametrize("name", NO_UID)
+def test_generated_ids_depend_on_chaining(name: str) -> None:
+    """The hash covers each node's chainable outputs: without chaining the chain heads' ids change."""
+    fixture = FIXTURES / name
+    if not (fixture / "plan.json").exists():
+        pytest.skip(f"{name} not generated")
+    release = _release(fixture)
+    chained = deterministic_ids(parse_stream_plan(_json(fixture / "plan.json")), release)
+    unchained = deterministic_ids(parse_stream_plan(_json(fixture / "plan.json"), chaining_enabled=False), release)
+    assert chained != unchained
+    vertices = parse_job_graph_plan(_json(fixture / "jobgraph.json")).vertices
+    chain_heads = {v.id for v in vertices if len(v.operators) > 1}
+    single = {v.id for v in vertices if len(v.operators) == 1 and not v.inputs}
+    assert chain_heads and not chain_heads & set(unchained.values())
+    assert single <= set(unchained.values())  # a lone source chains nothing either way
+
+
+# ------------------------------------------------------------------------------------- plans from the fixtures
+
+
+@pytest.mark.parametrize("fixture", WITH_PLANS, ids=[p.name for p in WITH_PLANS])
+def test_job_graph_plan_aligns_with_stream_plan(fixture: Path) -> None:
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
+    assert sum(len(v.operators) for v in job.vertices) == len(graph.nodes)
+    chained = chained_edges_from_job_graph(graph, job)
+    assert chained is not None
+    # chains from the job-graph plan's edges
+    chains = infer_chains(graph, _release(fixture), chained_edges=chained)
+    assert sorted(len(c) for c in chains) == sorted(len(v.operators) for v in job.vertices)
+
+
+@pytest.mark.parametrize("fixture", WITH_PLANS, ids=[p.name for p in WITH_PLANS])
+def test_ids_from_plan_with_known_uids(fixture: Path) -> None:
+    """plan.json + job graph chains + the job's uids (from ids.json) -> Flink's ids; every vertex id is the
+    computed id of its head."""
+    if not (fixture / "ids.json").exists():
+        pytest.skip("no ids.json")
+    doc = _json(fixture / "ids.json")
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
+    uid_by_name = {n["name"]: n["uid"] for n in doc["stream_nodes"]}
+    uids = {n.id: uid_by_name[n.name] for n in graph.nodes if uid_by_name[n.name] is not None}
+    ids = deterministic_ids(graph, doc["release"], uids, chained_edges=chained_edges_from_job_graph(graph, job))
+    assert {graph.node(k).name: v for k, v in ids.items()} == {n["name"]: n["operator_id"] for n in doc["stream_nodes"]}
+
+
+@pytest.mark.parametrize("fixture", WITH_PLANS, ids=[p.name for p in WITH_PLANS])
+def test_vertex_ids_hold_checkpoint_operators(fixture: Path) -> None:
+    job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
+    ckpt = set(_oracle_ids(fixture))
+    heads_in_checkpoint = [v.id for v in job.vertices if v.id in ckpt]
+    assert heads_in_checkpoint, "no job vertex id found among the checkpoint's operator ids"
+    for v in job.vertices:
+        assert len(v.id) == 32 and v.operators and v.parents[0] is None
+
+
+# ---------------------------------------------------------------------------------------------------- binding
+
+
+def _expected_by_name(fixture: Path) -> dict[str, str]:
+    return {n["name"]: n["operator_id"] for n in _json(fixture / "ids.json")["stream_nodes"]}
+
+
+BIND_FIXTURES = [p for p in WITH_PLANS if (p / "ids.json").exists() and (p / "oracle.json").exists()]
+
+
+@pytest.mark.parametrize("fixture", BIND_FIXTURES, ids=[p.name for p in BIND_FIXTURES])
+@pytest.mark.parametrize("mode", ["plan", "plan+jobgraph", "jobgraph"])
+def test_bind_without_stored_names_is_never_wrong(fixture: Path, mode: str) -> None:
+    """As with V2-V4 metadata (ids only): every id bound is Flink's id for that operator; exact bindings are
+    in the checkpoint; with both plans every operator holding state is bound."""
+    release = _release(fixture)
+    oracle = _json(fixture / "oracle.json")
+    ckpt = [op["operator_id"] for op in oracle["operators"]]
+    par = {op["operator_id"]: op["parallelism"] for op in oracle["operators"]}
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
+    if mode == "plan":
+        binding = bind(graph, ckpt, release=release, checkpoint_parallelism=par)
+    elif mode == "plan+jobgraph":
+        binding = bind(graph, ckpt, release=release, job_graph=job, checkpoint_parallelism=par)
+    else:
+        binding = bind(job, ckpt, release=release, checkpoint_parallelism=par)
+    expected = _expected_by_name(fixture)
+    descriptions = {n.description: n.name for n in graph.nodes if n.description}
+    for b in binding.operators:
+        name = b.name if b.name in expected else descriptions[b.name]
+        if b.operator_id is not None:
+            assert b.operator_id == expected[name], (b.name, b.method, b.reason)
+        if b.exact:
+            assert b.in_checkpoint and b.operator_id in ckpt
+        assert (b.method == UNBOUND) == (b.operator_id is None)
+    if mode != "plan":
+        bound = {b.operator_id for b in binding.operators if b.in_checkpoint}
+        assert bound == set(ckpt) and not binding.unclaimed
+
+
+@pytest.mark.parametrize("name", NO_UID)
+def test_bind_no_uid_jobs_exactly(name: str) -> None:
+    fixture = FIXTURES / name
+    if not (fixture / "oracle.json").exists():
+        pytest.skip(f"{name} not generated")
+    ckpt = _oracle_ids(fixture)
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    binding = bind(graph, ckpt, release=_release(fixture))
+    assert all(b.method == DETERMINISTIC_HASH and b.exact for b in binding.operators)
+    assert {b.name: b.operator_id for b in binding.operators} == _expected_by_name(fixture)
+    # from the REST plan alone: heads by vertex id, chained operators by the hash of the rebuilt graph
+    job_binding = bind(parse_job_graph_plan(_json(fixture / "jobgraph.json")), ckpt, release=_release(fixture))
+    assert all(b.exact for b in job_binding.operators)
+    assert {b.method for b in job_binding.operators} == {VERTEX_ID, DETERMINISTIC_HASH}
+    assert not job_binding.unclaimed
+
+
+def test_bind_with_stored_names() -> None:
+    fixture = FIXTURES / "2.3.0-finished"
+    ops = _json(fixture / "oracle.json")["operators"]
+    stored = {op["operator_id"]: (op["name"], op["uid"]) for op in ops}
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    binding = bind(graph, list(stored), stored=stored, release="2.3.0")
+    assert all(b.method == STORED_NAME and b.exact for b in binding.operators)
+    assert binding.id_of("bsink: Writer") == "e513ccc7ddc2cd22f6aaccff53e7cb36"
+    assert [b.uid for b in binding.by_name("sink: Writer")] == ["sink"]
+
+
+def test_bind_sql_stored_names_without_uids() -> None:
+    fixture = FIXTURES / "2.3.0-sql"
+    ops = _json(fixture / "oracle.json")["operators"]
+    stored = {op["operator_id"]: (op["name"], op["uid"]) for op in ops}
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), list(stored), stored=stored, release="2.3.0")
+    assert {b.name: b.operator_id for b in binding.operators} == _expected_by_name(fixture)
+    assert all(b.method == STORED_NAME for b in binding.operators)
+
+
+def test_bind_legacy_checkpoint_source_needs_uid() -> None:
+    """1.10: stateless len/sink are not in the checkpoint; the source's uid 'src' is not its name."""
+    fixture = FIXTURES / "1.10.3-aligned"
+    ckpt = _oracle_ids(fixture)
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    binding = bind(graph, ckpt, release="1.10.3")
+    src = binding.by_name("Source: seq")[0]
+    assert src.method == UNBOUND and "--uid 'Source: seq'=UID" in src.reason
+    assert binding.unclaimed == ("f362c87ffabe89c8a91fa7d0a523ba6c",)
+    tostr = binding.by_name("tostr")[0]
+    assert (tostr.method, tostr.operator_id, tostr.exact) == (UID_HASH, "d8cec9b362de91fa6281b2882b1d6f93", True)
+    # the user gives the uid
+    fixed = bind(graph, ckpt, release="1.10.3", uid_overrides={"Source: seq": "src"})
+    src = fixed.by_name("Source: seq")[0]
+    assert (src.method, src.exact, src.uid) == (UID_HASH, True, "src")
+    # a wrong uid is reported, not silently replaced by a guess
+    wrong = bind(graph, ckpt, release="1.10.3", uid_overrides={"Source: seq": "source"})
+    src = wrong.by_name("Source: seq")[0]
+    assert src.method == UID_HASH and not src.in_checkpoint and not src.exact and "not in the checkpoint" in src.reason
+    # with the job graph: the source heads vertex f362c87f…; len heads a vertex with no state in the checkpoint
+    with_job = bind(graph, ckpt, release="1.10.3", job_graph=parse_job_graph_plan(_json(fixture / "jobgraph.json")))
+    src = with_job.by_name("Source: seq")[0]
+    assert (src.method, src.operator_id, src.exact) == (VERTEX_ID, "f362c87ffabe89c8a91fa7d0a523ba6c", True)
+    length = with_job.by_name("len")[0]
+    assert (length.method, length.in_checkpoint, length.exact) == (VERTEX_ID, False, False)
+    sink = with_job.by_name("Sink: sink")[0]
+    assert sink.method == UNBOUND and not with_job.unclaimed
+
+
+def test_bind_elimination_is_not_exact() -> None:
+    fixture = FIXTURES / "1.15.4-unaligned"
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), _oracle_ids(fixture), release="1.15.4")
+    src = binding.by_name("Source: seq")[0]
+    assert (src.method, src.operator_id, src.exact) == (ELIMINATION, "f362c87ffabe89c8a91fa7d0a523ba6c", False)
+    sink = binding.by_name("Sink: sink")[0]
+    assert (sink.method, sink.uid, sink.exact) == (UID_HASH, "sink", True)
+
+
+def test_bind_two_sources_with_unknown_uids_stay_unbound() -> None:
+    """Three uid'd sources whose uids are not their names: nothing structural tells them apart."""
+    fixture = FIXTURES / "2.3.0-finished"
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), _oracle_ids(fixture), release="2.3.0")
+    unbound = sorted(b.name for b in binding.operators if b.method == UNBOUND)
+    assert unbound == ["Source: bseq", "Source: pseq", "Source: seq"]
+    assert len(binding.unclaimed) == 3
+
+
+def test_bind_accepts_format_version_and_rejects_bad_ids() -> None:
+    fixture = FIXTURES / "2.3.0-no-uid"
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    binding = bind(graph, [i.upper() for i in _oracle_ids(fixture)], format_version=3)
+    assert binding.rules == "1.15-1.17" and all(b.exact for b in binding.operators)
+    with pytest.raises(ValueError):
+        bind(graph, ["xyz"])
+
+
+def test_bind_job_graph_plan_with_several_sources_and_no_uids() -> None:
+    """Internal consistency (no Flink output): ids generated for a two-source graph are recovered from its
+    job-graph plan alone, although the plan does not say which source came first."""
+    nodes = tuple(
+        StreamNode(i, name, 2)
+        for i, name in [(1, "Source: a"), (2, "amap"), (3, "Source: b"), (4, "bmap"), (5, "join"), (6, "out")]
+    )
+    edges = (
+        StreamEdge(1, 2, "FORWARD"),
+        StreamEdge(3, 4, "FORWARD"),
+        StreamEdge(2, 5, "HASH", 1),
+        StreamEdge(4, 5, "HASH", 2),
+        StreamEdge(5, 6, "FORWARD"),
+    )
+    graph = StreamGraph(nodes, edges)
+    ids = deterministic_ids(graph, "1.20")
+    head = {1: ids[1], 3: ids[3], 5: ids[5]}
+    plan = {
+        "nodes": [
+            {
+                "id": head[5],
+                "parallelism": 2,
+                "description": "join<br/>+- out<br/>",
+                "inputs": [
+                    {"id": head[1], "num": 0, "ship_strategy": "HASH"},
+                    {"id": head[3], "num": 1, "ship_strategy": "HASH"},
+                ],
+            },
+            {"id": head[3], "parallelism": 2, "description": "Source: b<br/>+- bmap<br/>"},
+            {"id": head[1], "parallelism": 2, "description": "Source: a<br/>+- amap<br/>"},
+        ]
+    }
+    binding = bind(parse_job_graph_plan({"plan": plan}), list(ids.values()), release="1.20")
+    assert {b.name: b.operator_id for b in binding.operators} == {graph.node(k).name: v for k, v in ids.items()}
+    assert {b.name: b.method for b in binding.operators if b.position} == dict.fromkeys(
+        ["amap", "bmap", "out"], DETERMINISTIC_HASH
+    )
+
+
+# ------------------------------------------------------------------------------------------------ uid guesses
+
+
+@pytest.mark.parametrize(
+    ("name", "uid"),
+    [
+        ("sink: Writer", "sink"),  # Sink V2 (1.15+): the writer has the sink's uid
+        ("Source: seq", "seq"),
+        ("Sink: sink", "sink"),  # SinkFunction
+        ("files: Committer", "Sink Committer: files"),
+        ("files: Global Committer", "Sink files Global Committer"),
+        ("Sink Writer: files", "files"),  # Sink V1, 1.12-1.13
+        ("Sink files Writer", "files"),  # Sink V1, 1.14
+        ("Sink files", "files"),
+        ("Sink Committer: files", "Sink Committer: files"),
+        ("tostr", "tostr"),
+    ],
+)
+def test_uid_candidates(name: str, uid: str) -> None:
+    assert uid in [u for u, _ in uid_candidates(name)]
+    assert uid_candidates(name)[0][0] == name
+
+
+def test_sink_writer_uid_from_fixture() -> None:
+    """2.3.0 stores uids: 'sink: Writer' carries the sink's uid 'sink' (SinkTransformationTranslator)."""
+    ops = {op["name"]: op["uid"] for op in _json(FIXTURES / "2.3.0-unaligned" / "oracle.json")["operators"]}
+    assert ops["sink: Writer"] == "sink"
+    assert ("sink", "Sink V2 writer: the sink's uid") in uid_candidates("sink: Writer")
+
+
+# ---------------------------------------------------------------------------------------------- release rules
+
+
+def _pair(up: dict[str, Any] | None = None, down: dict[str, Any] | None = None, **edge: Any) -> StreamGraph:
+    nodes = (
+        StreamNode(**{"id": 1, "name": "src", "parallelism": 2, **(up or {})}),
+        StreamNode(**{"id": 2, "name": "op", "parallelism": 2, **(down or {})}),
+    )
+    return StreamGraph(nodes, (StreamEdge(1, 2, edge.pop("partitioner", "FORWARD"), **edge),))
+
+
+def _chainable(graph: StreamGraph, release: str) -> bool:
+    return edge_chainable(graph, graph.edges[0], hasher_rules(release))
+
+
+@pytest.mark.parametrize(
+    ("release", "line"),
+    [
+        ("1.10.3", "1.10"),
+        ("1.11.4", "1.11"),
+        ("1.13.6", "1.12-1.13"),
+        ("1.14.6", "1.14"),
+        ("1.17.2", "1.15-1.17"),
+        ("1.20.3", "1.18-1.20"),
+        ("2.0.0", "2.0-2.3"),
+        ("2.3.0", "2.0-2.3"),
+        ("release-1.19.1", "1.18-1.20"),
+        ("2.9", "2.0-2.3"),
+        ("1.8.0", "1.10"),
+    ],
+)
+def test_hasher_rules_lines(release: str, line: str) -> None:
+    assert hasher_rules(release).line == line
+
+
+def test_release_lines_cover_without_gaps() -> None:
+    assert RELEASE_RULES[0].first == (1, 0)
+    for a, b in itertools.pairwise(RELEASE_RULES):
+        assert b.first in ((a.last[0], a.last[1] + 1), (a.last[0] + 1, 0)), (a.line, b.line)
+        assert a.first <= a.last
+    assert [release_for_format_version(v) for v in (2, 3, 4, 5, 6)] == ["1.10", "1.15", "1.20", "2.0", "2.3"]
+
+
+def test_rules_default_chain() -> None:
+    for rules in RELEASE_RULES:
+        assert _chainable(_pair(), f"{rules.first[0]}.{rules.first[1]}")
+
+
+@pytest.mark.parametrize("release", ["1.10.3", "1.11.4", "1.15.4", "2.3.0"])
+def test_rules_never_chain(release: str) -> None:
+    assert not _chainable(_pair(partitioner="REBALANCE"), release)
+    assert not _chainable(_pair(partitioner="HASH"), release)
+    assert not _chainable(_pair(down={"chaining_strategy": "NEVER"}), release)
+    assert not _chainable(_pair(up={"chaining_strategy": "NEVER"}), release)
+    assert not _chainable(_pair(down={"chaining_strategy": "HEAD"}), release)
+    assert not _chainable(_pair(down={"slot_sharing_group": "other"}), release)
+    assert not _chainable(_pair(down={"parallelism": 3}), release)
+    g = _pair()
+    assert not _chainable(StreamGraph(g.nodes, g.edges, chaining_enabled=False), release)
+
+
+def test_rules_exchange_mode_only_tested_from_1_11() -> None:
+    """1.10's hasher has its own copy of the predicate, without the shuffle-mode test."""
+    g = _pair(exchange_mode="BATCH")
+    assert _chainable(g, "1.10.3")
+    assert not _chainable(g, "1.11.4") and not _chainable(g, "2.3.0")
+
+
+def test_rules_head_with_sources_from_1_12() -> None:
+    g = _pair(up={"source_kind": "flip27"}, down={"chaining_strategy": "HEAD_WITH_SOURCES"})
+    assert not _chainable(g, "1.11.4")
+    assert _chainable(g, "1.12.5") and _chainable(g, "2.3.0")
+    legacy = _pair(up={"source_kind": "legacy"}, down={"chaining_strategy": "HEAD_WITH_SOURCES"})
+    assert not _chainable(legacy, "1.12.5")
+
+
+def test_rules_upstream_head_with_sources_and_1_10_upstream_set() -> None:
+    g = _pair(up={"chaining_strategy": "HEAD_WITH_SOURCES"})
+    assert not _chainable(g, "1.10.3")  # 1.10: upstream must be HEAD or ALWAYS
+    assert _chainable(g, "1.12.5")
+
+
+def test_rules_yielding_operator_behind_legacy_source_from_1_11() -> None:
+    g = _pair(up={"source_kind": "legacy"}, down={"yielding": True})
+    assert _chainable(g, "1.10.3")
+    assert not _chainable(g, "1.11.4") and not _chainable(g, "2.3.0")
+    assert _chainable(_pair(up={"source_kind": "flip27"}, down={"yielding": True}), "2.3.0")
+
+
+def test_rules_max_parallelism_option_from_1_18() -> None:
+    nodes = (StreamNode(1, "src", 2, max_parallelism=128), StreamNode(2, "op", 2, max_parallelism=256))
+    g = StreamGraph(nodes, (StreamEdge(1, 2, "FORWARD"),), chain_different_max_parallelism=False)
+    assert _chainable(g, "1.17.2")
+    assert not _chainable(g, "1.18.1") and not _chainable(g, "2.3.0")
+    assert _chainable(StreamGraph(nodes, g.edges), "2.3.0")
+
+
+def test_rules_union_input_never_chained() -> None:
+    nodes = (StreamNode(1, "a", 2), StreamNode(2, "b", 2), StreamNode(3, "u", 2))
+    g = StreamGraph(nodes, (StreamEdge(1, 3, "FORWARD"), StreamEdge(2, 3, "FORWARD")))
+    assert not any(edge_chainable(g, e, hasher_rules("2.3")) for e in g.edges)
+    assert infer_chains(g, "2.3") == [[1], [2], [3]]
+
+
+def test_partitioner_class_names_count_as_forward() -> None:
+    for p in ("ForwardPartitioner", "ForwardForUnspecifiedPartitioner", "ForwardForConsecutiveHashPartitioner"):
+        assert _chainable(_pair(partitioner=p), "1.15.4")
+    assert not _chainable(_pair(partitioner="RescalePartitioner"), "1.15.4")
+
+
+def test_deterministic_ids_rejects_uid_collision_and_unreachable_nodes() -> None:
+    g = StreamGraph((StreamNode(1, "a", 1, uid="x"), StreamNode(2, "b", 1, uid="x")), (StreamEdge(1, 2, "FORWARD"),))
+    with pytest.raises(ValueError, match="same uid hash"):
+        deterministic_ids(g, "2.3")
+    cyc = StreamGraph(
+        (StreamNode(1, "s", 1), StreamNode(2, "a", 1), StreamNode(3, "b", 1)),
+        (StreamEdge(1, 2, "HASH"), StreamEdge(3, 2, "HASH"), StreamEdge(2, 3, "HASH")),
+    )
+    with pytest.raises(ValueError, match="not reachable"):
+        deterministic_ids(cyc, "2.3")
+
+
+def test_generated_hash_inputs_wait_and_fan_out_positions() -> None:
+    """Positions count every hashed node; a node with two inputs waits for both (re-queued by the second)."""
+    nodes = tuple(StreamNode(i, f"n{i}", 1) for i in (1, 2, 3, 4, 5))
+    edges = (
+        StreamEdge(1, 2, "HASH"),
+        StreamEdge(2, 3, "HASH"),
+        StreamEdge(3, 5, "HASH", 1),
+        StreamEdge(4, 5, "HASH", 2),
+    )
+    ids = deterministic_ids(StreamGraph(nodes, edges), "2.3")
+    # sources 1 and 4 take positions 0 and 1: node 4 alone hashes like position 1 without inputs
+    alone = deterministic_ids(StreamGraph((StreamNode(9, "x", 1), StreamNode(10, "y", 1)), ()), "2.3")
+    assert ids[1] == alone[9] and ids[4] == alone[10]
+    # a uid on node 2 changes node 3 (input hash) but not node 1 or 4
+    with_uid = deterministic_ids(StreamGraph(nodes, edges), "2.3", {2: "two"})
+    assert with_uid[1] == ids[1] and with_uid[4] == ids[4] and with_uid[3] != ids[3]
+    assert with_uid[2] == uid_hash("two")
+
+
+SQL_SOURCE = "bc764cd8ddf7a0cff126f51c16239658"  # 2.3.0-sql: position 0, no chained output, no input
+SQL_AGGREGATE = "20ba6b65f97481d5570070de90e4e791"  # position 1, one chained output, input = SQL_SOURCE
+
+
+def test_sql_fixture_grounds_the_building_blocks() -> None:
+    expected = _expected_by_name(FIXTURES / "2.3.0-sql")
+    assert expected["Source: src[1]"] == SQL_SOURCE and expected["GroupAggregate[3]"] == SQL_AGGREGATE
+
+
+def test_sources_are_hashed_in_id_order() -> None:
+    """Flink sorts the source ids: the smaller id takes position 0, whatever the node order."""
+    graph = StreamGraph((StreamNode(7, "late", 2), StreamNode(3, "early", 2)), ())
+    ids = deterministic_ids(graph, "2.3")
+    assert ids[3] == SQL_SOURCE and ids[7] != SQL_SOURCE
+
+
+def test_fan_out_follows_out_edge_order() -> None:
+    """Breadth first in out-edge order: the first output takes position 1."""
+    nodes = tuple(StreamNode(i, f"n{i}", 2) for i in (1, 2, 3, 4))
+    first = (StreamEdge(1, 2, "HASH"), StreamEdge(1, 3, "HASH"), StreamEdge(2, 4, "FORWARD"))
+    ids = deterministic_ids(StreamGraph(nodes, first), "2.3")
+    assert ids[1] == SQL_SOURCE and ids[2] == SQL_AGGREGATE
+    swapped = (StreamEdge(1, 3, "HASH"), StreamEdge(1, 2, "HASH"), StreamEdge(2, 4, "FORWARD"))
+    assert deterministic_ids(StreamGraph(nodes, swapped), "2.3")[2] != SQL_AGGREGATE
+
+
+# ------------------------------------------------------------------------------------------------ JSON parsing
+
+
+def test_parse_stream_plan_fields() -> None:
+    graph = parse_stream_plan(_json(FIXTURES / "2.3.0-sql" / "plan.json"))
+    assert graph.source_ids() == [1]
+    agg = graph.by_name("GroupAggregate[3]")[0]
+    assert agg.description is not None and agg.description.startswith("[3]:GroupAggregate(")
+    assert [(e.source, e.target, e.partitioner) for e in graph.in_edges(agg.id)] == [(1, agg.id, "HASH")]
+    assert graph.inferred_edge_order
+
+
+def test_parse_job_graph_plan_tree_and_wrapper() -> None:
+    raw = _json(FIXTURES / "2.3.0-finished" / "jobgraph.json")
+    for obj in (raw, {"plan": raw}, json.dumps({"plan": raw})):
+        job = parse_job_graph_plan(obj)
+        v = job.vertex("9fb621cfbecf96a557c3ffc11ab9ad39")
+        assert v.operators == ("Source: pseq", "pmap", "psink: Writer") and v.parents == (None, 0, 1)
+    slow = job.vertex("59fa767824610e31f4a11d6125e09bf4")
+    assert [(i.source, i.num, i.ship_strategy) for i in slow.inputs] == [
+        ("f362c87ffabe89c8a91fa7d0a523ba6c", 0, "HASH")
+    ]
+
+
+def test_parse_job_graph_plan_cascading_1_10() -> None:
+    job = parse_job_graph_plan(_json(FIXTURES / "1.10.3-aligned" / "jobgraph.json"))
+    v = job.vertex("5f6c9c3c8fdcc0939e6c1d0276e97ad0")
+    assert v.operators == ("len", "Sink: sink") and v.parents == (None, 0)
+
+
+@pytest.mark.parametrize(
+    ("description", "labels", "parents"),
+    [
+        ("a -&gt; (b -&gt; c, d)", ["a", "b", "c", "d"], [None, 0, 1, 0]),
+        ("a<br/>:- b<br/>:  +- c<br/>+- d<br/>", ["a", "b", "c", "d"], [None, 0, 1, 0]),
+        ("x &amp; y<br/>+- z&#92;w<br/>", ["x & y", "z\\w"], [None, 0]),
+        ("single", ["single"], [None]),
+    ],
+)
+def test_split_description(description: str, labels: list[str], parents: list[int | None]) -> None:
+    assert split_description(description) == (labels, parents)
