@@ -3,9 +3,11 @@
 Two plan flavours exist. The job-graph plan (REST ``/jobs/:id/plan``, possibly wrapped in
 ``{"plan": …}``) has one node per job vertex (= chain) whose ``id`` is the head operator's id and
 whose ``inputs[].num`` is the input gate. The stream-graph plan (``env.getExecutionPlan()``) has one
-node per operator, no ids usable against ``_metadata`` and no chaining; chains are inferred the way
-Flink chains by default (forward edge, same parallelism, one input, one output) and bound by name,
-which only works for metadata V5+ (the first format that stores names).
+node per operator and no chaining; chains are inferred the way Flink chains by default (forward
+edge, same parallelism, one input, one output). Its operators are bound to checkpoint operators by
+the ids Flink itself computes (``spillway.flink.operator_ids``: the uid hash, or the deterministic
+stream-graph hash), so binding is exact on every release where Flink's rule gives an id present in the
+checkpoint; on V5+ metadata also by the stored names. See docs/format/operator-ids.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import UsageError
+from spillway.flink import operator_ids
+from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
@@ -45,6 +49,7 @@ class Vertex:
     names: list[str]  # chain operators, head first
     parallelism: int
     vertex_id: str | None = None  # job-vertex id = head operator id (job-graph plans only)
+    node_ids: list[int] = field(default_factory=list)  # stream-graph node ids, head first (stream-graph plans)
     inputs: list[Edge] = field(default_factory=list)
     outputs: list[Edge] = field(default_factory=list)
 
@@ -56,6 +61,7 @@ class Vertex:
 class Topology:
     vertices: dict[str, Vertex]
     flavour: str  # "job-graph" or "stream-graph"
+    stream_graph: StreamGraph | None = None  # the parsed stream-graph plan, for Flink's operator ids
 
     def edges(self) -> list[Edge]:
         return [e for v in self.vertices.values() for e in v.inputs]
@@ -79,7 +85,9 @@ def parse_plan(doc: Any, source: str = "plan") -> Topology:
         raise PlanError(f"{source}: no 'nodes' list: not a Flink plan")
     try:
         if any("predecessors" in n or isinstance(n.get("id"), int) for n in nodes):
-            return _stream_graph(nodes)
+            topology = _stream_graph(nodes)
+            topology.stream_graph = parse_stream_plan(doc)
+            return topology
         return _job_graph(nodes)
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{source}: malformed plan node ({exc})") from None
@@ -140,6 +148,7 @@ def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
         if head not in vertices:
             vertices[head] = Vertex(head, [], int(n["parallelism"]))
         vertices[head].names.append(name)
+        vertices[head].node_ids.append(int(n["id"]))
     for n in nodes:
         down = vertices[str(head_of[n["id"]])]
         if head_of[n["id"]] != n["id"]:
@@ -174,10 +183,18 @@ def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
         hits = by_name.get(name, [])
         return hits[0] if len(hits) == 1 else None
 
+    exact = _exact_stream_binding(topology, checkpoint)
+
+    def by_node(node_id: int) -> OperatorState | None:
+        op_id = exact.get(node_id)
+        return checkpoint.operator(op_id) if op_id else None
+
     bound: dict[str, BoundVertex] = {}
     heads: set[str] = set()
     for v in topology.vertices.values():
         head = checkpoint.operator(v.vertex_id) if v.vertex_id else None
+        if head is None and v.node_ids:
+            head = by_node(v.node_ids[0])
         if head is None and v.names:
             head = named(v.names[0])
         if head is not None:
@@ -189,6 +206,8 @@ def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
         v = b.vertex
         if len(v.names) <= 1 and b.head is not None:
             b.tail = b.head
+        elif v.node_ids and by_node(v.node_ids[-1]) is not None:
+            b.tail = by_node(v.node_ids[-1])
         elif v.names and named(v.names[-1]) is not None:
             b.tail = named(v.names[-1])
         else:
@@ -218,6 +237,35 @@ def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
     for b in bound.values():
         # A job-graph vertex id names the head operator exactly; if the checkpoint lacks it, the head
         # had no state at all (V2/V3 omit stateless operators), so its input state is simply empty.
-        if b.head is None and b.problem is None and b.vertex.vertex_id is None:
+        # Likewise when Flink's own rule gives the head's id (stream-graph plans) and the checkpoint lacks it.
+        known_head = bool(b.vertex.node_ids) and b.vertex.node_ids[0] in exact
+        if b.head is None and b.problem is None and b.vertex.vertex_id is None and not known_head:
             b.problem = f"no operator in the checkpoint matches vertex {b.vertex.label()!r}"
     return bound
+
+
+def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids.Binding | None:
+    """How each operator of a stream-graph plan binds to the checkpoint (method, id, certainty)."""
+    if topology.stream_graph is None:
+        return None
+    stored = {o.operator_id: (o.name, o.uid) for o in checkpoint.operators if o.name or o.uid}
+    return operator_ids.bind(
+        topology.stream_graph,
+        [o.operator_id for o in checkpoint.operators],
+        stored=stored or None,
+        format_version=checkpoint.format_version,
+        checkpoint_parallelism={o.operator_id: o.parallelism for o in checkpoint.operators},
+    )
+
+
+def _exact_stream_binding(topology: Topology, checkpoint: Checkpoint) -> dict[int, str]:
+    """Stream node id -> operator id, only where the binding is exact (Flink's own id); the id may be
+    absent from old metadata, which leaves stateless operators out."""
+    binding = operator_binding(topology, checkpoint)
+    if binding is None:
+        return {}
+    return {
+        b.node_id: b.operator_id
+        for b in binding.operators
+        if b.exact and b.node_id is not None and b.operator_id is not None
+    }
