@@ -1,4 +1,5 @@
-"""Every repair proven by real Flink: the repaired checkpoint is restored on a MiniCluster (tests/support/flink_harness.py).
+"""Every repair proven by real Flink: the repaired checkpoint is restored on a MiniCluster
+(tests/support/flink_harness.py).
 
 - relocate: a checkpoint moved with --copy-data restores from its new place after the old one is deleted;
 - clear-finished: a checkpoint Flink refuses for a changed topology restores once the markers are cleared;
