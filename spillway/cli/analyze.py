@@ -10,12 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
 from spillway.inspect.reports import analyze_json
-from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
@@ -75,6 +74,8 @@ def command(
         ),
     ] = None,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     try:
         check_display_spec(value_type)
@@ -84,7 +85,7 @@ def command(
     def run() -> None:
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
-        topology = load_plan(plan) if plan else None
+        topology = plan_with_uids(plan, uid, uid_map)
         loaded = load_checkpoint(path, rebase)
         if parquet:
             from spillway.inspect.parquet_out import analyze_to_parquet

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from spillway.inspect.topology import Topology, load_plan, load_uid_map
+
 RebaseOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -22,3 +24,33 @@ PlanOpt = Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (fo
 OperatorsOpt = Annotated[
     list[str] | None, typer.Option("--operator", metavar="OPERATOR", help="Operator id, uid or name (repeatable).")
 ]
+UidOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--uid",
+        metavar="NAME=UID",
+        help="The uid of the plan operator NAME (repeatable). A plan shows names, not uids; before Flink 2.0 "
+        "a checkpoint stores neither, so operators whose uid differs from their name are bound through this.",
+    ),
+]
+UidMapOpt = Annotated[
+    str | None,
+    typer.Option("--uid-map", metavar="FILE", help='JSON file {"operator name": "uid", …} (like --uid).'),
+]
+
+
+def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> Topology | None:
+    """Load --plan with the uids given by --uid-map and --uid (which wins)."""
+    from spillway.errors import UsageError
+
+    if plan is None:
+        if uid or uid_map:
+            raise UsageError("--uid and --uid-map need --plan")
+        return None
+    uids = load_uid_map(uid_map) if uid_map else {}
+    for item in uid or []:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--uid {item!r}: expected NAME=UID")
+        uids[name] = value
+    return load_plan(plan, uids)

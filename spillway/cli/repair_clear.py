@@ -8,7 +8,18 @@ import typer
 from rich.markup import escape
 
 from spillway.cli.common import err, guarded
-from spillway.cli.options import DryRunOpt, JsonOpt, OperatorsOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg
+from spillway.cli.options import (
+    DryRunOpt,
+    JsonOpt,
+    OperatorsOpt,
+    OutOpt,
+    PlanOpt,
+    RebaseOpt,
+    SrcArg,
+    UidMapOpt,
+    UidOpt,
+    plan_with_uids,
+)
 from spillway.cli.repair_common import show_report
 from spillway.repair import operations
 
@@ -34,10 +45,18 @@ def command(
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
         report = operations.clear_finished(
-            src, out_dir, operators=operator, plan=plan, force=force, dry_run=dry_run, rebase=rebase
+            src,
+            out_dir,
+            operators=operator,
+            plan=plan_with_uids(plan, uid, uid_map),
+            force=force,
+            dry_run=dry_run,
+            rebase=rebase,
         )
         if not json_out:
             for c in report.changes:

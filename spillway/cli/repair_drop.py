@@ -5,7 +5,18 @@ from __future__ import annotations
 import typer
 
 from spillway.cli.common import UsageError, guarded
-from spillway.cli.options import DryRunOpt, JsonOpt, OperatorsOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg
+from spillway.cli.options import (
+    DryRunOpt,
+    JsonOpt,
+    OperatorsOpt,
+    OutOpt,
+    PlanOpt,
+    RebaseOpt,
+    SrcArg,
+    UidMapOpt,
+    UidOpt,
+    plan_with_uids,
+)
 from spillway.cli.repair_common import show_report
 from spillway.repair import operations
 
@@ -28,11 +39,15 @@ def command(
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
         if not operator:
             raise UsageError("name the operator(s) to drop with --operator")
-        report = operations.drop_operator(src, out_dir, operators=operator, plan=plan, dry_run=dry_run, rebase=rebase)
+        report = operations.drop_operator(
+            src, out_dir, operators=operator, plan=plan_with_uids(plan, uid, uid_map), dry_run=dry_run, rebase=rebase
+        )
         return show_report(report, json_out)
 
     raise typer.Exit(guarded(run))

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from spillway.cli.common import guarded
-from spillway.cli.options import DryRunOpt, JsonOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg
+from spillway.cli.options import (
+    DryRunOpt,
+    JsonOpt,
+    OutOpt,
+    PlanOpt,
+    RebaseOpt,
+    SrcArg,
+    UidMapOpt,
+    UidOpt,
+    plan_with_uids,
+)
 from spillway.cli.repair_common import show_report
 from spillway.repair import operations
 
@@ -42,6 +52,8 @@ def command(
     json_out: JsonOpt = False,
     plan: PlanOpt = None,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
         report = operations.relocate(
@@ -51,7 +63,7 @@ def command(
             new,
             copy_data=copy_data,
             relative=relative,
-            plan=plan,
+            plan=plan_with_uids(plan, uid, uid_map),
             dry_run=dry_run,
             rebase=rebase,
         )

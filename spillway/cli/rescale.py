@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
 HELP = """Rescale a checkpoint offline: write a NEW checkpoint in which the chosen vertices have a new
@@ -69,6 +69,8 @@ def command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only; write nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Report as JSON (schema spillway.rescale/1).")] = False,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
         from spillway.rescale.rescale import rescale_checkpoint
@@ -81,9 +83,11 @@ def command(
             if not n.isdigit():
                 raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
             counts[name] = int(n)
+        topology = plan_with_uids(plan, uid, uid_map)
+        assert topology is not None
         report = rescale_checkpoint(
             src,
-            plan,
+            topology,
             counts,
             out_dir,
             keys=_pairs(key, "--key"),

@@ -11,9 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, err, guarded, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.inspect.reports import validate_json
-from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
 from spillway.storage.load import load_checkpoint
 
@@ -41,9 +40,11 @@ def command(
         bool, typer.Option("--json", help="Emit the report as JSON (schema spillway.validate/1).")
     ] = False,
     rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        topology = load_plan(plan) if plan else None
+        topology = plan_with_uids(plan, uid, uid_map)
         loaded = load_checkpoint(path, rebase)
         show_progress = not json_out and sys.stderr.isatty()
         with Progress(

@@ -62,19 +62,47 @@ class Topology:
     vertices: dict[str, Vertex]
     flavour: str  # "job-graph" or "stream-graph"
     stream_graph: StreamGraph | None = None  # the parsed stream-graph plan, for Flink's operator ids
+    # operator name -> uid, given by the user (--uid NAME=UID, --uid-map): a plan does not show uids
+    uids: dict[str, str] = field(default_factory=dict)
 
     def edges(self) -> list[Edge]:
         return [e for v in self.vertices.values() for e in v.inputs]
 
 
-def load_plan(path: str | Path) -> Topology:
+def load_plan(path: str | Path, uids: dict[str, str] | None = None) -> Topology:
+    """Read a plan of either flavour; ``uids`` (operator name -> uid) are what the plan cannot show."""
     try:
         doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise PlanError(f"{path}: no such plan file") from None
     except (OSError, ValueError) as exc:
         raise PlanError(f"{path}: not a readable JSON plan ({exc})") from None
-    return parse_plan(doc, str(path))
+    topology = parse_plan(doc, str(path))
+    topology.uids = dict(uids or {})
+    return topology
+
+
+PlanRef = str | Path | Topology
+
+
+def as_topology(plan: PlanRef | None) -> Topology | None:
+    """A plan given as a path (loaded here) or already as a ``Topology``."""
+    if plan is None or isinstance(plan, Topology):
+        return plan
+    return load_plan(plan)
+
+
+def load_uid_map(path: str | Path) -> dict[str, str]:
+    """A uid-map file: JSON ``{"operator name": "uid", …}``."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such uid-map file") from None
+    except (OSError, ValueError) as exc:
+        raise PlanError(f"{path}: not a readable JSON uid map ({exc})") from None
+    if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
+        raise PlanError(f'{path}: a uid map is a JSON object {{"operator name": "uid", …}}')
+    return doc
 
 
 def parse_plan(doc: Any, source: str = "plan") -> Topology:
@@ -170,6 +198,7 @@ class BoundVertex:
     head: OperatorState | None
     tail: OperatorState | None
     problem: str | None = None
+    members: list[OperatorState] = field(default_factory=list)  # chain operators bound exactly by id
 
 
 def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
@@ -199,7 +228,8 @@ def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
             head = named(v.names[0])
         if head is not None:
             heads.add(head.operator_id)
-        bound[v.key] = BoundVertex(v, head, None)
+        members = [op for op in (by_node(n) for n in v.node_ids) if op is not None]
+        bound[v.key] = BoundVertex(v, head, None, members=members)
     claimed = set(heads)
     pending = []
     for b in bound.values():
@@ -253,6 +283,7 @@ def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids
         topology.stream_graph,
         [o.operator_id for o in checkpoint.operators],
         stored=stored or None,
+        uid_overrides=topology.uids or None,
         format_version=checkpoint.format_version,
         checkpoint_parallelism={o.operator_id: o.parallelism for o in checkpoint.operators},
     )

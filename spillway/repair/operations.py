@@ -18,7 +18,7 @@ from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
-from spillway.inspect.topology import load_plan
+from spillway.inspect.topology import PlanRef, as_topology
 from spillway.model.checkpoint import Checkpoint, FileHandle, SegmentFileHandle
 from spillway.model.walk import transform_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
@@ -43,7 +43,7 @@ def relocate(
     *,
     copy_data: bool = False,
     relative: bool = False,
-    plan: str | None = None,
+    plan: PlanRef | None = None,
     dry_run: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
@@ -91,7 +91,7 @@ def strip_channel_state(
     out: str,
     *,
     operators: list[str] | None = None,
-    plan: str | None = None,
+    plan: PlanRef | None = None,
     dry_run: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
@@ -105,7 +105,7 @@ def strip_channel_state(
                 "stripping some operators needs --plan: each channel's other half sits on the operator at the "
                 "other end of the edge, and dropping one half only would break record framing on restore"
             )
-        topology = load_plan(plan) if plan else None
+        topology = as_topology(plan)
         result = strip_channels(loaded.checkpoint, analyze(loaded, topology), ids)
         copies = relative_copies(loaded, result.checkpoint)
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
@@ -140,7 +140,7 @@ def clear_finished(
     out: str,
     *,
     operators: list[str] | None = None,
-    plan: str | None = None,
+    plan: PlanRef | None = None,
     force: bool = False,
     dry_run: bool = False,
     rebase: list[str] | None = None,
@@ -151,7 +151,7 @@ def clear_finished(
         loaded = io.loaded
         cp = loaded.checkpoint
         ids = operator_ids(cp, operators)
-        verdict = check(load_plan(plan), cp) if plan else None
+        verdict = check(as_topology(plan), cp) if plan else None
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (--operator) or give the new job's --plan")
@@ -192,7 +192,7 @@ def drop_operator(
     out: str,
     *,
     operators: list[str],
-    plan: str | None = None,
+    plan: PlanRef | None = None,
     dry_run: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
@@ -217,7 +217,7 @@ def drop_operator(
                     "the operator holds channel state: --plan is needed to drop the other half of "
                     "each of its channels too"
                 )
-            stripped = strip_channels(cp, analyze(loaded, load_plan(plan)), ids)
+            stripped = strip_channels(cp, analyze(loaded, as_topology(plan)), ids)
             cp = stripped.checkpoint
             rp.changes.append(
                 Change(

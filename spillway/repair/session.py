@@ -16,7 +16,7 @@ from typing import Any
 
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
-from spillway.inspect.topology import Topology, load_plan
+from spillway.inspect.topology import PlanRef, Topology, as_topology
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairPlan
 from spillway.storage import fs
@@ -104,7 +104,7 @@ def finish(
     rp: RepairPlan,
     io: Workspace,
     dry_run: bool,
-    plan: str | None,
+    plan: PlanRef | None,
     before: Callable[[], Callable[[], None] | None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> RepairReport:
@@ -116,7 +116,7 @@ def finish(
         undo = before() if before is not None else None
         try:
             rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
-            topology = load_plan(plan) if plan else None
+            topology = as_topology(plan)
             write_checkpoint(
                 rp.output,
                 io.target,

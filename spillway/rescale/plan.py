@@ -134,7 +134,7 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
 
 
 def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
-    ops: dict[str, OperatorState] = {}
+    ops: dict[str, OperatorState] = {o.operator_id: o for o in b.members}
     for o in (b.head, b.tail):
         if o is not None:
             ops[o.operator_id] = o
@@ -210,8 +210,9 @@ def build_plan(
     rescaled_keys = {k for k, v in vertices.items() if v.rescaled}
     if unplaced and rescaled_keys:
         raise RescaleRefused(
-            f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to (the checkpoint stores no names "
-            "for them); give a plan whose operators carry names, or rescale in Flink"
+            f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to: no plan operator's id, "
+            "as Flink computes it, matches them. Give the uid of each plan operator whose uid is not its name "
+            "(--uid NAME=UID or --uid-map FILE), or pass the job-graph plan (REST /jobs/<job-id>/plan)"
         )
 
     cmap = logical_channels(topology, bound, cp)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spillway.inspect.output_check import validated_output
-from spillway.inspect.topology import Topology, load_plan
+from spillway.inspect.topology import PlanRef, Topology, as_topology
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import assemble
 from spillway.rescale.channel_writer import background_fsync
@@ -169,7 +169,7 @@ def rescale(
 
 def rescale_checkpoint(
     src: str,
-    plan: str,
+    plan: PlanRef,
     parallelism: dict[str, int],
     out: str,
     *,
@@ -188,7 +188,8 @@ def rescale_checkpoint(
     from spillway.storage import fs
     from spillway.storage.workspace import open_workspace
 
-    topology = load_plan(plan)
+    topology = as_topology(plan)
+    assert topology is not None
     with open_workspace(src, out, rebase) as ws:
         loaded = ws.loaded
         loaded.resolve_files()

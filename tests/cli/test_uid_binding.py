@@ -1,0 +1,117 @@
+"""Stream-graph plans on Flink 1.x, where the checkpoint stores ids only: binding by Flink's own ids, the
+uids a plan cannot show given with --uid / --uid-map, and refusals that say what to give."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.fixtures import fixture_named
+from typer.testing import CliRunner
+
+from spillway.cli.app import app
+
+FX = fixture_named("1.20.3-unaligned")  # source uid "src", name "Source: seq"; the others' uid == name
+CHK = str(FX.root / "checkpoints")
+PLAN = str(FX.root / "plan.json")
+JOB_PLAN = str(FX.root / "jobgraph.json")
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_rescale_with_a_stream_graph_plan_names_the_missing_uid(tmp_path: Path) -> None:
+    code, out = run(
+        "rescale",
+        CHK,
+        "--plan",
+        PLAN,
+        "-p",
+        "slow=3",
+        "--key",
+        "slow=string",
+        "--out",
+        str(tmp_path / "o"),
+        "--master",
+        "inprocess",
+    )
+    assert code == 1
+    assert "--uid NAME=UID" in out and "f362c87ffabe89c8a91fa7d0a523ba6c" in out
+    assert not (tmp_path / "o").exists()
+
+
+def test_rescale_with_a_stream_graph_plan_and_the_uid(tmp_path: Path) -> None:
+    code, out = run(
+        "rescale",
+        CHK,
+        "--plan",
+        PLAN,
+        "--uid",
+        "Source: seq=src",
+        "-p",
+        "slow=3",
+        "--key",
+        "slow=string",
+        "--out",
+        str(tmp_path / "o"),
+        "--master",
+        "inprocess",
+        "--json",
+    )
+    assert code == 0, out
+    doc = json.loads(out)
+    # Every in-flight record of the job moved: the count framed with Flink's own job-graph plan.
+    code, v = run("validate", CHK, "--plan", JOB_PLAN, "--json")
+    assert code == 0
+    assert doc["records_moved"] == json.loads(v)["summary"]["records"]
+
+
+def test_uid_map_file_equals_uid_option(tmp_path: Path) -> None:
+    uid_map = tmp_path / "uids.json"
+    uid_map.write_text(json.dumps({"Source: seq": "src"}))
+    code, out = run(
+        "rescale",
+        CHK,
+        "--plan",
+        PLAN,
+        "--uid-map",
+        str(uid_map),
+        "-p",
+        "slow=3",
+        "--key",
+        "slow=string",
+        "--out",
+        str(tmp_path / "o"),
+        "--master",
+        "inprocess",
+        "--dry-run",
+    )
+    assert code == 0, out
+
+
+def test_strip_with_a_stream_graph_plan_reports_the_exact_loss(tmp_path: Path) -> None:
+    code, out = run(
+        "repair",
+        "strip-channel-state",
+        CHK,
+        "--plan",
+        PLAN,
+        "--operator",
+        "slow",
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+    )
+    assert code == 0, out
+    dropped = json.loads(out)["records_dropped"]
+    code, v = run("validate", CHK, "--plan", JOB_PLAN, "--json")
+    assert dropped == json.loads(v)["summary"]["records"] > 0
+
+
+def test_uid_without_plan_is_a_usage_error() -> None:
+    code, out = run("validate", CHK, "--uid", "a=b")
+    assert code == 2 and "--plan" in out
+    code, out = run("validate", CHK, "--plan", PLAN, "--uid", "no-equals-sign")
+    assert code == 2 and "NAME=UID" in out
