@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.topology import BoundVertex, Topology, bind
+from spillway.inspect.topology import BoundVertex, Topology, bind, exact_chains
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 FULLY = "FULLY_FINISHED"
@@ -33,6 +33,8 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     # Finished operators that could not be placed in any vertex: the verdict may miss a refusal.
     unplaced_finished: list[str] = field(default_factory=list)
+    # Vertices whose chain members were not all identified: their classification is from the ones found.
+    uncertain_vertices: list[str] = field(default_factory=list)
 
     @property
     def certain(self) -> bool:
@@ -75,14 +77,22 @@ def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[Operat
 
 def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     bound = bind(topology, checkpoint)
+    exact = exact_chains(topology, checkpoint)
     verdict = Verdict({})
     classes: dict[str, str] = {}
     placed: set[str] = set()
     for key, b in bound.items():
-        ops, complete = chain_operators(b, checkpoint)
+        if key in exact:
+            # Every chain member known by Flink's own id; one absent from the checkpoint is running.
+            ops: list[OperatorState | None] = [checkpoint.operator(i) for i in exact[key]]
+            complete = True
+        else:
+            ops, complete = chain_operators(b, checkpoint)
+        placed |= {o.operator_id for o in ops if o is not None}
         kinds = {classify(o) for o in ops}
         label = b.vertex.label()
         if not complete:
+            verdict.uncertain_vertices.append(label)
             verdict.notes.append(
                 f"{label}: not every chained operator could be identified (metadata before V5 "
                 "stores no names); classified from the ones found"
@@ -99,9 +109,15 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
         else:
             classes[key] = kinds.pop() if kinds else RUNNING
         verdict.classification[label] = classes[key]
+    whole_plan_exact = len(exact) == len(bound)
     for op in checkpoint.operators:
         if op.operator_id not in placed and classify(op) != RUNNING:
-            verdict.unplaced_finished.append(f"{op.label()} ({classify(op)})")
+            if whole_plan_exact:
+                # Every operator of the new job is known exactly: this one is not in it. Flink's check
+                # looks at the new job's operators only (its state needs --allowNonRestoredState).
+                verdict.notes.append(f"{op.label()} ({classify(op)}) is not in the plan: Flink does not check it")
+            else:
+                verdict.unplaced_finished.append(f"{op.label()} ({classify(op)})")
     if verdict.unplaced_finished:
         verdict.notes.append(
             "cannot tell which vertex holds the finished operator(s) "

@@ -113,6 +113,7 @@ def analyze_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: 
             "restorable": verdict.restorable,
             "certain": verdict.certain,
             "vertices": verdict.classification,
+            "uncertain_vertices": verdict.uncertain_vertices,
             "violations": [vars(v) for v in verdict.violations],
             "notes": verdict.notes,
         },

@@ -20,11 +20,10 @@ from typing import Any
 
 from spillway.errors import UsageError
 from spillway.flink import operator_ids
-from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.flink.stream_graph import JobGraphPlan, StreamGraph, parse_job_graph_plan, parse_stream_plan
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
-POINTWISE = {"FORWARD", "RESCALE"}
 
 
 class PlanError(UsageError):
@@ -62,6 +61,7 @@ class Topology:
     vertices: dict[str, Vertex]
     flavour: str  # "job-graph" or "stream-graph"
     stream_graph: StreamGraph | None = None  # the parsed stream-graph plan, for Flink's operator ids
+    job_graph: JobGraphPlan | None = None  # the parsed job-graph plan, likewise
     # operator name -> uid, given by the user (--uid NAME=UID, --uid-map): a plan does not show uids
     uids: dict[str, str] = field(default_factory=dict)
 
@@ -116,7 +116,9 @@ def parse_plan(doc: Any, source: str = "plan") -> Topology:
             topology = _stream_graph(nodes)
             topology.stream_graph = parse_stream_plan(doc)
             return topology
-        return _job_graph(nodes)
+        topology = _job_graph(nodes)
+        topology.job_graph = parse_job_graph_plan(doc)
+        return topology
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{source}: malformed plan node ({exc})") from None
 
@@ -275,12 +277,13 @@ def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
 
 
 def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids.Binding | None:
-    """How each operator of a stream-graph plan binds to the checkpoint (method, id, certainty)."""
-    if topology.stream_graph is None:
+    """How each operator of the plan binds to the checkpoint (method, id, certainty)."""
+    plan: StreamGraph | JobGraphPlan | None = topology.stream_graph or topology.job_graph
+    if plan is None:
         return None
     stored = {o.operator_id: (o.name, o.uid) for o in checkpoint.operators if o.name or o.uid}
     return operator_ids.bind(
-        topology.stream_graph,
+        plan,
         [o.operator_id for o in checkpoint.operators],
         stored=stored or None,
         uid_overrides=topology.uids or None,
@@ -289,9 +292,40 @@ def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids
     )
 
 
+def exact_chains(topology: Topology, checkpoint: Checkpoint) -> dict[str, list[str]]:
+    """Vertex key -> the operator id of every chain member, head first, for the vertices whose every
+    member is bound exactly (Flink's own id, or stored by Flink). An id may be absent from the
+    checkpoint: Flink counts such an operator as running with empty state."""
+    binding = operator_binding(topology, checkpoint)
+    if binding is None:
+        return {}
+    by_node: dict[int, str] = {}
+    by_position: dict[tuple[str, int], str] = {}
+    for b in binding.operators:
+        if not b.exact or b.operator_id is None:
+            continue
+        if b.node_id is not None:
+            by_node[b.node_id] = b.operator_id
+        if b.vertex_id is not None and b.position is not None:
+            by_position[(b.vertex_id, b.position)] = b.operator_id
+    chains: dict[str, list[str]] = {}
+    for key, v in topology.vertices.items():
+        if v.node_ids:
+            ids = [by_node.get(n) for n in v.node_ids]
+        elif v.vertex_id is not None:
+            ids = [by_position.get((v.vertex_id, i)) for i in range(len(v.names))]
+        else:
+            continue
+        if ids and all(i is not None for i in ids):
+            chains[key] = [i for i in ids if i is not None]
+    return chains
+
+
 def _exact_stream_binding(topology: Topology, checkpoint: Checkpoint) -> dict[int, str]:
     """Stream node id -> operator id, only where the binding is exact (Flink's own id); the id may be
     absent from old metadata, which leaves stateless operators out."""
+    if topology.stream_graph is None:
+        return {}
     binding = operator_binding(topology, checkpoint)
     if binding is None:
         return {}

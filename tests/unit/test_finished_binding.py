@@ -1,0 +1,61 @@
+"""FLIP-147 verdicts from the exact binding, on every release with finished tasks (1.14 … 2.3).
+
+Expected classes come from the job's design (tests/fixtures/generator: the bounded branch bsrc -> bmap ->
+bsink has finished entirely, the branch psrc -> pmap -> psink has subtask 0 finished, the main job runs);
+that Flink accepts the original topology is proven by real restores (tests/integration/test_flink_restore.py)."""
+
+from __future__ import annotations
+
+import pytest
+from support.fixtures import Fixture, all_fixtures
+
+from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, check
+from spillway.inspect.topology import load_plan
+from spillway.storage.load import load_checkpoint
+
+FINISHED = [pytest.param(f, id=f.name) for f in all_fixtures() if f.info["scenario"] == "finished"]
+UIDS = {"Source: seq": "src", "Source: bseq": "bsrc", "Source: pseq": "psrc"}  # where uid != name
+
+
+def _expected(label: str) -> str:
+    if "bseq" in label or "bmap" in label or "bsink" in label:
+        return FULLY
+    if "pseq" in label or "pmap" in label or "psink" in label:
+        return PARTIALLY
+    return RUNNING
+
+
+def test_every_release_line_with_finished_tasks_is_covered() -> None:
+    releases = {p.values[0].release.rsplit(".", 1)[0] for p in FINISHED}
+    assert {"1.14", "1.15", "1.20", "2.0", "2.3"} <= releases
+
+
+@pytest.mark.parametrize("fx", FINISHED)
+def test_job_graph_plan_gives_a_certain_verdict(fx: Fixture) -> None:
+    verdict = check(load_plan(fx.root / "jobgraph.json"), load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert verdict.certain, verdict.notes
+    assert verdict.restorable
+    assert verdict.uncertain_vertices == []
+    assert {label: _expected(label) for label in verdict.classification} == verdict.classification
+
+
+@pytest.mark.parametrize("fx", FINISHED)
+def test_stream_graph_plan_with_the_uids_gives_the_same_certain_verdict(fx: Fixture) -> None:
+    verdict = check(load_plan(fx.root / "plan.json", UIDS), load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert verdict.certain, verdict.notes
+    assert verdict.restorable
+    assert {label: _expected(label) for label in verdict.classification} == verdict.classification
+
+
+@pytest.mark.parametrize("fx", FINISHED)
+def test_stream_graph_plan_without_uids_never_claims_certainty_it_lacks(fx: Fixture) -> None:
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    verdict = check(load_plan(fx.root / "plan.json"), cp)
+    if cp.format_version >= 5:  # names stored: every operator identified
+        assert verdict.certain
+    else:  # the sources' uids are not their names: said, not guessed
+        assert not verdict.certain and verdict.uncertain_vertices
+        assert any("cannot tell which vertex" in n for n in verdict.notes)
+    # Whatever is classified is classified right.
+    for label, kind in verdict.classification.items():
+        assert kind == _expected(label), label
