@@ -1,6 +1,11 @@
-"""Proof in real Flink 2.3.0: a checkpoint rescaled by spillway restores at the new parallelism and the
-bounded "counted" job's final result is exactly-once — the same result Flink's own rescaling of the
-original checkpoint gives, and the one the known source implies.
+"""Proof in real Flink: a checkpoint rescaled by spillway restores at the new parallelism and the bounded
+"counted" job's final result is exactly-once — the one the known source implies and, on 2.3.0, the same result
+Flink's own rescaling of the original checkpoint gives.
+
+Releases: 2.3.0 (metadata V6) with every case; 2.0.0 (V5), 1.20.3 (V4) and 1.15.4 (V3) with the most telling
+one (parse and count 2 -> 3: a HASH edge between two rescaled vertices plus keyed state), each on its own
+`<release>-counted` fixture, restored in the release that wrote it. Operators are bound by the job-graph plan
+(jobgraph.json) on every release.
 
 The job (tests/fixtures/generator/java/.../Counted.java): src -rebalance-> parse -keyBy-> count (keyed
 state) -rebalance-> check (operator state). Each restore runs the job to its end (~4 s with jars cached).
@@ -17,13 +22,17 @@ from spillway.inspect.topology import load_plan
 from spillway.rescale.rescale import rescale
 from spillway.storage.load import load_checkpoint
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "2.3.0-counted"
-PLAN = FIXTURE / "jobgraph.json"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 N, KEYS = 200_000, 32
+OLDER_RELEASES = ["2.0.0", "1.20.3", "1.15.4"]  # one JVM restore each (the up-hash-keyed case)
 
 
-def checkpoint_dir() -> Path:
-    return next(FIXTURE.glob("checkpoints/*/chk-*"))
+def fixture_dir(release: str) -> Path:
+    return FIXTURES / f"{release}-counted"
+
+
+def checkpoint_dir(release: str = "2.3.0") -> Path:
+    return next(fixture_dir(release).glob("checkpoints/*/chk-*"))
 
 
 def expected() -> list[str]:
@@ -41,12 +50,15 @@ def summarize(result: dict) -> tuple[list[str], tuple[int, int]]:
     return counts, (sum(int(c[1]) for c in checks), sum(int(c[2]) for c in checks))
 
 
-def rescaled(tmp_path: Path, parallelism: dict[str, int], keys: dict[str, str] | None = None) -> Path:
-    loaded = load_checkpoint(checkpoint_dir())
+def rescaled(
+    tmp_path: Path, parallelism: dict[str, int], keys: dict[str, str] | None = None, release: str = "2.3.0"
+) -> Path:
+    loaded = load_checkpoint(checkpoint_dir(release))
     loaded.resolve_files()
     rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
     out = tmp_path / "rescaled"
-    rescale(loaded, load_plan(PLAN), parallelism, out, keys=keys, master=None, rebase=rules)
+    plan = load_plan(fixture_dir(release) / "jobgraph.json")
+    rescale(loaded, plan, parallelism, out, keys=keys, master=None, rebase=rules)
     return out
 
 
@@ -65,22 +77,24 @@ def test_flink_own_rescale_is_exactly_once(flink_own_rescale) -> None:  # type: 
 
 
 @pytest.mark.parametrize(
-    "parallelism",
+    ("release", "parallelism"),
     [
-        pytest.param({"parse": 3}, id="rebalance-in-up-hash-out"),
-        pytest.param({"parse": 3, "count": 3}, id="up-hash-keyed"),
-        pytest.param({"parse": 1, "count": 1}, id="down-hash-keyed"),
-        pytest.param({"count": 4}, id="up-keyed-only"),
+        pytest.param("2.3.0", {"parse": 3}, id="2.3.0-rebalance-in-up-hash-out"),
+        pytest.param("2.3.0", {"parse": 3, "count": 3}, id="2.3.0-up-hash-keyed"),
+        pytest.param("2.3.0", {"parse": 1, "count": 1}, id="2.3.0-down-hash-keyed"),
+        pytest.param("2.3.0", {"count": 4}, id="2.3.0-up-keyed-only"),
+        *(pytest.param(r, {"parse": 3, "count": 3}, id=f"{r}-up-hash-keyed") for r in OLDER_RELEASES),
     ],
 )
-def test_spillway_rescale_restores_exactly_once(tmp_path: Path, parallelism, flink_own_rescale) -> None:  # type: ignore[no-untyped-def]
+def test_spillway_rescale_restores_exactly_once(tmp_path: Path, release: str, parallelism, request) -> None:  # type: ignore[no-untyped-def]
     keys = {"count": "tuple:0:long"} if "count" in parallelism else None
-    out = rescaled(tmp_path, parallelism, keys)
-    result = restore("2.3.0", "counted", out, vertex_parallelism=parallelism, until_finished=True)
+    out = rescaled(tmp_path, parallelism, keys, release)
+    result = restore(release, "counted", out, vertex_parallelism=parallelism, until_finished=True)
     counts, totals = summarize(result)
     assert counts == expected()
     assert totals == (N, N * (N - 1) // 2)
-    assert (counts, totals) == flink_own_rescale
+    if release == "2.3.0":
+        assert (counts, totals) == request.getfixturevalue("flink_own_rescale")
     # Flink restored without rescaling anything itself: every task started at the parallelism we wrote.
     started = result["tasks_at_start"] if result.get("tasks_at_start") else result["tasks"]
     for uid, p in parallelism.items():
@@ -106,7 +120,7 @@ def test_rocksdb_incremental_job_rescaled_2_to_4_restores(tmp_path: Path) -> Non
             load_plan(fixture / "jobgraph.json"),
             {"slow": 4, "tostr": 4, "len": 4},
             out,
-            key_fns={"slow": "keyfns:key_of"},
+            key_fns={"slow": "support.keyfns:key_of"},
             master=None,
         )
         assert report.to_doc()["records_moved"] > 0
