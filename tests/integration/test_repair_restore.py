@@ -75,7 +75,9 @@ def place_at(fx: Fixture, job_dir: Path) -> Path:
 # ---------------------------------------------------------------------------------------------- relocate
 
 
-@pytest.mark.parametrize("name", ["2.3.0-rocksdb-incremental", "2.3.0-file-merging"])
+@pytest.mark.parametrize(
+    "name", ["2.3.0-rocksdb-incremental", "2.3.0-file-merging", "2.0.0-rocksdb-incremental", "1.20.3-file-merging"]
+)
 def test_relocated_checkpoint_restores_after_the_original_is_deleted(tmp_path: Path, name: str) -> None:
     """Incremental RocksDB (FileStateHandle in shared/ + relative channel-state files) and file merging
     (SegmentFileStateHandle + the file-merging directories)."""
@@ -128,11 +130,13 @@ def _move_dirs(cp, old: str, new: str) -> None:
                         setattr(dirs, attr, new + value[len(old) :])
 
 
-def test_relative_handles_written_by_relocate_restore(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["2.3.0-unaligned", "1.15.4-counted"])
+def test_relative_handles_written_by_relocate_restore(tmp_path: Path, name: str) -> None:
     """--relative: Flink ≥ 2.0 already writes chk-N files as relative handles, so location A is a copy of
     2.3.0-unaligned whose channel-state files are named by absolute path (as Flink 1.x and savepoints of
-    other tools do). relocate --relative makes them relative again; Flink restores the result from B."""
-    fx = fixture_named("2.3.0-unaligned")
+    other tools do). relocate --relative makes them relative again; Flink restores the result from B.
+    1.15.4-counted: the same on metadata V3 (1.15 writes its channel-state files as relative handles too)."""
+    fx = fixture_named(name)
     chk_a = tmp_path / "A" / fx.info["job_id"] / fx.checkpoint_dir.name
     chk_a.mkdir(parents=True)
     cp = decode_metadata(fx.metadata.read_bytes())
