@@ -9,12 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from spillway.cli.binding import show_binding
 from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
 from spillway.inspect.reports import analyze_json
+from spillway.inspect.topology import operator_binding
 from spillway.storage.load import load_checkpoint
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
@@ -98,8 +100,11 @@ def command(
             result = analyze(loaded, topology, keep_records=decode)
         verdict = check(topology, loaded.checkpoint) if topology else None
         if json_out:
-            emit_json(analyze_json(result, verdict, decode, value_type))
+            binding = operator_binding(topology, loaded.checkpoint) if topology else None
+            emit_json(analyze_json(result, verdict, decode, value_type, binding))
         else:
+            if topology is not None:
+                show_binding(operator_binding(topology, loaded.checkpoint))
             show(result, verdict, decode, value_type, heatmap)
 
     guarded(run)

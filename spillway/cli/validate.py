@@ -10,9 +10,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, err, guarded, out
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.inspect.reports import validate_json
+from spillway.inspect.topology import operator_binding
 from spillway.inspect.validate import Report, validate
 from spillway.storage.load import load_checkpoint
 
@@ -66,8 +68,11 @@ def command(
 
             report = validate(loaded, topology, progress)
         if json_out:
-            emit_json(validate_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases()))
+            binding = operator_binding(topology, loaded.checkpoint) if topology else None
+            emit_json(validate_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases(), binding))
         else:
+            if topology is not None:
+                show_binding(operator_binding(topology, loaded.checkpoint))
             show(report, str(loaded.location.metadata_path), loaded.location.note, loaded.resolver.rebases())
         return EXIT_FINDINGS if report.errors else EXIT_OK
 

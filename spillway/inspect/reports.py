@@ -6,7 +6,7 @@ and repair's by ``RepairReport.to_json``: each schema in one place, none in the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spillway.formats.values import render_value
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, edges
@@ -14,8 +14,33 @@ from spillway.inspect.findings import RULES
 from spillway.inspect.finished import Verdict
 from spillway.inspect.validate import Report
 
+if TYPE_CHECKING:
+    from spillway.flink.operator_ids import Binding
 
-def validate_json(report: Report, metadata: str, rebased: list[dict[str, Any]]) -> dict[str, Any]:
+
+def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
+    """How each plan operator was bound to the checkpoint: ``method`` is one of stored-name, uid-hash,
+    deterministic-hash, vertex-id (Flink's own ids: ``exact``), elimination (a structural guess) or
+    unbound; ``reason`` says what would make an inexact binding certain."""
+    if binding is None:
+        return None
+    return [
+        {
+            "operator": b.name,
+            "method": b.method,
+            "operator_id": b.operator_id,
+            "exact": b.exact,
+            "in_checkpoint": b.in_checkpoint,
+            "uid": b.uid,
+            "reason": b.reason,
+        }
+        for b in binding.operators
+    ]
+
+
+def validate_json(
+    report: Report, metadata: str, rebased: list[dict[str, Any]], binding: Binding | None = None
+) -> dict[str, Any]:
     """The ``spillway.validate/1`` document (docs/validate.md)."""
     return {
         "schema": "spillway.validate/1",
@@ -33,6 +58,7 @@ def validate_json(report: Report, metadata: str, rebased: list[dict[str, Any]]) 
         },
         "findings": [f.to_json() for f in report.findings],
         "rebased": rebased,
+        "binding": binding_json(binding),
         "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},
     }
 
@@ -85,7 +111,9 @@ def edge_json(e: EdgeSummary) -> dict[str, Any]:
     }
 
 
-def analyze_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: str) -> dict[str, Any]:
+def analyze_json(
+    a: Analysis, verdict: Verdict | None, decode: int, value_type: str, binding: Binding | None = None
+) -> dict[str, Any]:
     """The ``spillway.analyze/1`` document (docs/analyze.md)."""
     return {
         "schema": "spillway.analyze/1",
@@ -117,5 +145,6 @@ def analyze_json(a: Analysis, verdict: Verdict | None, decode: int, value_type: 
             "violations": [vars(v) for v in verdict.violations],
             "notes": verdict.notes,
         },
+        "binding": binding_json(binding),
         "skipped": a.skipped,
     }

@@ -1,0 +1,68 @@
+"""Every command that takes a plan says how each plan operator was bound; ids checked against Flink's
+own (ids.json, written by the generator from the graphs Flink built)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.fixtures import fixture_named
+from typer.testing import CliRunner
+
+from spillway.cli.app import app
+
+
+def _flink_ids(name: str) -> dict[str, str]:
+    ids = json.loads((fixture_named(name).root / "ids.json").read_text())
+    return {n["name"]: n["operator_id"] for n in ids["stream_nodes"]}
+
+
+@pytest.mark.parametrize("command", ["validate", "analyze"])
+def test_binding_in_json_on_1x_with_a_stream_graph_plan(command: str) -> None:
+    fx = fixture_named("1.20.3-unaligned")
+    res = CliRunner().invoke(app, [command, str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--json"])
+    assert res.exit_code == 0, res.output
+    binding = {b["operator"]: b for b in json.loads(res.output)["binding"]}
+    flink = _flink_ids("1.20.3-unaligned")
+    for name in ("tostr", "slow", "len"):
+        assert binding[name]["method"] == "uid-hash" and binding[name]["exact"]
+        assert binding[name]["operator_id"] == flink[name]
+    source = binding["Source: seq"]  # uid "src" is not its name: not Flink's rule, and said so
+    assert not source["exact"]
+    assert source["operator_id"] in (None, flink["Source: seq"])
+    assert "--uid" in source["reason"] or source["method"] == "elimination"
+
+
+def test_binding_with_the_uid_is_exact_for_every_operator() -> None:
+    fx = fixture_named("1.20.3-unaligned")
+    res = CliRunner().invoke(
+        app,
+        [
+            "validate",
+            str(fx.checkpoint_dir),
+            "--plan",
+            str(fx.root / "plan.json"),
+            "--uid",
+            "Source: seq=src",
+            "--json",
+        ],
+    )
+    binding = json.loads(res.output)["binding"]
+    flink = _flink_ids("1.20.3-unaligned")
+    assert all(b["exact"] for b in binding if b["in_checkpoint"])
+    assert {b["operator"]: b["operator_id"] for b in binding if b["in_checkpoint"]}.items() <= flink.items()
+
+
+def test_no_uid_job_binds_by_flinks_deterministic_hash() -> None:
+    fx = fixture_named("1.20.3-no-uid")
+    res = CliRunner().invoke(app, ["validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--json"])
+    binding = json.loads(res.output)["binding"]
+    flink = _flink_ids("1.20.3-no-uid")
+    hashed = [b for b in binding if b["method"] == "deterministic-hash"]
+    assert hashed and all(b["exact"] and b["operator_id"] == flink[b["operator"]] for b in hashed)
+
+
+def test_binding_in_text_output() -> None:
+    fx = fixture_named("1.20.3-unaligned")
+    res = CliRunner().invoke(app, ["validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json")])
+    assert "plan operators bound" in res.output
