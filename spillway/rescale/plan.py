@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from spillway.errors import SpillwayError
+from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import LogicalChannel, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
@@ -116,14 +117,16 @@ class RescalePlan:
 
 
 def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str) -> str:
-    """A vertex by job-vertex id, or by uid or name of any operator in its chain."""
+    """A vertex by job-vertex id, or by uid (also through Flink's uid hash) or name of any operator in its chain."""
     hits: list[str] = []
+    hashed = uid_hash(name)  # a uid names its operator by Flink's hash on every release
     for key, b in bound.items():
         v = b.vertex
-        ids = {v.key, v.vertex_id or ""} | {o.operator_id for o in (b.head, b.tail) if o is not None}
-        uids = {o.uid for o in (b.head, b.tail) if o is not None and o.uid}
-        names = set(v.names) | {o.name for o in (b.head, b.tail) if o is not None and o.name}
-        if name in ids or name in uids or name in names:
+        ops = [o for o in (b.head, b.tail, *b.members) if o is not None]
+        ids = {v.key, v.vertex_id or ""} | {o.operator_id for o in ops}
+        uids = {o.uid for o in ops if o.uid}
+        names = set(v.names) | {o.name for o in ops if o.name}
+        if name in ids or name in uids or name in names or hashed in ids:
             hits.append(key)
     if len(hits) == 1:
         return hits[0]

@@ -115,3 +115,25 @@ def test_uid_without_plan_is_a_usage_error() -> None:
     assert code == 2 and "--plan" in out
     code, out = run("validate", CHK, "--plan", PLAN, "--uid", "no-equals-sign")
     assert code == 2 and "NAME=UID" in out
+
+
+def test_rescale_vertex_named_by_a_uid_the_checkpoint_does_not_store(tmp_path: Path) -> None:
+    # 1.20 metadata stores no uids; "src" is the source's uid in the job, found by Flink's uid hash.
+    code, out = run(
+        "rescale",
+        CHK,
+        "--plan",
+        JOB_PLAN,
+        "-p",
+        "src=3",
+        "--out",
+        str(tmp_path / "o"),
+        "--master",
+        "inprocess",
+        "--dry-run",
+        "--json",
+    )
+    assert code == 0, out
+    assert json.loads(out)["vertices"] == [
+        {"vertex": "Source: seq -> tostr", "old_parallelism": 2, "new_parallelism": 3}
+    ]
