@@ -17,12 +17,24 @@ from functools import cache
 from pathlib import Path
 
 from spillway.cache import cache_root
+from spillway.formats.stream_elements import INT32_MAX, size_bounds
 
 SOURCE = Path(__file__).with_name("native") / "framer.c"
 
 
+class FramerRules(ctypes.Structure):
+    """``framer_rules_t``: what ``stream_elements`` declares, in the form the C loop reads."""
+
+    _fields_ = [
+        ("min_len", ctypes.c_int32 * 256),
+        ("max_len", ctypes.c_int32 * 256),
+        ("limit", ctypes.c_int64),
+    ]
+
+
 class FramerState(ctypes.Structure):
     _fields_ = [
+        ("rules", ctypes.POINTER(FramerRules)),
         ("total", ctypes.c_int64),
         ("consumed", ctypes.c_int64),
         ("left", ctypes.c_int64),
@@ -30,10 +42,9 @@ class FramerState(ctypes.Structure):
         ("need_tag", ctypes.c_int32),
         ("head_len", ctypes.c_int32),
         ("dead", ctypes.c_int32),
-        ("tag_mask", ctypes.c_uint32),
         ("head", ctypes.c_uint8 * 4),
         ("records", ctypes.c_int64),
-        ("tag_counts", ctypes.c_int64 * 8),
+        ("tag_counts", ctypes.c_int64 * 256),
         ("start_piece", ctypes.c_int64),
         ("start_pos", ctypes.c_int64),
         ("fault_kind", ctypes.c_int32),
@@ -43,6 +54,21 @@ class FramerState(ctypes.Structure):
         ("fault_pos", ctypes.c_int64),
         ("fault_remaining", ctypes.c_int64),
     ]
+
+
+FAULT_LENGTH = 1  # fault_kind values set by spw_feed
+FAULT_ELEMENT = 2
+
+
+@cache
+def framer_rules(tags: frozenset[int], limit: int | None) -> FramerRules:
+    """The C framer's tables for one set of allowed tags, from ``stream_elements`` (built once, shared)."""
+    rules = FramerRules()
+    for tag, (low, high) in enumerate(size_bounds(tags)):
+        rules.min_len[tag] = low
+        rules.max_len[tag] = high
+    rules.limit = INT32_MAX if limit is None else limit
+    return rules
 
 
 def _cache_dir() -> Path:

@@ -1,8 +1,10 @@
-"""Records inside channel state (spec 06): ``i32 length`` + a serialized ``StreamElement``.
+"""Checking element boundaries along one logical channel fed in pieces (``validate``).
 
-The bytes of one logical channel are a plain record stream cut into chunks anywhere — inside a
-record, even inside a length prefix. ``Framer`` consumes the pieces in order and keeps only the
-state of the record in progress, so a channel of any size is checked in bounded memory.
+The bytes of one logical channel are a plain element stream (``stream_elements``) cut into chunks
+anywhere — inside an element, even inside a length prefix. ``Framer`` consumes the pieces in order and
+keeps only the state of the element in progress, so a channel of any size is checked in bounded memory.
+What counts as a fault is ``stream_elements.length_fault`` and ``element_fault``; ``NativeFramer`` runs
+the same loop in C with the tables of that module.
 """
 
 from __future__ import annotations
@@ -10,59 +12,14 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 
-from construct import Flag, Int8ub, Int32sb, Int64sb, Struct, Switch, this
-
-TAG_RECORD_WITH_TIMESTAMP = 0
-TAG_RECORD = 1
-TAG_WATERMARK = 2
-TAG_LATENCY_MARKER = 3
-TAG_WATERMARK_STATUS = 4
-TAG_RECORD_ATTRIBUTES = 5  # Flink 1.19+
-TAG_INTERNAL_WATERMARK = 6  # Flink 1.19+
-
-TAG_NAMES = {
-    TAG_RECORD_WITH_TIMESTAMP: "record",
-    TAG_RECORD: "record",
-    TAG_WATERMARK: "watermark",
-    TAG_LATENCY_MARKER: "latency marker",
-    TAG_WATERMARK_STATUS: "watermark status",
-    TAG_RECORD_ATTRIBUTES: "record attributes",
-    TAG_INTERNAL_WATERMARK: "internal watermark",
-}
-# Elements of fixed size: payload length including the tag byte.
-FIXED_SIZES = {
-    TAG_WATERMARK: 9,
-    TAG_LATENCY_MARKER: 29,
-    TAG_WATERMARK_STATUS: 5,
-    TAG_RECORD_ATTRIBUTES: 2,
-    TAG_INTERNAL_WATERMARK: 13,
-}
-MIN_SIZES = {TAG_RECORD_WITH_TIMESTAMP: 9, TAG_RECORD: 1}
-ALL_TAGS = frozenset(TAG_NAMES)
-TAGS_BEFORE_1_19 = frozenset(range(5))
-
-# The element layouts (value bytes are the user type's serializer: kept raw here).
-StreamElement = Struct(
-    "tag" / Int8ub,
-    "body"
-    / Switch(
-        this.tag,
-        {
-            TAG_RECORD_WITH_TIMESTAMP: Struct("timestamp" / Int64sb),
-            TAG_RECORD: Struct(),
-            TAG_WATERMARK: Struct("timestamp" / Int64sb),
-            TAG_LATENCY_MARKER: Struct(
-                "marked_time" / Int64sb,
-                "operator_id_lower" / Int64sb,
-                "operator_id_upper" / Int64sb,
-                "subtask_index" / Int32sb,
-            ),
-            TAG_WATERMARK_STATUS: Struct("status" / Int32sb),
-            TAG_RECORD_ATTRIBUTES: Struct("is_backlog" / Flag),
-            TAG_INTERNAL_WATERMARK: Struct("subpartition_index" / Int32sb, "timestamp" / Int64sb),
-        },
-    ),
+from spillway.formats.stream_elements import (
+    ALL_TAGS,
+    TAGS_BEFORE_1_19,
+    element_fault,
+    length_fault,
 )
+
+__all__ = ["ALL_TAGS", "TAGS_BEFORE_1_19", "Framer", "FramingFault", "NativeFramer", "make_framer"]
 
 
 @dataclass(slots=True)
@@ -78,11 +35,13 @@ class Framer:
     """Incremental record-boundary checker for one logical channel.
 
     ``total`` is the payload length of the whole logical stream, so a record that claims more bytes
-    than remain is caught where its length is read, not at the end.
+    than remain is caught where its length is read, not at the end. ``limit``: the reader's own bound on
+    a length field (``length_fault``), None for none.
     """
 
     total: int
     tags: frozenset[int] = ALL_TAGS
+    limit: int | None = None
     records: int = 0
     elements: dict[int, int] = field(default_factory=dict)  # tag -> count
     consumed: int = 0
@@ -138,9 +97,8 @@ class Framer:
         self.consumed += n
 
     def _begin(self, length: int, position_after_prefix: int) -> bool:
-        remaining = self.total - position_after_prefix
-        if length <= 0 or length > remaining:
-            why = "not positive" if length <= 0 else f"more than the {remaining} bytes left in the channel"
+        why = length_fault(length, self.total - position_after_prefix, self.limit)
+        if why is not None:
             self._fault("length", f"record length {length} is {why}")
             self._dead = True
             return False
@@ -151,14 +109,9 @@ class Framer:
 
     def _check_tag(self, tag: int) -> None:
         self.elements[tag] = self.elements.get(tag, 0) + 1
-        if tag not in self.tags:
-            self._fault("tag", f"unknown StreamElement tag {tag} (valid: {sorted(self.tags)})")
-            return
-        fixed = FIXED_SIZES.get(tag)
-        if fixed is not None and self._length != fixed:
-            self._fault("size", f"{TAG_NAMES[tag]} of {self._length} bytes, expected {fixed}")
-        elif fixed is None and self._length < MIN_SIZES[tag]:
-            self._fault("size", f"{TAG_NAMES[tag]} of {self._length} bytes, at least {MIN_SIZES[tag]} expected")
+        fault = element_fault(tag, self._length, self.tags)
+        if fault is not None:
+            self._fault(fault.kind, fault.message)
 
     def _fault(self, kind: str, message: str) -> None:
         piece, pos = self._start
@@ -184,16 +137,18 @@ class Framer:
 class NativeFramer:
     """``Framer`` with the byte loop in C (``native.py``); same results, I/O-bound speed."""
 
-    def __init__(self, total: int, tags: frozenset[int], lib: object):
-        from spillway.formats.native import FramerState
+    def __init__(self, total: int, tags: frozenset[int], lib: object, limit: int | None = None):
+        from spillway.formats.native import FramerState, framer_rules
 
         self._lib = lib
+        self._rules = framer_rules(tags, limit)  # cached and shared; referenced here so it outlives the state
         self._st = FramerState()
+        self._st.rules = ctypes.pointer(self._rules)
         self._st.total = total
-        self._st.tag_mask = sum(1 << t for t in tags if t < 32)
         self._st_ref = ctypes.byref(self._st)
         self.total = total
         self.tags = tags
+        self.limit = limit
         self.faults: list[FramingFault] = []
         self._piece = -1
 
@@ -233,27 +188,18 @@ class NativeFramer:
         return rc == 0
 
     def _record_fault(self) -> None:
+        """The C loop only says where and which numbers; the words come from the Python rule."""
+        from spillway.formats.native import FAULT_LENGTH
+
         st = self._st
-        kind, value = st.fault_kind, st.fault_value
-        if kind == 1:
-            why = "not positive" if value <= 0 else f"more than the {st.fault_remaining} bytes left in the channel"
-            self.faults.append(FramingFault("length", f"record length {value} is {why}", st.fault_piece, st.fault_pos))
-        elif kind == 2:
-            self.faults.append(
-                FramingFault(
-                    "tag",
-                    f"unknown StreamElement tag {st.fault_tag} (valid: {sorted(self.tags)})",
-                    st.fault_piece,
-                    st.fault_pos,
-                )
-            )
+        if st.fault_kind == FAULT_LENGTH:
+            why = length_fault(st.fault_value, st.fault_remaining, self.limit)
+            message, kind = f"record length {st.fault_value} is {why}", "length"
         else:
-            tag = st.fault_tag
-            fixed = FIXED_SIZES.get(tag)
-            expected = f"expected {fixed}" if fixed else f"at least {MIN_SIZES[tag]} expected"
-            self.faults.append(
-                FramingFault("size", f"{TAG_NAMES[tag]} of {value} bytes, {expected}", st.fault_piece, st.fault_pos)
-            )
+            fault = element_fault(st.fault_tag, st.fault_value, self.tags)
+            assert fault is not None, "the C tables disagree with stream_elements"
+            message, kind = fault.message, fault.kind
+        self.faults.append(FramingFault(kind, message, st.fault_piece, st.fault_pos))
 
     def finish(self) -> None:
         st = self._st
@@ -292,8 +238,8 @@ class NativeFramer:
         return bool(st.head_len or st.left or st.need_tag)
 
 
-def make_framer(total: int, tags: frozenset[int] = ALL_TAGS) -> Framer | NativeFramer:
+def make_framer(total: int, tags: frozenset[int] = ALL_TAGS, limit: int | None = None) -> Framer | NativeFramer:
     from spillway.formats.native import library
 
     lib = library()
-    return NativeFramer(total, tags, lib) if lib is not None else Framer(total, tags)
+    return NativeFramer(total, tags, lib, limit) if lib is not None else Framer(total, tags, limit=limit)

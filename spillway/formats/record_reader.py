@@ -1,7 +1,8 @@
-"""Whole records out of a chunked byte stream, with where each one starts (for analyze and decode).
+"""Whole elements out of a chunked byte stream, with where each one starts (for analyze and decode).
 
-``Framer`` only checks boundaries; this reader also hands out each record's bytes. It keeps one
-partial record at most, so memory is bounded by the largest record, not by the channel.
+``Framer`` only checks boundaries; this reader also hands out each element's bytes. It keeps one
+partial element at most, so memory is bounded by the largest element, not by the channel. Boundaries
+are found by ``stream_elements.split_elements``; the element rule is the caller's (``element_fault``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from spillway.formats.record_framing import TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
+from spillway.formats.stream_elements import ELEMENTS, LengthFault, split_elements
 
 _I64 = struct.Struct(">q")
+# tag -> where an element of that tag holds its event time (record with timestamp, watermark)
+_EVENT_TIME_AT = {k.tag: k.event_time_offset for k in ELEMENTS.values() if k.event_time_offset is not None}
 
 
 @dataclass(slots=True)
@@ -31,8 +34,9 @@ class Record:
 
     @property
     def timestamp(self) -> int | None:
-        if self.payload[0] in (TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK) and len(self.payload) >= 9:
-            return _I64.unpack_from(self.payload, 1)[0]
+        at = _EVENT_TIME_AT.get(self.payload[0])
+        if at is not None and len(self.payload) >= at + 8:
+            return _I64.unpack_from(self.payload, at)[0]
         return None
 
 
@@ -60,20 +64,17 @@ class RecordReader:
         self._pieces.append((len(self._buf), token))
         self._buf += data
         buf = self._buf
-        while len(buf) - self._pos >= 4:
-            length = int.from_bytes(buf[self._pos : self._pos + 4], "big", signed=True)
-            if length <= 0:
-                token, pos = self._locate(self._pos)
-                self.bad_length = (token, pos, length)
-                return
-            end = self._pos + 4 + length
-            if end > len(buf):
-                break
-            token, pos = self._locate(self._pos)
-            spans = self._locate(end - 1)[0] is not token
-            yield Record(self._seq, length, bytes(buf[self._pos + 4 : end]), token, pos, spans)
-            self._seq += 1
-            self._pos = end
+        try:
+            for start, length, _tag in split_elements(buf, self._pos):
+                end = start + 4 + length
+                token, pos = self._locate(start)
+                spans = self._locate(end - 1)[0] is not token
+                yield Record(self._seq, length, bytes(buf[start + 4 : end]), token, pos, spans)
+                self._seq += 1
+                self._pos = end
+        except LengthFault as fault:
+            token, pos = self._locate(fault.position)
+            self.bad_length = (token, pos, fault.length)
 
     def _locate(self, offset: int) -> tuple[Any, int]:
         found = self._pieces[0]

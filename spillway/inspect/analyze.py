@@ -1,4 +1,4 @@
-"""``analyze``: what is in flight, channel by channel, in the order Flink replays it (spec 06, 09).
+"""``analyze``: what is in flight, channel by channel, in the order Flink replays it.
 
 Replay order of one logical channel u→d: the downstream's input-side chunks (in offset-list order),
 then the upstream's output-side chunks. Buffer sequence numbers count those chunks 0..n-1; record
@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.formats.channel_file import Blob, BlobError, read_chunk_header
-from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
 from spillway.formats.record_reader import Record, RecordReader
+from spillway.formats.stream_elements import (
+    ALL_TAGS,
+    ELEMENTS,
+    TAG_WATERMARK,
+    element_fault,
+    element_name,
+    tags_for_format_version,
+)
 from spillway.inspect.channels import ChannelPart, LogicalChannel, logical_channels
 from spillway.inspect.topology import Topology, bind
 from spillway.model.checkpoint import (
@@ -130,6 +137,7 @@ def analyze(
     blobs = DelegateBlobs(loaded.resolver)
     try:
         ops = {o.operator_id: _operator(o, cp.format_version) for o in cp.operators}
+        tags = tags_for_format_version(cp.format_version)
         channels: list[ChannelAnalysis] = []
         skipped: list[str] = []
         placed: set[tuple[str, str, int, int, int]] = set()
@@ -137,7 +145,7 @@ def analyze(
             cmap = logical_channels(topology, bind(topology, cp), cp)
             skipped += cmap.skipped
             for lc in cmap.channels:
-                channels.append(_channel(lc, blobs, ops, keep_records, on_record))
+                channels.append(_channel(lc, blobs, ops, keep_records, on_record, tags=tags))
             placed = cmap.used
         for op in cp.operators:
             for sub in op.subtasks:
@@ -150,7 +158,7 @@ def analyze(
                     else:
                         lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, h.b
                     lc.parts.append(ChannelPart(op, h))
-                    channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True))
+                    channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True, tags=tags))
         if topology is None and channels:
             skipped.append(
                 "no --plan: each channel handle is analysed alone; output-side state is not parsed "
@@ -176,6 +184,7 @@ def _channel(
     keep: int,
     on_record: RecordSink | None,
     alone: bool = False,
+    tags: frozenset[int] = ALL_TAGS,
 ) -> ChannelAnalysis:
     up_op = lc.upstream_op or next((p.operator for p in lc.parts if p.handle.side == "output"), None)
     down_op = lc.downstream_op or next((p.operator for p in lc.parts if p.handle.side == "input"), None)
@@ -211,7 +220,7 @@ def _channel(
                     continue
                 data = blob.read_at(off + 4, length)
                 for rec in reader.feed(data, (side, blob, off + 4)):
-                    _count(ca, rec, keep, on_record)
+                    _count(ca, rec, keep, on_record, tags)
             if parse:
                 op_a.in_flight_records += (ca.records or 0) - records_before
             if side == "input" and reader.leftover:
@@ -234,24 +243,26 @@ def _channel(
 
 def value_bytes(rec: Record) -> bytes | None:
     """The user value's serialized bytes (after tag and timestamp), None for non-records."""
-    if rec.tag == TAG_RECORD_WITH_TIMESTAMP:
-        return rec.payload[9:]
-    if rec.tag == TAG_RECORD:
-        return rec.payload[1:]
-    return None
+    kind = ELEMENTS.get(rec.tag)
+    if kind is None or kind.value_offset is None:
+        return None
+    return rec.payload[kind.value_offset :]
 
 
-def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | None) -> None:
+def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | None, tags: frozenset[int]) -> None:
     ca.records = (ca.records or 0) + 1
     ca.record_bytes += 4 + rec.length
     tag = rec.tag
-    name = TAG_NAMES.get(tag, f"tag {tag}")
+    name = element_name(tag)
     ca.elements[name] = ca.elements.get(name, 0) + 1
     side, blob, base = rec.start
     pos = Position(side, blob.name, blob.physical(base + rec.start_pos))
     if ca.first_record is None:
         ca.first_record = pos
     ca.last_record = pos
+    fault = element_fault(tag, rec.length, tags)
+    if fault is not None and ca.problem is None:  # a lost boundary found later replaces it (more basic)
+        ca.problem = f"{fault.message} at {pos.file}:{pos.offset}"
     if tag == TAG_WATERMARK:
         ca.watermarks += 1
         ca.last_watermark = rec.timestamp
@@ -262,7 +273,7 @@ def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | 
             {
                 "seq": rec.seq,
                 "tag": name,
-                "timestamp": rec.timestamp if tag in (TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK) else None,
+                "timestamp": rec.timestamp,
                 "length": rec.length,
                 "position": {"side": pos.side, "file": pos.file, "offset": pos.offset},
                 "value": value_bytes(rec),

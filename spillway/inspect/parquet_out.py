@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spillway.formats.record_framing import TAG_NAMES, TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK
 from spillway.formats.record_reader import Record
+from spillway.formats.stream_elements import element_name
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, value_bytes
 from spillway.inspect.topology import Topology
 from spillway.storage.load import LoadedCheckpoint
@@ -51,8 +51,8 @@ class RecordRows:
         tag = rec.tag
         c["channel"].append(channel.label)
         c["seq"].append(rec.seq)
-        c["tag"].append(TAG_NAMES.get(tag, f"tag {tag}"))
-        c["timestamp"].append(rec.timestamp if tag in (TAG_RECORD_WITH_TIMESTAMP, TAG_WATERMARK) else None)
+        c["tag"].append(element_name(tag))
+        c["timestamp"].append(rec.timestamp)
         c["length"].append(rec.length)
         c["side"].append(pos.side)
         c["file"].append(pos.file)

@@ -26,7 +26,8 @@ from spillway.formats.channel_file import (
     read_version,
     walk_chunks,
 )
-from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, NativeFramer, make_framer
+from spillway.formats.record_framing import NativeFramer, make_framer
+from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.topology import Topology, bind
@@ -114,7 +115,7 @@ class _Validator:
         self.progress = progress
         self.report = Report()
         self.blobs: dict[object, _BlobInfo] = {}
-        self.tags = ALL_TAGS if self.cp.format_version >= 4 else TAGS_BEFORE_1_19
+        self.tags = tags_for_format_version(self.cp.format_version)  # V4 (1.16-1.20) allows the 1.19 tags
         self.buffer = bytearray(READ_BLOCK)
 
     def add(self, rule: str, message: str, **where: object) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 from spillway.errors import SpillwayError
 from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.channel_file import FileBlob, InlineBlob, read_chunk_header
-from spillway.formats.record_framing import (
+from spillway.formats.stream_elements import (
     TAG_NAMES,
     TAG_RECORD,
     TAG_RECORD_WITH_TIMESTAMP,

@@ -1,24 +1,30 @@
-/* Record-boundary walk over channel-state payload (see record_framing.py for the semantics).
- * Built on first use by native.py with the system C compiler; the pure-Python Framer is the fallback
- * and the reference (tests run both on the same data). */
+/* Record-boundary walk over channel-state payload: the C twin of record_framing.Framer, tested equal to it.
+ * Built on first use by native.py with the system C compiler; the pure-Python Framer is the fallback and the
+ * reference. Which tags exist and how long each element may be is not written here: Python fills a
+ * framer_rules_t from the one declaration in stream_elements.py (native.framer_rules) and every framer
+ * points at it. */
 #include <stdint.h>
 #include <string.h>
 
 typedef struct {
+    int32_t min_len[256]; /* element length bounds per tag byte; min > max: the tag is not allowed */
+    int32_t max_len[256];
+    int64_t limit;        /* a length field above this is a fault (the reader's own limit) */
+} framer_rules_t;
+
+typedef struct {
+    const framer_rules_t *rules;
     int64_t total, consumed, left;
     int32_t length, need_tag, head_len, dead;
-    uint32_t tag_mask;
     uint8_t head[4];
     int64_t records;
-    int64_t tag_counts[8];
+    int64_t tag_counts[256];
     int64_t start_piece, start_pos;
     int32_t fault_kind, fault_tag;
     int64_t fault_value, fault_piece, fault_pos, fault_remaining;
 } framer_t;
 
-enum { F_NONE = 0, F_LENGTH = 1, F_TAG = 2, F_SIZE = 3 };
-static const int32_t FIXED[7] = {0, 0, 9, 29, 5, 2, 13};
-static const int32_t MINSZ[7] = {9, 1, 0, 0, 0, 0, 0};
+enum { F_NONE = 0, F_LENGTH = 1, F_ELEMENT = 2 };
 
 static int64_t fault(framer_t *st, int kind, int64_t value, int64_t ret) {
     st->fault_kind = kind;
@@ -32,6 +38,7 @@ static int64_t fault(framer_t *st, int kind, int64_t value, int64_t ret) {
  * adds n to `consumed` after the final call for a piece. */
 int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int64_t from) {
     int64_t i = from;
+    const framer_rules_t *rules = st->rules;
     if (st->dead) return n;
     while (i < n) {
         if (st->left == 0 && !st->need_tag) {
@@ -50,7 +57,7 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
                 i += 4;
             }
             int64_t remaining = st->total - (st->consumed + i);
-            if (length <= 0 || length > remaining) {
+            if (length <= 0 || length > remaining || length > rules->limit) {
                 st->dead = 1;
                 st->fault_remaining = remaining;
                 return fault(st, F_LENGTH, length, n);
@@ -63,21 +70,13 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
             if (i >= n) break;
             uint8_t tag = buf[i];
             st->need_tag = 0;
-            st->tag_counts[tag < 7 ? tag : 7]++;
-            if (tag > 31 || !(st->tag_mask & (1u << tag))) {
+            st->tag_counts[tag]++;
+            if (st->length < rules->min_len[tag] || st->length > rules->max_len[tag]) {
                 st->fault_tag = tag;
                 int64_t take = st->left < n - i ? st->left : n - i;
                 i += take; st->left -= take;
                 if (st->left == 0) st->records++;
-                return fault(st, F_TAG, tag, i);
-            }
-            int32_t fixed = FIXED[tag], minsz = MINSZ[tag];
-            if ((fixed && st->length != fixed) || (!fixed && st->length < minsz)) {
-                st->fault_tag = tag;
-                int64_t take = st->left < n - i ? st->left : n - i;
-                i += take; st->left -= take;
-                if (st->left == 0) st->records++;
-                return fault(st, F_SIZE, st->length, i);
+                return fault(st, F_ELEMENT, st->length, i);
             }
         }
         int64_t take = st->left < n - i ? st->left : n - i;
