@@ -1,4 +1,4 @@
-"""A read-only subset of Java Object Serialization (spec 04) — enough for ``CheckpointProperties``.
+"""A read-only subset of Java Object Serialization (docs/format/properties.md) — enough for ``CheckpointProperties``.
 
 Nothing is ever instantiated or executed: the stream is walked token by token into plain Python
 values (``JavaObject``, ``JavaEnum``, ``str``, ``None``). Token bodies are construct layouts; the

@@ -1,4 +1,4 @@
-"""Validation findings: every rule has a name, a severity and a one-line purpose (docs/validate-rules.md)."""
+"""Validation findings: every rule has a name, a severity and a one-line purpose (table: docs/validate.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FLIP-147 restore checks (spec 09 §9.2-9.3): what Flink's ``VertexFinishedStateChecker`` would say.
+"""FLIP-147 restore checks (docs/format/finished-state.md): what Flink's ``VertexFinishedStateChecker`` would say.
 
 Each job vertex (chain) is classified from its operators' states: FULLY_FINISHED, PARTIALLY_FINISHED
 or ALL_RUNNING (an operator missing from the checkpoint counts as running). Flink refuses a restore

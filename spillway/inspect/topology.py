@@ -1,4 +1,4 @@
-"""Job topology from Flink's plan JSON, bound to the operators of a checkpoint (spec 11).
+"""Job topology from Flink's plan JSON, bound to the operators of a checkpoint (docs/format/job-plans.md).
 
 Two plan flavours exist. The job-graph plan (REST ``/jobs/:id/plan``, possibly wrapped in
 ``{"plan": …}``) has one node per job vertex (= chain) whose ``id`` is the head operator's id and

@@ -1,5 +1,5 @@
 """Keyed and operator state of one operator, redistributed to a new parallelism so that Flink restores the
-result as-is (the operator's recorded parallelism then equals the job's, spec 08 §8.3 step 2).
+result as-is (its recorded parallelism then equals the job's: docs/format/rescaling.md, "Unchanged parallelism").
 
     result = rescale_operator_state_and_keyed(op, 3, DelegateBlobs(loaded.resolver))
     result.subtasks   # new SubtaskStates 0..2 without channel state
