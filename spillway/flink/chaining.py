@@ -192,7 +192,7 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
 )
 
-#: Metadata format version -> newest release line writing it (spec 01: V2 1.3–1.10, V3 1.11–1.15,
+#: Metadata format version -> newest release line writing it (docs/format/metadata.md: V2 1.3–1.10, V3 1.11–1.15,
 #: V4 1.16–1.20, V5 2.0, V6 2.1–2.3).
 _FORMAT_RELEASE = {1: "1.10", 2: "1.10", 3: "1.15", 4: "1.20", 5: "2.0", 6: "2.3", 7: "2.3"}
 

@@ -1,4 +1,4 @@
-"""Flink's key-group math (spec 07), bit for bit: key → hashCode → murmur → key group → subtask."""
+"""Flink's key-group math, bit for bit: key → hashCode → murmur → key group → subtask (docs/format/keyed-routing.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Channel-state data ("spill files", spec 05): a 4-byte version header, then ``[i32 length][bytes]`` chunks.
+"""Channel-state files (docs/format/channel-state-files.md): a 4-byte header, then ``[i32 length][bytes]`` chunks.
 
 Only the handles in ``_metadata`` say which chunk belongs to which channel. A handle's delegate is a
 whole file, a byte range of a shared file (file merging: offsets are relative to the segment), or

@@ -1,4 +1,4 @@
-"""State-handle layouts inside ``_metadata`` (spec 02 and 03).
+"""State-handle layouts inside ``_metadata`` (docs/format/metadata.md links their encodings).
 
 Three handle families share one type-code space: stream handles (pointers to bytes), keyed handles
 and operator handles; channel-state handles come in two encodings (V1 without a type byte, V2 with one).

@@ -1,4 +1,4 @@
-"""The ``_metadata`` container and its per-version bodies (spec 01), declared as construct layouts.
+"""The ``_metadata`` container and its per-version bodies (docs/format/metadata.md), declared as construct layouts.
 
 Versions differ by fields, so each version's layout is composed from field sets rather than derived
 from the previous one: V3 adds coordinator state, channel state and FLIP-147 markers to V2; V4 adds

@@ -1,4 +1,4 @@
-"""User values of common Flink TypeSerializers (spec 07 §7.5), and the key a KeySelector takes from them.
+"""User values of common Flink TypeSerializers and the key a KeySelector takes from them (docs/format/keyed-routing.md).
 
 Value specs (case-insensitive, blanks ignored)::
 
@@ -173,7 +173,7 @@ SCALARS: dict[str, Scalar] = {
         Scalar("boolean", read_boolean, java_boolean_hash),  # type: ignore[arg-type]
         Scalar("double", _DOUBLE, _double_hash),  # type: ignore[arg-type]
         Scalar("float", _read_float, _float_hash),  # type: ignore[arg-type]
-        # byte[] keys hash by identity in Java: useless for routing (spec 07 §7.3)
+        # byte[] keys hash by identity in Java: useless for routing (docs/format/keyed-routing.md, hashCode table)
         Scalar("bytes", _read_bytes, None),
     )
 }

@@ -1,4 +1,4 @@
-"""Logical channels: the byte stream a downstream subtask would process after the cut (spec 06 §6.6).
+"""Logical channels: the byte stream a downstream subtask would process after the cut (docs/format/record-framing.md).
 
 For the channel from upstream subtask u to downstream subtask d over gate g::
 
@@ -98,8 +98,8 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
                 subpartition = 0 if not edge.all_to_all else d
                 lc = LogicalChannel(
                     edge,
-                    up.tail.label() if up.tail else up.vertex.label(),
-                    down.head.label() if down.head else down.vertex.label(),
+                    _label(up.tail, up.vertex.names[-1:], up.vertex.label()),
+                    _label(down.head, down.vertex.names[:1], down.vertex.label()),
                     u,
                     d,
                     edge.gate,
@@ -117,3 +117,13 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
                 if lc.parts:
                     channels.append(lc)
     return ChannelMap(channels, skipped, used)
+
+
+def _label(op: OperatorState | None, plan_name: list[str], vertex_label: str) -> str:
+    """An operator as people know it: its stored uid or name (V5+); before V5 a checkpoint stores ids
+    only, so the bound operator is called by the plan's name for that chain position."""
+    if op is None:
+        return vertex_label
+    if op.uid or op.name or not plan_name:
+        return op.label()
+    return plan_name[0]

@@ -4,7 +4,7 @@ the rule that sends each in-flight record of an old logical channel to its new c
 Pure Python, no Spark: the plan is a list of small, picklable descriptors (``SourceChannel`` and
 ``EdgePlan``) that a backend (``spillway.rescale.spark_job`` or ``spillway.rescale.local``) executes with
 ``spillway.rescale.route``. Every new logical channel is written entirely as input state of the new
-downstream subtask, so Flink restores it at the new parallelism with nothing left to filter (spec 08 §8.6).
+downstream subtask, so Flink restores it at the new parallelism with nothing left to filter (docs/format/rescaling.md).
 """
 
 from __future__ import annotations
