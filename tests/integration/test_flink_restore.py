@@ -116,15 +116,16 @@ def test_allow_non_restored_state(tmp_path: Path) -> None:
     assert allowed["outcome"] == "restored", explain(allowed)
 
 
-def test_mixed_chain_without_operator_names_is_flagged_uncertain(tmp_path: Path) -> None:
-    """Metadata before V5 has no operator names and job-graph plans no chained operator ids: spillway
-    cannot see that the fully finished bsink now sits inside pmap's chain. Flink refuses; spillway must
-    not claim a clean verdict — it says it cannot be sure and names the operator it could not place."""
+def test_mixed_chain_without_operator_names_is_refused_with_certainty(tmp_path: Path) -> None:
+    """Metadata before V5 has no operator names, but Flink's own ids bind every chained operator of the
+    job-graph plan: spillway sees that the fully finished bsink now sits inside pmap's chain and, like
+    Flink, refuses — with certainty (it said "uncertain" before it computed Flink's ids)."""
     fx = fixture_named("1.20.3-finished")
     plan = tmp_path / "plan.json"
     res = restore(fx.release, fx.info["scenario"], fx.checkpoint_dir, variant="mixed-chain", plan_out=plan)
     assert res["outcome"] == "refused", explain(res)
     assert "which contain mixed operator finished state" in res["error"]
     _, verdict = verdict_on(plan, fx.name)
-    assert not verdict.certain
-    assert any("e513ccc7ddc2cd22f6aaccff53e7cb36" in u for u in verdict.unplaced_finished)  # bsink
+    assert verdict.certain and not verdict.restorable
+    assert [v.rule for v in verdict.violations] == ["mixed"]
+    assert "bsink" in verdict.violations[0].vertex and "pmap" in verdict.violations[0].vertex
