@@ -19,10 +19,12 @@ from spillway.formats.channel_file import build_channel_file  # noqa: F401 - sam
 from spillway.formats.metadata_codec import encode_metadata
 from spillway.model.checkpoint import (
     Checkpoint,
-    MergedChannelEntry,
-    MergedChannelHandle,
+    InputChannelEntry,
+    MergedInputChannelHandle,
+    MergedResultSubpartitionHandle,
     OperatorState,
     RelativeFileHandle,
+    ResultSubpartitionEntry,
     SubtaskState,
 )
 
@@ -73,7 +75,8 @@ def main() -> None:
         for s, sub in subs.items():
             name = str(uuid.UUID(int=rng.getrandbits(128)))
             path = chk / name
-            entries: dict[int, MergedChannelEntry] = {}
+            entry_type = InputChannelEntry if side == "input" else ResultSubpartitionEntry
+            entries: dict[int, InputChannelEntry | ResultSubpartitionEntry] = {}
             streams = {}
             for other in range(p):
                 # channel other->s (input side) or s->other (output side); the logical stream is split:
@@ -87,7 +90,8 @@ def main() -> None:
                 else:
                     lo, hi = cut, total
                 streams[other] = (start, lo, hi)
-                entries[other] = MergedChannelEntry(0, other, 0, [])
+                # (gate 0, input channel = upstream) or (partition 0, subpartition = downstream)
+                entries[other] = entry_type(0, other, 0, [])
             with open(path, "wb") as fh:
                 fh.write(b"\x00\x00\x00\x00")
                 pos = 4
@@ -108,16 +112,8 @@ def main() -> None:
                         cursors[o] += n
             size = path.stat().st_size
             chans = [e for e in entries.values() if e.offsets]
-            if side == "input":
-                for e in chans:
-                    e.a, e.b = 0, e.b  # gate 0, channel = upstream subtask
-            merged = MergedChannelHandle(
-                side,
-                s,
-                sum(e.state_size for e in chans),
-                RelativeFileHandle(name, size),
-                chans,  # type: ignore[arg-type]
-            )
+            merged_type = MergedInputChannelHandle if side == "input" else MergedResultSubpartitionHandle
+            merged = merged_type(s, sum(e.state_size for e in chans), RelativeFileHandle(name, size), chans)
             (sub.input_channel_state if side == "input" else sub.result_subpartition_state).append(merged)
     ops = [
         OperatorState(DOWN, p, 128, name="down", uid="down", subtasks=list(down_subs.values())),

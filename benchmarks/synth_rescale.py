@@ -31,7 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.model.checkpoint import MergedChannelEntry, MergedChannelHandle, RelativeFileHandle
+from spillway.model.checkpoint import (
+    InputChannelEntry,
+    MergedChannelHandle,
+    MergedInputChannelHandle,
+    MergedResultSubpartitionHandle,
+    RelativeFileHandle,
+    ResultSubpartitionEntry,
+)
 from spillway.model.walk import transform_stream_handles
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,13 +136,15 @@ def synth_edge(
         )
 
 
-def _has(h: object, a: int) -> bool:
+def _has(h: object, first: int) -> bool:
+    """Whether a channel handle holds a channel of gate (input side) or partition (output side) ``first``."""
     chans = getattr(h, "channels", None)
-    return any(c.a == a for c in chans) if chans is not None else getattr(h, "a", None) == a
+    return any(c.info[0] == first for c in chans) if chans is not None else getattr(h, "info", (None,))[0] == first
 
 
-def _write_file(chk, side, index, a, others, streams, parts, which, rng) -> MergedChannelHandle:  # type: ignore[no-untyped-def]
+def _write_file(chk, side, index, first, others, streams, parts, which, rng) -> MergedChannelHandle:  # type: ignore[no-untyped-def]
     name = str(uuid.UUID(int=rng.getrandbits(128)))
+    entry_type = InputChannelEntry if side == "input" else ResultSubpartitionEntry
     entries = []
     with open(chk / name, "wb") as fh:
         fh.write(b"\x00\x00\x00\x00")  # channel-state file header: serialization version 0
@@ -143,11 +152,10 @@ def _write_file(chk, side, index, a, others, streams, parts, which, rng) -> Merg
             key = (other, index) if side == "input" else (index, other)
             offsets, size = write_part(fh, streams[key], parts[key][which], rng)
             if offsets:
-                entries.append(MergedChannelEntry(a, other, size, offsets))
+                entries.append(entry_type(first, other, size, offsets))
         file_size = fh.tell()
-    return MergedChannelHandle(
-        side, index, sum(e.state_size for e in entries), RelativeFileHandle(name, file_size), entries
-    )
+    merged_type = MergedInputChannelHandle if side == "input" else MergedResultSubpartitionHandle
+    return merged_type(index, sum(e.state_size for e in entries), RelativeFileHandle(name, file_size), entries)
 
 
 def _move_remaining_channel_state(cp, src_chk: Path, chk: Path, rng: random.Random) -> None:  # type: ignore[no-untyped-def]

@@ -28,15 +28,6 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 T = TypeVar("T")
 
-RELEASES = {
-    2: "Flink 1.3-1.10",
-    3: "Flink 1.11-1.15",
-    4: "Flink 1.16-1.20",
-    5: "Flink 2.0",
-    6: "Flink 2.1-2.3",
-    7: "Flink after 2.3",
-}
-
 
 def fail(message: str, code: int) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from spillway.cli.common import RELEASES, emit_json, guarded, human_bytes, out
+from spillway.cli.common import emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt
 from spillway.inspect.jsonview import JsonView
 from spillway.inspect.operators import select_operators
@@ -87,7 +87,7 @@ def show(
             escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else ""),
             o.operator_id,
             f"{o.parallelism}/{o.max_parallelism}",
-            s.finished_label(cp.format_version),
+            s.finished_label(cp.features),
             human_bytes(s.keyed_bytes) if s.keyed_bytes else "-",
             human_bytes(s.operator_bytes) if s.operator_bytes else "-",
             f"{human_bytes(s.channel_bytes)} ({s.channels} ch)" if s.channels else "-",
@@ -99,7 +99,7 @@ def show(
             out.print(operator_tree(o, subtask, loaded))
     kind = cp.properties.checkpoint_type.get("name", "?") if cp.properties else None
     parts = [
-        f"format V{cp.format_version} ({RELEASES.get(cp.format_version, '?')})",
+        f"format V{cp.format_version} ({cp.features.releases})",
         f"checkpoint {cp.checkpoint_id}",
         f"{len(summary.operators)} operators",
         f"keyed {human_bytes(summary.total('keyed_bytes'))}",
@@ -167,7 +167,7 @@ def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
 
 def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoint) -> Tree:
     view = JsonView(loaded.resolver)
-    doc = view.operator(o, loaded.checkpoint.format_version, subtask)
+    doc = view.operator(o, loaded.checkpoint.features, subtask)
     root = Tree(f"[bold cyan]{escape(o.label())}[/] {o.operator_id}")
     if doc["coordinator_state"]:
         _add_doc(root, doc["coordinator_state"], "coordinator")

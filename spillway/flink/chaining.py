@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from spillway.flink.features import NEWEST_RELEASE, dialects
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
 
 __all__ = [
@@ -192,11 +193,6 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
 )
 
-#: Metadata format version -> newest release line writing it (docs/format/metadata.md: V2 1.3–1.10, V3 1.11–1.15,
-#: V4 1.16–1.20, V5 2.0, V6 2.1–2.3).
-_FORMAT_RELEASE = {1: "1.10", 2: "1.10", 3: "1.15", 4: "1.20", 5: "2.0", 6: "2.3", 7: "2.3"}
-
-
 def parse_release(release: str) -> tuple[int, int]:
     """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> (major, minor)."""
     import re
@@ -210,10 +206,13 @@ def parse_release(release: str) -> tuple[int, int]:
 def release_for_format_version(version: int) -> str:
     """The newest release line that writes checkpoint metadata version ``version`` (for when only the
     ``_metadata`` is known). For plans with Flink's default chaining settings every line gives the same ids."""
+    if version == 1:
+        version = 2  # Flink 1.0-1.2 savepoints: the oldest rules known here
     try:
-        return _FORMAT_RELEASE[version]
-    except KeyError:
+        features = dialects(version)[0]  # the format-features table (spillway.flink.features)
+    except ValueError:
         raise ValueError(f"unknown checkpoint metadata version {version}") from None
+    return features.last_release or NEWEST_RELEASE
 
 
 def hasher_rules(release: str) -> ChainRules:

@@ -1,18 +1,21 @@
-"""The ``_metadata`` container and its per-version bodies (docs/format/metadata.md), declared as construct layouts.
+"""The ``_metadata`` container and its per-version bodies (docs/format/versions.md), as construct layouts.
 
-Versions differ by fields, so each version's layout is composed from field sets rather than derived
-from the previous one: V3 adds coordinator state, channel state and FLIP-147 markers to V2; V4 adds
-the Java-serialized properties trailer; V5 adds operator name/uid; V6 switches the channel handles to
-the typed (mergeable) encoding; V7 adds an optional reference checkpoint id per subtask.
+A body is composed from field sets according to the version's row of the format-features table
+(spillway.flink.features): coordinator state, channel-state lists in the version's channel-handle
+layout, FLIP-147 markers, the properties trailer, operator name/uid, reference checkpoint ids. A
+version with several dialects (V3: Flink 1.11 wrote channel handles without a subtask index) is read
+with each dialect in turn; the body records the one that matched (``dialect``) and building uses it.
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from construct import (
     Const,
     Construct,
+    ConstructError,
     GreedyBytes,
     If,
     Int8ub,
@@ -22,15 +25,8 @@ from construct import (
     this,
 )
 
-from spillway.formats.handles import (
-    ChannelHandleV1,
-    InputChannelHandleV2,
-    KeyedHandle,
-    OperatorHandle,
-    OutputChannelHandleV2,
-    StreamHandle,
-    typed_handle,
-)
+from spillway.flink.features import SUPPORTED_VERSIONS, FormatFeatures, dialects
+from spillway.formats.handles import CoordinatorHandle, KeyedHandle, OperatorHandle, channel_lists
 from spillway.formats.primitives import (
     BoundedArray,
     BoundedBytes,
@@ -43,9 +39,10 @@ from spillway.formats.primitives import (
     Require,
 )
 
+__all__ = ["METADATA_MAGIC", "SUPPORTED_VERSIONS", "body", "compiled_layout", "metadata_layout"]
+
 METADATA_MAGIC = 0x4960672D
 MASTER_STATE_MAGIC = 0xC96B1696
-SUPPORTED_VERSIONS = (2, 3, 4, 5, 6, 7)
 
 Header = FastStruct("magic" / Int32ub, "version" / Int32sb)
 
@@ -68,14 +65,6 @@ SUBTASK_COMMON = (
     "raw_keyed_state" / KeyedHandle,
 )
 
-CHANNEL_LISTS_V1 = (
-    "input_channel_state" / BoundedArray(ChannelHandleV1, 29),
-    "result_subpartition_state" / BoundedArray(ChannelHandleV1, 29),
-)
-CHANNEL_LISTS_V2 = (
-    "input_channel_state" / BoundedArray(InputChannelHandleV2, 1),
-    "result_subpartition_state" / BoundedArray(OutputChannelHandleV2, 1),
-)
 REF_CHECKPOINT = (
     "ref_marker" / Int8ub,
     "ref_checkpoint_id" / If(this.ref_marker == 1, Int64sb),
@@ -106,17 +95,19 @@ OperatorV2 = FastStruct(
 )
 
 
-def _subtask_entry(channel_lists: tuple, ref_checkpoint: bool) -> FastStruct:
-    state = FastStruct(*SUBTASK_COMMON, *channel_lists, *(REF_CHECKPOINT if ref_checkpoint else ()))
+def _subtask_entry(features: FormatFeatures) -> FastStruct:
+    state = FastStruct(
+        *SUBTASK_COMMON,
+        *channel_lists(features.channel_layout),
+        *(REF_CHECKPOINT if features.ref_checkpoint_ids else ()),
+    )
     # e >= 0: subtask index followed by its state; e < 0: finished subtask -(index+1), nothing follows.
     return FastStruct("marker" / Int32sb, "state" / If(this.marker >= 0, state))
 
 
-def _operator_v3plus(version: int) -> FastStruct:
-    channel_lists = CHANNEL_LISTS_V2 if version >= 6 else CHANNEL_LISTS_V1
-    entry = _subtask_entry(channel_lists, ref_checkpoint=version >= 7)
+def _operator_v3plus(features: FormatFeatures) -> FastStruct:
     return FastStruct(
-        *(NAME_AND_UID if version >= 5 else ()),
+        *(NAME_AND_UID if features.names_and_uids else ()),
         *OPERATOR_HEAD,
         "coordinator_state" / CoordinatorHandle,
         # -1 (any negative) = fully finished operator: no subtask entries follow.
@@ -126,35 +117,78 @@ def _operator_v3plus(version: int) -> FastStruct:
             "a fully finished operator must not have coordinator state",
             4,
         ),
-        "subtasks" / If(this.subtask_count >= 0, CountedArray(this.subtask_count, entry, 4)),
+        "subtasks" / If(this.subtask_count >= 0, CountedArray(this.subtask_count, _subtask_entry(features), 4)),
     )
 
 
-# Flink reads coordinator state as a stream handle but accepts only null or inline bytes.
-CoordinatorHandle = typed_handle(
-    "coordinator state handle (only null or ByteStreamStateHandle allowed)",
-    {0: StreamHandle.body.cases[0], 1: StreamHandle.body.cases[1]},
-)
-
-
 @cache
-def body(version: int) -> FastStruct:
-    operator = OperatorV2 if version == 2 else _operator_v3plus(version)
-    min_operator = {2: 32, 3: 29, 4: 29}.get(version, 33)
+def body(features: FormatFeatures) -> FastStruct:
+    """The layout of everything after the header, for one row of the features table."""
+    if features.legacy_subtask_fields:
+        operator, min_operator = OperatorV2, 32
+    else:
+        # id 16, parallelisms 8, coordinator type byte 1, subtask count 4; name and uid 2 bytes each
+        operator, min_operator = _operator_v3plus(features), 29 + (4 if features.names_and_uids else 0)
     return FastStruct(
         "checkpoint_id" / Int64sb,
         Require(lambda ctx: ctx["checkpoint_id"] >= 0, lambda ctx: f"invalid checkpoint id {ctx['checkpoint_id']}", 8),
         "master_states" / BoundedArray(MasterState, 8),
         "operators" / BoundedArray(operator, min_operator),
-        # V4+: a Java-serialized CheckpointProperties object runs to the end of the file.
-        *(("properties_raw" / GreedyBytes,) if version >= 4 else (EndOfData("the last operator"),)),
+        # A Java-serialized CheckpointProperties object runs to the end of the file.
+        *(("properties_raw" / GreedyBytes,) if features.properties else (EndOfData("the last operator"),)),
     )
+
+
+class Dialects(Construct):
+    """The body of a version with several dialects: the first that parses is recorded in the result
+    (``dialect``) and building uses it again. When none parses, the error is the first one's (the
+    most common dialect)."""
+
+    def __init__(self, choices: tuple[FormatFeatures, ...]):
+        super().__init__()
+        self.choices = [(f.dialect, body(f)) for f in choices]
+
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
+        start = stream.tell()
+        for dialect, sub in self.choices:
+            try:
+                obj = sub._parsereport(stream, context, path)
+            except ConstructError:
+                stream.seek(start)
+                continue
+            obj["dialect"] = dialect
+            return obj
+        return self.choices[0][1]._parsereport(stream, context, path)  # raises the first dialect's error
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        wanted = obj.get("dialect")
+        for dialect, sub in self.choices:
+            if dialect == wanted:
+                return sub._build(obj, stream, context, path)
+        raise ConstructError(f"no dialect {wanted!r}", path=path)
+
+    def _emitparse(self, code: Any) -> str:
+        fname = f"parse_dialects_{code.allocateId()}"
+        lines = [f"def {fname}(io, this):", "    start = io.tell()"]
+        for dialect, sub in self.choices:
+            lines += [
+                "    try:",
+                f"        obj = {sub._compileparse(code)}",
+                f"        obj['dialect'] = {dialect!r}",
+                "        return obj",
+                "    except Exception:",
+                "        io.seek(start)",
+            ]
+        lines.append(f"    return {self.choices[0][1]._compileparse(code)}")
+        code.append("\n".join(lines) + "\n")
+        return f"{fname}(io, this)"
 
 
 @cache
 def metadata_layout(version: int) -> Construct:
     """Whole-file layout for one version (header included), interpreted: full error paths."""
-    return FastStruct("header" / Header, "body" / body(version))
+    choices = dialects(version)
+    return FastStruct("header" / Header, "body" / (body(choices[0]) if len(choices) == 1 else Dialects(choices)))
 
 
 @cache

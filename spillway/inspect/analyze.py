@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from spillway.flink.features import FormatFeatures
 from spillway.formats.channel_file import Blob, BlobError, read_chunk_header
 from spillway.formats.record_reader import Record, RecordReader
 from spillway.formats.stream_elements import (
@@ -22,7 +23,7 @@ from spillway.formats.stream_elements import (
     element_name,
     tags_for_format_version,
 )
-from spillway.inspect.channels import ChannelPart, LogicalChannel, logical_channels
+from spillway.inspect.channels import ChannelKey, ChannelPart, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import Topology, bind
 from spillway.model.checkpoint import (
     ChannelHandle,
@@ -39,8 +40,8 @@ RUNNING = "RUNNING"
 NOT_RECORDED = "NOT_RECORDED"
 
 
-def finished_state(op: OperatorState, format_version: int) -> str:
-    if format_version < 3:
+def finished_state(op: OperatorState, features: FormatFeatures) -> str:
+    if not features.finished_markers:
         return NOT_RECORDED  # V2 has no FLIP-147 markers (and 1.11-1.13 wrote V3 without them)
     if op.fully_finished:
         return FULLY_FINISHED
@@ -86,7 +87,7 @@ class ChannelAnalysis:
     problem: str | None = None
     record_list: list[dict[str, Any]] = field(default_factory=list)
     # (operator id, side, subtask, a, b) of each handle this channel is made of
-    part_keys: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+    part_keys: list[ChannelKey] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -119,7 +120,7 @@ class Analysis:
 def _chunks(blobs: DelegateBlobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
     blob = blobs.get(h.delegate)
     if blob is None:
-        raise BlobError(f"channel state of {h.info.label()} is not readable", 0)
+        raise BlobError(f"channel state of {h.label()} is not readable", 0)
     for off in h.offsets:
         chunk = read_chunk_header(blob, off)
         yield blob, off, chunk.length
@@ -136,11 +137,11 @@ def analyze(
     cp = loaded.checkpoint
     blobs = DelegateBlobs(loaded.resolver)
     try:
-        ops = {o.operator_id: _operator(o, cp.format_version) for o in cp.operators}
+        ops = {o.operator_id: _operator(o, cp.features) for o in cp.operators}
         tags = tags_for_format_version(cp.format_version)
         channels: list[ChannelAnalysis] = []
         skipped: list[str] = []
-        placed: set[tuple[str, str, int, int, int]] = set()
+        placed: set[ChannelKey] = set()
         if topology is not None:
             cmap = logical_channels(topology, bind(topology, cp), cp)
             skipped += cmap.skipped
@@ -150,13 +151,14 @@ def analyze(
         for op in cp.operators:
             for sub in op.subtasks:
                 for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
-                    if (op.operator_id, h.side, h.subtask_index, h.a, h.b) in placed:
+                    if channel_key(op, h) in placed:
                         continue
-                    lc = LogicalChannel(None, "?", "?", -1, -1, h.a if h.side == "input" else -1)
+                    first, second = h.info  # (gate, input channel) or (partition, subpartition)
+                    lc = LogicalChannel(None, "?", "?", -1, -1, first if h.side == "input" else -1)
                     if h.side == "input":
-                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, h.b
+                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, second
                     else:
-                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, h.b
+                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, second
                     lc.parts.append(ChannelPart(op, h))
                     channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True, tags=tags))
         if topology is None and channels:
@@ -169,8 +171,8 @@ def analyze(
         blobs.close()
 
 
-def _operator(op: OperatorState, version: int) -> OperatorAnalysis:
-    return OperatorAnalysis(op, finished_state(op, version), sorted(s.index for s in op.subtasks if s.finished))
+def _operator(op: OperatorState, features: FormatFeatures) -> OperatorAnalysis:
+    return OperatorAnalysis(op, finished_state(op, features), sorted(s.index for s in op.subtasks if s.finished))
 
 
 def _endpoint(label: str, subtask: int, op: OperatorState | None) -> dict[str, Any]:
@@ -201,9 +203,7 @@ def _channel(
     try:
         for part in lc.parts:
             side = part.handle.side
-            ca.part_keys.append(
-                (part.operator.operator_id, side, part.handle.subtask_index, part.handle.a, part.handle.b)
-            )
+            ca.part_keys.append(channel_key(part.operator, part.handle))
             op_a = ops[part.operator.operator_id]
             op_a.channel_handles += 1
             records_before = ca.records or 0

@@ -21,7 +21,7 @@ class ChannelPart:
     handle: ChannelHandle
 
     def label(self) -> str:
-        return f"{self.operator.label()}#{self.handle.subtask_index} {self.handle.info.label()}"
+        return f"{self.operator.label()}#{self.handle.subtask_index} {self.handle.label()}"
 
 
 @dataclass
@@ -43,20 +43,22 @@ class LogicalChannel:
 
 
 def index_channels(op: OperatorState, side: str) -> dict[tuple[int, int, int], list[ChannelHandle]]:
-    """(subtask, a, b) -> handles (more than one is a fault the validator reports)."""
+    """(subtask, gate, input channel) or (subtask, partition, subpartition) -> handles (more than one is a
+    fault the validator reports)."""
     out: dict[tuple[int, int, int], list[ChannelHandle]] = {}
     for sub in op.subtasks:
-        handles = sub.input_channel_state if side == "input" else sub.result_subpartition_state
-        for h in channel_handles(handles):
-            out.setdefault((sub.index, h.a, h.b), []).append(h)
+        handles = channel_handles(sub.input_channel_state if side == "input" else sub.result_subpartition_state)
+        for h in handles:
+            out.setdefault((sub.index, *h.info), []).append(h)
     return out
 
 
-ChannelKey = tuple[str, str, int, int, int]  # operator id, side, subtask, a, b
+# operator id, side, subtask, then (gate, input channel) or (partition, subpartition)
+ChannelKey = tuple[str, str, int, int, int]
 
 
 def channel_key(op: OperatorState, h: ChannelHandle) -> ChannelKey:
-    return (op.operator_id, h.side, h.subtask_index, h.a, h.b)
+    return (op.operator_id, h.side, h.subtask_index, *h.info)
 
 
 @dataclass

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
+from spillway.flink.features import FormatFeatures
 from spillway.model.checkpoint import (
+    HANDLE_TYPES,
     ByteStreamHandle,
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    ChannelHandle,
     Checkpoint,
     EmptySegmentFileHandle,
+    FileBacked,
     FileHandle,
+    Handle,
     IncrementalHandle,
+    InputChannelHandle,
     KeyGroupsHandle,
-    MergedChannelHandle,
+    MergedInputChannelHandle,
+    MergedResultSubpartitionHandle,
     OperatorState,
     OperatorStreamHandle,
     RelativeFileHandle,
+    ResultSubpartitionHandle,
     SegmentFileHandle,
     SubtaskState,
 )
@@ -29,51 +36,74 @@ SCHEMA = "spillway.dump/1"
 
 
 class JsonView:
+    """Renders the model as ``spillway.dump/1``: one renderer per handle class (``handle`` dispatches on
+    the class, every renderer renders its children through ``handle`` again)."""
+
     def __init__(self, resolver: FileResolver | None = None):
         self.resolver = resolver
+        # Whether channel handles store their subtask index (Flink 1.11's do not: null, as Flink reports).
+        self._channel_subtask_index = True
+        self._renderers: dict[type, Callable[[Any], dict[str, Any]]] = {
+            ByteStreamHandle: self._byte_stream,
+            FileHandle: self._file,
+            RelativeFileHandle: self._relative_file,
+            SegmentFileHandle: self._segment_file,
+            EmptySegmentFileHandle: self._empty_segment_file,
+            KeyGroupsHandle: self._key_groups,
+            IncrementalHandle: self._incremental,
+            ChangelogHandle: self._changelog,
+            ChangelogByteIncrementHandle: self._changelog_bytes,
+            ChangelogFileIncrementHandle: self._changelog_files,
+            OperatorStreamHandle: self._operator_stream,
+            InputChannelHandle: self._input_channel,
+            ResultSubpartitionHandle: self._result_subpartition,
+            MergedInputChannelHandle: self._merged_input_channel,
+            MergedResultSubpartitionHandle: self._merged_result_subpartition,
+        }
+        missing = set(HANDLE_TYPES) - set(self._renderers)
+        if missing:
+            raise AssertionError(f"no JSON view for {sorted(t.__name__ for t in missing)}")
 
-    # --- stream handles
-    def stream(self, h: Any) -> dict[str, Any] | None:
+    def handle(self, h: Handle | None) -> dict[str, Any] | None:
+        """Any handle (null: None)."""
         if h is None:
             return None
-        if isinstance(h, ByteStreamHandle):
-            return {
-                "type": h.flink_class,
-                "handle_name": h.name,
-                "state_size": h.state_size,
-                "data_sha256": hashlib.sha256(h.data).hexdigest(),
-            }
-        if isinstance(h, FileHandle):
-            return self._local({"type": h.flink_class, "path": h.path, "state_size": h.state_size}, h)
-        if isinstance(h, RelativeFileHandle):
-            out: dict[str, Any] = {
-                "type": h.flink_class,
-                "relative_path": h.relative_path,
-                "state_size": h.state_size,
-            }
-            if self.resolver is not None:
-                resolved = self.resolver.resolve(h)
-                out["path"] = resolved.local_text if resolved and resolved.local_text else None
-            return out
-        if isinstance(h, SegmentFileHandle):
-            return self._local(
-                {
-                    "type": h.flink_class,
-                    "path": h.path,
-                    "start_pos": h.start_pos,
-                    "state_size": h.state_size,
-                    "scope": h.scope_name,
-                    "logical_file_id": h.logical_file_id,
-                },
-                h,
-            )
-        if isinstance(h, EmptySegmentFileHandle):
-            return {"type": h.flink_class, "state_size": 0}
-        if isinstance(h, KeyGroupsHandle):
-            return self.keyed(h)
-        raise TypeError(f"not a stream handle: {h!r}")
+        return self._renderers[type(h)](h)
 
-    def _local(self, doc: dict[str, Any], h: Any) -> dict[str, Any]:
+    # --- stream handles
+    def _byte_stream(self, h: ByteStreamHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "handle_name": h.name,
+            "state_size": h.state_size,
+            "data_sha256": hashlib.sha256(h.data).hexdigest(),
+        }
+
+    def _file(self, h: FileHandle) -> dict[str, Any]:
+        return self._local({"type": h.flink_class, "path": h.path, "state_size": h.state_size}, h)
+
+    def _relative_file(self, h: RelativeFileHandle) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": h.flink_class, "relative_path": h.relative_path, "state_size": h.state_size}
+        if self.resolver is not None:
+            resolved = self.resolver.resolve(h)
+            out["path"] = resolved.local_text if resolved and resolved.local_text else None
+        return out
+
+    def _segment_file(self, h: SegmentFileHandle) -> dict[str, Any]:
+        doc = {
+            "type": h.flink_class,
+            "path": h.path,
+            "start_pos": h.start_pos,
+            "state_size": h.state_size,
+            "scope": h.scope_name,
+            "logical_file_id": h.logical_file_id,
+        }
+        return self._local(doc, h)
+
+    def _empty_segment_file(self, h: EmptySegmentFileHandle) -> dict[str, Any]:
+        return {"type": h.flink_class, "state_size": 0}
+
+    def _local(self, doc: dict[str, Any], h: FileBacked) -> dict[str, Any]:
         """spillway-only ``local_path``: where the file is on this machine (after rebasing), or null."""
         if self.resolver is not None:
             resolved = self.resolver.resolve(h)
@@ -81,127 +111,160 @@ class JsonView:
         return doc
 
     # --- keyed handles
-    def keyed(self, h: Any) -> dict[str, Any]:
-        if isinstance(h, KeyGroupsHandle):
-            return {
-                "type": h.flink_class,
-                "key_group_range": h.key_groups.as_pair(),
-                "offsets": h.offsets,
-                "state_handle_id": h.state_handle_id,
-                "state_size": h.state_size,
-                "delegate": self.stream(h.delegate),
-            }
-        if isinstance(h, IncrementalHandle):
-            return {
-                "type": h.flink_class,
-                "checkpoint_id": h.checkpoint_id,
-                "backend_identifier": h.backend_identifier,
-                "key_group_range": h.key_groups.as_pair(),
-                "checkpointed_size": h.checkpointed_size,
-                "state_size": h.state_size,
-                "meta_state_handle": self.stream(h.meta_state_handle),
-                "shared_state": [{"local_path": i.local_path, "handle": self.stream(i.handle)} for i in h.shared_state],
-                "private_state": [
-                    {"local_path": i.local_path, "handle": self.stream(i.handle)} for i in h.private_state
-                ],
-                "state_handle_id": h.state_handle_id,
-            }
-        if isinstance(h, ChangelogHandle):
-            return {
-                "type": h.flink_class,
-                "key_group_range": h.key_groups.as_pair(),
-                "checkpointed_size": h.checkpointed_size,
-                "materialized": [self.keyed(x) for x in h.materialized],
-                "non_materialized": [self.keyed(x) for x in h.non_materialized],
-                "materialization_id": h.materialization_id,
-                "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None else h.materialization_id,
-                "state_handle_id": h.state_handle_id,
-            }
-        if isinstance(h, ChangelogByteIncrementHandle):
-            return {
-                "type": h.flink_class,
-                "key_group_range": h.key_groups.as_pair(),
-                "from": h.from_sequence,
-                "to": h.to_sequence,
-                "changes": [
-                    {"key_group": kg, "size": len(d), "data_sha256": hashlib.sha256(d).hexdigest()}
-                    for kg, d in h.changes
-                ],
-                "state_handle_id": h.state_handle_id,
-            }
-        if isinstance(h, ChangelogFileIncrementHandle):
-            return {
-                "type": h.flink_class,
-                "key_group_range": h.key_groups.as_pair(),
-                "handles_and_offsets": [{"offset": o, "handle": self.stream(x)} for o, x in h.handles],
-                "state_size": h.state_size,
-                "checkpointed_size": h.checkpointed_size,
-                "state_handle_id": h.state_handle_id,
-                "storage_identifier": h.storage_identifier or "filesystem",
-            }
-        raise TypeError(f"not a keyed handle: {h!r}")
+    def _key_groups(self, h: KeyGroupsHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "key_group_range": h.key_groups.as_pair(),
+            "offsets": h.offsets,
+            "state_handle_id": h.state_handle_id,
+            "state_size": h.state_size,
+            "delegate": self.handle(h.delegate),
+        }
 
-    def operator_handle(self, h: OperatorStreamHandle) -> dict[str, Any]:
+    def _incremental(self, h: IncrementalHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "checkpoint_id": h.checkpoint_id,
+            "backend_identifier": h.backend_identifier,
+            "key_group_range": h.key_groups.as_pair(),
+            "checkpointed_size": h.checkpointed_size,
+            "state_size": h.state_size,
+            "meta_state_handle": self.handle(h.meta_state_handle),
+            "shared_state": [{"local_path": i.local_path, "handle": self.handle(i.handle)} for i in h.shared_state],
+            "private_state": [{"local_path": i.local_path, "handle": self.handle(i.handle)} for i in h.private_state],
+            "state_handle_id": h.state_handle_id,
+        }
+
+    def _changelog(self, h: ChangelogHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "key_group_range": h.key_groups.as_pair(),
+            "checkpointed_size": h.checkpointed_size,
+            "materialized": [self.handle(x) for x in h.materialized],
+            "non_materialized": [self.handle(x) for x in h.non_materialized],
+            "materialization_id": h.materialization_id,
+            "checkpoint_id": h.checkpoint_id if h.checkpoint_id is not None else h.materialization_id,
+            "state_handle_id": h.state_handle_id,
+        }
+
+    def _changelog_bytes(self, h: ChangelogByteIncrementHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "key_group_range": h.key_groups.as_pair(),
+            "from": h.from_sequence,
+            "to": h.to_sequence,
+            "changes": [
+                {"key_group": kg, "size": len(d), "data_sha256": hashlib.sha256(d).hexdigest()} for kg, d in h.changes
+            ],
+            "state_handle_id": h.state_handle_id,
+        }
+
+    def _changelog_files(self, h: ChangelogFileIncrementHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "key_group_range": h.key_groups.as_pair(),
+            "handles_and_offsets": [{"offset": o, "handle": self.handle(x)} for o, x in h.handles],
+            "state_size": h.state_size,
+            "checkpointed_size": h.checkpointed_size,
+            "state_handle_id": h.state_handle_id,
+            "storage_identifier": h.storage_identifier or "filesystem",
+        }
+
+    # --- operator handles
+    def _operator_stream(self, h: OperatorStreamHandle) -> dict[str, Any]:
         out: dict[str, Any] = {
             "type": h.flink_class,
             "states": {s.name: {"distribution_mode": s.mode_name, "offsets": s.offsets} for s in h.states},
             "state_size": h.state_size,
-            "delegate": self.stream(h.delegate),
+            "delegate": self.handle(h.delegate),
         }
         if h.file_merging is not None:
             out["task_owned_dir"] = h.file_merging.task_owned_dir
             out["shared_dir"] = h.file_merging.shared_dir
         return out
 
-    def channel(self, h: Any, with_delegate: bool = True) -> dict[str, Any]:
-        if isinstance(h, MergedChannelHandle):
-            return {
-                "type": h.flink_class,
-                "subtask_index": h.subtask_index,
-                "state_size": h.state_size,
-                "delegate": self.stream(h.delegate),
-                "channels": [self.channel(c, with_delegate=False) for c in h.unmerged()],
-            }
-        assert isinstance(h, ChannelHandle)
-        a, b = (
-            ("gate_index", "input_channel_index")
-            if h.side == "input"
-            else (
-                "partition_index",
-                "subpartition_index",
-            )
-        )
-        out = {
+    # --- channel handles (the channels of a merged handle: single handles without the shared delegate)
+    def _input_channel(self, h: InputChannelHandle) -> dict[str, Any]:
+        return {
             "type": h.flink_class,
-            "subtask_index": h.subtask_index,
-            a: h.a,
-            b: h.b,
+            "subtask_index": h.subtask_index if self._channel_subtask_index else None,
+            "gate_index": h.gate_index,
+            "input_channel_index": h.input_channel_index,
             "offsets": h.offsets,
             "state_size": h.state_size,
+            "delegate": self.handle(h.delegate),
         }
-        if with_delegate:
-            out["delegate"] = self.stream(h.delegate)
-        return out
+
+    def _result_subpartition(self, h: ResultSubpartitionHandle) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "subtask_index": h.subtask_index if self._channel_subtask_index else None,
+            "partition_index": h.partition_index,
+            "subpartition_index": h.subpartition_index,
+            "offsets": h.offsets,
+            "state_size": h.state_size,
+            "delegate": self.handle(h.delegate),
+        }
+
+    def _merged_input_channel(self, h: MergedInputChannelHandle) -> dict[str, Any]:
+        kind, subtask = InputChannelHandle.flink_class, h.subtask_index
+        channels = [
+            {
+                "type": kind,
+                "subtask_index": subtask,
+                "gate_index": c.gate_index,
+                "input_channel_index": c.input_channel_index,
+                "offsets": c.offsets,
+                "state_size": c.state_size,
+            }
+            for c in h.channels
+        ]
+        return self._merged(h, channels)
+
+    def _merged_result_subpartition(self, h: MergedResultSubpartitionHandle) -> dict[str, Any]:
+        kind, subtask = ResultSubpartitionHandle.flink_class, h.subtask_index
+        channels = [
+            {
+                "type": kind,
+                "subtask_index": subtask,
+                "partition_index": c.partition_index,
+                "subpartition_index": c.subpartition_index,
+                "offsets": c.offsets,
+                "state_size": c.state_size,
+            }
+            for c in h.channels
+        ]
+        return self._merged(h, channels)
+
+    def _merged(
+        self, h: MergedInputChannelHandle | MergedResultSubpartitionHandle, channels: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return {
+            "type": h.flink_class,
+            "subtask_index": h.subtask_index,
+            "state_size": h.state_size,
+            "delegate": self.handle(h.delegate),
+            "channels": channels,
+        }
 
     # --- structure
-    def subtask(self, s: SubtaskState, version: int) -> dict[str, Any]:
+    def subtask(self, s: SubtaskState, features: FormatFeatures) -> dict[str, Any]:
         out: dict[str, Any] = {
             "index": s.index,
             "finished": s.finished,
-            "managed_operator_state": [self.operator_handle(s.managed_operator_state)]
-            if s.managed_operator_state
-            else [],
-            "raw_operator_state": [self.operator_handle(s.raw_operator_state)] if s.raw_operator_state else [],
-            "managed_keyed_state": [self.keyed(s.managed_keyed_state)] if s.managed_keyed_state else [],
-            "raw_keyed_state": [self.keyed(s.raw_keyed_state)] if s.raw_keyed_state else [],
-            "input_channel_state": [self.channel(h) for h in s.input_channel_state],
-            "result_subpartition_state": [self.channel(h) for h in s.result_subpartition_state],
+            "managed_operator_state": _listed(self.handle(s.managed_operator_state)),
+            "raw_operator_state": _listed(self.handle(s.raw_operator_state)),
+            "managed_keyed_state": _listed(self.handle(s.managed_keyed_state)),
+            "raw_keyed_state": _listed(self.handle(s.raw_keyed_state)),
+            "input_channel_state": [self.handle(h) for h in s.input_channel_state],
+            "result_subpartition_state": [self.handle(h) for h in s.result_subpartition_state],
         }
-        if version >= 7:
+        if features.ref_checkpoint_ids:
             out["ref_checkpoint_id"] = s.ref_checkpoint_id
         return out
 
-    def operator(self, o: OperatorState, version: int, subtask: int | None = None) -> dict[str, Any]:
+    def operator(self, o: OperatorState, features: FormatFeatures, subtask: int | None = None) -> dict[str, Any]:
+        self._channel_subtask_index = features.channel_subtask_index
         subs = sorted(o.subtasks, key=lambda s: s.index)
         if subtask is not None:
             subs = [s for s in subs if s.index == subtask]
@@ -212,8 +275,8 @@ class JsonView:
             "parallelism": o.parallelism,
             "max_parallelism": o.max_parallelism,
             "fully_finished": o.fully_finished,
-            "coordinator_state": self.stream(o.coordinator_state),
-            "subtasks": [self.subtask(s, version) for s in subs],
+            "coordinator_state": self.handle(o.coordinator_state),
+            "subtasks": [self.subtask(s, features) for s in subs],
         }
 
     def checkpoint(
@@ -243,8 +306,13 @@ class JsonView:
                 {"name": m.name, "version": m.version, "bytes": len(m.payload)} for m in cp.master_states
             ],
             "properties": props,
-            "operators": [self.operator(o, cp.format_version, subtask) for o in (operators or cp.operators)],
+            "operators": [self.operator(o, cp.features, subtask) for o in (operators or cp.operators)],
         }
         if cp.properties_note:
             doc["properties_note"] = cp.properties_note
         return doc
+
+
+def _listed(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A single handle slot as a list of 0 or 1 handles (a null handle and an absent one look alike)."""
+    return [] if doc is None else [doc]

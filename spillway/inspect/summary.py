@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.model.checkpoint import Checkpoint, OperatorState, channel_handles, keyed_size, stream_size
+from spillway.flink.features import FormatFeatures
+from spillway.model.checkpoint import ByteStreamHandle, Checkpoint, OperatorState, channel_handles, stream_size
 from spillway.model.walk import file_path_of, stream_handles_of, subtask_handles
 
 
@@ -20,13 +21,13 @@ class OperatorSummary:
     files: set[str] = field(default_factory=set)
     finished_subtasks: int = 0
 
-    def finished_label(self, format_version: int) -> str:
+    def finished_label(self, features: FormatFeatures) -> str:
         op = self.operator
         if op.fully_finished:
             return "fully finished"
         if self.finished_subtasks:
             return f"{self.finished_subtasks}/{op.parallelism} finished"
-        return "running" if format_version >= 3 else "not recorded"
+        return "running" if features.finished_markers else "not recorded"
 
 
 def summarize_operator(op: OperatorState) -> OperatorSummary:
@@ -36,17 +37,17 @@ def summarize_operator(op: OperatorState) -> OperatorSummary:
             s.finished_subtasks += 1
         for kind, top in subtask_handles(sub):
             if kind.endswith("keyed_state"):
-                s.keyed_bytes += keyed_size(top)  # type: ignore[arg-type]
+                s.keyed_bytes += top.state_size
             elif kind.endswith("operator_state"):
-                s.operator_bytes += top.state_size  # type: ignore[attr-defined]
+                s.operator_bytes += top.state_size
             else:
-                s.channel_bytes += top.state_size  # type: ignore[attr-defined]
+                s.channel_bytes += top.state_size
             for _, h in stream_handles_of(top):
                 path = file_path_of(h)
                 if path is not None:
                     s.files.add(path)
-                elif h is not None and type(h).__name__ == "ByteStreamHandle":
-                    s.inline_bytes += h.state_size  # type: ignore[attr-defined]
+                elif type(h) is ByteStreamHandle:
+                    s.inline_bytes += h.state_size
         s.channels += len(channel_handles(sub.input_channel_state)) + len(
             channel_handles(sub.result_subpartition_state)
         )

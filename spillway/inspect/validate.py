@@ -8,7 +8,7 @@ stays bounded by the number of chunks, not their bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,13 +35,13 @@ from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChannelHandle,
     Checkpoint,
-    FileHandle,
     IncrementalHandle,
     KeyGroupsHandle,
     OperatorState,
-    RelativeFileHandle,
-    SegmentFileHandle,
+    StreamHandle,
     channel_handles,
+    is_byte_source,
+    is_file_backed,
 )
 from spillway.model.walk import all_stream_handles
 from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
@@ -86,7 +86,7 @@ class _Located:
         return channel_key(self.operator, self.handle)
 
     def label(self) -> str:
-        return f"{self.handle.info.label()}"
+        return self.handle.label()
 
 
 @dataclass
@@ -114,7 +114,7 @@ class _Validator:
         self.topology = topology
         self.progress = progress
         self.report = Report()
-        self.blobs: dict[object, _BlobInfo] = {}
+        self.blobs: dict[Hashable, _BlobInfo] = {}
         self.tags = tags_for_format_version(self.cp.format_version)  # V4 (1.16-1.20) allows the 1.19 tags
         self.buffer = bytearray(READ_BLOCK)
 
@@ -161,17 +161,17 @@ class _Validator:
                                 f"{side} channel handle says subtask {h.subtask_index}",
                                 operator=label,
                                 subtask=sub.index,
-                                channel=h.info.label(),
+                                channel=h.label(),
                             )
-                        if (h.a, h.b) in keys:
+                        if h.info in keys:
                             self.add(
                                 "duplicate-channel",
-                                f"two {side} handles for channel {h.info.label()}",
+                                f"two {side} handles for channel {h.label()}",
                                 operator=label,
                                 subtask=sub.index,
-                                channel=h.info.label(),
+                                channel=h.label(),
                             )
-                        keys.add((h.a, h.b))
+                        keys.add(h.info)
             if op.fully_finished and op.coordinator_state is not None:
                 self.add("finished-state", "fully finished operator holds coordinator state", operator=label)
             self.check_key_groups(op)
@@ -252,14 +252,15 @@ class _Validator:
 
     # ------------------------------------------------------------------ every referenced file
     def check_files(self) -> None:
-        needed: dict[str, tuple[int, object, str]] = {}  # local path -> (bytes needed, handle, where)
+        needed: dict[str, tuple[int, bool, str]] = {}  # local path -> (bytes needed, a whole file?, where)
         for site, h in all_stream_handles(self.cp):
-            if not isinstance(h, FileHandle | RelativeFileHandle | SegmentFileHandle):
+            if not is_file_backed(h):
                 continue
             where = f"{site.operator.label()} {site.kind}"
             resolved = self.resolver.resolve(h)
             assert resolved is not None
-            if resolved.local is None:
+            key = resolved.local_text
+            if key is None:
                 rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
                 self.add(
                     rule,
@@ -269,13 +270,11 @@ class _Validator:
                     file=resolved.original,
                 )
                 continue
-            end = h.start_pos + h.state_size if isinstance(h, SegmentFileHandle) else h.state_size
-            key = resolved.local_text
+            end = h.start_pos + h.state_size
             prev = needed.get(key)
-            exact = not isinstance(h, SegmentFileHandle)
             if prev is None or end > prev[0]:
-                needed[key] = (end, h if exact else None, where)
-        for path, (end, exact_handle, where) in sorted(needed.items()):
+                needed[key] = (end, h.whole_file, where)
+        for path, (end, whole_file, where) in sorted(needed.items()):
             self.report.files_checked += 1
             p = Path(path)
             try:
@@ -290,7 +289,7 @@ class _Validator:
                 continue
             if size < end:
                 self.add("file-size", f"file has {size} bytes, handles need {end} ({where})", file=path, offset=size)
-            elif exact_handle is not None and size > end:
+            elif whole_file and size > end:
                 self.add("file-size-extra", f"file has {size} bytes, handle says {end}", file=path)
 
     # ------------------------------------------------------------------ channel-state blobs
@@ -302,16 +301,16 @@ class _Validator:
                     out.append(_Located(op, h))
         return out
 
-    def blob_key(self, delegate: object) -> object:
+    def blob_key(self, delegate: StreamHandle) -> Hashable:
         return delegate_key(self.resolver, delegate)
 
-    def open_blob(self, delegate: object, who: _Located) -> _BlobInfo:
+    def open_blob(self, delegate: StreamHandle, who: _Located) -> _BlobInfo:
         key = self.blob_key(delegate)
         if key in self.blobs:
             return self.blobs[key]
         info = _BlobInfo(None, {}, False, "?")
         self.blobs[key] = info
-        if not isinstance(delegate, ByteStreamHandle | FileHandle | RelativeFileHandle | SegmentFileHandle):
+        if not is_byte_source(delegate):
             kind = "null" if delegate is None else type(delegate).__name__
             self.add(
                 "chunk-offset",
@@ -350,8 +349,8 @@ class _Validator:
         return info
 
     def check_blobs(self, located: list[_Located]) -> None:
-        claimed: dict[tuple[object, int], _Located] = {}
-        blob_keys: list[object] = []
+        claimed: dict[tuple[Hashable, int], _Located] = {}
+        blob_keys: list[Hashable] = []
         done = 0
         for x in located:
             key = self.blob_key(x.handle.delegate)
@@ -378,7 +377,7 @@ class _Validator:
                 )
 
     def check_handle_chunks(
-        self, x: _Located, info: _BlobInfo, key: object, claimed: dict[tuple[object, int], _Located]
+        self, x: _Located, info: _BlobInfo, key: Hashable, claimed: dict[tuple[Hashable, int], _Located]
     ) -> None:
         h, blob = x.handle, info.blob
         assert blob is not None
@@ -472,7 +471,7 @@ class _Validator:
                         chunk = read_chunk_header(info.blob, off)
                     except BlobError:
                         continue
-                label = f"{op.label()}#{h.subtask_index} {h.info.label()}"
+                label = f"{op.label()}#{h.subtask_index} {h.label()}"
                 for pos, n in iter_payload(info.blob, chunk, self.buffer):
                     yield label, info.blob, pos, n
 
@@ -488,7 +487,7 @@ class _Validator:
         if self.frame_fast(parts, total, complete):
             return
         framer = make_framer(total, self.tags)
-        where: list[tuple[str, Blob, int]] = []
+        where: list[tuple[str, Blob | None, int]] = []
         try:
             for part_label, blob, pos, n in self.pieces(parts):
                 where.append((part_label, blob, pos))
@@ -501,7 +500,7 @@ class _Validator:
         self.report.records += framer.records
         op, first = parts[0]
         for fault in framer.faults:
-            part_label, blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)
+            part_label, in_blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)
             rule = {"length": "record-length", "tag": "record-tag", "size": "record-tag"}.get(
                 fault.kind, "record-truncated"
             )
@@ -511,8 +510,8 @@ class _Validator:
                 operator=op.label(),
                 subtask=first.subtask_index,
                 channel=label,
-                file=blob.name if blob else None,
-                offset=blob.physical(pos + fault.position) if blob else None,
+                file=in_blob.name if in_blob else None,
+                offset=in_blob.physical(pos + fault.position) if in_blob else None,
             )
 
     def frame_fast(self, parts: list[tuple[OperatorState, ChannelHandle]], total: int, complete: bool) -> bool:
@@ -553,13 +552,16 @@ class _Validator:
                     )
                     continue
                 gates = {e.gate: e for e in b.vertex.inputs}
-                edge = gates.get(h.a)
+                edge = gates.get(h.gate_index)
                 if edge is None:
-                    self.add("channel-index", f"gate {h.a} does not exist (vertex has {len(gates)} inputs)", **where)
-                elif h.b >= verts[edge.upstream].parallelism:
+                    self.add(
+                        "channel-index", f"gate {h.gate_index} does not exist (vertex has {len(gates)} inputs)", **where
+                    )
+                elif h.input_channel_index >= verts[edge.upstream].parallelism:
                     self.add(
                         "channel-index",
-                        f"input channel {h.b} >= upstream parallelism {verts[edge.upstream].parallelism}",
+                        f"input channel {h.input_channel_index} >= upstream parallelism "
+                        f"{verts[edge.upstream].parallelism}",
                         **where,
                     )
             else:
@@ -573,14 +575,17 @@ class _Validator:
                         )
                     continue
                 outs = b.vertex.outputs
-                if h.a >= len(outs):
-                    self.add(
-                        "channel-index", f"partition {h.a} does not exist (vertex has {len(outs)} outputs)", **where
-                    )
-                elif h.b >= verts[outs[h.a].downstream].parallelism:
+                if h.partition_index >= len(outs):
                     self.add(
                         "channel-index",
-                        f"subpartition {h.b} >= downstream parallelism {verts[outs[h.a].downstream].parallelism}",
+                        f"partition {h.partition_index} does not exist (vertex has {len(outs)} outputs)",
+                        **where,
+                    )
+                elif h.subpartition_index >= verts[outs[h.partition_index].downstream].parallelism:
+                    self.add(
+                        "channel-index",
+                        f"subpartition {h.subpartition_index} >= downstream parallelism "
+                        f"{verts[outs[h.partition_index].downstream].parallelism}",
                         **where,
                     )
 

@@ -3,13 +3,35 @@
 Plain dataclasses, one per thing Flink has a class for. Fields that exist only so a checkpoint can be
 written back byte for byte (flags Flink accepts in several spellings, legacy fields) are kept too,
 with defaults that match what Flink writes, so code building new checkpoints can ignore them.
+
+Every state handle has the same small surface, so that one traversal (``spillway.model.walk``) serves
+every kind: ``code`` (Flink's type code, docs/format/handles.md), ``flink_class``, ``state_size``,
+``children()`` (the handles it holds, by role, ``None`` for an empty slot) and ``with_children(...)``
+(a copy holding other children, same slots in the same order). Leaf stream handles say where their
+bytes are: inline (``ByteStreamHandle``) or in a file (``file_name``, ``relative``, ``start_pos``,
+``whole_file`` on every file-backed kind).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeGuard
+
+from spillway.flink.features import FormatFeatures, format_features
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+# A handle's children: (role, child) per slot; the child is None for an empty slot.
+Children: TypeAlias = "Sequence[tuple[str, Handle | None]]"
+NO_CHILDREN: tuple[tuple[str, Handle | None], ...] = ()
+
+
+class HandleKindError(TypeError):
+    """A handle of one kind was put where Flink allows only others (e.g. a keyed handle as a delegate)."""
+
 
 # --------------------------------------------------------------------------------------------------
 # Stream handles: where bytes live
@@ -21,11 +43,18 @@ class ByteStreamHandle:
 
     name: str
     data: bytes
+    code: ClassVar[int] = 1
     flink_class: ClassVar[str] = "ByteStreamStateHandle"
 
     @property
     def state_size(self) -> int:
         return len(self.data)
+
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
 
 
 @dataclass(slots=True)
@@ -34,7 +63,24 @@ class FileHandle:
 
     path: str
     state_size: int
+    code: ClassVar[int] = 2
     flink_class: ClassVar[str] = "FileStateHandle"
+    relative: ClassVar[bool] = False
+    whole_file: ClassVar[bool] = True
+    start_pos: ClassVar[int] = 0
+
+    @property
+    def file_name(self) -> str:
+        return self.path
+
+    def with_file_name(self, name: str) -> FileHandle:
+        return FileHandle(name, self.state_size)
+
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
 
 
 @dataclass(slots=True)
@@ -43,7 +89,24 @@ class RelativeFileHandle:
 
     relative_path: str
     state_size: int
+    code: ClassVar[int] = 6
     flink_class: ClassVar[str] = "RelativeFileStateHandle"
+    relative: ClassVar[bool] = True
+    whole_file: ClassVar[bool] = True
+    start_pos: ClassVar[int] = 0
+
+    @property
+    def file_name(self) -> str:
+        return self.relative_path
+
+    def with_file_name(self, name: str) -> RelativeFileHandle:
+        return RelativeFileHandle(name, self.state_size)
+
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
 
 
 @dataclass(slots=True)
@@ -55,20 +118,43 @@ class SegmentFileHandle:
     state_size: int
     scope: int  # 0 = EXCLUSIVE, 1 = SHARED
     logical_file_id: str
+    code: ClassVar[int] = 15
     flink_class: ClassVar[str] = "SegmentFileStateHandle"
+    relative: ClassVar[bool] = False
+    whole_file: ClassVar[bool] = False
+
+    @property
+    def file_name(self) -> str:
+        return self.path
+
+    def with_file_name(self, name: str) -> SegmentFileHandle:
+        return replace(self, path=name)
 
     @property
     def scope_name(self) -> str:
         return {0: "EXCLUSIVE", 1: "SHARED"}.get(self.scope, f"UNKNOWN({self.scope})")
 
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
+
 
 @dataclass(slots=True)
 class EmptySegmentFileHandle:
+    code: ClassVar[int] = 16
     flink_class: ClassVar[str] = "EmptySegmentFileStateHandle"
 
     @property
     def state_size(self) -> int:
         return 0
+
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,15 +174,13 @@ class KeyGroupRange:
         # Flink normalises every empty range to EMPTY_KEY_GROUP_RANGE = [0, -1].
         return [self.start, self.last] if self.count > 0 else [0, -1]
 
-    def __contains__(self, key_group: int) -> bool:
-        return self.start <= key_group <= self.last
-
 
 @dataclass(slots=True)
 class KeyGroupsHandle:
     """Full-snapshot keyed state: one stream, an offset per key group.
 
     ``code`` 12 = KeyGroupsStateHandle (with id), 3 = legacy (no id), 7 = savepoint handle (no id).
+    A legacy handle (3) may also stand where a stream handle is expected.
     """
 
     key_groups: KeyGroupRange
@@ -112,6 +196,13 @@ class KeyGroupsHandle:
     @property
     def state_size(self) -> int:
         return stream_size(self.delegate)
+
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
 
 
 @dataclass(slots=True)
@@ -146,6 +237,29 @@ class IncrementalHandle:
             + sum(stream_size(h.handle) for h in self.private_state)
         )
 
+    def children(self) -> Children:
+        out: list[tuple[str, Handle | None]] = [("meta", self.meta_state_handle)]
+        out += [("shared:" + i.local_path, i.handle) for i in self.shared_state]
+        out += [("private:" + i.local_path, i.handle) for i in self.private_state]
+        return out
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        n = len(self.shared_state)
+        if len(children) != 1 + n + len(self.private_state):
+            raise ValueError(f"{self.flink_class} holds {1 + n + len(self.private_state)} handles, got {len(children)}")
+        return replace(
+            self,
+            meta_state_handle=as_stream(children[0]),
+            shared_state=[
+                LocalPathHandle(i.local_path, as_stream(c))
+                for i, c in zip(self.shared_state, children[1 : 1 + n], strict=True)
+            ],
+            private_state=[
+                LocalPathHandle(i.local_path, as_stream(c))
+                for i, c in zip(self.private_state, children[1 + n :], strict=True)
+            ],
+        )
+
 
 @dataclass(slots=True)
 class ChangelogHandle:
@@ -166,6 +280,22 @@ class ChangelogHandle:
     def state_size(self) -> int:
         return sum(keyed_size(h) for h in self.materialized) + sum(keyed_size(h) for h in self.non_materialized)
 
+    def children(self) -> Children:
+        return (
+            *[("materialized", h) for h in self.materialized],
+            *[("non_materialized", h) for h in self.non_materialized],
+        )
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        n = len(self.materialized)
+        if len(children) != n + len(self.non_materialized):
+            raise ValueError(f"{self.flink_class} holds {n + len(self.non_materialized)} handles, got {len(children)}")
+        return replace(
+            self,
+            materialized=[as_nested_keyed(c) for c in children[:n]],
+            non_materialized=[as_nested_keyed(c) for c in children[n:]],
+        )
+
 
 @dataclass(slots=True)
 class ChangelogByteIncrementHandle:
@@ -174,11 +304,18 @@ class ChangelogByteIncrementHandle:
     to_sequence: int
     changes: list[tuple[int, bytes]]
     state_handle_id: str
+    code: ClassVar[int] = 9
     flink_class: ClassVar[str] = "InMemoryChangelogStateHandle"
 
     @property
     def state_size(self) -> int:
         return sum(len(data) for _, data in self.changes)
+
+    def children(self) -> Children:
+        return NO_CHILDREN
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        return self
 
 
 @dataclass(slots=True)
@@ -198,6 +335,14 @@ class ChangelogFileIncrementHandle:
     @property
     def state_size(self) -> int:
         return self.size
+
+    def children(self) -> Children:
+        return tuple(("delegate", h) for _, h in self.handles)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        if len(children) != len(self.handles):
+            raise ValueError(f"{self.flink_class} holds {len(self.handles)} handles, got {len(children)}")
+        return replace(self, handles=[(o, as_stream(c)) for (o, _), c in zip(self.handles, children, strict=True)])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -233,9 +378,18 @@ class FileMergingDirs:
 
 @dataclass(slots=True)
 class OperatorStreamHandle:
+    """Operator state: one stream, the offsets of each named state's elements.
+
+    ``code`` 4 = OperatorStreamStateHandle; 17 = the file-merging variants (``file_merging`` set).
+    """
+
     states: list[OperatorStateEntry]
     delegate: StreamHandle
     file_merging: FileMergingDirs | None = None
+
+    @property
+    def code(self) -> int:
+        return 4 if self.file_merging is None else 17
 
     @property
     def flink_class(self) -> str:
@@ -249,88 +403,295 @@ class OperatorStreamHandle:
     def state_size(self) -> int:
         return stream_size(self.delegate)
 
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
+
 
 # --------------------------------------------------------------------------------------------------
 # Channel state (unaligned checkpoints)
+#
+# The input side names a channel by (gate index, input channel index), the output side by (partition
+# index, subpartition index): Flink's InputChannelInfo and ResultSubpartitionInfo. ``info`` is that pair,
+# ``label()`` its short form ``in(g,c)`` / ``out(p,s)``. ``code`` is the handle's type byte in the typed
+# channel-handle layout (metadata V6+). Merged handles (V6+) hold several channels of one subtask
+# that share one delegate; ``unmerged()`` gives them as single handles (a single handle: itself).
 
 ChannelSide = Literal["input", "output"]
+KeepChannel: TypeAlias = Callable[[int, int], bool]  # (first, second index of the pair) -> keep?
+
+
+class ChannelState(Protocol):
+    """What single and merged channel handles of both sides have in common."""
+
+    @property
+    def side(self) -> ChannelSide: ...
+    @property
+    def subtask_index(self) -> int: ...
+    @property
+    def state_size(self) -> int: ...
+    @property
+    def delegate(self) -> StreamHandle: ...
+
+    def unmerged(self) -> Sequence[ChannelHandle]: ...
+    def kept(self, keep: KeepChannel) -> Self | None: ...
 
 
 @dataclass(slots=True)
-class ChannelInfo:
-    """(gate, input channel) on the input side; (partition, subpartition) on the output side."""
+class InputChannelHandle:
+    """One input channel's chunks inside ``delegate``: offsets of the chunk length fields, total size."""
 
-    side: ChannelSide
-    a: int
-    b: int
+    subtask_index: int
+    gate_index: int
+    input_channel_index: int
+    offsets: list[int]
+    state_size: int
+    delegate: StreamHandle
+    side: ClassVar[Literal["input"]] = "input"
+    merged: ClassVar[bool] = False
+    code: ClassVar[int] = 1
+    flink_class: ClassVar[str] = "InputChannelStateHandle"
+
+    @property
+    def info(self) -> tuple[int, int]:
+        return (self.gate_index, self.input_channel_index)
 
     def label(self) -> str:
-        return f"in({self.a},{self.b})" if self.side == "input" else f"out({self.a},{self.b})"
+        return f"in({self.gate_index},{self.input_channel_index})"
+
+    def unmerged(self) -> tuple[InputChannelHandle]:
+        return (self,)
+
+    def kept(self, keep: KeepChannel) -> Self | None:
+        return self if keep(self.gate_index, self.input_channel_index) else None
+
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
 
 
 @dataclass(slots=True)
-class ChannelHandle:
-    """One channel's chunks inside ``delegate``: offsets of the chunk length fields, total size."""
+class ResultSubpartitionHandle:
+    """One result subpartition's chunks inside ``delegate`` (output side)."""
 
-    side: ChannelSide
     subtask_index: int
-    a: int
-    b: int
+    partition_index: int
+    subpartition_index: int
     offsets: list[int]
     state_size: int
     delegate: StreamHandle
+    side: ClassVar[Literal["output"]] = "output"
+    merged: ClassVar[bool] = False
+    code: ClassVar[int] = 2
+    flink_class: ClassVar[str] = "ResultSubpartitionStateHandle"
 
     @property
-    def flink_class(self) -> str:
-        return "InputChannelStateHandle" if self.side == "input" else "ResultSubpartitionStateHandle"
+    def info(self) -> tuple[int, int]:
+        return (self.partition_index, self.subpartition_index)
 
-    @property
-    def info(self) -> ChannelInfo:
-        return ChannelInfo(self.side, self.a, self.b)
+    def label(self) -> str:
+        return f"out({self.partition_index},{self.subpartition_index})"
+
+    def unmerged(self) -> tuple[ResultSubpartitionHandle]:
+        return (self,)
+
+    def kept(self, keep: KeepChannel) -> Self | None:
+        return self if keep(self.partition_index, self.subpartition_index) else None
+
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
 
 
 @dataclass(slots=True)
-class MergedChannelEntry:
-    a: int
-    b: int
+class InputChannelEntry:
+    """One channel of a merged input handle."""
+
+    gate_index: int
+    input_channel_index: int
     state_size: int
     offsets: list[int]
 
+    @property
+    def info(self) -> tuple[int, int]:
+        return (self.gate_index, self.input_channel_index)
+
 
 @dataclass(slots=True)
-class MergedChannelHandle:
-    """Several channels of one subtask sharing one delegate (metadata V6+)."""
+class ResultSubpartitionEntry:
+    """One subpartition of a merged output handle."""
 
-    side: ChannelSide
+    partition_index: int
+    subpartition_index: int
+    state_size: int
+    offsets: list[int]
+
+    @property
+    def info(self) -> tuple[int, int]:
+        return (self.partition_index, self.subpartition_index)
+
+
+@dataclass(slots=True)
+class MergedInputChannelHandle:
+    """Several input channels of one subtask sharing one delegate (metadata V6+)."""
+
     subtask_index: int
     state_size: int
     delegate: StreamHandle
-    channels: list[MergedChannelEntry]
+    channels: list[InputChannelEntry]
+    side: ClassVar[Literal["input"]] = "input"
+    merged: ClassVar[bool] = True
+    code: ClassVar[int] = 3
+    flink_class: ClassVar[str] = "MergedInputChannelStateHandle"
 
-    @property
-    def flink_class(self) -> str:
-        return "MergedInputChannelStateHandle" if self.side == "input" else "MergedResultSubpartitionStateHandle"
-
-    def unmerged(self) -> list[ChannelHandle]:
+    def unmerged(self) -> list[InputChannelHandle]:
         return [
-            ChannelHandle(self.side, self.subtask_index, c.a, c.b, c.offsets, c.state_size, self.delegate)
+            InputChannelHandle(
+                self.subtask_index, c.gate_index, c.input_channel_index, c.offsets, c.state_size, self.delegate
+            )
             for c in self.channels
         ]
 
+    def kept(self, keep: KeepChannel) -> Self | None:
+        """Without the channels ``keep`` rejects (the size shrinks accordingly); None when none is left."""
+        kept = [c for c in self.channels if keep(c.gate_index, c.input_channel_index)]
+        if len(kept) == len(self.channels):
+            return self
+        return replace(self, channels=kept, state_size=sum(c.state_size for c in kept)) if kept else None
 
-StreamHandle: TypeAlias = (
-    ByteStreamHandle
-    | FileHandle
-    | RelativeFileHandle
-    | SegmentFileHandle
-    | EmptySegmentFileHandle
-    | KeyGroupsHandle
-    | None
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
+
+
+@dataclass(slots=True)
+class MergedResultSubpartitionHandle:
+    """Several result subpartitions of one subtask sharing one delegate (metadata V6+)."""
+
+    subtask_index: int
+    state_size: int
+    delegate: StreamHandle
+    channels: list[ResultSubpartitionEntry]
+    side: ClassVar[Literal["output"]] = "output"
+    merged: ClassVar[bool] = True
+    code: ClassVar[int] = 4
+    flink_class: ClassVar[str] = "MergedResultSubpartitionStateHandle"
+
+    def unmerged(self) -> list[ResultSubpartitionHandle]:
+        return [
+            ResultSubpartitionHandle(
+                self.subtask_index, c.partition_index, c.subpartition_index, c.offsets, c.state_size, self.delegate
+            )
+            for c in self.channels
+        ]
+
+    def kept(self, keep: KeepChannel) -> Self | None:
+        """Without the channels ``keep`` rejects (the size shrinks accordingly); None when none is left."""
+        kept = [c for c in self.channels if keep(c.partition_index, c.subpartition_index)]
+        if len(kept) == len(self.channels):
+            return self
+        return replace(self, channels=kept, state_size=sum(c.state_size for c in kept)) if kept else None
+
+    def children(self) -> Children:
+        return (("delegate", self.delegate),)
+
+    def with_children(self, children: Sequence[Handle | None]) -> Self:
+        (delegate,) = children
+        return replace(self, delegate=as_stream(delegate))
+
+
+# --------------------------------------------------------------------------------------------------
+# Handle groups. A new handle kind joins the groups it belongs to here, and nowhere else.
+
+StreamLeaf: TypeAlias = ByteStreamHandle | FileHandle | RelativeFileHandle | SegmentFileHandle | EmptySegmentFileHandle
+FileBacked: TypeAlias = FileHandle | RelativeFileHandle | SegmentFileHandle
+ByteSource: TypeAlias = ByteStreamHandle | FileBacked  # a stream whose bytes can be read
+StreamHandle: TypeAlias = StreamLeaf | KeyGroupsHandle | None
+NestedKeyedHandle: TypeAlias = (
+    KeyGroupsHandle | IncrementalHandle | ChangelogByteIncrementHandle | ChangelogFileIncrementHandle
 )
-KeyedHandle: TypeAlias = (
-    KeyGroupsHandle | IncrementalHandle | ChangelogHandle | ChangelogByteIncrementHandle | ChangelogFileIncrementHandle
-)
+KeyedHandle: TypeAlias = NestedKeyedHandle | ChangelogHandle
+ChannelHandle: TypeAlias = InputChannelHandle | ResultSubpartitionHandle
+MergedChannelHandle: TypeAlias = MergedInputChannelHandle | MergedResultSubpartitionHandle
+InputChannelState: TypeAlias = InputChannelHandle | MergedInputChannelHandle
+OutputChannelState: TypeAlias = ResultSubpartitionHandle | MergedResultSubpartitionHandle
 AnyChannelHandle: TypeAlias = ChannelHandle | MergedChannelHandle
+Handle: TypeAlias = StreamLeaf | KeyedHandle | OperatorStreamHandle | AnyChannelHandle
+
+# The same groups as classes, for isinstance (most frequent first: it tests them in order).
+STREAM_LEAF_TYPES = (FileHandle, ByteStreamHandle, RelativeFileHandle, SegmentFileHandle, EmptySegmentFileHandle)
+FILE_BACKED_TYPES = (FileHandle, RelativeFileHandle, SegmentFileHandle)
+_BYTE_SOURCES = frozenset({*FILE_BACKED_TYPES, ByteStreamHandle})
+_STREAMS = frozenset({*STREAM_LEAF_TYPES, KeyGroupsHandle})
+_NESTED_KEYED = frozenset(
+    {KeyGroupsHandle, IncrementalHandle, ChangelogByteIncrementHandle, ChangelogFileIncrementHandle}
+)
+HANDLE_TYPES: tuple[type[Handle], ...] = (
+    ByteStreamHandle,
+    FileHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    EmptySegmentFileHandle,
+    KeyGroupsHandle,
+    IncrementalHandle,
+    ChangelogHandle,
+    ChangelogByteIncrementHandle,
+    ChangelogFileIncrementHandle,
+    OperatorStreamHandle,
+    InputChannelHandle,
+    ResultSubpartitionHandle,
+    MergedInputChannelHandle,
+    MergedResultSubpartitionHandle,
+)
+
+
+def is_stream_leaf(h: object) -> TypeGuard[StreamLeaf]:
+    """A handle that holds bytes itself (inline or in a file) rather than other handles."""
+    return isinstance(h, STREAM_LEAF_TYPES)
+
+
+def is_file_backed(h: object) -> TypeGuard[FileBacked]:
+    """A stream handle whose bytes are in a file: ``file_name``, ``relative``, ``start_pos``, ``whole_file``."""
+    return isinstance(h, FILE_BACKED_TYPES)
+
+
+def is_byte_source(h: object) -> TypeGuard[ByteSource]:
+    """A stream handle whose bytes can be read (inline or file-backed; not null, not an empty segment)."""
+    return type(h) in _BYTE_SOURCES
+
+
+def _fits_stream_slot(h: Handle | None) -> TypeGuard[StreamHandle]:
+    return h is None or type(h) in _STREAMS
+
+
+def _fits_changelog(h: Handle | None) -> TypeGuard[NestedKeyedHandle]:
+    return type(h) in _NESTED_KEYED
+
+
+def as_stream(h: Handle | None) -> StreamHandle:
+    """``h`` if a stream handle may stand where it is put, else ``HandleKindError``."""
+    if _fits_stream_slot(h):
+        return h
+    raise HandleKindError(f"a {h.flink_class if h else None} cannot stand where a stream handle is expected")
+
+
+def as_nested_keyed(h: Handle | None) -> NestedKeyedHandle:
+    """``h`` if it may stand inside a changelog handle, else ``HandleKindError``."""
+    if _fits_changelog(h):
+        return h
+    raise HandleKindError(f"a {h.flink_class if h else 'null'} handle cannot stand inside a changelog handle")
 
 
 def stream_size(handle: StreamHandle) -> int:
@@ -341,11 +702,11 @@ def keyed_size(handle: KeyedHandle | None) -> int:
     return 0 if handle is None else handle.state_size
 
 
-def channel_handles(handles: list[AnyChannelHandle]) -> list[ChannelHandle]:
+def channel_handles(handles: Sequence[ChannelState]) -> list[ChannelHandle]:
     """Per-channel view: merged handles are unmerged, in their stored order."""
     out: list[ChannelHandle] = []
     for h in handles:
-        out.extend(h.unmerged() if isinstance(h, MergedChannelHandle) else (h,))
+        out.extend(h.unmerged())
     return out
 
 
@@ -361,8 +722,8 @@ class SubtaskState:
     raw_operator_state: OperatorStreamHandle | None = None
     managed_keyed_state: KeyedHandle | None = None
     raw_keyed_state: KeyedHandle | None = None
-    input_channel_state: list[AnyChannelHandle] = field(default_factory=list)
-    result_subpartition_state: list[AnyChannelHandle] = field(default_factory=list)
+    input_channel_state: list[InputChannelState] = field(default_factory=list)
+    result_subpartition_state: list[OutputChannelState] = field(default_factory=list)
     ref_checkpoint_id: int | None = None
     # As read, for byte-exact rewriting (None: derive from the handle, as Flink does when writing).
     managed_operator_present: int | None = None
@@ -418,11 +779,7 @@ class CheckpointProperties:
     discard_suspended: bool
     forced: bool
     unclaimed: bool
-    checkpoint_type: dict[str, str]
-
-    @property
-    def is_savepoint(self) -> bool:
-        return self.checkpoint_type.get("class") == "SavepointType"
+    checkpoint_type: dict[str, Any]  # the CheckpointType's class and fields, as decoded
 
 
 @dataclass(slots=True)
@@ -435,6 +792,13 @@ class Checkpoint:
     # The Java-serialized properties exactly as read (V4+); rewritten unchanged.
     properties_raw: bytes | None = None
     properties_note: str | None = None  # why ``properties`` could not be decoded, if it could not
+    # A layout variant of format_version (spillway.flink.features), as read; None: the usual one.
+    format_dialect: str | None = None
+
+    @property
+    def features(self) -> FormatFeatures:
+        """What this checkpoint's format stores (follows ``format_version`` and ``format_dialect``)."""
+        return format_features(self.format_version, self.format_dialect)
 
     def operator(self, operator_id: str) -> OperatorState | None:
         return next((o for o in self.operators if o.operator_id == operator_id), None)

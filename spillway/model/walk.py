@@ -1,28 +1,34 @@
-"""Walk every stream handle reachable from a checkpoint, with where it sits (for files, relocation, checks)."""
+"""The one traversal of a checkpoint's state handles: reading (every leaf stream handle, with where it
+sits) and rewriting (every leaf replaced by ``fn(leaf)``).
+
+Both follow ``children()`` / ``with_children()`` of the model's handles (spillway.model.checkpoint), so
+a new handle kind is walked, relocated, resolved and opened once it declares its children. The leaf
+stream handles are the ones holding bytes: inline, a file, a segment of a file, an empty segment.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from spillway.model.checkpoint import (
-    ChangelogByteIncrementHandle,
-    ChangelogFileIncrementHandle,
-    ChangelogHandle,
-    ChannelHandle,
+    FILE_BACKED_TYPES,
+    STREAM_LEAF_TYPES,
+    AnyChannelHandle,
+    ByteStreamHandle,
     Checkpoint,
-    FileHandle,
-    IncrementalHandle,
-    KeyGroupsHandle,
-    MergedChannelHandle,
+    Children,
+    Handle,
+    HandleKindError,
+    KeyedHandle,
     OperatorState,
     OperatorStreamHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
+    StreamHandle,
+    StreamLeaf,
     SubtaskState,
+    is_stream_leaf,
 )
-
-_WRAPPERS = (KeyGroupsHandle, OperatorStreamHandle, MergedChannelHandle, ChannelHandle)
 
 STATE_KINDS = (
     "managed_operator_state",
@@ -33,58 +39,79 @@ STATE_KINDS = (
     "result_subpartition_state",
 )
 
+LeafFn: TypeAlias = Callable[[StreamLeaf], StreamHandle]
+TopHandle: TypeAlias = OperatorStreamHandle | KeyedHandle | AnyChannelHandle  # what a subtask holds
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+class _HoldsHandles(Protocol):
+    def children(self) -> Children: ...
+    def with_children(self, children: Sequence[Handle | None]) -> Self: ...
+
+
+H = TypeVar("H", bound=_HoldsHandles)
+
 
 @dataclass(frozen=True, slots=True)
 class HandleSite:
     operator: OperatorState
     subtask: SubtaskState | None  # None: coordinator state
     kind: str  # one of STATE_KINDS, or "coordinator_state"
-    role: str  # "delegate", "meta", "shared:<local path>", "private:<local path>", …
+    role: str  # the leaf's role in its parent: "delegate", "meta", "shared:<local path>", "private:<local path>", …
 
 
-def stream_handles_of(handle: object, role: str = "delegate") -> list[tuple[str, object]]:
-    """Every stream handle inside any handle (itself included when it is one), with its role."""
-    out: list[tuple[str, object]] = []
-    _collect(handle, role, out)
+# --------------------------------------------------------------------------------------------------
+# reading
+
+
+def subtask_handles(sub: SubtaskState) -> list[tuple[str, TopHandle]]:
+    """(kind, top-level handle) for every state handle a subtask holds."""
+    out: list[tuple[str, TopHandle]] = []
+    if sub.managed_operator_state is not None:
+        out.append(("managed_operator_state", sub.managed_operator_state))
+    if sub.raw_operator_state is not None:
+        out.append(("raw_operator_state", sub.raw_operator_state))
+    if sub.managed_keyed_state is not None:
+        out.append(("managed_keyed_state", sub.managed_keyed_state))
+    if sub.raw_keyed_state is not None:
+        out.append(("raw_keyed_state", sub.raw_keyed_state))
+    out.extend(("input_channel_state", h) for h in sub.input_channel_state)
+    out.extend(("result_subpartition_state", h) for h in sub.result_subpartition_state)
     return out
 
 
-def _collect(handle: object, role: str, out: list[tuple[str, object]]) -> None:
-    # Hot on large checkpoints (hundreds of thousands of handles): plain recursion, no generators.
-    if handle is None:
-        return
-    cls = type(handle)
-    if cls is IncrementalHandle:
-        _collect(handle.meta_state_handle, "meta", out)  # type: ignore[attr-defined]
-        for item in handle.shared_state:  # type: ignore[attr-defined]
-            _collect(item.handle, "shared:" + item.local_path, out)
-        for item in handle.private_state:  # type: ignore[attr-defined]
-            _collect(item.handle, "private:" + item.local_path, out)
-    elif cls is ChangelogHandle:
-        for h in (*handle.materialized, *handle.non_materialized):  # type: ignore[attr-defined]
-            _collect(h, role, out)
-    elif cls is ChangelogFileIncrementHandle:
-        for _, h in handle.handles:  # type: ignore[attr-defined]
-            _collect(h, role, out)
-    elif cls in _WRAPPERS:
-        _collect(handle.delegate, role, out)  # type: ignore[attr-defined]
-    elif cls is not ChangelogByteIncrementHandle:
+def stream_handles_of(handle: Handle | None, role: str = "delegate") -> list[tuple[str, StreamLeaf]]:
+    """Every leaf stream handle inside any handle (itself included when it is one), with its role."""
+    out: list[tuple[str, StreamLeaf]] = []
+    if handle is not None:
+        _collect(handle, role, out)
+    return out
+
+
+def _collect(handle: Handle, role: str, out: list[tuple[str, StreamLeaf]]) -> None:
+    # Hot on large checkpoints (hundreds of thousands of handles): plain recursion, no generators, and
+    # leaves (most handles) recognised before asking for children.
+    if isinstance(handle, STREAM_LEAF_TYPES):
         out.append((role, handle))
+        return
+    for child_role, child in handle.children():
+        if child is not None:
+            _collect(child, child_role, out)
 
 
-def subtask_handles(sub: SubtaskState) -> Iterator[tuple[str, object]]:
-    """(kind, top-level handle) for every state handle a subtask holds."""
-    for kind in STATE_KINDS[:4]:
-        h = getattr(sub, kind)
-        if h is not None:
-            yield kind, h
-    for h in sub.input_channel_state:
-        yield "input_channel_state", h
-    for h in sub.result_subpartition_state:
-        yield "result_subpartition_state", h
+def _leaves(handle: Handle, out: list[StreamLeaf]) -> None:
+    if isinstance(handle, STREAM_LEAF_TYPES):
+        out.append(handle)
+        return
+    for _, child in handle.children():
+        if child is not None:
+            _leaves(child, out)
 
 
-def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, object]]:
+def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, StreamLeaf]]:
+    """Every leaf stream handle with where it sits (coordinator state included)."""
     for op in checkpoint.operators:
         if op.coordinator_state is not None:
             yield HandleSite(op, None, "coordinator_state", "delegate"), op.coordinator_state
@@ -94,66 +121,69 @@ def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, obj
                     yield HandleSite(op, sub, kind, role), h
 
 
-def file_path_of(handle: object) -> str | None:
-    """The file a stream handle points into (``None`` for inline and empty handles)."""
-    if isinstance(handle, FileHandle | SegmentFileHandle):
-        return handle.path
-    if isinstance(handle, RelativeFileHandle):
-        return handle.relative_path
-    return None
-
-
-def transform_stream_handles(checkpoint: Checkpoint, fn: Callable[[object], object]) -> None:
-    """Replace, in place, every stream handle ``h`` reachable from the checkpoint by ``fn(h)``.
-
-    ``fn`` sees leaf stream handles only (file, relative, inline, segment…); wrappers are descended.
-    """
-
-    def stream(h: object) -> object:
-        if h is None:
-            return None
-        if isinstance(h, KeyGroupsHandle):  # legacy key-groups handle in a stream position
-            h.delegate = stream(h.delegate)  # type: ignore[assignment]
-            return h
-        return fn(h)
-
-    def keyed(h: object) -> object:
-        if isinstance(h, KeyGroupsHandle):
-            h.delegate = stream(h.delegate)  # type: ignore[assignment]
-        elif isinstance(h, IncrementalHandle):
-            h.meta_state_handle = stream(h.meta_state_handle)  # type: ignore[assignment]
-            for item in (*h.shared_state, *h.private_state):
-                item.handle = stream(item.handle)  # type: ignore[assignment]
-        elif isinstance(h, ChangelogHandle):
-            h.materialized = [keyed(x) for x in h.materialized]  # type: ignore[misc]
-            h.non_materialized = [keyed(x) for x in h.non_materialized]  # type: ignore[misc]
-        elif isinstance(h, ChangelogFileIncrementHandle):
-            h.handles = [(o, stream(x)) for o, x in h.handles]  # type: ignore[misc]
-        return h
-
-    for op in checkpoint.operators:
-        if op.coordinator_state is not None:
-            op.coordinator_state = stream(op.coordinator_state)  # type: ignore[assignment]
-        for sub in op.subtasks:
-            for kind in ("managed_operator_state", "raw_operator_state"):
-                h = getattr(sub, kind)
-                if h is not None:
-                    h.delegate = stream(h.delegate)
-            for kind in ("managed_keyed_state", "raw_keyed_state"):
-                h = getattr(sub, kind)
-                if h is not None:
-                    setattr(sub, kind, keyed(h))
-            for h in (*sub.input_channel_state, *sub.result_subpartition_state):
-                h.delegate = stream(h.delegate)  # type: ignore[union-attr]
-
-
-def leaf_stream_handles(checkpoint: Checkpoint, coordinator: bool = False) -> Iterator[object]:
+def leaf_stream_handles(checkpoint: Checkpoint, coordinator: bool = False) -> list[StreamLeaf]:
     """Every leaf stream handle of every subtask (and, if asked, of coordinator state), without site
     bookkeeping — the fast path for whole-checkpoint scans such as file resolution."""
+    out: list[StreamLeaf] = []
     for op in checkpoint.operators:
         if coordinator and op.coordinator_state is not None:
-            yield op.coordinator_state
+            out.append(op.coordinator_state)
         for sub in op.subtasks:
             for _, top in subtask_handles(sub):
-                for _, handle in stream_handles_of(top):
-                    yield handle
+                _leaves(top, out)
+    return out
+
+
+def file_path_of(handle: Handle | None) -> str | None:
+    """The file a stream handle points into, as the handle names it (None for inline and empty handles)."""
+    return handle.file_name if isinstance(handle, FILE_BACKED_TYPES) else None
+
+
+# --------------------------------------------------------------------------------------------------
+# rewriting
+
+
+def _map(handle: Handle | None, fn: LeafFn) -> Handle | None:
+    if handle is None:
+        return None
+    children = handle.children()
+    if not children:
+        return fn(handle) if is_stream_leaf(handle) else handle
+    new = [_map(child, fn) for _, child in children]
+    if all(n is c for n, (_, c) in zip(new, children, strict=True)):
+        return handle
+    return handle.with_children(new)
+
+
+def map_stream_leaves(handle: H, fn: LeafFn) -> H:
+    """``handle`` with every leaf stream handle inside it replaced by ``fn(leaf)`` (itself when nothing changed)."""
+    children = handle.children()
+    new = [_map(child, fn) for _, child in children]
+    if all(n is c for n, (_, c) in zip(new, children, strict=True)):
+        return handle
+    return handle.with_children(new)
+
+
+def transform_stream_handles(checkpoint: Checkpoint, fn: LeafFn) -> None:
+    """Replace, in place, every leaf stream handle ``h`` reachable from the checkpoint by ``fn(h)``.
+
+    ``fn`` sees leaf stream handles only (file, relative, inline, segment…); the handles holding them
+    are rebuilt around the results (unchanged ones are kept as they are).
+    """
+    for op in checkpoint.operators:
+        if op.coordinator_state is not None:
+            coordinator = fn(op.coordinator_state)
+            if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):
+                raise HandleKindError(f"coordinator state must stay inline, not a {coordinator.flink_class}")
+            op.coordinator_state = coordinator
+        for sub in op.subtasks:
+            if sub.managed_operator_state is not None:
+                sub.managed_operator_state = map_stream_leaves(sub.managed_operator_state, fn)
+            if sub.raw_operator_state is not None:
+                sub.raw_operator_state = map_stream_leaves(sub.raw_operator_state, fn)
+            if sub.managed_keyed_state is not None:
+                sub.managed_keyed_state = map_stream_leaves(sub.managed_keyed_state, fn)
+            if sub.raw_keyed_state is not None:
+                sub.raw_keyed_state = map_stream_leaves(sub.raw_keyed_state, fn)
+            sub.input_channel_state = [map_stream_leaves(h, fn) for h in sub.input_channel_state]
+            sub.result_subpartition_state = [map_stream_leaves(h, fn) for h in sub.result_subpartition_state]

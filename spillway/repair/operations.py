@@ -19,8 +19,8 @@ from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
 from spillway.inspect.topology import PlanRef, as_topology
-from spillway.model.checkpoint import Checkpoint, FileHandle, SegmentFileHandle
-from spillway.model.walk import transform_stream_handles
+from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.relocate import relocate as relocate_paths
 from spillway.repair.session import RepairReport, finish, moved_rules, source_rebases
@@ -53,7 +53,7 @@ def relocate(
     with open_workspace(src, out, rebase) as io:
         loaded = io.loaded
         relative_under = io.final_prefix if relative else None
-        if relative and loaded.checkpoint.format_version < 3:
+        if relative and not loaded.checkpoint.features.relative_file_handles:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
         result = relocate_paths(loaded.checkpoint, old, new, relative_under)
         copies = relative_copies(loaded, result.checkpoint)
@@ -242,15 +242,10 @@ def _external_copies(
     """(resolved source, new destination) for absolute files: local destinations and remote URIs."""
     local: dict[Path, Path] = {}
     remote: dict[str, Path] = {}
-    sources = {}
-
-    def collect(h: object) -> object:
-        if isinstance(h, FileHandle | SegmentFileHandle) and h.path.startswith(new):
-            original = old + h.path[len(new) :]
-            sources[h.path] = original
-        return h
-
-    transform_stream_handles(checkpoint, collect)
+    sources: dict[str, str] = {}
+    for h in leaf_stream_handles(checkpoint):
+        if is_file_backed(h) and not h.relative and h.file_name.startswith(new):
+            sources[h.file_name] = old + h.file_name[len(new) :]
     for new_path, original in sources.items():
         resolved = loaded.resolver.resolve_path(original)
         if resolved.local is None or not resolved.local.is_file():

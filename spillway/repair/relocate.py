@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from spillway.model.checkpoint import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, StreamHandle, StreamLeaf, is_file_backed
 from spillway.model.walk import transform_stream_handles
 
 
@@ -31,18 +31,19 @@ def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = No
     def count(kind: str) -> None:
         result.rewritten[kind] = result.rewritten.get(kind, 0) + 1
 
-    def fix(h: object) -> object:
-        if isinstance(h, FileHandle | SegmentFileHandle):
-            if h.path.startswith(old):
-                h.path = new + h.path[len(old) :]
-                count(h.flink_class)
-            else:
-                result.untouched += 1
-            if relative_under and isinstance(h, FileHandle):
-                parent, _, name = h.path.rpartition("/")
-                if parent == relative_under.rstrip("/") and name:
-                    result.made_relative += 1
-                    return RelativeFileHandle(name, h.state_size)
+    def fix(h: StreamLeaf) -> StreamHandle:
+        if not is_file_backed(h) or h.relative:
+            return h
+        if h.file_name.startswith(old):
+            h = h.with_file_name(new + h.file_name[len(old) :])
+            count(h.flink_class)
+        else:
+            result.untouched += 1
+        if relative_under and h.whole_file:
+            parent, _, name = h.file_name.rpartition("/")
+            if parent == relative_under.rstrip("/") and name:
+                result.made_relative += 1
+                return RelativeFileHandle(name, h.state_size)
         return h
 
     transform_stream_handles(out, fix)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from spillway.inspect.analyze import Analysis
-from spillway.model.checkpoint import Checkpoint, MergedChannelHandle, OperatorState
+from spillway.inspect.channels import ChannelKey
+from spillway.model.checkpoint import ChannelState, Checkpoint, KeepChannel, OperatorState, channel_handles
 from spillway.repair.common import RepairError
-
-ChannelKey = tuple[str, str, int, int, int]  # operator id, side, subtask, a, b
 
 
 @dataclass
@@ -60,10 +60,8 @@ def strip_channel_state(cp: Checkpoint, analysis: Analysis, operator_ids: set[st
     result = StripResult(out)
     for op in out.operators:
         for sub in op.subtasks:
-            sub.input_channel_state, n_in = _without(op, sub.input_channel_state, "input", keys, remove_all)
-            sub.result_subpartition_state, n_out = _without(
-                op, sub.result_subpartition_state, "output", keys, remove_all
-            )
+            sub.input_channel_state, n_in = _without(op, sub.input_channel_state, keys, remove_all)
+            sub.result_subpartition_state, n_out = _without(op, sub.result_subpartition_state, keys, remove_all)
             result.handles_removed += n_in + n_out
     for ch in chosen:
         result.losses.append(
@@ -74,26 +72,21 @@ def strip_channel_state(cp: Checkpoint, analysis: Analysis, operator_ids: set[st
     return result
 
 
-def _without(op: OperatorState, handles: list, side: str, keys: set[ChannelKey], remove_all: bool) -> tuple[list, int]:
-    kept: list = []
-    removed = 0
-    for h in handles:
-        if isinstance(h, MergedChannelHandle):
-            entries = [
-                e
-                for e in h.channels
-                if not remove_all and (op.operator_id, side, h.subtask_index, e.a, e.b) not in keys
-            ]
-            removed += len(h.channels) - len(entries)
-            if entries:
-                h.channels = entries
-                h.state_size = sum(e.state_size for e in entries)
-                kept.append(h)
-        elif not remove_all and (op.operator_id, side, h.subtask_index, h.a, h.b) not in keys:
-            kept.append(h)
-        else:
-            removed += 1
-    return kept, removed
+H = TypeVar("H", bound=ChannelState)
+
+
+def _not_in(keys: set[ChannelKey], operator_id: str, side: str, subtask: int) -> KeepChannel:
+    return lambda first, second: (operator_id, side, subtask, first, second) not in keys
+
+
+def _without(op: OperatorState, handles: list[H], keys: set[ChannelKey], remove_all: bool) -> tuple[list[H], int]:
+    kept: list[H] = []
+    if not remove_all:
+        for h in handles:
+            k = h.kept(_not_in(keys, op.operator_id, h.side, h.subtask_index))
+            if k is not None:
+                kept.append(k)
+    return kept, len(channel_handles(handles)) - len(channel_handles(kept))
 
 
 def clear_finished(cp: Checkpoint, operator_ids: set[str]) -> tuple[Checkpoint, list[str]]:

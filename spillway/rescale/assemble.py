@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import TypeVar
 
+from spillway.flink.features import FormatFeatures
 from spillway.model.checkpoint import (
-    AnyChannelHandle,
-    ChannelHandle,
+    ChannelState,
     Checkpoint,
-    MergedChannelEntry,
-    MergedChannelHandle,
+    InputChannelEntry,
+    InputChannelHandle,
+    InputChannelState,
+    KeepChannel,
+    MergedInputChannelHandle,
     OperatorState,
     RelativeFileHandle,
     SubtaskState,
@@ -20,35 +24,30 @@ from spillway.model.checkpoint import (
 from spillway.rescale.channel_writer import WrittenFile
 from spillway.rescale.plan import RescalePlan, RescaleRefused
 
-MERGED_HANDLES_SINCE = 6  # metadata version that introduced merged channel-state handles
-
 # operator, new parallelism -> new subtasks without channel state (keyed + operator state redistributed)
 StateRescaler = Callable[[OperatorState, int], list[SubtaskState]]
 
 
-def _filter(handles: list[AnyChannelHandle], drop: Callable[[int, int], bool]) -> list[AnyChannelHandle]:
-    """Handles without the channels ``drop(a, b)`` selects (merged handles shrink; empty ones vanish)."""
-    out: list[AnyChannelHandle] = []
-    for h in handles:
-        if isinstance(h, MergedChannelHandle):
-            kept = [c for c in h.channels if not drop(c.a, c.b)]
-            if len(kept) == len(h.channels):
-                out.append(h)
-            elif kept:
-                out.append(
-                    MergedChannelHandle(h.side, h.subtask_index, sum(c.state_size for c in kept), h.delegate, kept)
-                )
-        elif not drop(h.a, h.b):
-            out.append(h)
-    return out
+H = TypeVar("H", bound=ChannelState)
 
 
-def _new_input_handles(f: WrittenFile, version: int) -> list[AnyChannelHandle]:
+def _filter(handles: list[H], keep: KeepChannel) -> list[H]:
+    """Handles without the channels ``keep(first, second)`` rejects (merged handles shrink; empty ones
+    vanish). The pair is (gate, input channel) on the input side, (partition, subpartition) on the output side."""
+    return [k for k in (h.kept(keep) for h in handles) if k is not None]
+
+
+def _first_not_in(indices: set[int]) -> KeepChannel:
+    """Keep the channels whose gate (input side) or partition (output side) is not in ``indices``."""
+    return lambda first, _second: first not in indices
+
+
+def _new_input_handles(f: WrittenFile, features: FormatFeatures) -> list[InputChannelState]:
     delegate = RelativeFileHandle(f.name, f.size)
-    if version >= MERGED_HANDLES_SINCE:
-        entries = [MergedChannelEntry(c.gate, c.up, c.size, list(c.offsets)) for c in f.channels]
-        return [MergedChannelHandle("input", f.down, sum(c.size for c in f.channels), delegate, entries)]
-    return [ChannelHandle("input", f.down, c.gate, c.up, list(c.offsets), c.size, delegate) for c in f.channels]
+    if features.merged_channel_handles:
+        entries = [InputChannelEntry(c.gate, c.up, c.size, list(c.offsets)) for c in f.channels]
+        return [MergedInputChannelHandle(f.down, sum(c.size for c in f.channels), delegate, entries)]
+    return [InputChannelHandle(f.down, c.gate, c.up, list(c.offsets), c.size, delegate) for c in f.channels]
 
 
 def assemble(
@@ -78,26 +77,27 @@ def assemble(
             op.parallelism = vp.new_p
 
     for op_id, gates in drop_in.items():
-        op = ops[op_id]
-        for s in op.subtasks:
-            s.input_channel_state = _filter(s.input_channel_state, lambda a, b, g=gates: a in g)
-    for op_id, parts in drop_out.items():
-        op = ops.get(op_id)
-        if op is None:
+        for s in ops[op_id].subtasks:
+            s.input_channel_state = _filter(s.input_channel_state, _first_not_in(gates))
+    for op_id, partitions in drop_out.items():
+        tail = ops.get(op_id)
+        if tail is None:
             continue
-        for s in op.subtasks:
-            s.result_subpartition_state = _filter(s.result_subpartition_state, lambda a, b, p=parts: a in p)
+        for s in tail.subtasks:
+            s.result_subpartition_state = _filter(s.result_subpartition_state, _first_not_in(partitions))
 
     for f in files:
-        op = ops.get(f.operator_id)
-        if op is None:
+        target = ops.get(f.operator_id)
+        if target is None:
             raise RescaleRefused(f"internal: written channel file for unknown operator {f.operator_id}")
-        if f.down >= op.parallelism:
-            raise RescaleRefused(f"internal: channel file for subtask {f.down} of {op.label()} (p={op.parallelism})")
-        sub = op.subtask(f.down)
+        if f.down >= target.parallelism:
+            raise RescaleRefused(
+                f"internal: channel file for subtask {f.down} of {target.label()} (p={target.parallelism})"
+            )
+        sub = target.subtask(f.down)
         if sub is None:
             sub = SubtaskState(f.down)
-            op.subtasks.append(sub)
-            op.subtasks.sort(key=lambda s: s.index)
-        sub.input_channel_state = [*sub.input_channel_state, *_new_input_handles(f, cp.format_version)]
+            target.subtasks.append(sub)
+            target.subtasks.sort(key=lambda s: s.index)
+        sub.input_channel_state = [*sub.input_channel_state, *_new_input_handles(f, cp.features)]
     return cp

@@ -7,7 +7,6 @@ A new state file is described, not written: literal bytes and (source handle, of
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,13 +15,7 @@ from pathlib import Path
 from spillway.errors import SpillwayError
 from spillway.formats.channel_file import Blob
 from spillway.formats.errors import CheckpointFormatError
-from spillway.model.checkpoint import (
-    ByteStreamHandle,
-    FileHandle,
-    RelativeFileHandle,
-    SegmentFileHandle,
-    StreamHandle,
-)
+from spillway.model.checkpoint import RelativeFileHandle, StreamHandle, is_byte_source
 from spillway.storage.blobs import DelegateBlobs, delegate_display
 
 # Copies stream through memory in slices of this size (a key group or list element can be large).
@@ -85,7 +78,7 @@ def describe(blobs: DelegateBlobs, handle: StreamHandle) -> str:
 
 def open_stream(blobs: DelegateBlobs, handle: StreamHandle, what: str) -> Blob:
     """The handle's bytes; a clean error naming the file when they cannot be reached."""
-    if not isinstance(handle, ByteStreamHandle | FileHandle | RelativeFileHandle | SegmentFileHandle):
+    if not is_byte_source(handle):
         raise RescaleRefused(
             f"{what}: its bytes live in a {type(handle).__name__}, which spillway cannot read; rescale in Flink instead"
         )
@@ -131,13 +124,6 @@ def iter_file_bytes(file: NewStateFile, blobs: DelegateBlobs) -> Iterator[bytes]
             step = min(COPY_SLICE, offset + length - pos)
             yield read_bounded(blobs, source, blob, pos, step, f"source of {file.relative_path}")
             pos += step
-
-
-def content_digest(file: NewStateFile, blobs: DelegateBlobs) -> str:
-    digest = hashlib.sha256()
-    for data in iter_file_bytes(file, blobs):
-        digest.update(data)
-    return digest.hexdigest()
 
 
 def materialize(file: NewStateFile, blobs: DelegateBlobs, target: Path) -> None:

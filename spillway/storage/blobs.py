@@ -3,46 +3,47 @@ once per distinct delegate (many handles share one file). Used by validate and a
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
 
 from spillway.formats.channel_file import Blob, FileBlob, InlineBlob
-from spillway.model.checkpoint import ByteStreamHandle, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.checkpoint import ByteStreamHandle, StreamHandle, is_file_backed
 from spillway.storage.locate import FileResolver
 
 
-def delegate_key(resolver: FileResolver, delegate: object) -> object:
+def delegate_key(resolver: FileResolver, delegate: StreamHandle) -> Hashable:
     """Equal for handles that read the same bytes (same resolved file and segment start)."""
-    if isinstance(delegate, ByteStreamHandle) or delegate is None:
+    if delegate is None or isinstance(delegate, ByteStreamHandle):
         return ("inline", id(delegate))
     resolved = resolver.resolve(delegate)
     path = resolved.local_text if resolved and resolved.local_text else repr(delegate)
-    base = delegate.start_pos if isinstance(delegate, SegmentFileHandle) else 0
-    return ("file", path, base)
+    return ("file", path, delegate.start_pos if is_file_backed(delegate) else 0)
 
 
-def delegate_display(resolver: FileResolver, delegate: object) -> str:
+def delegate_display(resolver: FileResolver, delegate: StreamHandle) -> str:
     if isinstance(delegate, ByteStreamHandle):
         return f"inline:{delegate.name}"
     resolved = resolver.resolve(delegate)
-    return resolved.local_text if resolved and resolved.local_text else str(getattr(delegate, "path", "?"))
+    if resolved and resolved.local_text:
+        return resolved.local_text
+    return delegate.file_name if is_file_backed(delegate) and not delegate.relative else "?"
 
 
-def open_delegate(resolver: FileResolver, delegate: object) -> Blob | None:
+def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None:
     """The delegate's bytes, or None when they cannot be reached (missing file, non-local path, null)."""
     if isinstance(delegate, ByteStreamHandle):
         return InlineBlob(f"inline:{delegate.name}", delegate.data)
-    if not isinstance(delegate, FileHandle | RelativeFileHandle | SegmentFileHandle):
+    if not is_file_backed(delegate):
         return None
     resolved = resolver.resolve(delegate)
     if resolved is None or resolved.local is None or not resolved.local.is_file():
         return None
     try:
-        if isinstance(delegate, SegmentFileHandle):
-            blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
-            # A truncated physical file: expose what is there, so reads fail at the real end.
-            blob.size = min(blob.size, max(0, blob.file_size - delegate.start_pos))
-            return blob
-        return FileBlob(resolved.local)
+        if delegate.whole_file:
+            return FileBlob(resolved.local)
+        blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+        # A truncated physical file: expose what is there, so reads fail at the real end.
+        blob.size = min(blob.size, max(0, blob.file_size - delegate.start_pos))
+        return blob
     except OSError:
         return None
 
@@ -52,9 +53,9 @@ class DelegateBlobs:
 
     def __init__(self, resolver: FileResolver):
         self.resolver = resolver
-        self.open: dict[Any, Blob | None] = {}
+        self.open: dict[Hashable, Blob | None] = {}
 
-    def get(self, delegate: object) -> Blob | None:
+    def get(self, delegate: StreamHandle) -> Blob | None:
         key = delegate_key(self.resolver, delegate)
         if key not in self.open:
             self.open[key] = open_delegate(self.resolver, delegate)

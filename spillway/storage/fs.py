@@ -31,8 +31,8 @@ import pyarrow.fs as pafs
 
 from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import FileHandle, RelativeFileHandle, SegmentFileHandle
-from spillway.model.walk import all_stream_handles
+from spillway.model.checkpoint import is_file_backed
+from spillway.model.walk import leaf_stream_handles
 
 METADATA = "_metadata"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -264,11 +264,13 @@ def materialize(uri: str, workdir: Path) -> Materialized:
     checkpoint = decode_metadata(data, meta.uri)
     relative: set[str] = set()
     absolute: set[str] = set()
-    for _, h in all_stream_handles(checkpoint):
-        if isinstance(h, RelativeFileHandle):
-            relative.add(h.relative_path)
-        elif isinstance(h, FileHandle | SegmentFileHandle) and is_remote(h.path):
-            absolute.add(h.path)
+    for h in leaf_stream_handles(checkpoint, coordinator=True):
+        if not is_file_backed(h):
+            continue
+        if h.relative:
+            relative.add(h.file_name)
+        elif is_remote(h.file_name):
+            absolute.add(h.file_name)
     for rel in sorted(relative):
         parts = PurePosixPath(rel).parts
         if PurePosixPath(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import file_path_of, leaf_stream_handles
 from spillway.storage.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
 
@@ -38,10 +38,8 @@ class LoadedCheckpoint:
         absolute: set[str] = set()
         relative: set[str] = set()
         for handle in leaf_stream_handles(self.checkpoint):
-            if isinstance(handle, RelativeFileHandle):
-                relative.add(handle.relative_path)
-            elif isinstance(handle, FileHandle | SegmentFileHandle):
-                absolute.add(handle.path)
+            if is_file_backed(handle):
+                (relative if handle.relative else absolute).add(handle.file_name)
         missing = self.resolver.survey(absolute)
         for rel in relative:
             local = self.resolver.resolve(RelativeFileHandle(rel, 0))
@@ -64,8 +62,8 @@ def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = Non
         # An object-store checkpoint is read from a local working copy (removed when the process ends).
         workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
         atexit.register(shutil.rmtree, workdir, True)
-        local, rules = working_copy(str(path), workdir)
-        path, rebase = local, [*(rebase or []), *rules]
+        local, copy_rules = working_copy(str(path), workdir)
+        path, rebase = local, [*(rebase or []), *copy_rules]
     location = locate_checkpoint(path)
     rules = [Rebase.parse(r) for r in rebase or []]
     data = location.metadata_path.read_bytes()

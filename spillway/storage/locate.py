@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from spillway.errors import UsageError
-from spillway.model.checkpoint import FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -146,16 +146,18 @@ class FileResolver:
     def job_dir(self) -> Path:
         return self.checkpoint_dir.parent
 
-    def resolve(self, handle: object) -> ResolvedFile | None:
-        if isinstance(handle, RelativeFileHandle):
-            key = "\0rel:" + handle.relative_path
+    def resolve(self, handle: Handle | None) -> ResolvedFile | None:
+        """Where a file-backed handle's file is (None for any other handle)."""
+        if not isinstance(handle, FILE_BACKED_TYPES):
+            return None
+        name = handle.file_name
+        if handle.relative:
+            key = "\0rel:" + name
             hit = self._cache.get(key)
             if hit is None:
-                hit = self._cache[key] = self._relative(handle.relative_path)
+                hit = self._cache[key] = self._relative(name)
             return hit
-        if isinstance(handle, FileHandle | SegmentFileHandle):
-            return self.resolve_path(handle.path)
-        return None
+        return self.resolve_path(name)
 
     def _relative(self, relative: str) -> ResolvedFile:
         rel = PurePosixPath(relative)

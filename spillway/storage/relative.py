@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spillway.model.checkpoint import Checkpoint, RelativeFileHandle
+from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.safe_writer import WriteError
@@ -13,7 +13,7 @@ from spillway.storage.safe_writer import WriteError
 def relative_names(checkpoint: Checkpoint) -> set[str]:
     """Every file the checkpoint names relative to its own directory."""
     handles = leaf_stream_handles(checkpoint, coordinator=True)
-    return {h.relative_path for h in handles if isinstance(h, RelativeFileHandle)}
+    return {h.file_name for h in handles if is_file_backed(h) and h.relative}
 
 
 def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Path, str]:
