@@ -24,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("dump", help=dump.HELP)(dump.command)
 app.command("validate", help=validate.HELP)(validate.command)
@@ -35,6 +36,7 @@ app.command("rescale", help=rescale.HELP)(rescale.command)
 repair = typer.Typer(
     help="Rewrite checkpoints safely: the source is never modified, the output is self-checked.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 repair.command("relocate", help=repair_relocate.HELP)(repair_relocate.command)
 repair.command("strip-channel-state", help=repair_strip.HELP)(repair_strip.command)

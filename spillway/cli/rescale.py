@@ -45,8 +45,29 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
         name, sep, value = v.rpartition("=")
         if not sep or not name or not value:
             raise UsageError(f"{what} {v!r}: expected VERTEX=VALUE")
+        if name in result and result[name] != value:
+            raise UsageError(f"{what} given twice for {name!r} ({result[name]!r} and {value!r}): which one?")
         result[name] = value
     return result
+
+
+def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """--key and --key-fn, checked before any work: a bad extractor or both for one vertex is a usage error."""
+    from spillway.formats.values import ValueSpecError, parse_key_extractor
+
+    keys, fns = _pairs(key, "--key"), _pairs(key_fn, "--key-fn")
+    both = sorted(set(keys) & set(fns))
+    if both:
+        raise UsageError(f"--key and --key-fn both given for {', '.join(both)}: give one")
+    for name, spec in keys.items():
+        try:
+            parse_key_extractor(spec)
+        except ValueSpecError as exc:
+            raise UsageError(f"--key {name}={spec}: {exc}") from None
+    for name, spec in fns.items():
+        if ":" not in spec:
+            raise UsageError(f"--key-fn {name}={spec}: expected module:function")
+    return keys, fns
 
 
 def command(
@@ -80,9 +101,10 @@ def command(
 
         counts: dict[str, int] = {}
         for name, n in _pairs(parallelism, "--parallelism").items():
-            if not n.isdigit():
+            if not n.isdigit() or int(n) < 1:
                 raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
             counts[name] = int(n)
+        keys, fns = _key_specs(key, key_fn)
         topology = plan_with_uids(plan, uid, uid_map)
         assert topology is not None
         report = rescale_checkpoint(
@@ -90,8 +112,8 @@ def command(
             topology,
             counts,
             out_dir,
-            keys=_pairs(key, "--key"),
-            key_fns=_pairs(key_fn, "--key-fn"),
+            keys=keys,
+            key_fns=fns,
             buffer_size=buffer_size,
             master=None if master == "inprocess" else master,
             rebase=rebase,

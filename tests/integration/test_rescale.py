@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
+from spillway.errors import UsageError
 from spillway.formats.channel_file import FileBlob, read_chunk_header
 from spillway.formats.record_reader import RecordReader
 from spillway.inspect.channels import logical_channels
@@ -100,7 +101,7 @@ def test_plan_refusals() -> None:
     ld = loaded()
     with pytest.raises(RescaleRefused, match="max parallelism 128"):
         build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 129})
-    with pytest.raises(RescaleRefused, match="no vertex"):
+    with pytest.raises(UsageError, match="no vertex"):  # a mistaken argument: exit 2, like repair's
         build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"nope": 2})
     with pytest.raises(RescaleRefused, match="at least 1"):
         build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 0})
