@@ -1,0 +1,48 @@
+"""Mistaken arguments are usage errors (exit 2), the same in every command, and nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.fixtures import fixture_named
+from typer.testing import CliRunner
+
+from spillway.cli.app import app
+
+FX = fixture_named("2.3.0-counted")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-p", "count=0"],
+        ["-p", "count=-1"],
+        ["-p", "count=x"],
+        ["-p", "nope=3"],
+        ["-p", "count=3", "-p", "count=4"],
+        ["-p", "count=3", "--key", "count=bad"],
+        ["-p", "count=3", "--key", "count=long", "--key-fn", "count=mod:fn"],
+        ["-p", "count=3", "--key-fn", "count=no-colon"],
+        ["-p", "count"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_rescale_usage_errors(args: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    cmd = ["rescale", str(FX.checkpoint_dir), "--plan", str(FX.root / "jobgraph.json"), *args]
+    res = CliRunner().invoke(app, [*cmd, "--out", str(out), "--master", "inprocess"])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and not out.exists()
+
+
+def test_unknown_operator_is_a_usage_error_in_repair_too(tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        app, ["repair", "drop-operator", str(FX.checkpoint_dir), "--operator", "nope", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2 and "no operator" in res.output
+
+
+def test_short_help() -> None:
+    assert CliRunner().invoke(app, ["-h"]).exit_code == 0
+    assert "--plan" in CliRunner().invoke(app, ["validate", "-h"]).output
