@@ -17,6 +17,7 @@ from spillway.formats.stream_elements import (
     TAGS_BEFORE_1_19,
     element_fault,
     length_fault,
+    size_bounds,
 )
 
 __all__ = ["ALL_TAGS", "TAGS_BEFORE_1_19", "Framer", "FramingFault", "NativeFramer", "make_framer"]
@@ -54,6 +55,10 @@ class Framer:
     _start: tuple[int, int] = (0, 0)  # (piece, position) of the current record's length field
     _piece: int = -1
     _dead: bool = False  # after a length fault the boundaries are lost: stop checking
+    _bounds: list[tuple[int, int]] = field(init=False, repr=False)  # the C framer's table: a quick first check
+
+    def __post_init__(self) -> None:
+        self._bounds = size_bounds(self.tags)
 
     def feed(self, data: bytes | bytearray, n: int | None = None) -> None:
         if n is not None and n != len(data):
@@ -109,8 +114,10 @@ class Framer:
 
     def _check_tag(self, tag: int) -> None:
         self.elements[tag] = self.elements.get(tag, 0) + 1
-        fault = element_fault(tag, self._length, self.tags)
-        if fault is not None:
+        low, high = self._bounds[tag]
+        if not low <= self._length <= high:
+            fault = element_fault(tag, self._length, self.tags)
+            assert fault is not None, "size_bounds disagrees with element_fault"
             self._fault(fault.kind, fault.message)
 
     def _fault(self, kind: str, message: str) -> None:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from spillway.rescale.channel_writer import WrittenFile, write_sorted_runs
 from spillway.rescale.plan import RescalePlan, SourceChannel
-from spillway.rescale.route import RouteError, RouteStats
+from spillway.rescale.route_error import RouteError
+from spillway.rescale.router import RouteStats
 from spillway.rescale.staging import remove_staging, stage_source, staged_rows
 
 

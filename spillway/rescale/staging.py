@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from spillway.rescale.channel_writer import target_key
 from spillway.rescale.plan import EdgePlan, SourceChannel
-from spillway.rescale.route import RouteStats, route_source
+from spillway.rescale.router import RouteStats, route_source
 
 STAGING_DIR = ".spillway-staging"
 OPEN_FILES = 64  # staging files the reader keeps open at once

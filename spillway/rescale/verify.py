@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from spillway.formats.channel_file import BlobError, FileBlob, read_chunk_header
+from spillway.formats.stream_elements import MAX_ELEMENT, length_fault
+from spillway.rescale.channel_reader import BLOCK
 from spillway.rescale.channel_writer import WrittenFile
+from spillway.rescale.element_scan import Scan, scan_elements
 from spillway.rescale.execute import MoveResult
 from spillway.rescale.plan import CUSTOM, HASH, EdgePlan, RescalePlan
-from spillway.rescale.route import BLOCK, MAX_ELEMENT, Scan, scan_elements
 
 
 def _channel_blocks(blob: FileBlob, offsets: list[int]) -> Iterator[bytes]:
@@ -52,10 +54,12 @@ def _scan_channel(blob: FileBlob, offsets: list[int], ep: EdgePlan | None, down:
         total.records += scan.records
         total.crc += scan.crc
         total.misplaced += scan.misplaced
+        if scan.fault:
+            return total, length, f"{scan.fault} at payload offset {total.end}"
         pending = data[scan.end :]
         if len(pending) >= 4:
             field = int.from_bytes(pending[:4], "big", signed=True)
-            if field <= 0 or field > MAX_ELEMENT:
+            if length_fault(field, None, MAX_ELEMENT) is not None:  # no element the router writes is larger
                 return total, length, f"length field {field} at payload offset {total.end}"
     if pending:
         return total, length, f"{len(pending)} bytes after the last whole element"
