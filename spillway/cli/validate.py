@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from spillway.cli.binding import show_binding
@@ -58,7 +58,7 @@ def command(
             transient=True,
             disable=not show_progress,
         ) as bar:
-            tasks: dict[str, int] = {}
+            tasks: dict[str, TaskID] = {}
 
             def progress(what: str, n: int) -> None:
                 if n < 0:

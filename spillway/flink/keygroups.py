@@ -72,9 +72,3 @@ def key_group_range(max_parallelism: int, parallelism: int, index: int) -> tuple
     start = (index * max_parallelism + parallelism - 1) // parallelism
     end = ((index + 1) * max_parallelism + parallelism - 1) // parallelism - 1
     return start, end
-
-
-def default_max_parallelism(parallelism: int) -> int:
-    target = parallelism + parallelism // 2
-    power = 1 << max(0, (target - 1).bit_length())
-    return min(max(power, 128), MAX_PARALLELISM_UPPER_BOUND)

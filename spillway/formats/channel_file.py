@@ -8,12 +8,12 @@ bounded reads: nothing here loads a whole file.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from construct import Int32sb, Struct
 
@@ -85,7 +85,7 @@ class FileBlob(Blob):
         self.path = path
         self.name = str(path)
         self.base = base
-        self._fh: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()/context manager
+        self._fh: io.BufferedReader = open(path, "rb")  # noqa: SIM115 - closed by close()/context manager
         self.file_size = os.fstat(self._fh.fileno()).st_size
         self.size = self.file_size - base if size is None else size
 

@@ -113,10 +113,6 @@ def read_long(data: bytes, pos: int = 0) -> tuple[int, int]:
     return _LONG(data, pos)  # type: ignore[return-value]
 
 
-def read_int(data: bytes, pos: int = 0) -> tuple[int, int]:
-    return _INT(data, pos)  # type: ignore[return-value]
-
-
 def read_boolean(data: bytes, pos: int = 0) -> tuple[bool, int]:
     _need(data, pos, 1, "boolean")
     b = data[pos]
@@ -185,8 +181,6 @@ ALIASES = {
     "tinyint": "byte",
     "bool": "boolean",
 }
-# Kept for callers that decode one scalar by name.
-READERS = {name: SCALARS[name].read for name in ("string", "long", "int", "boolean")}
 
 # ---------------------------------------------------------------- decoded composite values
 
@@ -451,7 +445,7 @@ def binary_row(types: list[str], values: tuple, kind: int = 0) -> bytes:
         elif t == "boolean":
             fixed[slot] = 1 if v else 0
         elif t in ("string", "bytes"):
-            raw = v.encode("utf-8") if isinstance(v, str) else bytes(v)  # type: ignore[union-attr]
+            raw = v.encode("utf-8") if isinstance(v, str) else bytes(v)
             if len(raw) <= 7:
                 fixed[slot : slot + len(raw)] = raw
                 fixed[slot + 7] = 0x80 | len(raw)

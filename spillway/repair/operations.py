@@ -151,7 +151,8 @@ def clear_finished(
         loaded = io.loaded
         cp = loaded.checkpoint
         ids = operator_ids(cp, operators)
-        verdict = check(as_topology(plan), cp) if plan else None
+        topology = as_topology(plan) if plan else None
+        verdict = check(topology, cp) if topology is not None else None
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (--operator) or give the new job's --plan")

@@ -204,12 +204,13 @@ def _merge(
         out.notes.append(f"{where}: all key groups empty; old subtask {j}'s stream reused (metadata only)")
         return KeyGroupsHandle(new_range, [0] * new_range.count, h.delegate, h.state_handle_id, code)
     j0, s0 = with_header[0]
-    h0 = s0.handle
+    h0, header_end = s0.handle, s0.header_end
+    assert header_end is not None  # with_header holds only sections with a header
     blob0 = open_stream(blobs, h0.delegate, where)
     for j, s in with_header[1:]:
         blob = open_stream(blobs, s.handle.delegate, where)
-        if s.header_end != s0.header_end or not same_bytes(
-            blobs, h0.delegate, blob0, s.handle.delegate, blob, s0.header_end, f"{where} header"
+        if s.header_end != header_end or not same_bytes(
+            blobs, h0.delegate, blob0, s.handle.delegate, blob, header_end, f"{where} header"
         ):
             raise RescaleRefused(
                 f"{where} needs key groups of old subtasks {j0} and {j}, whose snapshot headers (registered "
@@ -217,7 +218,7 @@ def _merge(
             )
     name = stable_uuid(operator, kind, "keyed", new_parallelism, index, *(describe(blobs, h.delegate) for _, h in hits))
     file = NewStateFile(name)
-    file.add_range(h0.delegate, 0, s0.header_end)
+    file.add_range(h0.delegate, 0, header_end)
     by_kg = {kg: (s.handle.delegate, ext) for _, s in sections for kg, ext in s.extents.items()}
     offsets: list[int] = []
     for kg in range(new_range.start, new_range.last + 1):
@@ -231,7 +232,7 @@ def _merge(
     olds = ", ".join(f"{j} [{h.key_groups.start}-{h.key_groups.last}]" for j, h in hits)
     out.notes.append(
         f"{where}: merged from old subtasks {olds} into new file {name} ({file.size} bytes, header "
-        f"{s0.header_end} bytes once)"
+        f"{header_end} bytes once)"
     )
     state_id = stable_uuid(name, "handle") if code == 12 else None
     return KeyGroupsHandle(new_range, offsets, file.handle(), state_id, code)

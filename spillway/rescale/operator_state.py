@@ -177,6 +177,7 @@ def rescale_operator_state(
     """Redistribute one operator's managed or raw operator state (``handles`` in old subtask order)."""
     where = f"{operator} {kind} operator state"
     parts = assign(handles, new_parallelism, where)
+    present = {j: h for j, h in enumerate(handles) if h is not None}  # every part comes from one of these
     out = OperatorStateRescale([])
     for i, mine in enumerate(parts):
         # Entries without elements only register a state (the header does that too): they pick no stream.
@@ -185,10 +186,10 @@ def rescale_operator_state(
             out.handles.append(None)
             continue
         if len(olds) == 1:
-            out.handles.append(OperatorStreamHandle(_entries(mine), handles[olds[0]].delegate))
+            out.handles.append(OperatorStreamHandle(_entries(mine), present[olds[0]].delegate))
             out.notes.append(f"{where} of new subtask {i}: {_summary(mine)} from old subtask {olds[0]} (metadata only)")
             continue
-        out.handles.append(_merge(handles, mine, olds, i, new_parallelism, blobs, where, operator, kind, out))
+        out.handles.append(_merge(present, mine, olds, i, new_parallelism, blobs, where, operator, kind, out))
     return out
 
 
@@ -208,7 +209,7 @@ def _summary(mine: list[_Part]) -> str:
 
 
 def _merge(
-    handles: list[OperatorStreamHandle | None],
+    handles: dict[int, OperatorStreamHandle],
     mine: list[_Part],
     olds: list[int],
     index: int,

@@ -17,15 +17,7 @@ from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import LogicalChannel, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
-from spillway.model.checkpoint import (
-    ByteStreamHandle,
-    ChannelHandle,
-    Checkpoint,
-    FileHandle,
-    OperatorState,
-    RelativeFileHandle,
-    SegmentFileHandle,
-)
+from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.storage.locate import FileResolver
 
 DEFAULT_BUFFER_SIZE = 32 * 1024
@@ -233,16 +225,16 @@ def build_plan(
     sources: list[SourceChannel] = []
     carrying: set[int] = set()
     for lc in cmap.channels:
-        ep = edge_index.get(id(lc.edge)) if lc.edge is not None else None
-        if ep is None:
+        carrier = edge_index.get(id(lc.edge)) if lc.edge is not None else None
+        if carrier is None:
             continue
         parts = tuple(_part_ref(resolver, p.handle, lc) for p in lc.parts)
         payload = sum(p.handle.state_size - LENGTH_SIZE * len(p.handle.offsets) for p in lc.parts)
         if payload > 0:
-            carrying.add(ep.index)
+            carrying.add(carrier.index)
         sources.append(
             SourceChannel(
-                len(sources), ep.index, lc.upstream_subtask, lc.downstream_subtask, parts, payload, lc.label()
+                len(sources), carrier.index, lc.upstream_subtask, lc.downstream_subtask, parts, payload, lc.label()
             )
         )
     if cmap.skipped and edges:
@@ -330,13 +322,12 @@ def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> P
     d = h.delegate
     if isinstance(d, ByteStreamHandle):
         return PartRef(None, 0, len(d.data), tuple(h.offsets), d.data)
-    if isinstance(d, FileHandle | RelativeFileHandle | SegmentFileHandle):
+    if is_file_backed(d):
         resolved = resolver.resolve(d)
         if resolved is None or resolved.local_text is None:
-            raise RescaleRefused(f"channel state of {lc.label()} is not readable: {getattr(d, 'path', d)}")
-        base = d.start_pos if isinstance(d, SegmentFileHandle) else 0
+            raise RescaleRefused(f"channel state of {lc.label()} is not readable: {d if d.relative else d.file_name}")
         # Absolute: Spark workers do not share the driver's working directory.
-        return PartRef(os.path.abspath(resolved.local_text), base, d.state_size, tuple(h.offsets))
+        return PartRef(os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets))
     raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import PlanRef, Topology, as_topology
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
-from spillway.rescale.assemble import assemble
+from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
@@ -67,7 +67,7 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return new
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]):  # type: ignore[no-untyped-def]
+def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state

@@ -29,7 +29,7 @@ from spillway.rescale import spark_cds
 from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.plan import RescalePlan, RescaleRefused
-from spillway.rescale.route_error import RouteError
+from spillway.rescale.route import RouteError
 from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
 from spillway.storage.safe_writer import WriteError
 
@@ -175,7 +175,7 @@ def _route_partition(plan_bytes: bytes, part_of: dict[str, int], directory: str,
                 src = plan.sources[sid]
                 refs, stats = stage_source(src, plan.edges[src.edge], directory)
                 report = finish_report(src, stats, copies=sum(r.records for r in refs))
-                rows = [
+                rows: list[tuple[Any, ...]] = [
                     (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc,
                      part_of[r.tkey], None)
                     for r in refs
