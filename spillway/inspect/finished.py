@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.inspect.topology import BoundVertex, Topology, bind, exact_chains
+from spillway.flink.stream_graph import is_forward
+from spillway.inspect.topology import BoundVertex, Topology, bind, exact_chains, operator_binding
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 FULLY = "FULLY_FINISHED"
@@ -33,12 +34,16 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     # Finished operators that could not be placed in any vertex: the verdict may miss a refusal.
     unplaced_finished: list[str] = field(default_factory=list)
-    # Vertices whose chain members were not all identified: their classification is from the ones found.
+    # Vertices whose chain members were not all identified (see check() for how they are classified).
     uncertain_vertices: list[str] = field(default_factory=list)
+    # Stream-graph plans only: edges Flink may or may not chain (the plan does not show chaining strategies,
+    # disableChaining / startNewChain, slot sharing groups) between operators of different finished state:
+    # chained they make a vertex with mixed state, unchained they do not, so the verdict hangs on them.
+    chain_doubts: list[str] = field(default_factory=list)
 
     @property
     def certain(self) -> bool:
-        return not self.unplaced_finished
+        return not self.unplaced_finished and not self.chain_doubts
 
     @property
     def restorable(self) -> bool:
@@ -75,40 +80,49 @@ def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[Operat
     return found, complete
 
 
+def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
+    """Edges of a stream-graph plan that Flink may chain or not, joining operators of different finished state.
+
+    What the plan shows is necessary for chaining (FORWARD, same parallelism, a single input, not BATCH), what
+    it does not show can only prevent it (chaining strategy, slot sharing group, chaining disabled), and the
+    inferred chains assume Flink's defaults. Where both sides have the same classification the boundary does
+    not matter; otherwise it decides between "mixed" and an ordinary predecessor check."""
+    sg = topology.stream_graph
+    if sg is None:
+        return []
+    doubts = []
+    for e in sg.edges:
+        src, dst = sg.node(e.source), sg.node(e.target)
+        if not is_forward(e.partitioner) or e.exchange_mode.upper() == "BATCH":
+            continue
+        if src.parallelism != dst.parallelism or len(sg.in_edges(dst.id)) != 1:
+            continue
+        if dst.chaining_strategy in ("NEVER", "HEAD") or src.chaining_strategy == "NEVER":
+            continue  # known not to chain
+        a, b = node_class.get(src.id), node_class.get(dst.id)
+        if a is not None and b is not None and a != b:
+            doubts.append(f"{src.name} ({a}) -> {dst.name} ({b})")
+    return doubts
+
+
 def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     bound = bind(topology, checkpoint)
     exact = exact_chains(topology, checkpoint)
     verdict = Verdict({})
     classes: dict[str, str] = {}
     placed: set[str] = set()
+    found: dict[str, tuple[list[OperatorState | None], bool]] = {}
+    node_class: dict[int, str] = {}
+    mixed: set[str] = set()
     for key, b in bound.items():
         if key in exact:
             # Every chain member known by Flink's own id; one absent from the checkpoint is running.
             ops: list[OperatorState | None] = [checkpoint.operator(i) for i in exact[key]]
-            complete = True
+            found[key] = (ops, True)
+            node_class.update({n: classify(o) for n, o in zip(b.vertex.node_ids, ops, strict=False)})
         else:
-            ops, complete = chain_operators(b, checkpoint)
-        placed |= {o.operator_id for o in ops if o is not None}
-        kinds = {classify(o) for o in ops}
-        label = b.vertex.label()
-        if not complete:
-            verdict.uncertain_vertices.append(label)
-            verdict.notes.append(
-                f"{label}: not every chained operator could be identified (metadata before V5 "
-                "stores no names); classified from the ones found"
-            )
-        if len(kinds) > 1:
-            verdict.violations.append(
-                Violation(
-                    "mixed",
-                    label,
-                    f"Can not restore vertex {label} which contain mixed operator finished state: {sorted(kinds)}",
-                )
-            )
-            classes[key] = sorted(kinds)[0]
-        else:
-            classes[key] = kinds.pop() if kinds else RUNNING
-        verdict.classification[label] = classes[key]
+            found[key] = chain_operators(b, checkpoint)
+        placed |= {o.operator_id for o in found[key][0] if o is not None}
     whole_plan_exact = len(exact) == len(bound)
     for op in checkpoint.operators:
         if op.operator_id not in placed and classify(op) != RUNNING:
@@ -126,13 +140,73 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
             "chain with running operators, Flink refuses the restore"
         )
     for key, b in bound.items():
+        ops, complete = found[key]
+        kinds = {classify(o) for o in ops}
+        label = b.vertex.label()
+        if not complete:
+            verdict.uncertain_vertices.append(label)
+            if verdict.unplaced_finished:
+                verdict.notes.append(
+                    f"{label}: not every chained operator could be identified (metadata before V5 "
+                    "stores no names); classified from the ones found"
+                )
+            else:
+                # Flink gives every operator of a finished task a finished state in the checkpoint, and an
+                # operator id sits in one vertex only: with every finished operator placed elsewhere, an
+                # operator not identified has no state or running state - Flink counts it ALL_RUNNING.
+                kinds.add(RUNNING)
+                verdict.notes.append(
+                    f"{label}: chained operator(s) not found in the checkpoint count as running "
+                    "(every finished operator of the checkpoint is placed elsewhere)"
+                )
+        if len(kinds) > 1:
+            verdict.violations.append(
+                Violation(
+                    "mixed",
+                    label,
+                    f"Can not restore vertex {label} which contain mixed operator finished state: {sorted(kinds)}",
+                )
+            )
+            classes[key] = sorted(kinds)[0]
+            mixed.add(key)
+        else:
+            classes[key] = kinds.pop() if kinds else RUNNING
+        verdict.classification[label] = classes[key]
+    if topology.stream_graph is not None:
+        binding = operator_binding(topology, checkpoint)
+        by_node = {
+            o.node_id: o.operator_id
+            for o in (binding.operators if binding else [])
+            if o.exact and o.node_id is not None and o.operator_id is not None
+        }
+        for b in bound.values():
+            for n in b.vertex.node_ids:
+                if n in node_class:
+                    continue
+                if n in by_node:
+                    node_class[n] = classify(checkpoint.operator(by_node[n]))
+                elif not verdict.unplaced_finished:
+                    node_class[n] = RUNNING  # not identified, and no finished operator left to be it
+    verdict.chain_doubts = _chain_doubts(topology, node_class)
+    if verdict.chain_doubts:
+        verdict.notes.append(
+            "the stream-graph plan does not show where Flink breaks chains (disableChaining, startNewChain, slot "
+            "sharing groups); whether these operators share a vertex decides the verdict: "
+            + "; ".join(verdict.chain_doubts)
+            + " (give the job-graph plan to be sure)"
+        )
+    for key, b in bound.items():
         label = b.vertex.label()
         kind = classes[key]
         preds: dict[str, bool] = {}  # predecessor -> any all-to-all edge
         for e in b.vertex.inputs:
             preds[e.upstream] = preds.get(e.upstream, False) or e.all_to_all
+        if key in mixed:
+            continue  # Flink fails on computing this vertex's state, before any predecessor check
         for up, all_to_all in preds.items():
             up_kind, up_label = classes[up], bound[up].vertex.label()
+            if up in mixed:
+                continue  # likewise: the predecessor's state cannot be computed, that is the refusal
             if kind == FULLY and up_kind != FULLY:
                 verdict.violations.append(
                     Violation(

@@ -147,7 +147,9 @@ def restore(
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
     Returns RestoreCheck's RESULT.json (``outcome``, ``error``, ``error_class``, ``seconds``, ``causes``, ``tasks``
-    …) plus ``log`` (the Flink log) and ``workdir``. ``plan_out`` receives the job-graph plan of the submitted job.
+    …) plus ``log`` (the Flink log), ``workdir``, and ``jobgraph_plan`` / ``stream_plan``: the submitted job's
+    plans (``JsonPlanGenerator`` / ``getExecutionPlan()``) in the work dir. ``plan_out`` receives another copy of
+    the job-graph plan.
     Without ``workdir`` a temporary directory is used and deleted unless the outcome is "failed".
     ``vertex_parallelism`` sets single operators' parallelism by uid (scenario "counted"); ``until_finished``
     waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java)."""
@@ -204,6 +206,9 @@ def restore(
     if res.returncode != 0 or not out.is_file():
         raise FlinkHarnessError(f"RestoreCheck failed (rc={res.returncode}); log {log}; output:\n{res.stdout[-4000:]}")
     result = json.loads(out.read_text())
+    # RestoreCheck writes the submitted job's plans next to result.json (both flavours, from Flink itself)
+    result["jobgraph_plan"] = str(work / "jobgraph.json")
+    result["stream_plan"] = str(work / "plan.json")
     result["wall_seconds"] = round(time.monotonic() - t0, 2)
     result["log"] = str(log)
     result["workdir"] = str(work)
