@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from construct import Construct, Flag, GreedyBytes, If, Int8ub, Int32sb, Int64sb, Struct, Switch, this
 
+from spillway.flink.features import dialects
+
 TAG_RECORD_WITH_TIMESTAMP = 0
 TAG_RECORD = 1
 TAG_WATERMARK = 2
@@ -114,19 +116,25 @@ StreamElement = Struct(
     "value" / If(lambda ctx: ctx.tag in RECORD_TAGS, GreedyBytes),
 )
 
-# Newest Flink release that writes each ``_metadata`` format version (None: still written by the newest
-# release known here). Each release writes only its newest version, so the version bounds the release.
-NEWEST_WRITER: dict[int, tuple[int, int] | None] = {2: (1, 10), 3: (1, 15), 4: (1, 20), 5: (2, 0), 6: None}
+
+def _release(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
 
 
 def tags_for_format_version(version: int) -> frozenset[int]:
-    """Tags some release writing this ``_metadata`` version can put into channel state. V4 is written by
-    1.16-1.18 (tags 0-4) and by 1.19-1.20 (tags 0-6) alike and cannot tell them apart: it allows all, so a
-    1.19 tag in a V4 checkpoint is never reported as unknown."""
-    newest = NEWEST_WRITER.get(version)
-    if newest is None:
+    """Tags some release writing this ``_metadata`` version can put into channel state (the releases per
+    version: ``flink.features``). V4 is written by 1.16-1.18 (tags 0-4) and by 1.19-1.20 (tags 0-6) alike and
+    cannot tell them apart: it allows all, so a 1.19 tag in a V4 checkpoint is never reported as unknown. A
+    version no known release writes allows every known tag."""
+    try:
+        newest = [f.last_release for f in dialects(version)]
+    except ValueError:
         return ALL_TAGS
-    return frozenset(k.tag for k in KINDS if k.since <= newest)
+    if any(r is None for r in newest):
+        return ALL_TAGS
+    last = max(_release(r) for r in newest if r is not None)
+    return frozenset(k.tag for k in KINDS if k.since <= last)
 
 
 # ---------------------------------------------------------------------------------------------------
