@@ -29,7 +29,7 @@ from spillway.rescale import spark_cds
 from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.plan import RescalePlan, RescaleRefused
-from spillway.rescale.route import RouteError
+from spillway.rescale.route_error import RouteError
 from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
 from spillway.storage.safe_writer import WriteError
 
