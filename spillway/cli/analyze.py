@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding
-from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
@@ -84,7 +84,7 @@ def command(
     except ValueSpecError as exc:
         raise typer.BadParameter(str(exc), param_hint="--value-type") from None
 
-    def run() -> None:
+    def run() -> int:
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
         topology = plan_with_uids(plan, uid, uid_map)
@@ -106,8 +106,10 @@ def command(
             if topology is not None:
                 show_binding(operator_binding(topology, loaded.checkpoint))
             show(result, verdict, decode, value_type, heatmap)
+        # Channel state that could not be read or framed is damage: say so in the exit code too.
+        return EXIT_FINDINGS if any(c.problem for c in result.channels) else EXIT_OK
 
-    guarded(run)
+    raise typer.Exit(guarded(run))
 
 
 BAR = "█"

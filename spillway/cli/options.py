@@ -19,6 +19,10 @@ RebaseOpt = Annotated[
 SrcArg = Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI (s3://…)")]
 OutOpt = Annotated[str, typer.Option("--out", help="New checkpoint directory or URI (s3://…); must not exist.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write nothing.")]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Write even if the source has validate errors (each is listed in the report)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Emit the change report as JSON.")]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (for channel pairing and checks).")]
 OperatorsOpt = Annotated[

@@ -41,7 +41,13 @@ def command(
     out_dir: OutOpt,
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Clear even where Flink would accept the markers.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Clear even where Flink would accept the markers, and even if the source has validate errors.",
+        ),
+    ] = False,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     rebase: RebaseOpt = None,

@@ -7,6 +7,7 @@ import typer
 from spillway.cli.common import UsageError, guarded
 from spillway.cli.options import (
     DryRunOpt,
+    ForceOpt,
     JsonOpt,
     OperatorsOpt,
     OutOpt,
@@ -37,6 +38,7 @@ def command(
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
     dry_run: DryRunOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
@@ -46,7 +48,13 @@ def command(
         if not operator:
             raise UsageError("name the operator(s) to drop with --operator")
         report = operations.drop_operator(
-            src, out_dir, operators=operator, plan=plan_with_uids(plan, uid, uid_map), dry_run=dry_run, rebase=rebase
+            src,
+            out_dir,
+            operators=operator,
+            plan=plan_with_uids(plan, uid, uid_map),
+            dry_run=dry_run,
+            force=force,
+            rebase=rebase,
         )
         return show_report(report, json_out)
 

@@ -9,6 +9,7 @@ import typer
 from spillway.cli.common import guarded
 from spillway.cli.options import (
     DryRunOpt,
+    ForceOpt,
     JsonOpt,
     OutOpt,
     PlanOpt,
@@ -49,6 +50,7 @@ def command(
         bool, typer.Option("--relative", help="Files directly in --out become relative handles.")
     ] = False,
     dry_run: DryRunOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
     plan: PlanOpt = None,
     rebase: RebaseOpt = None,
@@ -65,6 +67,7 @@ def command(
             relative=relative,
             plan=plan_with_uids(plan, uid, uid_map),
             dry_run=dry_run,
+            force=force,
             rebase=rebase,
         )
         return show_report(report, json_out)

@@ -8,6 +8,7 @@ from rich.markup import escape
 from spillway.cli.common import err, guarded
 from spillway.cli.options import (
     DryRunOpt,
+    ForceOpt,
     JsonOpt,
     OperatorsOpt,
     OutOpt,
@@ -41,6 +42,7 @@ def command(
     operator: OperatorsOpt = None,
     plan: PlanOpt = None,
     dry_run: DryRunOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
@@ -48,7 +50,13 @@ def command(
 ) -> None:
     def run() -> int:
         report = operations.strip_channel_state(
-            src, out_dir, operators=operator, plan=plan_with_uids(plan, uid, uid_map), dry_run=dry_run, rebase=rebase
+            src,
+            out_dir,
+            operators=operator,
+            plan=plan_with_uids(plan, uid, uid_map),
+            dry_run=dry_run,
+            force=force,
+            rebase=rebase,
         )
         extra = report.extra
         if extra["channels"] and not json_out:

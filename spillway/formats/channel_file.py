@@ -18,6 +18,7 @@ from pathlib import Path
 from construct import Int32sb, Struct
 
 from spillway.errors import SpillwayError
+from spillway.safe_io import open_regular
 
 SERIALIZATION_VERSION = 0
 HEADER_SIZE = 4
@@ -85,7 +86,7 @@ class FileBlob(Blob):
         self.path = path
         self.name = str(path)
         self.base = base
-        self._fh: io.BufferedReader = open(path, "rb")  # noqa: SIM115 - closed by close()/context manager
+        self._fh: io.BufferedReader = open_regular(path)  # type: ignore[assignment]  # closed by close()
         self.file_size = os.fstat(self._fh.fileno()).st_size
         self.size = self.file_size - base if size is None else size
 

@@ -31,7 +31,7 @@ from spillway.model.checkpoint import (
     OperatorState,
     channel_handles,
 )
-from spillway.storage.blobs import DelegateBlobs
+from spillway.storage.blobs import DelegateBlobs, delegate_display
 from spillway.storage.load import LoadedCheckpoint
 
 FULLY_FINISHED = "FULLY_FINISHED"
@@ -120,7 +120,8 @@ class Analysis:
 def _chunks(blobs: DelegateBlobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
     blob = blobs.get(h.delegate)
     if blob is None:
-        raise BlobError(f"channel state of {h.label()} is not readable", 0)
+        where = delegate_display(blobs.resolver, h.delegate)
+        raise BlobError(f"channel state of {h.label()} is not readable: {where} (spillway validate says why)", 0)
     for off in h.offsets:
         chunk = read_chunk_header(blob, off)
         yield blob, off, chunk.length

@@ -44,6 +44,7 @@ from spillway.model.checkpoint import (
     is_file_backed,
 )
 from spillway.model.walk import all_stream_handles
+from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import FileResolver
@@ -278,14 +279,17 @@ class _Validator:
             self.report.files_checked += 1
             p = Path(path)
             try:
-                size = p.stat().st_size
-                with open(p, "rb"):
+                size = check_regular(p).st_size
+                with open_regular(p):
                     pass
             except FileNotFoundError:
                 self.add("file-exists", f"missing file (referenced by {where})", file=path)
                 continue
             except OSError as exc:
                 self.add("file-exists", f"cannot read: {exc.strerror}", file=path)
+                continue
+            except NotARegularFile as exc:
+                self.add("file-exists", str(exc), file=path)
                 continue
             if size < end:
                 self.add("file-size", f"file has {size} bytes, handles need {end} ({where})", file=path, offset=size)

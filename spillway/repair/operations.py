@@ -23,7 +23,7 @@ from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.relocate import relocate as relocate_paths
-from spillway.repair.session import RepairReport, finish, moved_rules, source_rebases
+from spillway.repair.session import RepairReport, finish, moved_rules, source_damage, source_rebases
 from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
@@ -45,6 +45,7 @@ def relocate(
     relative: bool = False,
     plan: PlanRef | None = None,
     dry_run: bool = False,
+    force: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
     """Rewrite every path starting with ``old`` to start with ``new``."""
@@ -52,6 +53,7 @@ def relocate(
         raise UsageError("--from and --to must not be empty")
     with open_workspace(src, out, rebase) as io:
         loaded = io.loaded
+        damage = source_damage(loaded, plan, force)
         relative_under = io.final_prefix if relative else None
         if relative and not loaded.checkpoint.features.relative_file_handles:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
@@ -83,6 +85,7 @@ def relocate(
             written = fs.put_files(remote)
             return lambda: fs.delete_files(written)
 
+        rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan, before=copy_external)
 
 
@@ -93,12 +96,14 @@ def strip_channel_state(
     operators: list[str] | None = None,
     plan: PlanRef | None = None,
     dry_run: bool = False,
+    force: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
     """Drop whole logical channels (both halves) of ``operators`` (all when None), with a loss report
     in ``extra``: ``records_dropped``, ``bytes_dropped``, ``edges``, ``channels``."""
     with open_workspace(src, out, rebase) as io:
         loaded = io.loaded
+        damage = source_damage(loaded, plan, force)
         ids = operator_ids(loaded.checkpoint, operators)
         if ids is not None and plan is None:
             raise RepairError(
@@ -132,6 +137,7 @@ def strip_channel_state(
             "channels": [vars(loss) for loss in result.losses],
         }
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan, extra=extra)
 
 
@@ -149,6 +155,7 @@ def clear_finished(
     operators, of exactly the vertices Flink's restore-time checks would refuse."""
     with open_workspace(src, out, rebase) as io:
         loaded = io.loaded
+        damage = source_damage(loaded, None, force)
         cp = loaded.checkpoint
         ids = operator_ids(cp, operators)
         topology = as_topology(plan) if plan else None
@@ -185,6 +192,7 @@ def clear_finished(
             rp.changes.append(Change(c, 1))
         rp.warnings.append("cleared operators restart with no state; cleared sources read their input again")
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan)
 
 
@@ -195,11 +203,13 @@ def drop_operator(
     operators: list[str],
     plan: PlanRef | None = None,
     dry_run: bool = False,
+    force: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
     """Remove ``operators`` from the checkpoint, with the other half of each of their channels."""
     with open_workspace(src, out, rebase) as io:
         loaded = io.loaded
+        damage = source_damage(loaded, plan, force)
         ids = operator_ids(loaded.checkpoint, operators)
         if not ids:
             raise UsageError("name the operator(s) to drop with --operator")
@@ -234,6 +244,7 @@ def drop_operator(
             if o.operator_id in ids:
                 rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan, extra=extra)
 
 

@@ -18,11 +18,11 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import PlanRef, Topology, as_topology
 from spillway.inspect.validate import validate
-from spillway.repair.common import Change, RepairPlan
+from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.safe_writer import write_checkpoint
-from spillway.storage.workspace import Workspace as Workspace
+from spillway.storage.workspace import Workspace
 
 SCHEMA = "spillway.repair/1"
 
@@ -46,6 +46,22 @@ class RepairReport:
             "warnings": self.warnings,
             **self.extra,
         }
+
+
+def source_damage(loaded: LoadedCheckpoint, plan: PlanRef | None, force: bool) -> list[str]:
+    """Validate the source before anything is written. A damaged source is refused (a repair would
+    carry the damage along or hide it); with ``force`` the repair goes ahead and each error becomes a
+    warning in its report."""
+    errors = validate(loaded, as_topology(plan)).errors
+    if not errors:
+        return []
+    listed = [f"{f.rule}: {f.message}" + (f" ({f.file})" if f.file else "") for f in errors]
+    if not force:
+        raise RepairError(
+            f"the source has {len(errors)} validate errors, first: {listed[0]}; a repair would carry the "
+            "damage along or hide it (spillway validate shows them all; --force writes anyway and lists them)"
+        )
+    return [f"source damage kept (--force): {text}" for text in listed]
 
 
 def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import PlanRef, Topology, as_topology
+from spillway.inspect.validate import validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
@@ -192,6 +193,14 @@ def rescale_checkpoint(
     assert topology is not None
     with open_workspace(src, out, rebase) as ws:
         loaded = ws.loaded
+        source_errors = validate(loaded, topology).errors
+        if source_errors:
+            first = source_errors[0]
+            raise RescaleRefused(
+                f"the source has {len(source_errors)} validate errors, first: {first.rule}: {first.message}"
+                + (f" ({first.file})" if first.file else "")
+                + "; rescaling it would move damaged data (spillway validate shows them all)"
+            )
         loaded.resolve_files()
         rules = [*ws.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
         if ws.remote_out is not None and not dry_run:

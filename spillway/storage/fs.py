@@ -33,6 +33,7 @@ from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import leaf_stream_handles
+from spillway.safe_io import real_path
 
 METADATA = "_metadata"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -91,7 +92,7 @@ def locate(uri: str) -> Location:
     scheme = scheme_of(text)
     if scheme is None or scheme == "file":
         local = text[len("file://") :] if text.startswith("file://") else text
-        return Location(text, pafs.LocalFileSystem(), str(Path(local).resolve()))
+        return Location(text, pafs.LocalFileSystem(), str(real_path(local)))
     rest = text[len(scheme) + 3 :]
     authority, _, key = rest.partition("/")
     try:

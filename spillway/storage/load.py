@@ -12,6 +12,7 @@ from pathlib import Path
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import file_path_of, leaf_stream_handles
+from spillway.safe_io import read_regular
 from spillway.storage.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
 
 
@@ -66,6 +67,6 @@ def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = Non
         path, rebase = local, [*(rebase or []), *copy_rules]
     location = locate_checkpoint(path)
     rules = [Rebase.parse(r) for r in rebase or []]
-    data = location.metadata_path.read_bytes()
+    data = read_regular(location.metadata_path)
     checkpoint = decode_metadata(data, str(location.metadata_path))
     return LoadedCheckpoint(location, checkpoint, FileResolver(location, rules), len(data))

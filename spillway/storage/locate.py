@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
+from spillway.safe_io import real_path
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -113,7 +114,7 @@ def strip_file_scheme(path: str) -> str | None:
 
 def _inside(child: Path, parent: Path) -> bool:
     try:
-        child.resolve().relative_to(parent.resolve())
+        real_path(child).relative_to(real_path(parent))
         return True
     except ValueError:
         return False

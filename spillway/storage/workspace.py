@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from spillway.safe_io import real_path
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint, working_copy
 from spillway.storage.locate import strip_file_scheme
@@ -54,7 +55,7 @@ def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator
             name = final.rpartition("/")[2] or "checkpoint"
             yield Workspace(loaded, rules, workdir / "output" / name, final, final)
         else:
-            target = Path(strip_file_scheme(out_dir) or out_dir).resolve()
+            target = real_path(strip_file_scheme(out_dir) or out_dir)
             yield Workspace(loaded, rules, target, f"file:{target}")
     finally:
         if workdir is not None:
