@@ -109,7 +109,7 @@ def command(
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return EXIT_FINDINGS if any(c.problem for c in result.channels) else EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 BAR = "█"

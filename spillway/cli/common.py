@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import typer
+from rich.markup import escape
 
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 from spillway.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
@@ -29,20 +30,24 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 T = TypeVar("T")
 
 
-def fail(message: str, code: int) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    if json_out:
+        # Scripts reading --json get an answer on stdout too, never an empty stream.
+        emit_json({"schema": "spillway.error/1", "error": message, "kind": kind, "exit_code": code})
     raise typer.Exit(code)
 
 
-def guarded(action: Callable[[], T]) -> T:
-    """Run a command body; turn every expected failure into one clear line and its exit code."""
+def guarded(action: Callable[[], T], json_out: bool = False) -> T:
+    """Run a command body; turn every expected failure into one clear line and its exit code (with
+    ``json_out`` also a ``spillway.error/1`` object on stdout)."""
     try:
         result = action()
         # Flush here, not at exit: a reader that went away (``| head``) must end quietly, below.
         current().out.file.flush()
         return result
     except SpillwayError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, type(exc).__name__, json_out)
     except (BrokenPipeError, ReaderGone):
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
@@ -52,9 +57,9 @@ def guarded(action: Callable[[], T]) -> T:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
     except PermissionError as exc:
-        fail(f"{exc.filename}: permission denied", EXIT_FINDINGS)
+        fail(f"{exc.filename}: permission denied", EXIT_FINDINGS, "PermissionError", json_out)
     except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS)
+        fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS, "OSError", json_out)
 
 
 def emit_json(doc: Any) -> None:

@@ -59,7 +59,7 @@ def command(
         _, missing = loaded.survey_files()
         show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 def show(

@@ -102,4 +102,4 @@ def command(
                 f"→ subtask {index} of {parallelism} (it owns key groups {first}..{last})"
             )
 
-    guarded(run)
+    guarded(run, json_out)

@@ -69,4 +69,4 @@ def command(
                 err.print(f"[yellow]{escape(c.what)}[/]")
         return show_report(report, json_out)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))

@@ -58,4 +58,4 @@ def command(
         )
         return show_report(report, json_out)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))

@@ -71,4 +71,4 @@ def command(
                 err.print(f"  [red]{escape(name)}: {e['records']} records, {e['bytes']} bytes[/]")
         return show_report(report, json_out)
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))

@@ -147,4 +147,4 @@ def command(
             out.print(f"[dim]note:[/] {escape(n)}")
         return EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))

@@ -76,7 +76,7 @@ def command(
             show(report, str(loaded.location.metadata_path), loaded.location.note, loaded.resolver.rebases())
         return EXIT_FINDINGS if report.errors else EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def show(report: Report, metadata: str, note: str | None, rebased: list) -> None:

@@ -135,6 +135,13 @@ def rescale(
                 move = run_local(plan, str(tmp), synced)
                 problems = self_check(tmp, plan, move)
         else:
+            import importlib.util
+
+            if importlib.util.find_spec("pyspark") is None:
+                raise RescaleRefused(
+                    f"--master {master} needs pyspark, which is not installed: pip install 'spillway[spark]' "
+                    "(or run in this process with --master inprocess)"
+                )
             from spillway.rescale.spark_job import run_spark
 
             move, problems, per_edge = run_spark(plan, str(tmp), master, timings)

@@ -7,6 +7,7 @@ SRC and the output may be local paths or URIs of any file system pyarrow.fs know
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,10 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from spillway.errors import UsageError
 from spillway.safe_io import real_path
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint, working_copy
 from spillway.storage.locate import strip_file_scheme
+
+_CHK_NAME = re.compile(r"^chk-\d+$")
 
 
 @dataclass
@@ -33,6 +37,23 @@ class Workspace:
     @property
     def shown_out(self) -> str:
         return self.remote_out or str(self.target)
+
+
+def protected_directory(checkpoint_dir: Path) -> Path:
+    """What an output must stay out of: the job directory of a ``chk-N`` (its siblings, ``shared/`` and
+    ``taskowned/`` belong to the job; a new ``chk-999`` there would be taken for the newest checkpoint),
+    else the checkpoint directory itself."""
+    real = real_path(checkpoint_dir)
+    return real.parent if _CHK_NAME.match(real.name) else real
+
+
+def refuse_output_inside_source(target: Path, checkpoint_dir: Path) -> None:
+    protected = protected_directory(checkpoint_dir)
+    if target == protected or protected in target.parents:
+        raise UsageError(
+            f"--out {target} is inside the source's directory {protected}: write the new checkpoint "
+            "elsewhere (spillway never adds files to its input)"
+        )
 
 
 @contextmanager
@@ -56,6 +77,7 @@ def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator
             yield Workspace(loaded, rules, workdir / "output" / name, final, final)
         else:
             target = real_path(strip_file_scheme(out_dir) or out_dir)
+            refuse_output_inside_source(target, loaded.location.checkpoint_dir)
             yield Workspace(loaded, rules, target, f"file:{target}")
     finally:
         if workdir is not None:
