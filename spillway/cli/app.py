@@ -6,7 +6,9 @@ import typer
 
 from spillway.cli import (
     analyze,
+    diff,
     dump,
+    files,
     keygroup,
     output,
     repair_clear,
@@ -31,6 +33,8 @@ app.command("validate", help=validate.HELP)(validate.command)
 app.command("analyze", help=analyze.HELP)(analyze.command)
 app.command("keygroup", help=keygroup.HELP)(keygroup.command)
 app.command("rescale", help=rescale.HELP)(rescale.command)
+app.command("files", help=files.HELP)(files.command)
+app.command("diff", help=diff.HELP)(diff.command)
 
 
 repair = typer.Typer(

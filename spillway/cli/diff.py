@@ -1,0 +1,110 @@
+"""``spillway diff``: what differs between two checkpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.options import RebaseOpt
+from spillway.cli.wide import print_wide
+from spillway.inspect.diff import CheckpointDiff, diff_checkpoints, diff_json
+from spillway.storage.load import load_checkpoint
+
+HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
+uids where the format stores them), parallelism and max parallelism, finished flags, keyed, operator
+and channel state bytes and in-flight bytes per operator, the files each references (added, removed,
+shared) and the format version. Like diff: exit code 0 when identical, 1 when different, 2 on usage
+errors.
+
+Examples:
+
+  spillway diff /checkpoints/7f3c.../chk-41 /checkpoints/7f3c.../chk-42
+
+  spillway diff chk-42 chk-42-rescaled --json | jq '.operators.changed'
+"""
+
+
+def command(
+    a: Annotated[str, typer.Argument(help="first checkpoint: job checkpoint dir, chk-N dir or _metadata file")],
+    b: Annotated[str, typer.Argument(help="second checkpoint (compared against A)")],
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.diff/1).")] = False,
+    rebase: RebaseOpt = None,
+) -> None:
+    def run() -> int:
+        d = diff_checkpoints(load_checkpoint(a, rebase), load_checkpoint(b, rebase), a, b)
+        if json_out:
+            emit_json(diff_json(d))
+        else:
+            show(d)
+        return EXIT_OK if d.identical else EXIT_FINDINGS
+
+    raise typer.Exit(guarded(run))
+
+
+def _value(v: Any, field: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(str, v)) + "]"
+    if field.endswith("_bytes") and isinstance(v, int):
+        return f"{v} ({human_bytes(v)})" if v >= 1024 else str(v)
+    return str(v)
+
+
+def show(d: CheckpointDiff) -> None:
+    for label, loaded in (("A", d.a), ("B", d.b)):
+        cp = loaded.checkpoint
+        out.print(
+            f"{label}: {escape(str(loaded.location.metadata_path))} (checkpoint {cp.checkpoint_id}, "
+            f"format V{cp.format_version}, {len(cp.operators)} operators)",
+            soft_wrap=True,
+        )
+    if d.identical:
+        out.print("[bold green]identical[/]")
+        return
+    for name, (va, vb) in d.checkpoint.items():
+        out.print(f"{name.replace('_', ' ')}: {va} -> {vb}")
+    ops = Table(show_edge=False, pad_edge=False)
+    for col in ("", "operator", "id", "what", "A", "B"):
+        ops.add_column(col, no_wrap=True)
+    for doc in d.removed:
+        ops.add_row("[red]-[/]", escape(doc["uid"] or doc["name"] or "-"), doc["operator_id"], "removed", "", "")
+    for doc in d.added:
+        ops.add_row("[green]+[/]", escape(doc["uid"] or doc["name"] or "-"), doc["operator_id"], "added", "", "")
+    for c in d.changed:
+        first = True
+        for field, (va, vb) in c.changes.items():
+            ops.add_row(
+                "[yellow]~[/]" if first else "",
+                escape(c.label) if first else "",
+                c.operator_id if first else "",
+                field + (" (renamed)" if field in ("name", "uid") and c.renamed else ""),
+                escape(_value(va, field)),
+                escape(_value(vb, field)),
+            )
+            first = False
+    if d.removed or d.added or d.changed:
+        print_wide(ops)
+    out.print(
+        f"operators: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, {d.unchanged} unchanged"
+    )
+    if d.files_added or d.files_removed:
+        files = Table(show_edge=False, pad_edge=False)
+        for col in ("", "file", "size", "state"):
+            files.add_column(col, no_wrap=col != "state", justify="right" if col == "size" else "left")
+        for sign, keys in (("[red]-[/]", d.files_removed), ("[green]+[/]", d.files_added)):
+            for k in keys:
+                f = d.files.files[k]
+                kinds = ", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))
+                files.add_row(sign, escape(f.display()), "-" if f.size is None else str(f.size), escape(kinds))
+        print_wide(files)
+    size = lambda keys: human_bytes(sum(d.files.files[k].size or 0 for k in keys))  # noqa: E731
+    out.print(
+        f"files: {len(d.files_removed)} removed ({size(d.files_removed)}), {len(d.files_added)} added "
+        f"({size(d.files_added)}), {len(d.files_shared)} shared ({size(d.files_shared)})"
+    )
+    out.print("[bold yellow]different[/]")

@@ -1,0 +1,133 @@
+"""``spillway files``: every file checkpoints depend on, where it lives, what dropping one would free."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.options import RebaseOpt
+from spillway.cli.wide import print_wide
+from spillway.inspect.files import GROUPS, FilesReport, checkpoint_files, files_json
+
+HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
+job's shared/ (incremental RocksDB SST files) and taskowned/ directories, another checkpoint's
+directory, or elsewhere (another job, bucket or location); with its size on disk and whether it exists.
+
+Given several checkpoints of a job (several PATHs, or a job directory holding several chk-N, which
+stands for all of them), also which files they share and which files become unreferenced when one of
+them is dropped — what deleting a retained incremental checkpoint really frees.
+Exit code 0, 1 when a referenced file is missing, 2 on usage errors.
+
+Examples:
+
+  spillway files /checkpoints/7f3c.../chk-42
+
+  spillway files /checkpoints/7f3c...            # every retained chk-N of the job
+
+  spillway files chk-41 chk-42 --json | jq '.checkpoints[] | {directory, unreferenced_if_dropped}'
+"""
+
+
+def command(
+    paths: Annotated[
+        list[str],
+        typer.Argument(help="job checkpoint dirs (every chk-N in it), chk-N dirs or _metadata files; local or URIs"),
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.files/1).")] = False,
+    rebase: RebaseOpt = None,
+) -> None:
+    def run() -> int:
+        report = checkpoint_files(paths, rebase)
+        if json_out:
+            emit_json(files_json(report))
+        else:
+            show(report)
+        return EXIT_FINDINGS if report.missing() else EXIT_OK
+
+    raise typer.Exit(guarded(run))
+
+
+def _labels(report: FilesReport) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for cf in report.checkpoints:
+        for op in cf.loaded.checkpoint.operators:
+            if op.operator_id not in labels or labels[op.operator_id] == op.operator_id:
+                labels[op.operator_id] = op.label()
+    return labels
+
+
+def show(report: FilesReport) -> None:
+    labels = _labels(report)
+    several = len(report.checkpoints) > 1
+    for i, cf in enumerate(report.checkpoints):
+        if cf.loaded.location.note and not several:
+            out.print(f"[dim]{escape(cf.loaded.location.note)}[/]")
+        mine = report.of(i)
+        counts = {g: 0 for g in GROUPS}
+        for f in mine:
+            counts[f.group(cf.chk_name)] += 1
+        where = ", ".join(f"{g} {n}" for g, n in counts.items() if n)
+        out.print(
+            f"[bold]{escape(cf.chk_name)}[/] (checkpoint {cf.loaded.checkpoint.checkpoint_id}, "
+            f"format V{cf.loaded.checkpoint.format_version}) {escape(cf.metadata_path)}: "
+            f"{len(mine)} files, {human_bytes(sum(f.size or 0 for f in mine))}" + (f" — {where}" if where else ""),
+            soft_wrap=True,
+        )
+    table = Table(show_edge=False, pad_edge=False)
+    if several:
+        table.add_column("area", no_wrap=True)
+    else:
+        table.add_column("where", no_wrap=True)
+    table.add_column("file", no_wrap=True)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("exists", no_wrap=True)
+    table.add_column("handles", justify="right", no_wrap=True)
+    if several:
+        for cf in report.checkpoints:
+            table.add_column(cf.chk_name, justify="center", no_wrap=True)
+    table.add_column("operators", no_wrap=True)
+    table.add_column("state", overflow="fold")
+    only = report.checkpoints[0].chk_name
+    for f in sorted(report.files.values(), key=lambda f: (GROUPS.index(f.group(only)) if not several else 0, f.area)):
+        row = [escape(f.area if several else f.group(only)), escape(f.display())]
+        row += [
+            "-" if f.size is None else str(f.size),
+            "yes" if f.exists else "[bold red]missing[/]",
+            str(f.handles),
+        ]
+        if several:
+            row += ["x" if i in f.checkpoints else "" for i in range(len(report.checkpoints))]
+        row += [
+            escape(", ".join(sorted(labels.get(o, o) for o in f.operators))),
+            escape(", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))),
+        ]
+        table.add_row(*row)
+    if report.files:
+        print_wide(table)
+    else:
+        out.print("no files: every handle is inline in _metadata")
+    if several:
+        shared = report.shared()
+        out.print(
+            f"shared by more than one checkpoint: {len(shared)} files, {human_bytes(sum(f.size or 0 for f in shared))}"
+        )
+        for i, cf in enumerate(report.checkpoints):
+            gone = report.exclusive(i)
+            out.print(
+                f"dropping {escape(cf.chk_name)} leaves {len(gone)} files "
+                f"({human_bytes(sum(f.size or 0 for f in gone))}) unreferenced"
+            )
+    missing = report.missing()
+    if missing:
+        out.print(f"[bold red]{len(missing)} referenced files are missing[/]")
+    for cf in report.checkpoints:
+        for r in cf.loaded.resolver.rebases():
+            out.print(
+                f"[dim]{escape(cf.chk_name)}: rebased {r['paths']} paths: "
+                f"{escape(str(r['from']))} -> {escape(str(r['to']))}[/]",
+                soft_wrap=True,
+            )
