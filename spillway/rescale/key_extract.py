@@ -42,7 +42,7 @@ def load_key_fn(spec: str) -> Callable[..., object]:
         raise RouteError(f"--key-fn {spec!r}: {exc}") from None
     if not callable(fn):
         raise RouteError(f"--key-fn {spec!r} is not callable")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def java_hash_of(key: object) -> int:

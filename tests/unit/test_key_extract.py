@@ -4,6 +4,7 @@ per-record extractor value for value."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -113,7 +114,7 @@ def test_every_spelling_of_a_tuple_long_key_takes_the_numpy_path(monkeypatch: py
     src = _source(stream)
     calls = 0
 
-    def counting(ep: EdgePlan):  # type: ignore[no-untyped-def]
+    def counting(ep: EdgePlan) -> Callable[[memoryview], int]:
         scalar = target_function(ep)
         assert scalar is not None
 

@@ -8,6 +8,7 @@ which releases write which tags) and analyze naming an element fault.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -45,7 +46,7 @@ from spillway.formats.stream_elements import (
     size_bounds,
     tags_for_format_version,
 )
-from spillway.inspect.analyze import analyze
+from spillway.inspect.analyze import Analysis, analyze
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -94,7 +95,7 @@ def reader_expected(stream: bytes, w: Walk) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def lib():  # type: ignore[no-untyped-def]
+def lib() -> ctypes.CDLL:
     found = library()
     assert found is not None, "the native framer must build on the test machines (gcc is there)"
     return found
@@ -139,7 +140,7 @@ def test_which_releases_write_which_tags() -> None:
         assert tags_for_format_version(version) == ALL_TAGS == frozenset(range(7))
 
 
-def test_the_c_framer_reads_its_tables_from_python(lib) -> None:  # type: ignore[no-untyped-def]
+def test_the_c_framer_reads_its_tables_from_python(lib: ctypes.CDLL) -> None:
     for tags in (ALL_TAGS, TAGS_BEFORE_1_19, frozenset({1})):
         rules = framer_rules(tags, None)
         assert list(zip(rules.min_len, rules.max_len, strict=True)) == size_bounds(tags)
@@ -155,7 +156,9 @@ def test_the_c_framer_reads_its_tables_from_python(lib) -> None:  # type: ignore
 
 @SETTINGS
 @given(streams(), TAG_SETS, LIMITS)
-def test_framers_equal_the_reference(case: tuple[bytes, list[int], str], tags: frozenset[int], limit) -> None:  # type: ignore[no-untyped-def]
+def test_framers_equal_the_reference(
+    case: tuple[bytes, list[int], str], tags: frozenset[int], limit: int | None
+) -> None:
     stream, cuts, _ = case
     lib = library()
     assert lib is not None
@@ -177,7 +180,7 @@ def test_record_reader_equals_the_reference(case: tuple[bytes, list[int], str]) 
 
 
 @pytest.mark.parametrize("name", real_fixtures())
-def test_real_channel_state_frames_the_same_in_every_reader(name: str, lib) -> None:  # type: ignore[no-untyped-def]
+def test_real_channel_state_frames_the_same_in_every_reader(name: str, lib: ctypes.CDLL) -> None:
     channels = real_channels(name)
     if isinstance(channels, str):
         pytest.skip(channels)  # a release whose _metadata this checkout does not decode
@@ -201,7 +204,7 @@ def test_analyze_reports_an_unknown_tag(tmp_path: Path) -> None:
     shutil.copytree(fx.root, root)
     chk = root / fx.info["checkpoint"]
 
-    def run():  # type: ignore[no-untyped-def]
+    def run() -> Analysis:
         loaded = load_checkpoint(chk)
         loaded.resolve_files()
         return analyze(loaded, load_plan(root / "jobgraph.json"), keep_records=3)
