@@ -17,6 +17,7 @@ from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import LoadedCheckpoint
@@ -122,6 +123,8 @@ def rescale(
     timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
         raise RescaleRefused("nothing to do: every --parallelism equals the vertex's current parallelism")
+    refuse_wrong_extractors(plan)  # the source says whether --key/--key-fn is the job's key: before writing
+    timings["key_check"] = time.perf_counter() - started - timings["plan"]
     if dry_run:
         return report
     blobs = DelegateBlobs(loaded.resolver)
@@ -147,6 +150,10 @@ def rescale(
             move, problems, per_edge = run_spark(plan, str(tmp), master, timings)
             problems += check_totals(plan, move, per_edge)
         timings["move"] = time.perf_counter() - t0 - timings["spark_start"]
+        t_keys = time.perf_counter()
+        key_problems, _ = check_output_keys(tmp, plan, move.files)  # independent of the router's key function
+        problems += key_problems
+        timings["output_key_check"] = time.perf_counter() - t_keys
         if problems:
             raise WriteError("self-check: " + "; ".join(problems[:5]))
         t1 = time.perf_counter()
@@ -170,7 +177,8 @@ def rescale(
         blobs.close()
     timings["total"] = time.perf_counter() - started
     timings["final_check"] = timings["total"] - sum(
-        timings.get(k, 0.0) for k in ("plan", "spark_start", "move", "state_and_metadata")
+        timings.get(k, 0.0)
+        for k in ("plan", "key_check", "spark_start", "move", "output_key_check", "state_and_metadata")
     )
     return report
 

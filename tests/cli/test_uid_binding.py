@@ -30,8 +30,8 @@ def test_rescale_with_a_stream_graph_plan_names_the_missing_uid(tmp_path: Path) 
         PLAN,
         "-p",
         "slow=3",
-        "--key",
-        "slow=string",
+        "--key-fn",
+        "slow=support.keyfns:key_of",  # KeyOf: the String's prefix; --key string is refused (wrong key)
         "--out",
         str(tmp_path / "o"),
         "--master",
@@ -52,8 +52,8 @@ def test_rescale_with_a_stream_graph_plan_and_the_uid(tmp_path: Path) -> None:
         "Source: seq=src",
         "-p",
         "slow=3",
-        "--key",
-        "slow=string",
+        "--key-fn",
+        "slow=support.keyfns:key_of",  # KeyOf: the String's prefix; --key string is refused (wrong key)
         "--out",
         str(tmp_path / "o"),
         "--master",
@@ -80,8 +80,8 @@ def test_uid_map_file_equals_uid_option(tmp_path: Path) -> None:
         str(uid_map),
         "-p",
         "slow=3",
-        "--key",
-        "slow=string",
+        "--key-fn",
+        "slow=support.keyfns:key_of",  # KeyOf: the String's prefix; --key string is refused (wrong key)
         "--out",
         str(tmp_path / "o"),
         "--master",
