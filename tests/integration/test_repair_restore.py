@@ -302,9 +302,10 @@ def test_stripped_checkpoint_loses_exactly_what_was_reported(
     )
     channels = doc["channels"]
     assert doc["records_dropped"] == sum(c["records"] for c in channels) > 0
-    # Before 2.0 the metadata holds no operator names and the report names the ends of a channel by operator
-    # id; Flink's own ids (ids.json) say which uid that is.
-    uid_of = {n["operator_id"]: n["uid"] for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}
+    # Before 2.0 the metadata holds no operator names: the report names the ends of a channel as the plan
+    # does (or by id where nothing binds); Flink's own ids.json says which uid each name or id is.
+    nodes = json.loads((fx.root / "ids.json").read_text())["stream_nodes"]
+    uid_of = {n["operator_id"]: n["uid"] for n in nodes} | {n["name"]: n["uid"] for n in nodes}
     for c in channels:
         c["upstream"], c["downstream"] = (
             uid_of.get(c["upstream"], c["upstream"]),
