@@ -26,10 +26,11 @@ test: check
 test-fast: check
 	$(PY) -m pytest -q -m "not integration"
 
-## Lint, the layer contracts (import-linter) and the type checker.
+## Lint, the layer contracts (import-linter) and the type checker (mypy).
 check: $(STAMP)
 	$(PY) -m ruff check spillway tests tools benchmarks
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy spillway
 
 lint: $(STAMP)
 	$(PY) -m ruff check spillway tests tools benchmarks
