@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -13,5 +14,17 @@ def print_wide(table: Table) -> None:
     and rather than shorten them the table grows past the terminal (which then wraps whole lines)."""
     console = current().out
     needed = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
-    width = max(console.width, needed)
-    console.print(table, width=width, crop=False, overflow="ignore")
+    if needed <= console.width:
+        console.print(table)
+        return
+    # Console.print never renders wider than its console: render on a wider twin writing to the same stream.
+    wide = Console(
+        file=console.file,
+        width=needed,
+        color_system=console.color_system,  # type: ignore[arg-type]
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    wide.print(table)
