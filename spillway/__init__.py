@@ -2,7 +2,7 @@
 
 The API (docs/api.md) is loaded on first use, so ``import spillway`` stays cheap:
 ``spillway.open_checkpoint``, ``validate``, ``analyze``, ``restore_verdict``, ``rescale``,
-``load_plan``, ``validate_json``, ``analyze_json``, ``spillway.repair.*`` and the errors
+``load_plan``, ``validate_json``, ``analyze_json``, ``files``, ``diff``, ``spillway.repair.*`` and the errors
 ``SpillwayError`` / ``UsageError``.
 """
 
@@ -23,6 +23,8 @@ _API = {
     "load_plan",
     "validate_json",
     "analyze_json",
+    "files",
+    "diff",
 }
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from spillway.inspect.analyze import Analysis
 from spillway.inspect.analyze import analyze as _analyze
+from spillway.inspect.diff import CheckpointDiff, diff_checkpoints
+from spillway.inspect.files import FilesReport, collect_files, open_checkpoints
 from spillway.inspect.finished import Verdict, check
 from spillway.inspect.reports import analyze_json, validate_json
 from spillway.inspect.topology import Topology, load_plan
@@ -76,6 +78,31 @@ def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | Pa
     return check(topology, _loaded(checkpoint, None).checkpoint)
 
 
+def files(
+    checkpoints: LoadedCheckpoint | PathLike | list[LoadedCheckpoint | PathLike], *, rebase: list[str] | None = None
+) -> FilesReport:
+    """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its
+    ``chk-N``. ``.exclusive(i)``: what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()``
+    is ``spillway.files/1``."""
+    items = checkpoints if isinstance(checkpoints, list) else [checkpoints]
+    opened = []
+    for item in items:
+        if isinstance(item, LoadedCheckpoint):
+            opened.append((str(item.location.checkpoint_dir), item))
+        else:
+            opened.extend(open_checkpoints([str(item)], rebase))
+    return collect_files(opened)
+
+
+def diff(
+    a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: list[str] | None = None
+) -> CheckpointDiff:
+    """What differs between two checkpoints (``spillway diff``); ``.identical``, ``.to_json()`` is
+    ``spillway.diff/1``."""
+    la, lb = _loaded(a, rebase), _loaded(b, rebase)
+    return diff_checkpoints(la, lb, str(la.location.checkpoint_dir), str(lb.location.checkpoint_dir))
+
+
 def rescale(
     src: str,
     plan: str,
@@ -90,6 +117,8 @@ def rescale(
 
 __all__ = [
     "Analysis",
+    "CheckpointDiff",
+    "FilesReport",
     "LoadedCheckpoint",
     "Report",
     "RescaleReport",
@@ -97,6 +126,8 @@ __all__ = [
     "Verdict",
     "analyze",
     "analyze_json",
+    "diff",
+    "files",
     "load_plan",
     "open_checkpoint",
     "rescale",
