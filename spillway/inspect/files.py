@@ -156,6 +156,9 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
         job_dir = os.path.abspath(loaded.resolver.job_dir)
         chk_name = cf.chk_name
         remote = _is_remote(cf.source)
+        # A remote checkpoint is read from a local working copy: its job is named by the URI.
+        chk_uri = _remote_chk_uri(cf.source, chk_name) if remote else None
+        job_id = chk_uri.rstrip("/").rsplit("/", 2)[-2] if chk_uri else os.path.basename(job_dir)
         for site, handle in all_stream_handles(loaded.checkpoint):
             if not is_file_backed(handle):
                 continue
@@ -166,11 +169,15 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
                 local = os.path.abspath(local)
             if local is None or not _exists(local, stats):
                 local = _other_checkpoint(name, job_dir) or local
-            key = local if local is not None and not remote else _name_key(name, handle.relative, cf.source)
+            key = local if local is not None and not remote else _name_key(name, handle.relative, chk_uri or cf.source)
             entry = report.files.get(key)
             if entry is None:
                 size = _size(local, stats) if local is not None else None
-                area, directory, shown = _area(name, local, job_dir, chk_name, handle.relative)
+                area, directory, shown = _area(
+                    name, None if remote else local, job_dir, job_id, chk_name, handle.relative
+                )
+                if remote and area != "external":
+                    directory = name.rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
                 entry = report.files[key] = FileEntry(key, name, area, directory, local, size, shown)
             entry.handles += 1
             entry.referenced_bytes += handle.state_size
@@ -188,6 +195,16 @@ def checkpoint_files(paths: Sequence[str], rebase: list[str] | None = None) -> F
 
 def _is_remote(source: str) -> bool:
     return "://" in source and not source.startswith("file:")
+
+
+def _remote_chk_uri(source: str, chk_name: str) -> str:
+    """The remote ``chk-N`` directory a URI given as PATH stands for."""
+    uri = source.rstrip("/")
+    if uri.endswith("/" + METADATA):
+        return uri[: -len(METADATA) - 1]
+    if uri.rsplit("/", 1)[-1] == chk_name:
+        return uri
+    return f"{uri}/{chk_name}"
 
 
 def _name_key(name: str, relative: bool, source: str) -> str:
@@ -224,7 +241,9 @@ def _other_checkpoint(name: str, job_dir: str) -> str | None:
     return None
 
 
-def _area(name: str, local: str | None, job_dir: str, chk_name: str, relative: bool) -> tuple[str, str, str]:
+def _area(
+    name: str, local: str | None, job_dir: str, job_id: str, chk_name: str, relative: bool
+) -> tuple[str, str, str]:
     if relative:
         return chk_name, os.path.dirname(local) if local else chk_name, f"{chk_name}/{name}"
     if local is not None and local.startswith(job_dir + os.sep):
@@ -235,7 +254,6 @@ def _area(name: str, local: str | None, job_dir: str, chk_name: str, relative: b
     # Not found here (or outside this job directory): judge by the name as written.
     text = strip_file_scheme(name) or name.split("://", 1)[-1]
     parts = text.split("/")
-    job_id = os.path.basename(job_dir)
     for i in range(len(parts) - 2, 0, -1):
         if (parts[i] in _ANCHORS or _CHK.match(parts[i])) and parts[i - 1] == job_id:
             return parts[i], name.rsplit("/", 1)[0], "/".join(parts[i:])

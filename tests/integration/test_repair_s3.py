@@ -228,3 +228,37 @@ def test_rescale_between_buckets_equals_local_rescale(s3: pafs.S3FileSystem, tmp
     assert remote == {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
     res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://no-such-bucket/x", *args])
     assert res.exit_code == 1 and "Traceback" not in res.output
+
+
+def test_files_and_diff_on_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
+    """`files` and `diff` read a checkpoint in a bucket as they read a local one (names from oracle.json)."""
+    fx = fixture_named(FIXTURE)
+    oracle = json.loads(fx.oracle.read_text())
+    job, chk = fx.info["job_id"], fx.checkpoint_dir.name
+    expected: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "FileStateHandle":
+                expected.add(str(node["path"]).split(f"/{job}/", 1)[1])
+            elif node.get("type") == "RelativeFileStateHandle":
+                expected.add(f"{chk}/{node['relative_path']}")
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(oracle["operators"])
+    res = runner.invoke(app, ["files", in_bucket_a, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {f["shown"] for f in doc["files"]} == expected
+    for f in doc["files"]:
+        assert f["area"] in ("shared", chk) and f["exists"], f
+        assert f["size"] == (fx.checkpoint_dir.parent / f["shown"]).stat().st_size
+        if f["area"] == "shared":
+            assert f["path"].startswith(f"s3://bucket-a/flink/{job}/shared/")
+    assert doc["checkpoints"][0]["groups"]["external"]["files"] == 0
+    same = runner.invoke(app, ["diff", in_bucket_a, in_bucket_a])
+    assert same.exit_code == 0, same.output
