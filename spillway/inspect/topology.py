@@ -137,11 +137,29 @@ def _chain_names(description: str) -> list[str]:
     return names
 
 
+def _text(node: dict[str, Any], key: str) -> str:
+    """A node's text field (absent: ""); anything but a string is a malformed plan."""
+    value = node.get(key) or ""
+    if not isinstance(value, str):
+        raise ValueError(f"node {node.get('id')!r}: {key!r} is {type(value).__name__} {value!r}, not a string")
+    return value
+
+
+def _parallelism(node: dict[str, Any]) -> int:
+    value = node["parallelism"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"node {node.get('id')!r}: 'parallelism' is {value!r}, not a positive integer")
+    return value
+
+
 def _job_graph(nodes: list[dict[str, Any]]) -> Topology:
     vertices: dict[str, Vertex] = {}
     for n in nodes:
         vid = str(n["id"]).lower()
-        vertices[vid] = Vertex(vid, _chain_names(n.get("description", "")), int(n["parallelism"]), vertex_id=vid)
+        names = _chain_names(_text(n, "description"))
+        if not names:  # Flink describes every job vertex by its chain; without it no operator can be bound
+            raise ValueError(f"node {n['id']!r}: 'description' names no operator")
+        vertices[vid] = Vertex(vid, names, _parallelism(n), vertex_id=vid)
     for n in nodes:
         down = vertices[str(n["id"]).lower()]
         for i, inp in enumerate(n.get("inputs") or []):
@@ -174,9 +192,9 @@ def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
     vertices: dict[str, Vertex] = {}
     for n in nodes:
         head = str(head_of[n["id"]])
-        name = n.get("contents") or n.get("type") or str(n["id"])
+        name = _text(n, "contents") or _text(n, "type") or str(n["id"])
         if head not in vertices:
-            vertices[head] = Vertex(head, [], int(n["parallelism"]))
+            vertices[head] = Vertex(head, [], _parallelism(n))
         vertices[head].names.append(name)
         vertices[head].node_ids.append(int(n["id"]))
     for n in nodes:
