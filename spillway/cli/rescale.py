@@ -145,6 +145,8 @@ def command(
             )
         for n in doc["notes"]:
             out.print(f"[dim]note:[/] {escape(n)}")
+        if doc["plan_file"]:
+            out.print(f"plan of the rescaled job (for validate --plan): {escape(doc['plan_file'])}")
         return EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))

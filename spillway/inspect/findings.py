@@ -39,6 +39,11 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "channel-index": (ERROR, "channel indices exist on the other side of the edge (needs --plan)"),
     "channel-holder": (ERROR, "input state sits on a chain's head, output state on its tail (needs --plan)"),
+    "plan-mismatch": (
+        ERROR,
+        "the plan describes this checkpoint: operators bound by Flink's own ids have the plan's parallelism",
+    ),
+    "plan-unbound": (WARNING, "no operator of the plan could be found in the checkpoint by Flink's ids"),
     "topology": (INFO, "what could not be checked for lack of topology, and why"),
 }
 

@@ -64,6 +64,18 @@ class Topology:
     job_graph: JobGraphPlan | None = None  # the parsed job-graph plan, likewise
     # operator name -> uid, given by the user (--uid NAME=UID, --uid-map): a plan does not show uids
     uids: dict[str, str] = field(default_factory=dict)
+    source_doc: Any = None  # the plan JSON as read (unwrapped), to write a changed copy of it
+
+    def with_parallelism(self, new_p: dict[str, int]) -> dict[str, Any]:
+        """The plan JSON as read, with the parallelism of vertices ``new_p`` (vertex key -> N) changed:
+        the plan of the rescaled job, in the same flavour."""
+        doc = json.loads(json.dumps(self.source_doc))
+        for node in doc["nodes"]:
+            for key, n in new_p.items():
+                v = self.vertices[key]
+                if str(node["id"]).lower() == key or (v.node_ids and node["id"] in v.node_ids):
+                    node["parallelism"] = n
+        return doc
 
     def edges(self) -> list[Edge]:
         return [e for v in self.vertices.values() for e in v.inputs]
@@ -115,9 +127,11 @@ def parse_plan(doc: Any, source: str = "plan") -> Topology:
         if any("predecessors" in n or isinstance(n.get("id"), int) for n in nodes):
             topology = _stream_graph(nodes)
             topology.stream_graph = parse_stream_plan(doc)
+            topology.source_doc = doc
             return topology
         topology = _job_graph(nodes)
         topology.job_graph = parse_job_graph_plan(doc)
+        topology.source_doc = doc
         return topology
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanError(f"{source}: malformed plan node ({exc})") from None

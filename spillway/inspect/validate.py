@@ -30,6 +30,7 @@ from spillway.formats.record_framing import NativeFramer, make_framer
 from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
+from spillway.inspect.plan_check import plan_mismatches
 from spillway.inspect.topology import Topology, bind
 from spillway.model.checkpoint import (
     ByteStreamHandle,
@@ -434,6 +435,8 @@ class _Validator:
         cmap = ChannelMap([], [], set())
         if self.topology is not None:
             bound = bind(self.topology, self.cp)
+            for rule, operator, message in plan_mismatches(bound, self.cp):
+                self.add(rule, message, operator=operator)
             cmap = logical_channels(self.topology, bound, self.cp)
             for note in cmap.skipped:
                 self.add("topology", note)

@@ -31,6 +31,8 @@ class RescaleReport:
     move: MoveResult | None = None
     notes: list[str] = field(default_factory=list)
     out: Path | str | None = None
+    plan_file: str | None = None  # the rescaled job's plan, written beside _metadata
+    external_files: list[str] = field(default_factory=list)  # files the output reads outside itself
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
@@ -58,8 +60,42 @@ class RescaleReport:
             "markers_kept": kept,
             "dropped": dropped,
             "notes": self.plan.notes + self.notes,
+            "plan_file": self.plan_file,
+            "external_files": self.external_files,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
         }
+
+
+PLAN_FILE = "rescaled-plan.json"
+
+
+def _after_write(report: RescaleReport, topology: Topology, out: Path, final_prefix: str) -> None:
+    """Beside the new checkpoint's _metadata: the plan of the rescaled job (so ``validate --plan`` works
+    on the output); and a loud note when the output still reads files outside itself."""
+    import json
+
+    from spillway.model.checkpoint import is_file_backed
+    from spillway.model.walk import leaf_stream_handles
+    from spillway.storage.load import load_checkpoint
+
+    if topology.source_doc is not None:
+        new_p = {k: v.new_p for k, v in report.plan.vertices.items() if v.rescaled}
+        (out / PLAN_FILE).write_text(json.dumps(topology.with_parallelism(new_p), indent=2) + "\n")
+        report.plan_file = str(out / PLAN_FILE)
+    written = load_checkpoint(out, [f"{final_prefix}={out}"]).checkpoint
+    outside = sorted(
+        {
+            h.file_name
+            for h in leaf_stream_handles(written, coordinator=True)
+            if is_file_backed(h) and not h.relative and not h.file_name.startswith(final_prefix)
+        }
+    )
+    report.external_files = outside
+    if outside:
+        report.notes.append(
+            f"WARNING: the new checkpoint still reads {len(outside)} files outside itself (e.g. {outside[0]}): "
+            "keep them where they are, or move everything with spillway repair relocate --copy-data"
+        )
 
 
 def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
@@ -234,6 +270,8 @@ def rescale_checkpoint(
             rebase=rules,
             dry_run=dry_run,
         )
+        if not dry_run:
+            _after_write(report, topology, ws.target, ws.final_prefix)
         if ws.remote_out is not None and not dry_run:
             fs.publish_dir(ws.target, ws.remote_out)
         report.out = ws.shown_out
