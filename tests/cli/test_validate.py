@@ -204,6 +204,19 @@ def test_cli_exit_codes_and_json(copy: Copy) -> None:
     assert usage.exit_code == 2 and "Traceback" not in usage.output
 
 
+_FLIP_TREE: dict[str, Path] = {}
+
+
+def _flip_tree(tmp_path_factory) -> Path:
+    """One copy of the fixture for all examples (each example damages one file and puts it back)."""
+    if "root" not in _FLIP_TREE:
+        fx = fixture_named(BASE)
+        root = tmp_path_factory.mktemp("flip") / fx.name
+        shutil.copytree(fx.root, root)
+        _FLIP_TREE["root"] = root
+    return _FLIP_TREE["root"]
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
@@ -213,13 +226,13 @@ def test_cli_exit_codes_and_json(copy: Copy) -> None:
 )
 def test_random_flips_never_crash(tmp_path_factory, target: str, flips) -> None:
     fx = fixture_named(BASE)
-    root = tmp_path_factory.mktemp("flip") / fx.name
-    shutil.copytree(fx.root, root)
+    root = _flip_tree(tmp_path_factory)
     chk = root / fx.info["checkpoint"]
     path = chk / "_metadata"
     if target == "channel":
         path = max((p for p in chk.iterdir() if p.name != "_metadata"), key=lambda p: p.stat().st_size)
-    data = bytearray(path.read_bytes())
+    original = path.read_bytes()
+    data = bytearray(original)
     for where, bit in flips:
         data[int(where * len(data))] ^= 1 << bit
     path.write_bytes(bytes(data))
@@ -227,6 +240,8 @@ def test_random_flips_never_crash(tmp_path_factory, target: str, flips) -> None:
         report = validate(load_checkpoint(chk), load_plan(root / "jobgraph.json"))
     except CheckpointFormatError:
         return
+    finally:
+        path.write_bytes(original)
     for f in report.findings:
         assert f.rule and f.message
 
