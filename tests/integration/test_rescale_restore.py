@@ -51,13 +51,20 @@ def summarize(result: dict) -> tuple[list[str], tuple[int, int]]:
 
 
 def rescaled(
-    tmp_path: Path, parallelism: dict[str, int], keys: dict[str, str] | None = None, release: str = "2.3.0"
+    tmp_path: Path,
+    parallelism: dict[str, int],
+    keys: dict[str, str] | None = None,
+    release: str = "2.3.0",
+    flavour: str = "jobgraph.json",
 ) -> Path:
     loaded = load_checkpoint(checkpoint_dir(release))
     loaded.resolve_files()
     rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
     out = tmp_path / "rescaled"
-    plan = load_plan(fixture_dir(release) / "jobgraph.json")
+    # The stream-graph plan shows names, not uids: the source's uid ("src", name "Source: seq") is given, as
+    # a user would with --uid; the others' uids equal their names and bind by Flink's uid hash.
+    uids = {"Source: seq": "src"} if flavour == "plan.json" else None
+    plan = load_plan(fixture_dir(release) / flavour, uids)
     rescale(loaded, plan, parallelism, out, keys=keys, master=None, rebase=rules)
     return out
 
@@ -77,18 +84,20 @@ def test_flink_own_rescale_is_exactly_once(flink_own_rescale) -> None:  # type: 
 
 
 @pytest.mark.parametrize(
-    ("release", "parallelism"),
+    ("release", "parallelism", "flavour"),
     [
-        pytest.param("2.3.0", {"parse": 3}, id="2.3.0-rebalance-in-up-hash-out"),
-        pytest.param("2.3.0", {"parse": 3, "count": 3}, id="2.3.0-up-hash-keyed"),
-        pytest.param("2.3.0", {"parse": 1, "count": 1}, id="2.3.0-down-hash-keyed"),
-        pytest.param("2.3.0", {"count": 4}, id="2.3.0-up-keyed-only"),
-        *(pytest.param(r, {"parse": 3, "count": 3}, id=f"{r}-up-hash-keyed") for r in OLDER_RELEASES),
+        pytest.param("2.3.0", {"parse": 3}, "jobgraph.json", id="2.3.0-rebalance-in-up-hash-out"),
+        pytest.param("2.3.0", {"parse": 3, "count": 3}, "jobgraph.json", id="2.3.0-up-hash-keyed"),
+        pytest.param("2.3.0", {"parse": 1, "count": 1}, "jobgraph.json", id="2.3.0-down-hash-keyed"),
+        pytest.param("2.3.0", {"count": 4}, "jobgraph.json", id="2.3.0-up-keyed-only"),
+        *(pytest.param(r, {"parse": 3, "count": 3}, "jobgraph.json", id=f"{r}-up-hash-keyed") for r in OLDER_RELEASES),
+        # Before 2.0 the checkpoint stores ids only: bound through Flink's ids from the stream-graph plan.
+        pytest.param("1.20.3", {"parse": 3, "count": 3}, "plan.json", id="1.20.3-up-hash-keyed-stream-graph-plan"),
     ],
 )
-def test_spillway_rescale_restores_exactly_once(tmp_path: Path, release: str, parallelism, request) -> None:  # type: ignore[no-untyped-def]
+def test_spillway_rescale_restores_exactly_once(tmp_path: Path, release: str, parallelism, flavour, request) -> None:  # type: ignore[no-untyped-def]
     keys = {"count": "tuple:0:long"} if "count" in parallelism else None
-    out = rescaled(tmp_path, parallelism, keys, release)
+    out = rescaled(tmp_path, parallelism, keys, release, flavour)
     result = restore(release, "counted", out, vertex_parallelism=parallelism, until_finished=True)
     counts, totals = summarize(result)
     assert counts == expected()
