@@ -15,6 +15,7 @@ from spillway.cli import (
     repair_drop,
     repair_relocate,
     repair_strip,
+    report,
     rescale,
     validate,
 )
@@ -35,6 +36,7 @@ app.command("keygroup", help=keygroup.HELP)(keygroup.command)
 app.command("rescale", help=rescale.HELP)(rescale.command)
 app.command("files", help=files.HELP)(files.command)
 app.command("diff", help=diff.HELP)(diff.command)
+app.command("report", help=report.HELP)(report.command)
 
 
 repair = typer.Typer(

@@ -1,0 +1,92 @@
+"""``spillway report``: one self-contained HTML page about a checkpoint, to attach to an incident."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, err, guarded, out
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.inspect.html_report import render_html, report_document
+from spillway.storage.load import load_checkpoint
+
+HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
+the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
+subtask, shaded by in-flight bytes), every operator's finished state and, with --plan, the restore
+verdict, the validate findings, and every file the checkpoint depends on with its size.
+
+The numbers are those of analyze --json, validate --json and files --json on the same checkpoint;
+those documents are embedded in the page as JSON. The page loads nothing at view time (inline CSS
+and SVG, no script, no font, no network). It is written under a temporary name beside FILE and then
+renamed; an existing FILE is never replaced unless --force is given.
+
+Exit code 0 when written, 1 when written but validate found errors in the checkpoint (the page
+shows them), 2 on usage errors (nothing written).
+
+Examples:
+
+  spillway report chk-42 --plan plan.json --html incident-4711.html
+
+  spillway report /checkpoints/7f3c... --plan plan.json --html chk.html --force
+"""
+
+
+def write_new(target: Path, text: str, force: bool) -> None:
+    """Write ``text`` to a temporary file beside ``target``, then move it into place: ``os.replace`` with
+    ``force``, else a hard link that fails if ``target`` appeared meanwhile (never clobbers)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        if force:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise UsageError(f"{target}: exists (pass --force to replace it)") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def command(
+    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")],
+    html: Annotated[str, typer.Option("--html", metavar="FILE", help="The HTML page to write.")],
+    plan: Annotated[
+        str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
+    rebase: RebaseOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
+) -> None:
+    def run() -> int:
+        target = Path(html)
+        if target.is_dir():
+            raise UsageError(f"--html {html}: is a directory")
+        if not target.parent.is_dir():
+            raise UsageError(f"--html {html}: directory {target.parent} does not exist")
+        if target.exists() and not force:
+            raise UsageError(f"--html {html}: exists (pass --force to replace it)")
+        topology = plan_with_uids(plan, uid, uid_map)
+        loaded = load_checkpoint(path, rebase)
+        doc = report_document(loaded, topology, path)
+        from spillway import __version__
+
+        write_new(target, render_html(doc, generator=f"spillway {__version__}"), force)
+        v = doc["validate"]
+        errors = v["summary"]["error"]
+        out.print(f"wrote {escape(str(target))}", soft_wrap=True)
+        if errors:
+            err.print(f"[bold red]the checkpoint has {errors} validate errors[/] (the page lists them)")
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    raise typer.Exit(guarded(run))
