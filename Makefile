@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast check lint fixtures oracle bench clean
+.PHONY: venv demo test test-fast check lint browser fixtures oracle bench clean
 
 venv: $(STAMP)
 
@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) tools/demo.py
 
-## The whole test suite (what .ci/run calls): static checks, then every test (Spark and Flink included).
-test: check
+## The whole test suite (what .ci/run calls): static checks, then every test (Spark, Flink and Chromium included).
+test: check browser
 	$(PY) -m pytest -q
 
 ## The edit loop: static checks, unit and CLI tests (no Spark, no Flink JVMs, no S3 server).
@@ -35,6 +35,12 @@ check: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check spillway tests tools benchmarks
 	$(PY) -m ruff format --check spillway tests tools benchmarks
+
+## Debian's Chromium for the headless-browser test of `spillway report --html` (root, apt); a no-op when present.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (apt-get) for tests/integration/test_report_browser.py"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 ## Regenerate real-Flink fixtures / Flink-oracle outputs (need Java 17; jars come from PyPI).
 fixtures: $(STAMP)
