@@ -130,6 +130,7 @@ td.name { max-width: 560px; overflow-wrap: anywhere; }
 .sev-error { color: #8a1414; font-weight: 600; }
 .sev-warning { color: #8a6400; font-weight: 600; }
 .sev-info { color: #555; }
+td.rule { white-space: nowrap; }
 .missing { color: #8a1414; font-weight: 600; }
 svg { background: #fff; border: 1px solid #ddd; border-radius: 6px; }
 svg text { font-family: system-ui, "DejaVu Sans", sans-serif; }
@@ -453,7 +454,8 @@ def _validate(v: dict[str, Any]) -> str:
         for f in v["findings"]:
             sev = f.get("severity", "")
             rows.append(
-                f'<tr class="finding"><td class="sev-{_e(sev)}">{_e(sev)}</td><td class="mono">{_e(f.get("rule"))}</td>'
+                f'<tr class="finding"><td class="sev-{_e(sev)}">{_e(sev)}</td>'
+                f'<td class="mono rule">{_e(f.get("rule"))}</td>'
                 f'<td class="name">{_e(f.get("operator") or "-")}</td>'
                 f'<td class="n">{_e("-" if f.get("subtask") is None else f.get("subtask"))}</td>'
                 f'<td class="name">{_e(f.get("channel") or "-")}</td>'
