@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spillway.flink.features import FormatFeatures
+from spillway.formats.metadata_codec import paused_gc
 from spillway.model.checkpoint import (
     HANDLE_TYPES,
     ByteStreamHandle,
@@ -284,6 +285,17 @@ class JsonView:
         cp: Checkpoint,
         operators: list[OperatorState] | None = None,
         subtask: int | None = None,
+    ) -> dict[str, Any]:
+        # Hundreds of thousands of small acyclic dicts: the cyclic GC only costs time here (4.6 s -> 3.2 s
+        # CPU for the view of a 100 MB _metadata), as it does while decoding.
+        with paused_gc():
+            return self._checkpoint(cp, operators, subtask)
+
+    def _checkpoint(
+        self,
+        cp: Checkpoint,
+        operators: list[OperatorState] | None,
+        subtask: int | None,
     ) -> dict[str, Any]:
         props = None
         if cp.properties is not None:
