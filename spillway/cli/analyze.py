@@ -11,6 +11,14 @@ from rich.table import Table
 
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
+from spillway.cli.forecast import (
+    DEFAULTS,
+    BuffersPerChannelOpt,
+    FloatingBuffersOpt,
+    SegmentSizeOpt,
+    buffer_settings,
+    show_forecast,
+)
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
@@ -51,6 +59,13 @@ Examples:
   spillway analyze chk-42 --plan plan.json --json | jq '.channels[] | {{label, records, bytes}}'
 
   spillway analyze chk-42 --plan plan.json --parquet out/ --records
+
+  spillway analyze chk-42 --plan plan.json --new-parallelism count=4 --key count=tuple:0:long
+
+--new-parallelism VERTEX=N (repeatable, needs --plan) adds a restore forecast for that parallelism: what
+spillway rescale would move per new channel and file, and what Flink's own restore-time rescaling would
+do (virtual channels, bytes read and filtered, recovered network buffers against a gate's; see
+spillway rescale --help). Re-routed keyBy edges need --key or --key-fn for the downstream vertex.
 """
 
 
@@ -78,6 +93,17 @@ def command(
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
+    new_parallelism: Annotated[
+        list[str] | None,
+        typer.Option("--new-parallelism", help="VERTEX=N: add a restore forecast at this parallelism; repeatable."),
+    ] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", help="With --new-parallelism: VERTEX=EXTRACTOR.")] = None,
+    key_fn: Annotated[
+        list[str] | None, typer.Option("--key-fn", help="With --new-parallelism: VERTEX=module:function.")
+    ] = None,
+    segment_size: SegmentSizeOpt = DEFAULTS[0],
+    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
+    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
 ) -> None:
     try:
         check_display_spec(value_type)
@@ -87,8 +113,26 @@ def command(
     def run() -> int:
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
+        if (new_parallelism or key or key_fn) and not plan:
+            raise UsageError("--new-parallelism/--key/--key-fn need --plan")
+        if (key or key_fn) and not new_parallelism:
+            raise UsageError("--key/--key-fn need --new-parallelism")
         topology = plan_with_uids(plan, uid, uid_map)
         loaded = load_checkpoint(path, rebase)
+        forecast = None
+        if new_parallelism:
+            from spillway.cli.rescale import _key_specs, _pairs
+            from spillway.rescale.rescale import forecast_rescale
+
+            counts: dict[str, int] = {}
+            for name, n in _pairs(new_parallelism, "--new-parallelism").items():
+                if not n.isdigit() or int(n) < 1:
+                    raise UsageError(f"--new-parallelism {name}={n}: N must be a positive integer")
+                counts[name] = int(n)
+            keys, fns = _key_specs(key, key_fn)
+            buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
+            assert topology is not None
+            forecast = forecast_rescale(loaded, topology, counts, keys, fns, buffers)
         if parquet:
             from spillway.inspect.parquet_out import analyze_to_parquet
 
@@ -101,11 +145,16 @@ def command(
         verdict = check(topology, loaded.checkpoint) if topology else None
         if json_out:
             binding = operator_binding(topology, loaded.checkpoint) if topology else None
-            emit_json(analyze_json(result, verdict, decode, value_type, binding))
+            doc = analyze_json(result, verdict, decode, value_type, binding)
+            if forecast is not None:
+                doc["forecast"] = forecast
+            emit_json(doc)
         else:
             if topology is not None:
                 show_binding(operator_binding(topology, loaded.checkpoint))
             show(result, verdict, decode, value_type, heatmap)
+            if forecast is not None:
+                show_forecast(forecast)
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return EXIT_FINDINGS if any(c.problem for c in result.channels) else EXIT_OK
 

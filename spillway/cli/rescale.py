@@ -9,6 +9,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
+from spillway.cli.forecast import (
+    DEFAULTS,
+    BuffersPerChannelOpt,
+    FloatingBuffersOpt,
+    SegmentSizeOpt,
+    buffer_settings,
+    show_forecast,
+)
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
@@ -24,6 +32,12 @@ REBALANCE/SHUFFLE are balanced by bytes; GLOBAL goes to subtask 0; FORWARD needs
 In-flight watermarks are kept only where one old channel alone feeds the new one (else dropped and
 counted); latency markers are dropped. The data movement runs on Spark (--master, default local[*]);
 --master inprocess runs it in this process (small checkpoints, no JVM).
+
+--dry-run forecasts the restore: the records and bytes each new channel and channel-state file would
+get (the old channels are read and routed, nothing is written), and what Flink's own restore-time
+rescaling would do instead: per new subtask the virtual channels, bytes read and filtered, and the
+network buffers recovered against what a gate gets (--segment-size, --buffers-per-channel,
+--floating-buffers-per-gate; Flink's defaults).
 
 EXTRACTOR: long | string | int | boolean | tuple:0:long | tuple(long,string):1 | row(long,int,string):2
 (see docs/analyze.md). --key-fn module:function gets the record's serialized value (bytes) and returns
@@ -87,11 +101,16 @@ def command(
     buffer_size: Annotated[
         int, typer.Option("--buffer-size", help="Max chunk (network buffer) size of the new channel files.")
     ] = DEFAULT_BUFFER_SIZE,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only; write nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Plan and forecast (read the channels, route, count); write nothing.")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Report as JSON (schema spillway.rescale/1).")] = False,
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
+    segment_size: SegmentSizeOpt = DEFAULTS[0],
+    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
+    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
 ) -> None:
     def run() -> int:
         from spillway.rescale.rescale import rescale_checkpoint
@@ -105,6 +124,7 @@ def command(
                 raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
             counts[name] = int(n)
         keys, fns = _key_specs(key, key_fn)
+        buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
         topology = plan_with_uids(plan, uid, uid_map)
         assert topology is not None
         report = rescale_checkpoint(
@@ -119,6 +139,7 @@ def command(
             rebase=rebase,
             dry_run=dry_run,
             on_start=None if json_out else announce,
+            buffers=buffers,
         )
         doc = report.to_doc()
         doc["dry_run"] = dry_run
@@ -143,6 +164,8 @@ def command(
                 f"{doc['channel_files']} channel files · watermarks kept {doc['markers_kept']} · dropped "
                 + (", ".join(f"{n} {k}" for k, n in doc["dropped"].items()) or "nothing")
             )
+        if doc["forecast"] is not None:
+            show_forecast(doc["forecast"])
         for n in doc["notes"]:
             out.print(f"[dim]note:[/] {escape(n)}")
         if doc["plan_file"]:

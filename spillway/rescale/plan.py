@@ -37,6 +37,7 @@ class PartRef:
     size: int
     offsets: tuple[int, ...]  # chunk length fields, relative to base
     data: bytes | None = None  # inline delegate
+    side: str = "input"  # "input" (the downstream's input state) or "output" (the upstream's output state)
 
 
 @dataclass(frozen=True)
@@ -321,13 +322,15 @@ def up_outputs_index(v: Vertex, e: Edge) -> int:
 def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> PartRef:
     d = h.delegate
     if isinstance(d, ByteStreamHandle):
-        return PartRef(None, 0, len(d.data), tuple(h.offsets), d.data)
+        return PartRef(None, 0, len(d.data), tuple(h.offsets), d.data, h.side)
     if is_file_backed(d):
         resolved = resolver.resolve(d)
         if resolved is None or resolved.local_text is None:
             raise RescaleRefused(f"channel state of {lc.label()} is not readable: {d if d.relative else d.file_name}")
         # Absolute: Spark workers do not share the driver's working directory.
-        return PartRef(os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets))
+        return PartRef(
+            os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets), side=h.side
+        )
     raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")
 
 

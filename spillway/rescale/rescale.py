@@ -16,6 +16,7 @@ from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHan
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
+from spillway.rescale.forecast import BufferSettings, forecast
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.verify import check_totals, self_check
@@ -36,6 +37,7 @@ class RescaleReport:
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
+    forecast: dict | None = None  # dry run: what would move, and what Flink's own rescaling would do
 
     def to_doc(self) -> dict:
         dropped: dict[str, int] = {}
@@ -63,6 +65,7 @@ class RescaleReport:
             "plan_file": self.plan_file,
             "external_files": self.external_files,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            "forecast": self.forecast,
         }
 
 
@@ -150,8 +153,10 @@ def rescale(
     master: str | None = "local[*]",
     rebase: list[str] | None = None,
     dry_run: bool = False,
+    buffers: BufferSettings | None = None,
 ) -> RescaleReport:
-    """``master`` None runs the in-process backend (no Spark)."""
+    """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
+    forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing."""
     started = time.perf_counter()
     plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns, buffer_size)
     report = RescaleReport(plan, out=out)
@@ -162,6 +167,9 @@ def rescale(
     refuse_wrong_extractors(plan)  # the source says whether --key/--key-fn is the job's key: before writing
     timings["key_check"] = time.perf_counter() - started - timings["plan"]
     if dry_run:
+        t0 = time.perf_counter()
+        report.forecast = forecast(plan, buffers)
+        timings["forecast"] = time.perf_counter() - t0
         return report
     blobs = DelegateBlobs(loaded.resolver)
     output = PlannedOutput(loaded.checkpoint)
@@ -232,6 +240,7 @@ def rescale_checkpoint(
     rebase: list[str] | None = None,
     dry_run: bool = False,
     on_start: Callable[[str], None] | None = None,
+    buffers: BufferSettings | None = None,
 ) -> RescaleReport:
     """Rescale the checkpoint at ``src`` (path or URI) under the job plan file ``plan`` and write the
     result to ``out`` (path or URI; must not exist). A remote SRC is read from a local working copy, a
@@ -269,6 +278,7 @@ def rescale_checkpoint(
             master=master,
             rebase=rules,
             dry_run=dry_run,
+            buffers=buffers,
         )
         if not dry_run:
             _after_write(report, topology, ws.target, ws.final_prefix)
@@ -276,3 +286,21 @@ def rescale_checkpoint(
             fs.publish_dir(ws.target, ws.remote_out)
         report.out = ws.shown_out
     return report
+
+
+def forecast_rescale(
+    loaded: LoadedCheckpoint,
+    topology: Topology,
+    parallelism: dict[str, int],
+    keys: dict[str, str] | None = None,
+    key_fns: dict[str, str] | None = None,
+    buffers: BufferSettings | None = None,
+) -> dict:
+    """The restore forecast of rescaling ``loaded`` to ``parallelism`` (``analyze --new-parallelism``):
+    planned and key-checked as ``rescale --dry-run`` does; reads the channel state, writes nothing."""
+    loaded.resolve_files()
+    plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns)
+    if not plan.rescaled():
+        raise RescaleRefused("nothing to forecast: every --new-parallelism equals the vertex's current parallelism")
+    refuse_wrong_extractors(plan)
+    return forecast(plan, buffers)

@@ -143,6 +143,7 @@ def restore(
     workdir: Path | None = None,
     vertex_parallelism: dict[str, int] | None = None,
     until_finished: bool = False,
+    debug_loggers: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
@@ -152,7 +153,9 @@ def restore(
     the job-graph plan.
     Without ``workdir`` a temporary directory is used and deleted unless the outcome is "failed".
     ``vertex_parallelism`` sets single operators' parallelism by uid (scenario "counted"); ``until_finished``
-    waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java)."""
+    waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java).
+    ``debug_loggers`` (class or package names) log at DEBUG into the same flink.log (a log4j2 configuration
+    written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors."""
     lib, classes = prepare(release)
     gen = _generator()
     own_workdir = workdir is None
@@ -161,12 +164,19 @@ def restore(
     restore_path, cleanup = stage(Path(checkpoint_dir), work)
     out = work / "result.json"
     log = work / "flink.log"
+    log_config = classes / "log4j2.properties"
+    if debug_loggers:
+        log_config = work / "log4j2-debug.properties"
+        extra = "".join(
+            f"logger.d{i}.name = {name}\nlogger.d{i}.level = DEBUG\n" for i, name in enumerate(debug_loggers)
+        )
+        log_config.write_text((classes / "log4j2.properties").read_text() + extra)
     cmd = [
         "java",
         *gen.JVM_OPENS,
         "-Xmx1g",
-        f"-Dlog4j.configurationFile={classes / 'log4j2.properties'}",
-        f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
+        f"-Dlog4j.configurationFile={log_config}",
+        f"-Dlog4j2.configurationFile={log_config}",
         f"-Dspillway.log={log}",
         *gen.read_options(gen.source_tree(release), "jvm.options"),
         "-cp",
