@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.fixtures import Fixture, fixture_named, fixture_params
+from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
@@ -19,7 +19,7 @@ from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
-from spillway.model.checkpoint import RelativeFileHandle, channel_handles
+from spillway.model.checkpoint import ByteStreamHandle, RelativeFileHandle, channel_handles
 from spillway.storage.load import load_checkpoint
 
 BASE = "2.3.0-unaligned"
@@ -67,9 +67,16 @@ class Copy:
         return validate(load_checkpoint(self.chk), load_plan(self.plan))
 
 
-@pytest.fixture
-def copy(tmp_path: Path) -> Copy:
-    fx = fixture_named(BASE)
+# One unaligned checkpoint of every release line (1.11 … 2.3): every injected fault is found and located on each.
+UNALIGNED = sorted(
+    (f.name for f in all_fixtures() if f.info["scenario"] == "unaligned"),
+    key=lambda n: tuple(int(x) for x in n.split("-")[0].split(".")),
+)
+
+
+@pytest.fixture(params=UNALIGNED)
+def copy(tmp_path: Path, request: pytest.FixtureRequest) -> Copy:
+    fx = fixture_named(request.param)
     root = tmp_path / fx.name
     shutil.copytree(fx.root, root)
     return Copy(root, root / fx.info["checkpoint"], root / "jobgraph.json")
@@ -131,13 +138,26 @@ def _rewrite(copy: Copy, mutate) -> None:
 
 
 def _merged_entries(cp):
+    """(operator, subtask, holder, entry) of channels whose chunks can be pointed at each other: the
+    channels of merged handles (V6+); before V6 every plain channel handle (they carry their own
+    delegate, which the tests move along with the offsets)."""
     out = []
+    plain = []
     for op in cp.operators:
         for sub in op.subtasks:
             for h in sub.input_channel_state + sub.result_subpartition_state:
                 for c in getattr(h, "channels", []):
                     out.append((op, sub, h, c))
-    return out
+                if not hasattr(h, "channels"):
+                    plain.append((op, sub, h, h))
+    return out or plain
+
+
+def _point_at(src, dst) -> None:
+    """Make entry ``dst`` claim exactly the chunks of entry ``src`` (same file, same offsets)."""
+    dst.offsets = list(src.offsets)
+    if hasattr(src, "delegate"):
+        dst.delegate = src.delegate
 
 
 def test_fault_two_handles_offsets_swapped(copy: Copy) -> None:
@@ -145,48 +165,112 @@ def test_fault_two_handles_offsets_swapped(copy: Copy) -> None:
         entries = sorted(_merged_entries(cp), key=lambda e: e[3].state_size)
         a, b = entries[0][3], entries[-1][3]
         a.offsets, b.offsets = b.offsets, a.offsets
+        if hasattr(a, "delegate"):
+            a.delegate, b.delegate = b.delegate, a.delegate
 
     _rewrite(copy, swap)
     report = copy.run()
-    assert len(_hits(report, "channel-size")) >= 2
+    # file-backed handles: their chunks no longer add up; inline ones (older releases): the blob's length
+    assert len(_hits(report, "channel-size")) + len(_hits(report, "inline-channel")) >= 2
 
 
 def test_fault_one_chunk_claimed_twice(copy: Copy) -> None:
     def claim(cp) -> None:
-        entries = _merged_entries(cp)
-        entries[1][3].offsets = list(entries[0][3].offsets)
+        entries = _filed_entries(cp)
+        _point_at(entries[0][3], entries[1][3])
 
     _rewrite(copy, claim)
     cp = copy.checkpoint()
-    off = _merged_entries(cp)[0][3].offsets[0]
+    off = _filed_entries(cp)[0][3].offsets[0]
     report = copy.run()
     assert _hits(report, "chunk-overlap", offset=off)
 
 
+def _filed_entries(cp):
+    """Entries whose chunks sit in a file (older releases inline small channels in _metadata)."""
+
+    def inline(e) -> bool:
+        holder = e[3] if hasattr(e[3], "delegate") else e[2]
+        return isinstance(holder.delegate, ByteStreamHandle)
+
+    return [e for e in _merged_entries(cp) if not inline(e)]
+
+
+def _input_handle(copy: Copy):
+    """A channel-state file with an input-side handle holding more than a few records (None if every input
+    handle of this checkpoint is inline)."""
+    return next(
+        ((path, o, h) for path, hs in copy.channel_files() for o, h in hs if h.side == "input" and h.state_size > 100),
+        (None, None, None),
+    )
+
+
+def _corrupt_input(copy: Copy, change) -> tuple[str, int, object, object]:
+    """Apply ``change(data: bytearray, handle) -> position`` to the bytes of an input-side handle with a few
+    records: in its file, or (releases that inline small channels) inside ``_metadata``. Returns where a
+    finding must point: (file as validate names it, offset, operator, handle)."""
+    path, op, h = _input_handle(copy)
+    if path is not None:
+        data = bytearray(path.read_bytes())
+        pos = change(data, h)
+        path.write_bytes(bytes(data))
+        return str(path), pos, op, h
+    cp = copy.checkpoint()
+    op, h = next(
+        (o, h)
+        for o in cp.operators
+        for sub in o.subtasks
+        for h in channel_handles(sub.input_channel_state)
+        if h.state_size > 100
+    )
+    data = bytearray(h.delegate.data)
+    pos = change(data, h)
+    h.delegate.data = bytes(data)
+    copy.metadata().write_bytes(encode_metadata(cp))
+    return f"inline:{h.delegate.name}", pos, op, h
+
+
 def test_fault_record_length_corrupted_mid_stream(copy: Copy) -> None:
-    path, handles = copy.channel_files()[0]
     # An input-side handle starts on a record boundary: walk two records into its first chunk.
-    op, h = next((o, h) for o, h in handles if h.side == "input" and h.state_size > 100)
-    data = bytearray(path.read_bytes())
-    chunk_len = struct.unpack(">i", data[h.offsets[0] : h.offsets[0] + 4])[0]
-    pos = h.offsets[0] + 4
-    for _ in range(2):
-        pos += 4 + struct.unpack(">i", data[pos : pos + 4])[0]
-    assert pos + 4 <= h.offsets[0] + 4 + chunk_len
-    data[pos : pos + 4] = struct.pack(">i", 0x7FFF0000)
-    path.write_bytes(bytes(data))
-    hits = _hits(copy.run(), "record-length", path, pos)
+    def change(data: bytearray, h) -> int:
+        # Records may span chunks (Flink 1.11 writes a 3-byte first chunk): walk the handle's logical
+        # stream (its chunks' payloads in order) and map the third record's length field back to bytes.
+        spans = []  # (physical start, length) of each chunk's payload
+        for off in h.offsets:
+            spans.append((off + 4, struct.unpack(">i", data[off : off + 4])[0]))
+
+        def physical(logical: int) -> int:
+            for start, length in spans:
+                if logical < length:
+                    return start + logical
+                logical -= length
+            raise AssertionError("past the handle's end")
+
+        def read4(logical: int) -> bytes:
+            return bytes(data[physical(logical + i)] for i in range(4))
+
+        pos = 0
+        for _ in range(2):
+            pos += 4 + struct.unpack(">i", read4(pos))[0]
+        while physical(pos + 3) - physical(pos) != 3:  # keep the length field inside one chunk
+            pos += 4 + struct.unpack(">i", read4(pos))[0]
+        at = physical(pos)
+        data[at : at + 4] = struct.pack(">i", 0x7FFF0000)
+        return at
+
+    where, pos, op, h = _corrupt_input(copy, change)
+    hits = [f for f in copy.run().errors if f.rule == "record-length" and f.file == where and f.offset == pos]
     assert hits and hits[0].subtask == h.subtask_index and hits[0].operator == op.label()
 
 
 def test_fault_record_tag_corrupted(copy: Copy) -> None:
-    path, handles = copy.channel_files()[0]
-    _, h = next((o, h) for o, h in handles if h.side == "input" and h.state_size > 100)
-    data = bytearray(path.read_bytes())
-    pos = h.offsets[0] + 4
-    data[pos + 4] = 0x2A  # tag of the first record
-    path.write_bytes(bytes(data))
-    assert _hits(copy.run(), "record-tag", path, pos)
+    def change(data: bytearray, h) -> int:
+        pos = h.offsets[0] + 4
+        data[pos + 4] = 0x2A  # tag of the first record
+        return pos
+
+    where, pos, _, _ = _corrupt_input(copy, change)
+    assert [f for f in copy.run().errors if f.rule == "record-tag" and f.file == where and f.offset == pos]
 
 
 def test_cli_exit_codes_and_json(copy: Copy) -> None:
