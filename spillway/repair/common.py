@@ -15,7 +15,7 @@ class RepairError(SpillwayError):
 @dataclass
 class Change:
     what: str
-    count: int
+    count: int | None  # None: not known (``detail`` says why)
     detail: str = ""
 
 

@@ -14,11 +14,10 @@ from spillway.inspect.topology import bind, load_plan, operator_binding
 from spillway.inspect.validate import validate
 from spillway.storage.load import load_checkpoint
 
-# 1.11 channel handles are not decoded yet (another layout); it has its own tests once they are.
 WITH_IDS = [
     pytest.param(f, id=f.name)
     for f in all_fixtures()
-    if (f.root / "ids.json").is_file() and (f.root / "plan.json").is_file() and not f.release.startswith("1.11.")
+    if (f.root / "ids.json").is_file() and (f.root / "plan.json").is_file()
 ]
 
 
