@@ -8,6 +8,7 @@ anything, self-checked before the rename) and returns a ``RepairReport``. ``dry_
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 from collections.abc import Callable
@@ -27,12 +28,13 @@ from spillway.repair.session import RepairReport, finish, moved_rules, source_da
 from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
+from spillway.safe_io import real_path
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.relative import relative_copies
 from spillway.storage.safe_writer import PlannedOutput
-from spillway.storage.workspace import open_workspace
+from spillway.storage.workspace import Workspace, open_workspace
 
 
 def relocate(
@@ -59,6 +61,11 @@ def relocate(
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
         result = relocate_paths(loaded.checkpoint, old, new, relative_under)
         copies = relative_copies(loaded, result.checkpoint)
+        local, remote, inside = _external_copies(loaded, result.checkpoint, old, new, io) if copy_data else ([], [], {})
+        # Files that land inside the output directory itself (Flink 1.10 and some backends write absolute
+        # files into their own chk-N): the safe writer writes them into its temporary directory, so they
+        # appear with the checked output or not at all.
+        copies.update(inside)
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
         for kind, n in sorted(result.rewritten.items()):
             rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
@@ -70,9 +77,9 @@ def relocate(
             rp.changes.append(Change("relative files copied into the output", len(copies)))
         if result.untouched:
             rp.warnings.append(f"{result.untouched} absolute paths do not start with {old!r} and were kept")
-        local, remote = _external_copies(loaded, result.checkpoint, old, new) if copy_data else ([], [])
         if copy_data:
-            rp.changes.append(Change("referenced files copied to their new location", len(local) + len(remote)))
+            moved = len(local) + len(remote) + len(inside)
+            rp.changes.append(Change("referenced files copied to their new location", moved))
         source_rules = source_rebases(loaded, io.rebase)
         if not copy_data or remote:
             # The data is not at its new place on this machine: check the output against where it is now.
@@ -81,9 +88,19 @@ def relocate(
             rp.self_check_rebase = source_rules
 
         def copy_external() -> Callable[[], None] | None:
-            _copy_external(local)
-            written = fs.put_files(remote)
-            return lambda: fs.delete_files(written)
+            made: list[Path] = []  # files and directories this run created (undone if anything fails)
+            try:
+                _copy_external(local, made)
+                written = fs.put_files(remote)  # undoes its own uploads when it fails
+            except BaseException:
+                _remove_made(made)
+                raise
+
+            def undo() -> None:
+                fs.delete_files(written)
+                _remove_made(made)
+
+            return undo
 
         rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan, before=copy_external)
@@ -249,11 +266,14 @@ def drop_operator(
 
 
 def _external_copies(
-    loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str
-) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]]]:
-    """(resolved source, new destination) for absolute files: local destinations and remote URIs."""
+    loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str, io: Workspace
+) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]], dict[Path, str]]:
+    """(resolved source, new destination) for absolute files: local destinations, remote URIs, and
+    files inside the output directory itself (source -> path relative to it, for the safe writer)."""
     local: dict[Path, Path] = {}
     remote: dict[str, Path] = {}
+    inside: dict[Path, str] = {}
+    out_prefix = io.final_prefix.rstrip("/") + "/"
     sources: dict[str, str] = {}
     for h in leaf_stream_handles(checkpoint):
         if is_file_backed(h) and not h.relative and h.file_name.startswith(new):
@@ -262,26 +282,54 @@ def _external_copies(
         resolved = loaded.resolver.resolve_path(original)
         if resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
+        if io.remote_out is not None and new_path.startswith(out_prefix):
+            inside[resolved.local] = new_path[len(out_prefix) :]
+            continue
         if fs.is_remote(new_path):
             remote[new_path] = resolved.local
             continue
         dest = strip_file_scheme(new_path)
         if dest is None:
             raise RepairError(f"{new_path}: not a path spillway can write to")
+        target = real_path(dest)
+        if io.remote_out is None and io.target in target.parents:
+            inside[resolved.local] = target.relative_to(io.target).as_posix()
+            continue
         local[resolved.local] = Path(dest)
-    return sorted(local.items()), sorted((src, uri) for uri, src in remote.items())
+    return sorted(local.items()), sorted((src, uri) for uri, src in remote.items()), inside
 
 
-def _copy_external(pairs: list[tuple[Path, Path]]) -> None:
+def _copy_external(pairs: list[tuple[Path, Path]], made: list[Path]) -> None:
+    """Copy each source to its destination (through a temporary name); ``made`` collects every file and
+    directory created, in order, so a failure here or later can undo exactly those."""
     for source, dest in pairs:
         if dest.exists():
-            if dest.stat().st_size == source.stat().st_size:
+            if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
                 continue
             raise RepairError(f"{dest}: exists with different content; not overwritten")
+        missing = [d for d in dest.parents if not d.exists()]
         dest.parent.mkdir(parents=True, exist_ok=True)
+        made.extend(reversed(missing))
         tmp = dest.with_name(dest.name + ".spillway-partial")
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        made.append(dest)
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Undo :func:`_copy_external`: delete the files it wrote, then the directories it created if empty."""
+    for path in reversed(made):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            pass  # a directory someone else has put files into meanwhile stays
 
 
 __all__ = ["RepairReport", "clear_finished", "drop_operator", "relocate", "strip_channel_state"]

@@ -21,7 +21,7 @@ from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
-from spillway.storage.safe_writer import write_checkpoint
+from spillway.storage.safe_writer import WriteError, write_checkpoint
 from spillway.storage.workspace import Workspace
 
 SCHEMA = "spillway.repair/1"
@@ -129,6 +129,8 @@ def finish(
     if not dry_run:
         if io.remote_out is not None:
             fs.check_target(io.remote_out)  # refuse before doing any work
+        elif io.target.exists():  # before copying any data (the writer refuses it too, but later)
+            raise WriteError(f"{io.target}: already exists; spillway never overwrites (choose a new --out)")
         undo = before() if before is not None else None
         try:
             rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
