@@ -20,6 +20,7 @@ from spillway.cli.forecast import (
     show_forecast,
 )
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.wide import print_wide
 from spillway.formats.values import ValueSpecError, check_display_spec, render_value
 from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
 from spillway.inspect.finished import Verdict, check
@@ -139,7 +140,7 @@ def command(
             result, written = analyze_to_parquet(loaded, topology, Path(parquet), records, keep_records=decode)
             if not json_out:
                 for p in written:
-                    out.print(f"[dim]wrote {p}[/]")
+                    out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
         else:
             result = analyze(loaded, topology, keep_records=decode)
         verdict = check(topology, loaded.checkpoint) if topology else None
@@ -185,16 +186,16 @@ def heat_map(e: EdgeSummary) -> Table:
     t = Table(
         title=(
             f"in-flight bytes  {escape(e.upstream)} → {escape(e.downstream)}  "
-            f"({e.ship_strategy or '?'}{'' if e.gate is None else f', gate {e.gate}'})"
+            f"({escape(e.ship_strategy or '?')}{'' if e.gate is None else f', gate {e.gate}'})"
         ),
         caption=f"{e.records} records in {len(e.channels)} channels",
         caption_justify="left",
         title_justify="left",
     )
-    t.add_column("up \\ down", justify="right", style="bold")
+    t.add_column("up \\ down", justify="right", style="bold", no_wrap=True)
     for d in range(e.downstream_parallelism):
-        t.add_column(f"#{d}", justify="right")
-    t.add_column("Σ", justify="right", style="bold")
+        t.add_column(f"#{d}", justify="right", no_wrap=True)
+    t.add_column("Σ", justify="right", style="bold", no_wrap=True)
     for u in range(e.upstream_parallelism):
         cells = []
         for d in range(e.downstream_parallelism):
@@ -216,9 +217,9 @@ def watermark_map(e: EdgeSummary) -> Table:
     """Watermarks in flight per channel: how many, and the last one's timestamp."""
     grid = e.grid()
     t = Table(title=f"watermarks in flight  {escape(e.upstream)} → {escape(e.downstream)}", title_justify="left")
-    t.add_column("up \\ down", justify="right", style="bold")
+    t.add_column("up \\ down", justify="right", style="bold", no_wrap=True)
     for d in range(e.downstream_parallelism):
-        t.add_column(f"#{d}", justify="right")
+        t.add_column(f"#{d}", justify="right", no_wrap=True)
     for u in range(e.upstream_parallelism):
         cells = []
         for d in range(e.downstream_parallelism):
@@ -236,7 +237,7 @@ def watermark_map(e: EdgeSummary) -> Table:
 def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, heatmap: bool | None = None) -> None:
     ops = Table(title="operators", title_justify="left")
     for col in ("operator", "operator id", "finished", "in-flight bytes", "records", "per subtask"):
-        ops.add_column(col, justify="right" if col in ("in-flight bytes", "records") else "left")
+        ops.add_column(col, justify="right" if col in ("in-flight bytes", "records") else "left", no_wrap=True)
     top = max((v for o in a.operators for v in o.per_subtask_bytes.values()), default=0)
     for o in a.operators:
         fin = o.finished_state + (f" {o.finished_subtasks}" if o.finished_subtasks else "")
@@ -244,23 +245,23 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
         ops.add_row(
             escape(o.operator.label()),
             o.operator.operator_id,
-            fin,
+            escape(fin),
             human_bytes(o.in_flight_bytes) if o.in_flight_bytes else "-",
             str(o.in_flight_records) if o.in_flight_records else "-",
             skew or "-",
         )
-    out.print(ops)
+    print_wide(ops)
     if a.channels:
         ch = Table(
             title="logical channels (replay order: input state, then upstream output state)", title_justify="left"
         )
         for col in ("channel", "edge", "buffers", "records", "bytes", "in / out", "watermarks", "junction", "volume"):
-            ch.add_column(col)
+            ch.add_column(col, no_wrap=True)
         ctop = max(c.bytes for c in a.channels)
         for c in a.channels:
             ch.add_row(
                 escape(c.label),
-                c.ship_strategy or "-",
+                escape(c.ship_strategy or "-"),
                 str(len(c.buffers)),
                 "?" if c.records is None else str(c.records),
                 human_bytes(c.bytes),
@@ -269,15 +270,15 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
                 f"{c.junction_record['input_bytes']} B" if c.junction_record else "-",
                 _bar(c.bytes, ctop, 20),
             )
-        out.print(ch)
+        print_wide(ch)
     if heatmap is not False:
         for e in edges(a):
             small = max(e.upstream_parallelism, e.downstream_parallelism) <= HEATMAP_AUTO_MAX
             if not (heatmap or small):
                 continue
-            out.print(heat_map(e))
+            print_wide(heat_map(e))
             if e.watermarks:
-                out.print(watermark_map(e))
+                print_wide(watermark_map(e))
             else:
                 out.print(f"[dim]no watermarks in flight on {escape(e.upstream)} → {escape(e.downstream)}[/]")
     if decode:

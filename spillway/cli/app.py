@@ -19,9 +19,11 @@ from spillway.cli import (
     rescale,
     validate,
 )
+from spillway.cli.help import Group
 
 app = typer.Typer(
     name="spillway",
+    cls=Group,
     help="Open up Apache Flink checkpoints: see inside, prove sound, repair and rescale channel state.",
     no_args_is_help=True,
     add_completion=False,

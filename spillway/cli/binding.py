@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.output import out
+from spillway.cli.wide import print_wide
 from spillway.flink.operator_ids import Binding
 
 
@@ -19,13 +20,14 @@ def show_binding(binding: Binding | None) -> None:
     exact = [b for b in ops if b.exact]
     methods = Counter(b.method for b in ops)
     summary = ", ".join(f"{n} by {m}" for m, n in sorted(methods.items()))
-    out.print(f"[dim]plan operators bound {len(exact)}/{len(ops)} exactly ({summary})[/]")
+    out.print(f"[dim]plan operators bound {len(exact)}/{len(ops)} exactly ({escape(summary)})[/]")
     rest = [b for b in ops if not b.exact and (b.in_checkpoint or b.method == "unbound")]
     if not rest:
         return
     table = Table(title="not bound by Flink's own ids", title_justify="left")
     for col in ("operator", "bound by", "operator id", "what would make it certain"):
-        table.add_column(col, overflow="fold" if col == "what would make it certain" else "ellipsis")
+        prose = col == "what would make it certain"
+        table.add_column(col, no_wrap=not prose, overflow="fold" if prose else "ellipsis")
     for b in rest:
-        table.add_row(escape(b.name), b.method, b.operator_id or "-", escape(b.reason))
-    out.print(table)
+        table.add_row(escape(b.name), escape(b.method), escape(b.operator_id or "-"), escape(b.reason))
+    print_wide(table)

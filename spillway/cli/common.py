@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
+from spillway.cli.progress import progress_bars
 from spillway.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
 
 __all__ = [
@@ -42,7 +43,8 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     """Run a command body; turn every expected failure into one clear line and its exit code (with
     ``json_out`` also a ``spillway.error/1`` object on stdout)."""
     try:
-        result = action()
+        with progress_bars():  # on stderr, when it is a terminal: every long stage of every command
+            result = action()
         # Flush here, not at exit: a reader that went away (``| head``) must end quietly, below.
         current().out.file.flush()
         return result

@@ -67,7 +67,7 @@ def show(d: CheckpointDiff) -> None:
         out.print("[bold green]identical[/]")
         return
     for name, (va, vb) in d.checkpoint.items():
-        out.print(f"{name.replace('_', ' ')}: {va} -> {vb}")
+        out.print(escape(f"{name.replace('_', ' ')}: {va} -> {vb}"))
     ops = Table(show_edge=False, pad_edge=False)
     for col in ("", "operator", "id", "what", "A", "B"):
         ops.add_column(col, no_wrap=True)

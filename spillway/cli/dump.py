@@ -9,8 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from spillway.cli.common import emit_json, guarded, human_bytes, out
+from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt
+from spillway.cli.wide import print_wide
 from spillway.inspect.jsonview import JsonView
 from spillway.inspect.operators import select_operators
 from spillway.inspect.summary import summarize
@@ -45,6 +46,13 @@ def command(
     def run() -> None:
         loaded = load_checkpoint(path, rebase)
         operators = select_operators(loaded.checkpoint, operator)
+        if subtask is not None:
+            top = max((o.parallelism for o in operators), default=0)
+            if subtask < 0 or subtask >= top:
+                raise UsageError(
+                    f"--subtask {subtask}: "
+                    + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
+                )
         if json_out:
             loaded.resolve_files()
             doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)
@@ -67,12 +75,12 @@ def show(
 ) -> None:
     cp = loaded.checkpoint
     if loaded.location.note:
-        out.print(f"[dim]{loaded.location.note}[/]")
+        out.print(f"[dim]{escape(loaded.location.note)}[/]", soft_wrap=True)
     summary = summarize(cp, operators)
-    table = Table(title=f"{loaded.location.metadata_path}", title_justify="left", expand=False)
+    table = Table(title=escape(str(loaded.location.metadata_path)), title_justify="left", expand=False)
     for col, kw in (
         ("operator (uid)", {}),
-        ("operator id", {"no_wrap": True}),
+        ("operator id", {}),
         ("par/max", {"justify": "right"}),
         ("finished", {}),
         ("keyed", {"justify": "right"}),
@@ -80,7 +88,7 @@ def show(
         ("channel", {"justify": "right"}),
         ("files", {"justify": "right"}),
     ):
-        table.add_column(col, **kw)
+        table.add_column(col, no_wrap=True, **kw)  # type: ignore[arg-type]
     for s in summary.operators:
         o = s.operator
         table.add_row(
@@ -93,10 +101,10 @@ def show(
             f"{human_bytes(s.channel_bytes)} ({s.channels} ch)" if s.channels else "-",
             str(len(s.files)) if s.files else "-",
         )
-    out.print(table)
+    print_wide(table)
     if as_tree:
         for o in operators:
-            out.print(operator_tree(o, subtask, loaded))
+            print_wide(operator_tree(o, subtask, loaded))
     kind = cp.properties.checkpoint_type.get("name", "?") if cp.properties else None
     parts = [
         f"format V{cp.format_version} ({cp.features.releases})",
@@ -111,9 +119,11 @@ def show(
         parts.append(f"type {kind}")
     if cp.properties_note:
         parts.append(f"properties kept raw ({cp.properties_note})")
-    out.print(" · ".join(parts))
+    out.print(escape(" · ".join(parts)))
     for r in loaded.resolver.rebases():
-        out.print(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+        out.print(
+            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
+        )
     if missing:
         out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
 
@@ -122,7 +132,8 @@ def _handle_label(doc: dict[str, Any]) -> str:
     keys = [
         k
         for k in doc
-        if k
+        if doc[k] is not None  # not recorded in this format version: --json shows null
+        and k
         not in (
             "type",
             "delegate",
@@ -141,13 +152,13 @@ def _handle_label(doc: dict[str, Any]) -> str:
     if "offsets" in doc:
         offs = doc["offsets"]
         fields += f", offsets={offs if len(offs) <= 4 else str(offs[:4])[:-1] + f', … {len(offs)} total]'}"
-    return f"[bold]{doc['type']}[/] {escape(fields)}"
+    return f"[bold]{escape(str(doc['type']))}[/] {escape(fields)}"
 
 
 def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
     if doc is None:
         return
-    child = node.add((f"{label}: " if label else "") + _handle_label(doc))
+    child = node.add((f"{escape(label)}: " if label else "") + _handle_label(doc))
     for key in ("delegate", "meta_state_handle"):
         if doc.get(key):
             _add_doc(child, doc[key], key)
@@ -160,7 +171,7 @@ def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
     for item in doc.get("handles_and_offsets", []):
         _add_doc(child, item["handle"], f"@{item['offset']}")
     for name, st in doc.get("states", {}).items():
-        child.add(f"state {escape(name)}: {st['distribution_mode']} offsets={st['offsets']}")
+        child.add(escape(f"state {name}: {st['distribution_mode']} offsets={st['offsets']}"))
     for ch in doc.get("channels", []):
         _add_doc(child, ch)
 
@@ -168,7 +179,7 @@ def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
 def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoint) -> Tree:
     view = JsonView(loaded.resolver)
     doc = view.operator(o, loaded.checkpoint.features, subtask)
-    root = Tree(f"[bold cyan]{escape(o.label())}[/] {o.operator_id}")
+    root = Tree(f"[bold cyan]{escape(o.label())}[/] {escape(o.operator_id)}")
     if doc["coordinator_state"]:
         _add_doc(root, doc["coordinator_state"], "coordinator")
     if o.fully_finished:

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import human_bytes, out
+from spillway.cli.wide import print_wide
 from spillway.rescale.forecast import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE, SEGMENT_SIZE, BufferSettings
 
 SegmentSizeOpt = Annotated[
@@ -42,7 +43,9 @@ def show_forecast(f: dict[str, Any]) -> None:
     s = f["spillway"]
     t = Table(title="forecast: spillway would write (per new channel-state file)", title_justify="left")
     for col in ("vertex", "subtask", "channels", "records", "bytes", "file"):
-        t.add_column(col, justify="right" if col in ("subtask", "channels", "records", "bytes") else "left")
+        t.add_column(
+            col, justify="right" if col in ("subtask", "channels", "records", "bytes") else "left", no_wrap=True
+        )
     for x in s["files"]:
         t.add_row(
             escape(x["vertex"]),
@@ -52,7 +55,7 @@ def show_forecast(f: dict[str, Any]) -> None:
             human_bytes(x["bytes"]),
             escape(x["file"]),
         )
-    out.print(t)
+    print_wide(t)
     out.print(
         f"{s['records']} records, {human_bytes(s['bytes'])} of framed elements into {len(s['channels'])} new channels"
     )
@@ -67,7 +70,7 @@ def show_forecast(f: dict[str, Any]) -> None:
         title_justify="left",
     )
     for col in ("edge", "sub", "old", "virtual ch", "read", "filtered", "records kept", "buffers need/gate"):
-        t.add_column(col, justify="left" if col in ("edge", "old") else "right")
+        t.add_column(col, justify="left" if col in ("edge", "old") else "right", no_wrap=True)
     for e in fl["edges"]:
         for x in e["subtasks"]:
             need = f"{x['recovered_buffers']}/{x['gate_buffers']}"
@@ -81,7 +84,7 @@ def show_forecast(f: dict[str, Any]) -> None:
                 f"{x['records_kept']}/{x['records_read']}",
                 f"[red]{need} OVER[/]" if x["over_budget"] else need,
             )
-    out.print(t)
+    print_wide(t)
     out.print(
         f"Flink: {fl['virtual_channels']} virtual channels, reads {human_bytes(fl['bytes_read'])}, filters "
         f"{human_bytes(fl['bytes_filtered'])} (* ambiguous old subtasks); "

@@ -6,6 +6,7 @@ import struct
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from spillway.cli.common import emit_json, guarded, out
 from spillway.flink.keygroups import (
@@ -98,7 +99,7 @@ def command(
             emit_json(doc)
         else:
             out.print(
-                f"key {key!r} ({kind}): hashCode {h} → murmur {doc['murmur_hash']} → key group {kg} "
+                f"key {escape(repr(key))} ({kind}): hashCode {h} → murmur {doc['murmur_hash']} → key group {kg} "
                 f"→ subtask {index} of {parallelism} (it owns key groups {first}..{last})"
             )
 

@@ -9,11 +9,14 @@ thin proxies to the current environment's consoles, so command modules can keep 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.segment import Segment
 
 # A pipe has no terminal width; without one rich would fall back to 80 columns and crush the tables.
 PIPE_WIDTH = 160
@@ -23,12 +26,34 @@ class ReaderGone(Exception):
     """Whoever read our output closed the pipe (``| head``): stop quietly, exit 0."""
 
 
+_TRAILING_BLANKS = re.compile(r"[ \t]+(?=\n)")
+
+
 class _Console(Console):
+    """A console that never leaves trailing blanks in a file or pipe (rich pads table cells and titles)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        text = super()._render_buffer(buffer)
+        return text if self.is_terminal else _TRAILING_BLANKS.sub("", text)
+
     def on_broken_pipe(self) -> None:
         # rich's own reaction is SystemExit(1); a closed pipe is not our failure.
         self.quiet = True
         silence_stdout()
         raise ReaderGone
+
+
+def twin(console: Console, width: int) -> Console:
+    """A console like ``console`` (same stream, colours, terminal-ness) but ``width`` columns wide."""
+    return _Console(
+        file=console.file,
+        width=width,
+        color_system=console.color_system,  # type: ignore[arg-type]
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
+        highlight=False,
+        soft_wrap=False,
+    )
 
 
 def silence_stdout() -> None:

@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_OK, emit_json, err, out
+from spillway.cli.wide import print_wide
 from spillway.repair.session import RepairReport
 
 
@@ -16,10 +17,10 @@ def show_report(report: RepairReport, json_out: bool) -> int:
     title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
     table = Table(title=title, title_justify="left")
     for col in ("change", "count", "detail"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "detail", overflow="fold" if col == "detail" else "ellipsis")
     for c in report.changes:
-        table.add_row(escape(c.what), str(c.count), escape(c.detail))
-    out.print(table)
+        table.add_row(escape(c.what), "unknown" if c.count is None else str(c.count), escape(c.detail))
+    print_wide(table)
     for w in report.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if not report.dry_run:

@@ -68,7 +68,8 @@ def command(
                 "sent before the checkpoint and will not be replayed.[/]"
             )
             for name, e in extra["edges"].items():
-                err.print(f"  [red]{escape(name)}: {e['records']} records, {e['bytes']} bytes[/]")
+                records = "an unknown number of" if e["records"] is None else e["records"]
+                err.print(f"  [red]{escape(name)}: {records} records, {e['bytes']} bytes[/]")
         return show_report(report, json_out)
 
     raise typer.Exit(guarded(run, json_out))

@@ -18,6 +18,7 @@ from spillway.cli.forecast import (
     show_forecast,
 )
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.wide import print_wide
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
 HELP = """Rescale a checkpoint offline: write a NEW checkpoint in which the chosen vertices have a new
@@ -148,16 +149,16 @@ def command(
             return EXIT_OK
         t = Table(title=("would write " if dry_run else "wrote ") + escape(out_dir), title_justify="left")
         for col in ("vertex", "old p", "new p"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=True)
         for v in doc["vertices"]:
             t.add_row(escape(v["vertex"]), str(v["old_parallelism"]), str(v["new_parallelism"]))
-        out.print(t)
+        print_wide(t)
         e = Table(title="edges", title_justify="left")
         for col in ("edge", "rule", "key"):
-            e.add_column(col)
+            e.add_column(col, no_wrap=True)
         for x in doc["edges"]:
-            e.add_row(escape(x["edge"]), x["rule"], escape(x["key"] or x["key_fn"] or "-"))
-        out.print(e)
+            e.add_row(escape(x["edge"]), escape(x["rule"]), escape(x["key"] or x["key_fn"] or "-"))
+        print_wide(e)
         if not dry_run:
             out.print(
                 f"{doc['records_moved']} records from {doc['source_channels']} old channels into "
@@ -169,7 +170,7 @@ def command(
         for n in doc["notes"]:
             out.print(f"[dim]note:[/] {escape(n)}")
         if doc["plan_file"]:
-            out.print(f"plan of the rescaled job (for validate --plan): {escape(doc['plan_file'])}")
+            out.print(f"plan of the rescaled job (for validate --plan): {escape(doc['plan_file'])}", soft_wrap=True)
         return EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from spillway import progress
 from spillway.cli.binding import show_binding
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, err, guarded, out
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, out
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.wide import print_wide
 from spillway.inspect.reports import validate_json
 from spillway.inspect.topology import operator_binding
 from spillway.inspect.validate import Report, validate
@@ -48,25 +48,15 @@ def command(
     def run() -> int:
         topology = plan_with_uids(plan, uid, uid_map)
         loaded = load_checkpoint(path, rebase)
-        show_progress = not json_out and sys.stderr.isatty()
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=not show_progress,
-        ) as bar:
-            tasks: dict[str, TaskID] = {}
+        stages: dict[str, progress.Stage] = {}
 
-            def progress(what: str, n: int) -> None:
-                if n < 0:
-                    tasks[what] = bar.add_task(what, total=-n)
-                elif what in tasks:
-                    bar.update(tasks[what], completed=n)
+        def advance(what: str, n: int) -> None:  # bars on stderr when it is a terminal (see guarded)
+            if n < 0:
+                stages[what] = progress.stage(what, -n, what.rsplit(" ", 1)[-1])
+            elif what in stages:
+                stages[what].update(n)
 
-            report = validate(loaded, topology, progress)
+        report = validate(loaded, topology, advance)
         if json_out:
             binding = operator_binding(topology, loaded.checkpoint) if topology else None
             emit_json(validate_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases(), binding))
@@ -81,15 +71,16 @@ def command(
 
 def show(report: Report, metadata: str, note: str | None, rebased: list) -> None:
     if note:
-        out.print(f"[dim]{note}[/]")
+        out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.findings:
         table = Table(title=escape(metadata), title_justify="left")
         for col in ("severity", "rule", "operator", "subtask", "channel", "file", "offset", "message"):
-            table.add_column(col, overflow="fold")
+            # Identifiers whole on one line; only the message wraps.
+            table.add_column(col, no_wrap=col != "message", overflow="fold" if col == "message" else "ellipsis")
         for f in report.findings:
             table.add_row(
                 f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
-                f.rule,
+                escape(f.rule),
                 escape(f.operator or "-"),
                 "-" if f.subtask is None else str(f.subtask),
                 escape(f.channel or "-"),
@@ -97,7 +88,7 @@ def show(report: Report, metadata: str, note: str | None, rebased: list) -> None
                 "-" if f.offset is None else str(f.offset),
                 escape(f.message),
             )
-        out.print(table)
+        print_wide(table)
     c = report.counts()
     verdict = "[bold green]sound[/]" if not report.errors else f"[bold red]{c['error']} errors[/]"
     out.print(
@@ -107,4 +98,6 @@ def show(report: Report, metadata: str, note: str | None, rebased: list) -> None
         f"{report.records} records, {report.bytes_read} payload bytes"
     )
     for r in rebased:
-        out.print(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+        out.print(
+            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
+        )

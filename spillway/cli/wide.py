@@ -1,30 +1,48 @@
-"""Tables whose identifiers (operator ids, file names) are never cut, folded or ellipsized."""
+"""Tables and trees whose identifiers (operator ids, file names, paths, vertex names) are never cut,
+folded or ellipsized: identifier columns are ``no_wrap``, only prose columns wrap, and rather than
+shorten an identifier the output grows past the console (a terminal then wraps whole lines)."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
 
-from spillway.cli.output import current
+from spillway.cli.output import current, twin
+
+_UNBOUNDED = 1 << 16
 
 
-def print_wide(table: Table) -> None:
-    """Print ``table`` at least as wide as its widest row needs: identifier columns are ``no_wrap``,
-    and rather than shorten them the table grows past the terminal (which then wraps whole lines)."""
+def _needed(console: Console, renderable: RenderableType) -> int:
+    options = console.options.update_width(_UNBOUNDED)
+    if isinstance(renderable, Table):
+        # no_wrap columns need their widest cell; prose columns only their longest word.
+        widths = [
+            (m.maximum if c.no_wrap else m.minimum)
+            for c in renderable.columns
+            for m in [renderable._measure_column(console, options, c)]
+        ]
+        return sum(widths) + renderable._extra_width
+    return Measurement.get(console, options, renderable).maximum
+
+
+def _text(markup: object) -> Text:
+    return markup if isinstance(markup, Text) else Text.from_markup(str(markup))
+
+
+def print_wide(renderable: Table | Tree) -> None:
+    """Print ``renderable`` at least as wide as its identifiers need. A table's title and caption are
+    printed as lines of their own (never squeezed into the table's width)."""
     console = current().out
-    needed = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
-    if needed <= console.width:
-        console.print(table)
-        return
-    # Console.print never renders wider than its console: render on a wider twin writing to the same stream.
-    wide = Console(
-        file=console.file,
-        width=needed,
-        color_system=console.color_system,  # type: ignore[arg-type]
-        force_terminal=console.is_terminal,
-        no_color=console.no_color,
-        highlight=False,
-        soft_wrap=False,
-    )
-    wide.print(table)
+    title = caption = None
+    if isinstance(renderable, Table):
+        title, caption = renderable.title, renderable.caption
+        renderable.title = renderable.caption = None
+    if title:
+        console.print(_text(title), style="table.title", soft_wrap=True)
+    needed = _needed(console, renderable)
+    (console if needed <= console.width else twin(console, needed)).print(renderable)
+    if caption:
+        console.print(_text(caption), style="table.caption", soft_wrap=True)

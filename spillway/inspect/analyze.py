@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from spillway import progress
 from spillway.flink.features import FormatFeatures
 from spillway.formats.channel_file import Blob, BlobError, read_chunk_header
 from spillway.formats.record_reader import Record, RecordReader
@@ -143,11 +144,21 @@ def analyze(
         channels: list[ChannelAnalysis] = []
         skipped: list[str] = []
         placed: set[ChannelKey] = set()
+        bar = progress.stage(
+            "reading channel state",
+            sum(
+                h.state_size
+                for o in cp.operators
+                for s in o.subtasks
+                for h in channel_handles(s.input_channel_state) + channel_handles(s.result_subpartition_state)
+            ),
+        )
         if topology is not None:
             cmap = logical_channels(topology, bind(topology, cp), cp)
             skipped += cmap.skipped
             for lc in cmap.channels:
                 channels.append(_channel(lc, blobs, ops, keep_records, on_record, tags=tags))
+                bar.advance(sum(p.handle.state_size for p in lc.parts))
             placed = cmap.used
         for op in cp.operators:
             for sub in op.subtasks:
@@ -162,6 +173,7 @@ def analyze(
                         lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, second
                     lc.parts.append(ChannelPart(op, h))
                     channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True, tags=tags))
+                    bar.advance(h.state_size)
         if topology is None and channels:
             skipped.append(
                 "no --plan: each channel handle is analysed alone; output-side state is not parsed "

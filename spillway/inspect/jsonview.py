@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from spillway import progress
 from spillway.flink.features import FormatFeatures
 from spillway.formats.metadata_codec import paused_gc
 from spillway.model.checkpoint import (
@@ -318,8 +319,13 @@ class JsonView:
                 {"name": m.name, "version": m.version, "bytes": len(m.payload)} for m in cp.master_states
             ],
             "properties": props,
-            "operators": [self.operator(o, cp.features, subtask) for o in (operators or cp.operators)],
+            "operators": [],
         }
+        chosen = operators or cp.operators
+        bar = progress.stage("building the JSON view", len(chosen), "operators")
+        for o in chosen:
+            doc["operators"].append(self.operator(o, cp.features, subtask))
+            bar.advance()
         if cp.properties_note:
             doc["properties_note"] = cp.properties_note
         return doc

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from spillway import progress
 from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
@@ -134,13 +135,8 @@ def strip_channel_state(
         rp.changes.append(Change("channel handles removed", result.handles_removed))
         rp.changes.append(Change("logical channels dropped", len(result.losses)))
         dropped = result.records_dropped
-        rp.changes.append(
-            Change(
-                "records dropped",
-                -1 if dropped is None else dropped,
-                "" if dropped is not None else "unknown: output-side state without --plan",
-            )
-        )
+        unknown = "unknown: output-side state without --plan"
+        rp.changes.append(Change("records dropped", dropped, "" if dropped is not None else unknown))
         rp.changes.append(Change("bytes dropped", result.bytes_dropped))
         edges: dict[str, dict[str, int | None]] = {}
         for loss in result.losses:
@@ -149,6 +145,7 @@ def strip_channel_state(
             e["bytes"] = (e["bytes"] or 0) + loss.bytes
         extra: dict[str, Any] = {
             "records_dropped": dropped,
+            **({"records_dropped_reason": unknown} if dropped is None else {}),
             "bytes_dropped": result.bytes_dropped,
             "edges": edges,
             "channels": [vars(loss) for loss in result.losses],
@@ -251,7 +248,8 @@ def drop_operator(
                 Change(
                     "channels dropped with it",
                     len(stripped.losses),
-                    f"{stripped.records_dropped} records, {stripped.bytes_dropped} bytes",
+                    f"{'an unknown number of' if stripped.records_dropped is None else stripped.records_dropped} "
+                    f"records, {stripped.bytes_dropped} bytes",
                 )
             )
             extra = {"records_dropped": stripped.records_dropped, "bytes_dropped": stripped.bytes_dropped}
@@ -302,7 +300,9 @@ def _external_copies(
 def _copy_external(pairs: list[tuple[Path, Path]], made: list[Path]) -> None:
     """Copy each source to its destination (through a temporary name); ``made`` collects every file and
     directory created, in order, so a failure here or later can undo exactly those."""
+    bar = progress.stage("copying data (--copy-data)", sum(source.stat().st_size for source, _ in pairs))
     for source, dest in pairs:
+        bar.advance(source.stat().st_size)
         if dest.exists():
             if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
                 continue

@@ -42,7 +42,11 @@ class RepairReport:
             "schema": SCHEMA,
             "out": self.out,
             "dry_run": self.dry_run,
-            "changes": [{"what": c.what, "count": c.count, "detail": c.detail} for c in self.changes],
+            "changes": [
+                {"what": c.what, "count": c.count, "detail": c.detail}
+                | ({"reason": c.detail} if c.count is None else {})
+                for c in self.changes
+            ],
             "warnings": self.warnings,
             **self.extra,
         }

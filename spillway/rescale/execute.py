@@ -5,14 +5,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from spillway import progress
 from spillway.rescale.channel_writer import WrittenFile, write_sorted_runs
 from spillway.rescale.plan import RescalePlan, SourceChannel
 from spillway.rescale.route_error import RouteError
 from spillway.rescale.router import RouteStats
-from spillway.rescale.staging import remove_staging, stage_source, staged_rows
+from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
 
 
 @dataclass
@@ -55,12 +56,21 @@ def run_local(plan: RescalePlan, directory: str, synced: Callable[[str], None] |
     refs = []
     reports = []
     try:
+        routing = progress.stage("rescale: routing old channels", sum(s.payload_bytes for s in plan.sources))
         for src in plan.sources:
             staged, stats = stage_source(src, plan.edges[src.edge], directory)
             reports.append(finish_report(src, stats, copies=sum(r.records for r in staged)))
             refs.extend(staged)
+            routing.advance(src.payload_bytes)
         refs.sort(key=lambda r: r.order())
-        files = write_sorted_runs(directory, staged_rows(directory, refs), plan.buffer_size, synced)
+        writing = progress.stage("rescale: writing new channels", len(refs), "runs")
+
+        def ticking(refs: list[RunRef]) -> Iterator[RunRef]:
+            for r in refs:
+                yield r
+                writing.advance()
+
+        files = write_sorted_runs(directory, staged_rows(directory, ticking(refs)), plan.buffer_size, synced)
     finally:
         remove_staging(directory)
     return MoveResult(files, reports)

@@ -13,17 +13,20 @@ byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from spillway import progress
 from spillway.flink.keygroups import murmur3_int
 from spillway.rescale import spark_cds
 from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
@@ -67,6 +70,17 @@ def session(master: str) -> Any:
 
 
 spark_log: str | None = None  # where the JVM's (and its python workers') stderr goes, once redirected
+_own_log = False  # spark_log is a temporary file of ours (not SPILLWAY_SPARK_LOG): removed after a successful run
+
+
+def forget_log() -> None:
+    """After a successful run nobody needs Spark's chatter: remove our temporary log file (the JVM keeps
+    writing to the unlinked file; a chosen ``SPILLWAY_SPARK_LOG`` file is kept)."""
+    global spark_log, _own_log
+    if spark_log and _own_log:
+        with contextlib.suppress(OSError):
+            os.unlink(spark_log)
+        spark_log, _own_log = None, False
 
 
 def _quietly(start: Any) -> Any:
@@ -74,7 +88,7 @@ def _quietly(start: Any) -> Any:
     workers it forks inherit that descriptor, so their start-up chatter and an executor's stack traces
     stay out of the CLI's output (failures are reported in one line naming the log).
     ``SPILLWAY_SPARK_LOG=-`` keeps them on the terminal, ``SPILLWAY_SPARK_LOG=PATH`` picks the file."""
-    global spark_log
+    global spark_log, _own_log
     choice = os.environ.get("SPILLWAY_SPARK_LOG", "")
     if choice == "-":
         return start()
@@ -92,7 +106,7 @@ def _quietly(start: Any) -> Any:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(fd)
-    spark_log = path
+    spark_log, _own_log = path, not choice
     return spark
 
 
@@ -259,6 +273,39 @@ def executor_failure(exc: Exception) -> Exception:
     return WriteError(f"the Spark job failed: {last}{where}")
 
 
+@contextlib.contextmanager
+def _task_progress(spark: Any) -> Iterator[None]:
+    """Tick a progress stage each time a Spark task finishes (the driver polls Spark's status tracker:
+    one task routes a slice of the old channels or writes a share of the new channel files)."""
+    bar = progress.stage("rescale: Spark tasks (route, then write)", None, "tasks")
+    if bar is progress.SILENT:
+        yield
+        return
+    tracker = spark.sparkContext.statusTracker()
+    seen: dict[int, tuple[int, int]] = {}  # stage id -> (completed, total)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.3):
+            try:
+                for sid in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(sid)
+                    if info is not None:
+                        seen[sid] = (info.numCompletedTasks, info.numTasks)
+            except Exception:  # the tracker is best effort: never fail the job for a progress bar
+                continue
+            bar.update(sum(d for d, _ in seen.values()), sum(t for _, t in seen.values()) or None)
+
+    poller = threading.Thread(target=poll, name="spillway-spark-progress", daemon=True)
+    poller.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        poller.join()
+        bar.done()
+
+
 def run_spark(
     plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
 ) -> tuple[MoveResult, list[str], dict[int, int]]:
@@ -290,7 +337,8 @@ def run_spark(
     # collect(), not toLocalIterator(): the latter runs one job per partition, one after the other, which
     # serializes the write stage. The rows are small reports (one per file and per old channel).
     try:
-        collected = written.collect()
+        with _task_progress(spark):
+            collected = written.collect()
     except Exception as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise executor_failure(exc) from None
@@ -311,4 +359,6 @@ def run_spark(
                 per_edge[idx] = per_edge.get(idx, 0) + n
     files.sort(key=lambda f: (f.operator_id, f.down))
     reports.sort(key=lambda r: r.sid)
+    if not problems:
+        forget_log()
     return MoveResult(files, reports), problems, per_edge

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from spillway import progress
 from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import Checkpoint
@@ -65,10 +66,13 @@ def write_checkpoint(
             if produced is not None:
                 plan.checkpoint = produced
         data = encode_metadata(plan.checkpoint)
+        bar = progress.stage("copying files", sum(Path(s).stat().st_size for s in plan.copies)) if plan.copies else None
         for source, relative in plan.copies.items():
             target = tmp / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+            if bar is not None:
+                bar.advance(Path(source).stat().st_size)
         (tmp / "_metadata").write_bytes(data)
         _fsync_tree(tmp)
         # Self-check: the bytes on disk decode to what we meant, and validate finds no error.

@@ -1,0 +1,95 @@
+"""Progress bars for long commands: on stderr, only when stderr is a terminal, gone when done."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from spillway.cli.output import current
+from spillway.progress import Stage, listening
+
+
+class _Count(ProgressColumn):
+    """``12.3/45.6 MB`` for bytes, ``3/7 files`` for everything else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._bytes = DownloadColumn()
+        self._count = MofNCompleteColumn()
+
+    def render(self, task: Task) -> Text:
+        unit = task.fields.get("unit", "")
+        if unit == "bytes":
+            return self._bytes.render(task)
+        return Text.assemble(self._count.render(task), f" {unit}")
+
+
+class _Stage:
+    def __init__(self, bar: Progress, task: TaskID) -> None:
+        self._bar, self._task = bar, task
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.advance(self._task, n)
+
+    def update(self, completed: int, total: int | None = None) -> None:
+        if total is None:
+            self._bar.update(self._task, completed=completed)
+        else:
+            self._bar.update(self._task, completed=completed, total=total)
+
+    def done(self) -> None:
+        task = self._bar._tasks.get(self._task)
+        if task is not None and task.total is not None:
+            self._bar.update(self._task, completed=task.total)
+
+
+class _Bars:
+    """Starts the bars when the first stage is announced: a command without long work shows nothing."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.started = False
+
+    def stage(self, description: str, total: int | None, unit: str) -> Stage:
+        if not self.started:
+            self.bar.start()
+            self.started = True
+        return _Stage(self.bar, self.bar.add_task(description, total=total, unit=unit))
+
+
+@contextmanager
+def progress_bars() -> Iterator[None]:
+    """Show the library's progress stages as bars while the block runs, if stderr is a terminal."""
+    output = current()
+    if not output.stderr_is_tty:
+        yield
+        return
+    bars = _Bars(
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            _Count(),
+            TimeElapsedColumn(),
+            console=output.err,
+            transient=True,
+        )
+    )
+    try:
+        with listening(bars):
+            yield
+    finally:
+        if bars.started:
+            bars.bar.stop()
