@@ -4,6 +4,7 @@ a table of the rest otherwise."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -11,17 +12,22 @@ from rich.table import Table
 from spillway.cli.output import out
 from spillway.cli.wide import print_wide
 from spillway.flink.operator_ids import Binding
+from spillway.inspect.reports import binding_json
 
 
 def show_binding(binding: Binding | None) -> None:
-    if binding is None:
+    show_binding_doc(binding_json(binding))
+
+
+def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
+    """The ``binding`` rows of a JSON report (validate, analyze, rescale, repair), for people."""
+    if not rows:
         return
-    ops = binding.operators
-    exact = [b for b in ops if b.exact]
-    methods = Counter(b.method for b in ops)
+    exact = [b for b in rows if b["exact"]]
+    methods = Counter(b["method"] for b in rows)
     summary = ", ".join(f"{n} by {m}" for m, n in sorted(methods.items()))
-    out.print(f"[dim]plan operators bound {len(exact)}/{len(ops)} exactly ({escape(summary)})[/]")
-    rest = [b for b in ops if not b.exact and (b.in_checkpoint or b.method == "unbound")]
+    out.print(f"[dim]plan operators bound {len(exact)}/{len(rows)} exactly ({escape(summary)})[/]")
+    rest = [b for b in rows if not b["exact"] and (b["in_checkpoint"] or b["method"] == "unbound")]
     if not rest:
         return
     table = Table(title="not bound by Flink's own ids", title_justify="left")
@@ -29,5 +35,5 @@ def show_binding(binding: Binding | None) -> None:
         prose = col == "what would make it certain"
         table.add_column(col, no_wrap=not prose, overflow="fold" if prose else "ellipsis")
     for b in rest:
-        table.add_row(escape(b.name), escape(b.method), escape(b.operator_id or "-"), escape(b.reason))
+        table.add_row(escape(b["operator"]), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
     print_wide(table)

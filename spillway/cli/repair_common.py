@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, emit_json, err, out
 from spillway.cli.wide import print_wide
 from spillway.repair.session import RepairReport
@@ -14,6 +15,7 @@ def show_report(report: RepairReport, json_out: bool) -> int:
     if json_out:
         emit_json(report.to_json())
         return EXIT_OK
+    show_binding_doc(report.extra.get("binding"))
     title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
     table = Table(title=title, title_justify="left")
     for col in ("change", "count", "detail"):

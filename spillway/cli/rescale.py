@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
 from spillway.cli.forecast import (
     DEFAULTS,
@@ -147,6 +148,7 @@ def command(
         if json_out:
             emit_json(doc)
             return EXIT_OK
+        show_binding_doc(doc.get("binding"))
         t = Table(title=("would write " if dry_run else "wrote ") + escape(out_dir), title_justify="left")
         for col in ("vertex", "old p", "new p"):
             t.add_column(col, no_wrap=True)

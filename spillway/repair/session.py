@@ -16,7 +16,8 @@ from typing import Any
 
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
-from spillway.inspect.topology import PlanRef, Topology, as_topology
+from spillway.inspect.reports import binding_json
+from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.storage import fs
@@ -155,4 +156,6 @@ def finish(
             if undo is not None:
                 undo()
             raise
-    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, dict(extra or {}))
+    topology = as_topology(plan)
+    binding = {"binding": binding_json(operator_binding(topology, io.loaded.checkpoint))} if topology else {}
+    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, {**(extra or {}), **binding})

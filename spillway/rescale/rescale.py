@@ -8,9 +8,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spillway.inspect.output_check import validated_output
-from spillway.inspect.topology import PlanRef, Topology, as_topology
+from spillway.inspect.reports import binding_json
+from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
 from spillway.inspect.validate import validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
@@ -33,6 +35,7 @@ class RescaleReport:
     notes: list[str] = field(default_factory=list)
     out: Path | str | None = None
     plan_file: str | None = None  # the rescaled job's plan, written beside _metadata
+    binding: list[dict[str, Any]] | None = None  # how the plan's operators were bound (binding_json rows)
     external_files: list[str] = field(default_factory=list)  # files the output reads outside itself
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
@@ -63,6 +66,7 @@ class RescaleReport:
             "dropped": dropped,
             "notes": self.plan.notes + self.notes,
             "plan_file": self.plan_file,
+            "binding": self.binding,
             "external_files": self.external_files,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "forecast": self.forecast,
@@ -285,6 +289,7 @@ def rescale_checkpoint(
         if ws.remote_out is not None and not dry_run:
             fs.publish_dir(ws.target, ws.remote_out)
         report.out = ws.shown_out
+        report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
     return report
 
 

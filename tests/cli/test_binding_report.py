@@ -66,3 +66,34 @@ def test_binding_in_text_output() -> None:
     fx = fixture_named("1.20.3-unaligned")
     res = CliRunner().invoke(app, ["validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json")])
     assert "plan operators bound" in res.output
+
+
+@pytest.mark.parametrize("command", ["rescale", "strip"])
+def test_rescale_and_repair_report_the_binding(command: str, tmp_path) -> None:
+    fx = fixture_named("1.20.3-unaligned")
+    chk, plan = str(fx.checkpoint_dir), str(fx.root / "plan.json")
+    args = {
+        "rescale": [
+            "rescale",
+            chk,
+            "--plan",
+            plan,
+            "--uid",
+            "Source: seq=src",
+            "-p",
+            "slow=3",
+            "--key-fn",
+            "slow=support.keyfns:key_of",
+            "--master",
+            "inprocess",
+            "--dry-run",
+        ],
+        "strip": ["repair", "strip-channel-state", chk, "--plan", plan, "--dry-run"],
+    }[command]
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o"), "--json"])
+    assert res.exit_code == 0, res.output
+    binding = {b["operator"]: b for b in json.loads(res.output)["binding"]}
+    flink = _flink_ids("1.20.3-unaligned")
+    assert binding["slow"]["exact"] and binding["slow"]["operator_id"] == flink["slow"]
+    text = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
+    assert "plan operators bound" in text.output
