@@ -5,21 +5,21 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.damaged import Copy, rewrite
 from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.errors import CheckpointFormatError
-from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.formats.metadata_codec import encode_metadata
 from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
-from spillway.model.checkpoint import ByteStreamHandle, RelativeFileHandle, channel_handles
+from spillway.model.checkpoint import ByteStreamHandle, channel_handles
 from spillway.storage.load import load_checkpoint
 
 BASE = "2.3.0-unaligned"
@@ -39,32 +39,6 @@ def test_framing_covers_every_channel_handle_with_a_plan() -> None:
     fx = fixture_named(BASE)
     report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(_plan(fx)))
     assert report.channels_framed >= 4 and report.records > 1000 and report.handles_framed_alone == 0
-
-
-@dataclass
-class Copy:
-    root: Path
-    chk: Path
-    plan: Path
-
-    def metadata(self) -> Path:
-        return self.chk / "_metadata"
-
-    def checkpoint(self):
-        return decode_metadata(self.metadata().read_bytes())
-
-    def channel_files(self) -> list[tuple[Path, list]]:
-        """Each channel-state file with the (operator, handle) pairs that point into it."""
-        files: dict[str, list] = {}
-        for op in self.checkpoint().operators:
-            for sub in op.subtasks:
-                for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
-                    if isinstance(h.delegate, RelativeFileHandle):
-                        files.setdefault(h.delegate.relative_path, []).append((op, h))
-        return [(self.chk / name, hs) for name, hs in sorted(files.items(), key=lambda kv: -len(kv[1]))]
-
-    def run(self) -> Report:
-        return validate(load_checkpoint(self.chk), load_plan(self.plan))
 
 
 # One unaligned checkpoint of every release line (1.11 … 2.3): every injected fault is found and located on each.
@@ -131,10 +105,7 @@ def test_fault_referenced_file_missing(copy: Copy) -> None:
     assert _hits(copy.run(), "file-exists", path)
 
 
-def _rewrite(copy: Copy, mutate) -> None:
-    cp = copy.checkpoint()
-    mutate(cp)
-    copy.metadata().write_bytes(encode_metadata(cp))
+_rewrite = rewrite
 
 
 def _merged_entries(cp):

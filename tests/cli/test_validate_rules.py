@@ -1,0 +1,493 @@
+"""Every validate rule (spillway.inspect.findings.RULES) is triggered by a damaged copy of a real fixture (or a
+wrong plan) and found with its severity and where it is: file and byte offset, operator, subtask, channel.
+
+Each case names the rule it is for; ``COMPANIONS`` lists the other rules a fault cannot avoid raising (a chunk
+nobody claims any more is also "unclaimed", an overlapping key-group range also differs from Flink's). The last
+test fails when a rule is added without a case here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.damaged import Copy, copy_fixture, rewrite
+from support.fixtures import fixture_named
+
+from spillway.formats.errors import CheckpointFormatError
+from spillway.formats.metadata_codec import encode_metadata
+from spillway.inspect.findings import RULES, Finding
+from spillway.inspect.topology import load_plan
+from spillway.inspect.validate import validate
+from spillway.model.checkpoint import (
+    ByteStreamHandle,
+    InputChannelHandle,
+    KeyGroupRange,
+    RelativeFileHandle,
+    ResultSubpartitionHandle,
+)
+from spillway.storage.load import load_checkpoint
+
+UNALIGNED = "1.20.3-unaligned"  # V4: one plain handle per channel, all in one relative channel-state file
+INLINE = "1.14.6-unaligned"  # small channels inline in _metadata (ByteStreamHandle)
+KEYED = "1.10.3-aligned"  # keyed state of `slow` in KeyGroupsStateHandles, absolute files inside chk-3
+INCREMENTAL = "2.3.0-rocksdb-incremental"
+FINISHED = "2.3.0-finished"
+
+Where = dict[str, Any]  # Finding fields the finding must have (file, offset, operator, subtask, channel)
+
+
+# ------------------------------------------------------------------ helpers
+def _channels(cp: Any, op_pred: Callable[[Any], bool] = lambda o: True) -> list[tuple[Any, Any, Any]]:
+    """(operator, subtask, handle) of every plain channel handle, inputs first."""
+    return [
+        (op, sub, h)
+        for op in cp.operators
+        if op_pred(op)
+        for sub in op.subtasks
+        for h in [*sub.input_channel_state, *sub.result_subpartition_state]
+    ]
+
+
+def _channel_file(c: Copy) -> Path:
+    (path, _), *_ = c.channel_files()
+    return path
+
+
+def _resize_delegates(cp: Any, name: str, delta: int) -> None:
+    """Every channel handle's delegate names the whole file with its size: keep them exact."""
+    for _, _, h in _channels(cp):
+        if isinstance(h.delegate, RelativeFileHandle) and h.delegate.relative_path == name:
+            h.delegate = dataclasses.replace(h.delegate, state_size=h.delegate.state_size + delta)
+
+
+def _keyed(cp: Any) -> tuple[Any, list[Any]]:
+    op = next(o for o in cp.operators if any(s.managed_keyed_state for s in o.subtasks))
+    return op, sorted(op.subtasks, key=lambda s: s.index)
+
+
+def _keyed_file(c: Copy, index: int = 0) -> Path:
+    _, subs = _keyed(c.checkpoint())
+    return c.chk / Path(subs[index].managed_keyed_state.delegate.file_name).name
+
+
+def _input(cp: Any) -> tuple[Any, Any]:
+    """The biggest input-side channel handle (it starts on a record boundary) and its operator."""
+    op, _, h = max((x for x in _channels(cp) if isinstance(x[2], InputChannelHandle)), key=lambda x: x[2].state_size)
+    return op, h
+
+
+# ------------------------------------------------------------------ one damage per rule
+def file_exists(c: Copy) -> Where:
+    path = _channel_file(c)
+    path.unlink()
+    return {"file": str(path)}
+
+
+def file_size(c: Copy) -> Where:
+    path = _keyed_file(c)
+    path.write_bytes(path.read_bytes()[:-10])
+    return {"file": str(path), "offset": path.stat().st_size}
+
+
+def file_size_extra(c: Copy) -> Where:
+    path = _keyed_file(c)
+    path.write_bytes(path.read_bytes() + b"\0")
+    return {"file": str(path)}
+
+
+def path_escape(c: Copy) -> Where:
+    escape = "../../../../etc/passwd"
+
+    def mutate(cp: Any) -> None:
+        for _, _, h in _channels(cp):
+            h.delegate = RelativeFileHandle(escape, h.delegate.state_size)
+
+    rewrite(c, mutate)
+    return {"file": escape}
+
+
+def file_not_local(c: Copy) -> Where:
+    remote = "hdfs://namenode:8020/flink/chk-3/keyed"
+    op, _ = _keyed(c.checkpoint())
+
+    def mutate(cp: Any) -> None:
+        h = _keyed(cp)[1][0].managed_keyed_state
+        h.delegate = dataclasses.replace(h.delegate, path=remote)
+
+    rewrite(c, mutate)
+    return {"file": remote, "operator": op.label(), "subtask": 0}
+
+
+def inline_channel(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = next(x for x in _channels(cp) if isinstance(x[2].delegate, ByteStreamHandle))
+        h.state_size += 1
+        found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+
+    rewrite(c, mutate)
+    return found
+
+
+def channel_header(c: Copy) -> Where:
+    path = _channel_file(c)
+    data = bytearray(path.read_bytes())
+    data[0:4] = struct.pack(">i", 7)
+    path.write_bytes(bytes(data))
+    return {"file": str(path), "offset": 0}
+
+
+def chunk_chain(c: Copy) -> Where:
+    path = _channel_file(c)
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes() + b"\0\0")  # two stray bytes after the last chunk
+    rewrite(c, lambda cp: _resize_delegates(cp, path.name, 2))
+    return {"file": str(path), "offset": size}
+
+
+def chunk_offset(c: Copy) -> Where:
+    path = _channel_file(c)
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = _channels(cp)[0]
+        bad = path.stat().st_size + 100
+        h.offsets[0] = bad
+        found.update(operator=op.label(), subtask=sub.index, channel=h.label(), file=str(path), offset=bad)
+
+    rewrite(c, mutate)
+    return found
+
+
+def chunk_overlap(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        outs = [x for x in _channels(cp) if isinstance(x[2], ResultSubpartitionHandle) and len(x[2].offsets) > 1]
+        (_, _, a), (op, sub, b) = outs[0], outs[1]
+        b.offsets, b.state_size = list(a.offsets), a.state_size
+        found.update(operator=op.label(), subtask=sub.index, channel=b.label(), offset=a.offsets[0])
+
+    rewrite(c, mutate)
+    return {**found, "file": str(_channel_file(c))}
+
+
+def channel_size(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = _channels(cp)[0]
+        h.state_size += 1
+        found.update(operator=op.label(), subtask=sub.index, channel=h.label(), offset=h.offsets[0])
+
+    rewrite(c, mutate)
+    return {**found, "file": str(_channel_file(c))}
+
+
+def unclaimed_chunks(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        # An output channel of the last vertex with channel state: nothing downstream holds its other half.
+        _, sub, h = next(x for x in _channels(cp) if isinstance(x[2], ResultSubpartitionHandle))
+        sub.result_subpartition_state.remove(h)
+        found.update(offset=h.offsets[0])
+
+    rewrite(c, mutate)
+    return {**found, "file": str(_channel_file(c))}
+
+
+def duplicate_channel(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = _channels(cp)[0]
+        twin = dataclasses.replace(h, offsets=[], state_size=0)  # claims no chunk: only the duplicate is wrong
+        (sub.input_channel_state if isinstance(h, InputChannelHandle) else sub.result_subpartition_state).append(twin)
+        found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+
+    rewrite(c, mutate)
+    return found
+
+
+def _record_fault(c: Copy, change: Callable[[bytearray, int], int]) -> Where:
+    op, h = _input(c.checkpoint())
+    path = c.chk / h.delegate.relative_path
+    data = bytearray(path.read_bytes())
+    pos = change(data, h.offsets[0] + 4)  # the first record of the chunk's payload
+    path.write_bytes(bytes(data))
+    return {"file": str(path), "offset": pos, "operator": op.label(), "subtask": h.subtask_index}
+
+
+def record_length(c: Copy) -> Where:
+    def change(data: bytearray, record: int) -> int:
+        data[record : record + 4] = struct.pack(">i", 0x7FFF0000)
+        return record
+
+    return _record_fault(c, change)
+
+
+def record_tag(c: Copy) -> Where:
+    def change(data: bytearray, record: int) -> int:
+        data[record + 4] = 0x2A  # no StreamElement has tag 42
+        return record
+
+    return _record_fault(c, change)
+
+
+def record_truncated(c: Copy) -> Where:
+    """The file's last chunk belongs to an output handle (the last part of its logical channel): grow that chunk
+    by two bytes (length field, handle size, delegate sizes) so the chain still ends at EOF but the logical
+    channel ends two bytes into a record's 4-byte length prefix. (Cutting bytes off instead is found as a
+    record-length fault: the framer knows the channel's total and sees the last record not fit.)"""
+    path = _channel_file(c)
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        _, _, h = max(_channels(cp), key=lambda x: max(x[2].offsets))
+        assert isinstance(h, ResultSubpartitionHandle), "the file's last chunk must end a logical channel"
+        last = max(h.offsets)
+        data = bytearray(path.read_bytes())
+        (length,) = struct.unpack(">i", data[last : last + 4])
+        assert last + 4 + length == len(data)
+        data[last : last + 4] = struct.pack(">i", length + 2)
+        found.update(file=str(path), offset=len(data))
+        path.write_bytes(bytes(data) + b"\0\0")
+        h.state_size += 2
+        _resize_delegates(cp, path.name, 2)
+
+    rewrite(c, mutate)
+    return found
+
+
+def subtask_index(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op = next(o for o in cp.operators if o.subtasks and not any(s.managed_keyed_state for s in o.subtasks))
+        sub = max(op.subtasks, key=lambda s: s.index)
+        sub.index = op.parallelism
+        found.update(operator=op.label(), subtask=op.parallelism)
+
+    rewrite(c, mutate)
+    return found
+
+
+def finished_state(cp: Any) -> Where:
+    """Not from real bytes: the format stores a finished subtask as a bare marker (it cannot carry state) and the
+    decoder refuses coordinator state on a fully finished operator (test_finished_state_cannot_come_from_bytes).
+    The rule guards checkpoints built or changed in memory (library users, repairs) before they are written."""
+    op = next(o for o in cp.operators if any(s.finished for s in o.subtasks) and any(s.has_state() for s in o.subtasks))
+    sub = next(s for s in op.subtasks if s.has_state())
+    sub.finished = True
+    return {"operator": op.label(), "subtask": sub.index}
+
+
+def key_group_tiling(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, subs = _keyed(cp)
+        h = subs[1].managed_keyed_state
+        h.key_groups = KeyGroupRange(h.key_groups.start - 1, h.key_groups.count + 1)  # takes one of subtask 0's
+        h.offsets = [h.offsets[0], *h.offsets]
+        found.update(operator=op.label(), subtask=1)
+
+    rewrite(c, mutate)
+    return found
+
+
+def key_group_gap(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, subs = _keyed(cp)
+        subs[1].managed_keyed_state = None  # nobody holds subtask 1's key groups
+        found.update(operator=op.label())
+
+    rewrite(c, mutate)
+    return found
+
+
+def key_group_range(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, subs = _keyed(cp)
+        a, b = subs[0].managed_keyed_state, subs[1].managed_keyed_state
+        # Move the boundary by one: still a tiling of [0, max parallelism), but not Flink's.
+        a.key_groups = KeyGroupRange(a.key_groups.start, a.key_groups.count + 1)
+        a.offsets = [*a.offsets, a.offsets[-1]]
+        b.key_groups = KeyGroupRange(b.key_groups.start + 1, b.key_groups.count - 1)
+        b.offsets = b.offsets[1:]
+        found.update(operator=op.label(), subtask=0)
+
+    rewrite(c, mutate)
+    return found
+
+
+def key_group_clipped(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, subs = _keyed(cp)
+        subs[0].managed_keyed_state.key_groups = KeyGroupRange(0, op.max_parallelism)  # the whole instance
+        found.update(operator=op.label(), subtask=0)
+
+    rewrite(c, mutate)
+    return found
+
+
+def channel_index(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = next(x for x in _channels(cp) if isinstance(x[2], InputChannelHandle))
+        h.input_channel_index = 7  # upstream has parallelism 2
+        found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+
+    rewrite(c, mutate)
+    return found
+
+
+def channel_holder(c: Copy) -> Where:
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        # Input channel state on the chain's tail (tostr, chained behind the source), not its head.
+        op, sub, h = next(x for x in _channels(cp) if isinstance(x[2], InputChannelHandle))
+        src_op = next(o for o in cp.operators if o is not op and any(s.result_subpartition_state for s in o.subtasks))
+        sub.input_channel_state.remove(h)
+        src_op.subtask(sub.index).input_channel_state.append(h)
+        found.update(operator=src_op.label(), subtask=sub.index, channel=h.label())
+
+    rewrite(c, mutate)
+    return found
+
+
+def _edit_plan(c: Copy, change: Callable[[dict], None]) -> None:
+    plan = json.loads(c.plan.read_text())
+    change(plan)
+    c.plan.write_text(json.dumps(plan))
+
+
+def plan_mismatch(c: Copy) -> Where:
+    op = next(o for o in c.checkpoint().operators if any(s.result_subpartition_state for s in o.subtasks))
+
+    def change(plan: dict) -> None:
+        for node in plan["nodes"]:
+            if node["id"] == op.operator_id:
+                node["parallelism"] = 3
+
+    _edit_plan(c, change)
+    return {"operator": op.label()}
+
+
+def plan_unbound(c: Copy) -> Where:
+    """A stream-graph plan (no job vertex ids) of another job: none of its operators is in the checkpoint."""
+    c.plan.write_text((fixture_named("2.3.0-sql").root / "plan.json").read_text())
+    return {"operator": "-"}
+
+
+def topology(c: Copy) -> Where:
+    return {}  # run without --plan: output-side channel state cannot be framed
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    fixture: str
+    damage: Callable[[Copy], Where]
+    plan: bool = True
+    companions: frozenset[str] = frozenset()
+    in_memory: bool = False  # damage(checkpoint) changes the decoded checkpoint, not the bytes
+
+
+CASES: dict[str, Case] = {
+    "file-exists": Case(UNALIGNED, file_exists),
+    "file-size": Case(KEYED, file_size),
+    "file-size-extra": Case(KEYED, file_size_extra),
+    "path-escape": Case(UNALIGNED, path_escape),
+    "file-not-local": Case(KEYED, file_not_local),
+    "inline-channel": Case(INLINE, inline_channel),
+    # A refused header leaves the file's chunks unread: its channels are then framed against a total of 0 bytes.
+    "channel-header": Case(UNALIGNED, channel_header, companions=frozenset({"record-length"})),
+    "chunk-chain": Case(UNALIGNED, chunk_chain),
+    # The handle loses a chunk: its size no longer adds up, the chunk is nobody's, its channel misframes.
+    "chunk-offset": Case(
+        UNALIGNED, chunk_offset, companions=frozenset({"channel-size", "unclaimed-chunks", "record-length"})
+    ),
+    # The handle's own chunks become nobody's; its channel now reads another channel's bytes mid-stream.
+    "chunk-overlap": Case(UNALIGNED, chunk_overlap, companions=frozenset({"unclaimed-chunks", "record-length"})),
+    "channel-size": Case(UNALIGNED, channel_size),
+    "unclaimed-chunks": Case(UNALIGNED, unclaimed_chunks),
+    "duplicate-channel": Case(UNALIGNED, duplicate_channel),
+    "record-length": Case(UNALIGNED, record_length),
+    "record-tag": Case(UNALIGNED, record_tag),
+    "record-truncated": Case(UNALIGNED, record_truncated),
+    "subtask-index": Case(KEYED, subtask_index),
+    "finished-state": Case(FINISHED, finished_state, in_memory=True),
+    # An overlap always also moves a range off Flink's assignment. (The other tiling fault, offsets != key groups,
+    # cannot be written: the format stores one offset per key group of the range.)
+    "key-group-tiling": Case(KEYED, key_group_tiling, companions=frozenset({"key-group-range"})),
+    "key-group-gap": Case(KEYED, key_group_gap),
+    "key-group-range": Case(KEYED, key_group_range),
+    "key-group-clipped": Case(INCREMENTAL, key_group_clipped),
+    # The channel loses its input half: the upstream's output half, framed alone from its start, starts mid-record.
+    "channel-index": Case(UNALIGNED, channel_index, companions=frozenset({"record-length"})),
+    "channel-holder": Case(UNALIGNED, channel_holder, companions=frozenset({"record-length"})),
+    "plan-mismatch": Case(UNALIGNED, plan_mismatch),
+    # Nothing binds: no channel state sits where the plan puts chains, and what cannot be framed is listed.
+    "plan-unbound": Case(UNALIGNED, plan_unbound, companions=frozenset({"channel-holder", "topology"})),
+    "topology": Case(UNALIGNED, topology, plan=False),
+}
+
+
+def _matches(f: Finding, where: Where) -> bool:
+    return all(getattr(f, k) == v for k, v in where.items())
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_is_triggered_and_located(rule: str, tmp_path: Path) -> None:
+    case = CASES[rule]
+    c = copy_fixture(case.fixture, tmp_path)
+    assert not c.run(case.plan).errors, "the fixture is sound before the damage"
+    if case.in_memory:
+        loaded = load_checkpoint(c.chk)
+        where = case.damage(loaded.checkpoint)
+        report = validate(loaded, load_plan(c.plan) if case.plan else None)
+    else:
+        where = case.damage(c)
+        report = c.run(case.plan)
+    hits = [f for f in report.findings if f.rule == rule]
+    assert [f for f in hits if _matches(f, where)], (where, [f.to_json() for f in hits])
+    assert all(f.severity == RULES[rule][0] for f in hits)
+    others = {f.rule for f in report.findings} - {rule}
+    assert others <= case.companions, [f.to_json() for f in report.findings if f.rule != rule]
+
+
+def test_finished_state_cannot_come_from_bytes(tmp_path: Path) -> None:
+    """Why finished-state is triggered in memory: a finished subtask is written as a bare marker (its state is
+    not written), and coordinator state on a fully finished operator is refused by the decoder."""
+    c = copy_fixture(FINISHED, tmp_path)
+    loaded = load_checkpoint(c.chk)
+    finished_state(loaded.checkpoint)
+    c.metadata().write_bytes(encode_metadata(loaded.checkpoint))
+    assert not [f for f in c.run().findings if f.rule == "finished-state"], "the state did not survive the write"
+
+    def coordinator(cp: Any) -> None:
+        op = next(o for o in cp.operators if o.fully_finished)
+        op.coordinator_state = ByteStreamHandle("coordinator", b"enumerator state")
+
+    rewrite(c, coordinator)
+    with pytest.raises(CheckpointFormatError, match="fully finished operator must not have coordinator state"):
+        c.run()
+
+
+def test_every_rule_has_a_case() -> None:
+    assert set(CASES) == set(RULES)
