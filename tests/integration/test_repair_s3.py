@@ -262,3 +262,45 @@ def test_files_and_diff_on_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
     assert doc["checkpoints"][0]["groups"]["external"]["files"] == 0
     same = runner.invoke(app, ["diff", in_bucket_a, in_bucket_a])
     assert same.exit_code == 0, same.output
+
+
+@pytest.mark.parametrize("name", ["1.10.3-aligned", "1.10.3-rocksdb-incremental"])
+def test_moving_a_whole_job_into_a_bucket(s3: pafs.S3FileSystem, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flink 1.10 writes absolute files into its own chk-N: moved with the job they land inside the output,
+    are published with it, and the result validates from the bucket; a failed self-check leaves nothing."""
+    from spillway.repair import session
+    from spillway.storage.safe_writer import WriteError
+
+    fx = fixture_named(name)
+    job = fx.info["job_id"]
+    old = "file:" + fx.info["generated_at"] + "/checkpoints/" + job
+    prefix = f"jobmove-{name}"
+
+    def move(to: str) -> tuple[int, str]:
+        new_job = f"s3://bucket-b/{to}/{job}"
+        out = f"{new_job}/{fx.checkpoint_dir.name}"
+        return repair("relocate", str(fx.checkpoint_dir), "--out", out, "--from", old, "--to", new_job, "--copy-data")
+
+    def refuse(*args: object, **kwargs: object):
+        def check(tmp: Path, plan: object) -> None:
+            raise WriteError("self-check: injected failure")
+
+        return check
+
+    monkeypatch.setattr(session, "validated_output", refuse)
+    code, output = move(f"{prefix}-failed")
+    assert code == 1 and "injected failure" in output, output
+    assert not [k for k in objects(s3, "bucket-b") if k.startswith(f"{prefix}-failed/")]
+    monkeypatch.undo()
+
+    code, output = move(prefix)
+    assert code == 0, output
+    written = {k: v for k, v in objects(s3, "bucket-b").items() if k.startswith(f"{prefix}/")}
+    local = {
+        f"{prefix}/{job}/{p.relative_to(fx.checkpoint_dir.parent).as_posix()}": p.read_bytes()
+        for p in fx.checkpoint_dir.parent.rglob("*")
+        if p.is_file() and p.name != "_metadata"
+    }
+    assert {k: v for k, v in written.items() if not k.endswith("/_metadata")} == local
+    res = runner.invoke(app, ["validate", f"s3://bucket-b/{prefix}/{job}/{fx.checkpoint_dir.name}", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["ok"], res.output
