@@ -150,6 +150,8 @@ def length_fault(length: int, left: int | None = None, limit: int | None = None)
     stream's end (None: unknown); ``limit``: the most the reader accepts (None: no limit of its own)."""
     if length <= 0:
         return "not positive"
+    if left is not None:
+        left = max(left, 0)  # a stream that ended before this field (e.g. a file with a bad header) has 0
     if left is not None and length > left:
         return f"more than the {left} bytes left in the channel"
     if limit is not None and length > limit:

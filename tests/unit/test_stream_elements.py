@@ -219,3 +219,10 @@ def test_analyze_reports_an_unknown_tag(tmp_path: Path) -> None:
     assert hit.problem is not None and hit.problem.startswith("unknown StreamElement tag 99")
     assert hit.problem.endswith(f"{pos['file']}:{pos['offset']}")
     assert hit.elements == dict(Counter({"record": ch.elements["record"] - 1, "tag 99": 1}))
+
+
+def test_length_fault_never_counts_negative_bytes() -> None:
+    from spillway.formats.stream_elements import length_fault
+
+    assert length_fault(15, -4) == "more than the 0 bytes left in the channel"
+    assert length_fault(15, 20) is None
