@@ -8,12 +8,16 @@
    realistic V6 ``_metadata`` with Flink's own serializer (incremental RocksDB handles with many
    shared files, merged channel-state handles, source operator/coordinator state). The file is
    cached in ``~/.cache/spillway/bench/`` (rebuilt when the Java source or the parameters change).
-2. Three commands run side by side, interleaved, ``--repeat`` times each (wall clock, best run
-   reported; peak RSS from the child's rusage):
+2. Three commands run side by side, interleaved, ``--repeat`` times each (wall clock and CPU time
+   as min / median / max; peak RSS from the child's rusage):
      flink         java LoadMetadata FILE        (fresh JVM, JVM start included)
      dump          spillway dump FILE            (summary view, stdout to /dev/null)
      dump --json   spillway dump --json FILE     (stdout to /dev/null)
    Ratios are relative to the Flink loader.
+3. ``--baseline REV``: REV's spillway (a cached ``git worktree``, see ``side_by_side.py``) runs each
+   spillway command right before this checkout's, in every round; the report adds per-pair ratios
+   REV / now (min / median / max; > 1 = this checkout is faster) of wall and CPU time. ``--no-flink``
+   skips the JVM (useful for quick side-by-side runs).
 
 ``spillway`` runs as ``python -m spillway`` from the repository root with the project venv
 (``.venv/bin/python``) when it exists, else with the interpreter running this script.
@@ -40,7 +44,9 @@ FLINK_RELEASE = "2.3.0"
 FLINK = "flink LoadMetadata (fresh JVM)"
 
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(HERE))
 import flink_jars  # noqa: E402
+from side_by_side import baseline_checkout, process_cpu, ratios, spillway_cwd, spillway_env, spread  # noqa: E402
 
 
 def cache_root() -> Path:
@@ -106,10 +112,13 @@ def spillway_python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def run_once(cmd: list[str], keep_stdout: bool = False) -> tuple[float, int, int, str, str]:
+def run_once(
+    cmd: list[str], keep_stdout: bool = False, code: Path | None = None
+) -> tuple[float, float, int, int, str, str]:
     """Run cmd, stdout to /dev/null (or to a temp file when keep_stdout), stderr to a temp file.
 
-    Returns (wall seconds, peak RSS KiB of the child, exit code, stderr tail, stdout).
+    ``code``: run spillway from that checkout instead of this one (``side_by_side``).
+    Returns (wall seconds, CPU seconds, peak RSS KiB of the child, exit code, stderr tail, stdout).
     """
     with (
         open(os.devnull, "wb") as devnull,
@@ -117,14 +126,27 @@ def run_once(cmd: list[str], keep_stdout: bool = False) -> tuple[float, int, int
         tempfile.TemporaryFile() as err_f,
     ):
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out_f if keep_stdout else devnull, stderr=err_f)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=spillway_cwd(code),
+            env=spillway_env(code),
+            stdout=out_f if keep_stdout else devnull,
+            stderr=err_f,
+        )
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own rusage (ru_maxrss in KiB on Linux)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out_f.seek(0)
         err_f.seek(0)
         out, err = out_f.read(), err_f.read()
-    return wall, usage.ru_maxrss, proc.returncode, err.decode(errors="replace")[-2000:], out.decode(errors="replace")
+    return (
+        wall,
+        process_cpu(usage),
+        usage.ru_maxrss,
+        proc.returncode,
+        err.decode(errors="replace")[-2000:],
+        out.decode(errors="replace"),
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -135,61 +157,80 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--file", type=Path, help="benchmark this _metadata instead of the synthetic one")
     ap.add_argument("--results", type=Path, help="also write the results as JSON to this file")
+    ap.add_argument("--baseline", metavar="REV", help="also run REV's spillway side by side, interleaved")
+    ap.add_argument("--no-flink", action="store_true", help="skip Flink's loader")
     args = ap.parse_args(argv)
 
     metadata = args.file.resolve() if args.file else synthetic_metadata(args.operators, args.parallelism, args.seed)
     size = metadata.stat().st_size
     print(f"file: {metadata} ({size / 1e6:.1f} MB)")
+    base_code = baseline_checkout(args.baseline) if args.baseline else None
 
     py = spillway_python()
-    commands = {
-        FLINK: [
-            "java",
-            "-cp",
-            java_cp(),
-            "LoadMetadata",
-            str(metadata),
-            str(metadata.parent),
-        ],
-        "spillway dump": [py, "-m", "spillway", "dump", str(metadata)],
-        "spillway dump --json": [py, "-m", "spillway", "dump", "--json", str(metadata)],
-    }
-    runs: dict[str, list[tuple[float, int]]] = {name: [] for name in commands}
+    # name -> (command, checkout it runs from); a baseline run comes right before the run it is paired with
+    commands: dict[str, tuple[list[str], Path | None]] = {}
+    if not args.no_flink:
+        commands[FLINK] = (["java", "-cp", java_cp(), "LoadMetadata", str(metadata), str(metadata.parent)], None)
+    for label, extra in (("spillway dump", []), ("spillway dump --json", ["--json"])):
+        cmd = [py, "-m", "spillway", "dump", *extra, str(metadata)]
+        if base_code is not None:
+            commands[f"{label} @{args.baseline}"] = (cmd, base_code)
+        commands[label] = (cmd, None)
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
     failed: dict[str, str] = {}
     for i in range(args.repeat):
-        for name, cmd in commands.items():
+        for name, (cmd, code) in commands.items():
             if name in failed:
                 continue
             is_flink = name == FLINK
-            wall, rss, rc, err, out = run_once(cmd, keep_stdout=is_flink)
+            wall, cpu, rss, rc, err, out = run_once(cmd, keep_stdout=is_flink, code=code)
             if rc != 0:
                 failed[name] = f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
                 continue
-            runs[name].append((wall, rss))
+            runs[name].append((wall, cpu, rss))
             note = f"  [{out.strip().splitlines()[-1]}]" if is_flink and out.strip() else ""
-            print(f"  run {i + 1}: {name:<32} {wall:8.2f} s  {rss / 1024:8.0f} MiB{note}", flush=True)
+            line = f"  run {i + 1}: {name:<40} {wall:8.2f} s wall {cpu:8.2f} s CPU {rss / 1024:8.0f} MiB{note}"
+            print(line, flush=True)
 
-    flink_best = min((w for w, _ in runs[FLINK]), default=None)
+    flink_best = min((r[0] for r in runs.get(FLINK, [])), default=None)
+    flink_cpu = min((r[1] for r in runs.get(FLINK, [])), default=None)
     print()
-    print(f"{'command':<32} {'best s':>8} {'median s':>9} {'peak RSS MiB':>13} {'x flink':>8}")
-    results = {"file": str(metadata), "bytes": size, "repeat": args.repeat, "commands": {}}
+    print(f"{'command':<40} {'wall s min/med/max':>20} {'CPU s min/med/max':>20} {'peak RSS MiB':>13} {'x flink':>8}")
+    results: dict = {"file": str(metadata), "bytes": size, "repeat": args.repeat, "commands": {}}
     for name in commands:
         if name in failed:
-            print(f"{name:<32} FAILED ({failed[name]})")
+            print(f"{name:<40} FAILED ({failed[name]})")
             results["commands"][name] = {"failed": failed[name]}
             continue
-        walls = [w for w, _ in runs[name]]
+        walls = [r[0] for r in runs[name]]
+        cpus = [r[1] for r in runs[name]]
         best, med = min(walls), statistics.median(walls)
-        peak = max(r for _, r in runs[name]) / 1024
+        peak = max(r[2] for r in runs[name]) / 1024
         ratio = best / flink_best if flink_best else float("nan")
-        print(f"{name:<32} {best:8.2f} {med:9.2f} {peak:13.0f} {ratio:8.2f}")
+        print(f"{name:<40} {spread(walls):>20} {spread(cpus):>20} {peak:13.0f} {ratio:8.2f}")
         results["commands"][name] = {
             "best_s": best,
             "median_s": med,
             "peak_rss_mib": peak,
             "ratio_vs_flink": ratio,
+            "ratio_cpu_vs_flink": min(cpus) / flink_cpu if flink_cpu else float("nan"),
             "runs_s": walls,
+            "cpu_s": cpus,
         }
+    if base_code is not None:
+        print(f"\nside by side, per pair {args.baseline} / now (> 1: this checkout is faster), min / median / max")
+        for label in ("spillway dump", "spillway dump --json"):
+            old, new = runs.get(f"{label} @{args.baseline}", []), runs.get(label, [])
+            wall_r = ratios([r[0] for r in old], [r[0] for r in new])
+            cpu_r = ratios([r[1] for r in old], [r[1] for r in new])
+            rss_r = ratios([float(r[2]) for r in old], [float(r[2]) for r in new])
+            print(f"  {label:<28} wall {spread(wall_r)}   CPU {spread(cpu_r)}   peak RSS {spread(rss_r)}")
+            results["commands"].setdefault(label, {})["vs_baseline"] = {
+                "rev": args.baseline,
+                "wall": wall_r,
+                "cpu": cpu_r,
+                "rss": rss_r,
+            }
     if args.results:
         args.results.write_text(json.dumps(results, indent=2) + "\n")
     return 1 if failed else 0

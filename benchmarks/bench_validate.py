@@ -6,6 +6,13 @@
 
 The input (benchmarks/synth_channel_state.py) is cached in ~/.cache/spillway/bench/. Both commands read
 the same bytes from the page cache (a warm-up run of each comes first). Peak RSS is measured per run.
+
+    python benchmarks/bench_validate.py --baseline f709c99 --repeat 5   # that revision side by side
+
+``--baseline REV`` runs REV's spillway (a cached ``git worktree``, see ``side_by_side.py``) right before
+this checkout's in every round; reported are wall and CPU time min / median / max per command and the
+per-pair ratios REV / now (> 1: this checkout is faster). The ``--json`` findings of both must be
+identical (checked once, before the timed rounds).
 """
 
 from __future__ import annotations
@@ -19,17 +26,32 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from side_by_side import baseline_checkout, process_cpu, ratios, spillway_cwd, spillway_env, spread  # noqa: E402
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child process."""
+def timed(cmd: list[str], code: Path | None = None, cwd: Path | None = None) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and peak RSS (KiB) of one child process."""
     pid_start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=cwd or spillway_cwd(code),
+        env=spillway_env(code),
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - pid_start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd[0]} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return elapsed, usage.ru_maxrss
+    return elapsed, process_cpu(usage), usage.ru_maxrss
+
+
+def findings_json(cmd: list[str], code: Path | None) -> bytes:
+    out = subprocess.run(
+        [*cmd, "--json"], capture_output=True, cwd=spillway_cwd(code), env=spillway_env(code), check=False
+    )
+    return out.stdout
 
 
 def main() -> None:
@@ -37,6 +59,7 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--parallelism", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline", metavar="REV", help="also run REV's spillway side by side, interleaved")
     args = ap.parse_args()
     base = Path.home() / ".cache" / "spillway" / "bench" / f"channels-{args.gib}g-p{args.parallelism}"
     chk = base / "job" / "chk-1"
@@ -57,24 +80,46 @@ def main() -> None:
         )
     files = sorted(str(p) for p in chk.iterdir())
     size = sum(Path(f).stat().st_size for f in files)
+    py = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
     cat = ["cat", *files]
-    validate = [sys.executable, "-m", "spillway", "validate", str(chk), "--plan", str(base / "plan.json")]
-    timed(cat)
-    timed(validate)
-    rows = {"cat > /dev/null": [], "spillway validate": []}
-    for _ in range(args.repeat):
-        rows["cat > /dev/null"].append(timed(cat))
-        rows["spillway validate"].append(timed(validate))
+    validate = [py, "-m", "spillway", "validate", str(chk), "--plan", str(base / "plan.json")]
+    base_code = baseline_checkout(args.baseline) if args.baseline else None
+    # name -> (command, checkout); the baseline runs right before this checkout in every round
+    commands: dict[str, tuple[list[str], Path | None]] = {"cat > /dev/null": (cat, None)}
+    if base_code is not None:
+        commands[f"spillway validate @{args.baseline}"] = (validate, base_code)
+        if findings_json(validate, base_code) != findings_json(validate, None):
+            raise SystemExit(f"validate --json differs between {args.baseline} and this checkout")
+        print(f"validate --json: identical to {args.baseline}")
+    commands["spillway validate"] = (validate, None)
+    for cmd, code in commands.values():  # warm-up: page cache, native framer build
+        timed(cmd, code)
+    rows: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+    for i in range(args.repeat):
+        for name, (cmd, code) in commands.items():
+            rows[name].append(timed(cmd, code))
+            w, c, r = rows[name][-1]
+            print(f"  run {i + 1}: {name:<34} {w:7.2f} s wall {c:7.2f} s CPU {r / 1024:6.0f} MiB", flush=True)
     mib = size / (1 << 20)
-    print(f"\n{len(files)} files, {mib:.0f} MiB, best of {args.repeat}")
+    print(f"\n{len(files)} files, {mib:.0f} MiB, {args.repeat} rounds; min / median / max")
     best = {}
     for name, runs in rows.items():
-        secs = min(r[0] for r in runs)
-        rss = max(r[1] for r in runs) / 1024
-        best[name] = secs
-        print(f"  {name:20} {secs:7.2f} s  {mib / secs:8.0f} MiB/s  peak RSS {rss:6.0f} MiB")
+        walls, cpus = [r[0] for r in runs], [r[1] for r in runs]
+        rss = max(r[2] for r in runs) / 1024
+        best[name] = min(walls)
+        rates = [mib / w for w in walls]
+        print(
+            f"  {name:34} wall {spread(walls)} s  CPU {spread(cpus)} s  {spread(rates, '{:.0f}')} MiB/s"
+            f"  peak RSS {rss:6.0f} MiB"
+        )
     ratio = best["cat > /dev/null"] / best["spillway validate"]
-    print(f"  validate runs at {ratio:.0%} of the raw read rate")
+    print(f"  validate runs at {ratio:.0%} of the raw read rate (best runs)")
+    if base_code is not None:
+        old, new = rows[f"spillway validate @{args.baseline}"], rows["spillway validate"]
+        print(f"  per pair {args.baseline} / now (> 1: this checkout is faster):")
+        print(f"    wall {spread(ratios([r[0] for r in old], [r[0] for r in new]))}")
+        print(f"    CPU  {spread(ratios([r[1] for r in old], [r[1] for r in new]))}")
+        print(f"    RSS  {spread(ratios([float(r[2]) for r in old], [float(r[2]) for r in new]))}")
     _ = resource  # imported for platforms without wait4 accounting
 
 

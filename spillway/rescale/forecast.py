@@ -24,9 +24,10 @@ from spillway.flink.keygroups import key_group_range, operator_index
 from spillway.formats.channel_file import HEADER_SIZE, read_chunk_header
 from spillway.rescale.channel_reader import open_part
 from spillway.rescale.channel_writer import target_file_name
-from spillway.rescale.execute import finish_report
 from spillway.rescale.plan import EdgePlan, RescalePlan, SourceChannel
-from spillway.rescale.router import RouteStats, route_source
+
+# The router (and with it numpy, ~0.1-0.25 s of import) is imported by forecast() only: the CLI imports
+# this module for BufferSettings and its defaults in every command, validate and dump included.
 
 SEGMENT_SIZE = 32 * 1024  # taskmanager.memory.segment-size
 BUFFERS_PER_CHANNEL = 2  # taskmanager.network.memory.buffers-per-channel
@@ -126,6 +127,9 @@ def _input_buffers(src: SourceChannel, segment: int) -> int:
 
 def forecast(plan: RescalePlan, settings: BufferSettings | None = None) -> dict[str, Any]:
     """The ``forecast`` object of ``spillway.rescale/1`` (reads every planned old channel, writes nothing)."""
+    from spillway.rescale.execute import finish_report
+    from spillway.rescale.router import RouteStats, route_source
+
     settings = settings or BufferSettings()
     channels: dict[tuple[str, int, int, int], list[int]] = {}  # (op, down, gate, up) -> [records, bytes]
     labels = {vp.head.operator_id: vp.label for vp in plan.vertices.values() if vp.head is not None}

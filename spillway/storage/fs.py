@@ -26,8 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
-
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING, Any
 
 from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata
@@ -35,13 +34,32 @@ from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
 
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+else:
+
+    class _LazyPyarrowFs:
+        """``pyarrow.fs``, imported on first use: importing pyarrow (and numpy with it) costs every command
+        start-up ~0.15 s, and only remote paths and the repair/rescale writers need it."""
+
+        def __getattr__(self, name: str) -> Any:
+            import pyarrow.fs
+
+            return getattr(pyarrow.fs, name)
+
+    pafs = _LazyPyarrowFs()
+
 METADATA = "_metadata"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALIASES = {"s3a": "s3", "s3p": "s3", "s3n": "s3"}
 _CHK = re.compile(r"^chk-(\d+)$")
 _CHUNK = 8 << 20
-# Object stores: pyarrow paths start with the bucket (a build may lack one of them).
-_BUCKETED = tuple(c for c in (getattr(pafs, "S3FileSystem", None), getattr(pafs, "GcsFileSystem", None)) if c)
+
+
+@cache
+def _bucketed() -> tuple[type, ...]:
+    """Object stores: pyarrow paths start with the bucket (a build may lack one of them)."""
+    return tuple(c for c in (getattr(pafs, "S3FileSystem", None), getattr(pafs, "GcsFileSystem", None)) if c)
 
 
 class StorageError(SpillwayError):
@@ -100,7 +118,7 @@ def locate(uri: str) -> Location:
     except (OSError, ValueError) as exc:
         raise StorageError(f"{uri}: cannot open the file system: {exc}") from None
     # pyarrow names object-store paths bucket-first; other file systems by absolute path
-    path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _BUCKETED) else "/" + key
+    path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _bucketed()) else "/" + key
     return Location(text, fs, path)
 
 
@@ -209,7 +227,7 @@ def delete_quietly(loc: Location) -> None:
 
 def require_container(loc: Location) -> None:
     """Fail early and clearly when an object store's bucket does not exist (writes would fail late)."""
-    if isinstance(loc.fs, _BUCKETED):
+    if isinstance(loc.fs, _bucketed()):
         bucket = loc.path.split("/", 1)[0]
         if info(Location(loc.uri, loc.fs, bucket)).type != pafs.FileType.Directory:
             raise StorageError(f"{loc.uri}: bucket {bucket!r} does not exist (or is not accessible)")
