@@ -152,8 +152,7 @@ def test_ids_json_agrees_with_checkpoint(path: Path) -> None:
 def test_generated_ids_from_execution_plan_alone(name: str) -> None:
     """No uid anywhere: ids from plan.json + Flink's default chaining = Flink's ids and the checkpoint's."""
     fixture = FIXTURES / name
-    if not (fixture / "ids.json").exists():
-        pytest.skip(f"{name} not generated")
+    assert (fixture / "ids.json").exists(), f"{fixture.name}: not generated (tests/fixtures/generator)"
     doc = _json(fixture / "ids.json")
     assert all(n["uid"] is None for n in doc["stream_nodes"])
     graph = parse_stream_plan(_json(fixture / "plan.json"))
@@ -169,8 +168,7 @@ def test_generated_ids_from_execution_plan_alone(name: str) -> None:
 def test_generated_ids_depend_on_chaining(name: str) -> None:
     """The hash covers each node's chainable outputs: without chaining the chain heads' ids change."""
     fixture = FIXTURES / name
-    if not (fixture / "plan.json").exists():
-        pytest.skip(f"{name} not generated")
+    assert (fixture / "plan.json").exists(), f"{fixture.name}: not generated (tests/fixtures/generator)"
     release = _release(fixture)
     chained = deterministic_ids(parse_stream_plan(_json(fixture / "plan.json")), release)
     unchained = deterministic_ids(parse_stream_plan(_json(fixture / "plan.json"), chaining_enabled=False), release)
@@ -201,8 +199,7 @@ def test_job_graph_plan_aligns_with_stream_plan(fixture: Path) -> None:
 def test_ids_from_plan_with_known_uids(fixture: Path) -> None:
     """plan.json + job graph chains + the job's uids (from ids.json) -> Flink's ids; every vertex id is the
     computed id of its head."""
-    if not (fixture / "ids.json").exists():
-        pytest.skip("no ids.json")
+    assert (fixture / "ids.json").exists(), f"{fixture.name}: not generated (tests/fixtures/generator)"
     doc = _json(fixture / "ids.json")
     graph = parse_stream_plan(_json(fixture / "plan.json"))
     job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
@@ -266,8 +263,7 @@ def test_bind_without_stored_names_is_never_wrong(fixture: Path, mode: str) -> N
 @pytest.mark.parametrize("name", NO_UID)
 def test_bind_no_uid_jobs_exactly(name: str) -> None:
     fixture = FIXTURES / name
-    if not (fixture / "oracle.json").exists():
-        pytest.skip(f"{name} not generated")
+    assert (fixture / "oracle.json").exists(), f"{fixture.name}: not generated (tests/fixtures/generator)"
     ckpt = _oracle_ids(fixture)
     graph = parse_stream_plan(_json(fixture / "plan.json"))
     binding = bind(graph, ckpt, release=_release(fixture))
