@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from spillway import progress
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import file_path_of, leaf_stream_handles
@@ -68,5 +69,11 @@ def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = Non
     location = locate_checkpoint(path)
     rules = [Rebase.parse(r) for r in rebase or []]
     data = read_regular(location.metadata_path)
-    checkpoint = decode_metadata(data, str(location.metadata_path))
+    # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
+    bar = progress.stage("decoding _metadata", len(data), "bytes")
+    try:
+        checkpoint = decode_metadata(data, str(location.metadata_path))
+        bar.update(len(data))
+    finally:
+        bar.done()
     return LoadedCheckpoint(location, checkpoint, FileResolver(location, rules), len(data))

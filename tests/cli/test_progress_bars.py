@@ -72,6 +72,7 @@ def _cases(tmp_path: Path) -> list[tuple[list[str], str]]:
             "reading channel state",
         ),
         (["dump", str(sql.checkpoint_dir), "--json"], "building the JSON view"),
+        (["dump", str(sql.checkpoint_dir), "--tree"], "decoding _metadata"),
         (["validate", str(sql.checkpoint_dir)], "channel-state files"),
     ]  # fmt: skip
 
