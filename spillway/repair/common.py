@@ -25,4 +25,3 @@ class RepairPlan:
     changes: list[Change] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     self_check_rebase: list[str] = field(default_factory=list)
-
