@@ -123,6 +123,11 @@ def parse_plan(doc: Any, source: str = "plan") -> Topology:
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     if not isinstance(nodes, list) or not nodes:
         raise PlanError(f"{source}: no 'nodes' list: not a Flink plan")
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            raise PlanError(
+                f"{source}: malformed plan node (nodes[{i}] is {type(node).__name__} {node!r:.40}, not an object)"
+            )
     try:
         if any("predecessors" in n or isinstance(n.get("id"), int) for n in nodes):
             topology = _stream_graph(nodes)

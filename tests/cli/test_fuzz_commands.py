@@ -278,8 +278,10 @@ def _plan_edit(plan: str, edit: Callable[[Any], object]) -> Damage:
         ("validate", "plan.json", lambda d: d["nodes"][1].update(parallelism="2"), "'parallelism' is '2'"),
         # Found by this fuzz: a job vertex without a description was a StopIteration traceback (operator ids).
         ("analyze", "jobgraph.json", lambda d: d["nodes"][1].pop("description"), "'description' names no operator"),
+        # Found by a randomized run of this fuzz: a node that is not an object was an AttributeError traceback.
+        ("rescale", "jobgraph.json", lambda d: d["nodes"].insert(0, ""), "nodes[0] is str"),
     ],
-    ids=["contents-int", "parallelism-str", "no-description"],
+    ids=["contents-int", "parallelism-str", "no-description", "node-not-an-object"],
 )
 def test_malformed_plan_node_is_a_clean_usage_error(
     command: str, plan: str, edit: Callable[[Any], object], message: str
