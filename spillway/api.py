@@ -111,7 +111,8 @@ def rescale(
     **options: Any,
 ) -> RescaleReport:
     """``spillway rescale``: see ``spillway.rescale.rescale.rescale_checkpoint`` for the options
-    (``keys``, ``key_fns``, ``buffer_size``, ``master`` — None for in-process —, ``rebase``, ``dry_run``)."""
+    (``keys``, ``key_fns``, ``buffer_size``, ``master`` — None for in-process —, ``rebase``, ``dry_run``,
+    ``force`` — leave out damaged logical channels of moved edges, listed in ``plan.lost``)."""
     return rescale_checkpoint(src, plan, parallelism, out, **options)
 
 

@@ -41,6 +41,12 @@ rescaling would do instead: per new subtask the virtual channels, bytes read and
 network buffers recovered against what a gate gets (--segment-size, --buffers-per-channel,
 --floating-buffers-per-gate; Flink's defaults).
 
+A source that validate finds damaged is refused. --force rescales it anyway by leaving out every old
+logical channel on a moved edge that touches damaged channel state (both halves, all its in-flight
+records), and lists each one with why and how many bytes its handles state; the restored job never
+sees those records. Damage anywhere else (keyed/operator state, channels that are not moved, the
+plan) is still refused.
+
 EXTRACTOR: long | string | int | boolean | tuple:0:long | tuple(long,string):1 | row(long,int,string):2
 (see docs/analyze.md). --key-fn module:function gets the record's serialized value (bytes) and returns
 the key's Java hashCode (int) or a str key; for CUSTOM edges it gets (bytes, parallelism) and returns
@@ -86,6 +92,20 @@ def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[st
     return keys, fns
 
 
+def show_lost(doc: dict, dry_run: bool) -> None:
+    lost = doc["lost_channels"]
+    t = Table(
+        title=f"[bold red]{'would leave' if dry_run else 'left'} out {len(lost)} damaged logical channels "
+        f"(--force): {doc['lost_bytes']} bytes of in-flight records the restored job will never see[/]",
+        title_justify="left",
+    )
+    for col in ("channel", "edge", "bytes (as stated)", "why"):
+        t.add_column(col, no_wrap=col != "why")
+    for x in lost:
+        t.add_row(escape(x["channel"]), escape(x["edge"]), str(x["stated_bytes"]), escape("; ".join(x["reasons"])))
+    print_wide(t)
+
+
 def command(
     src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
     plan: Annotated[str, typer.Option("--plan", help="Flink plan JSON of the job (job graph or stream graph).")],
@@ -110,6 +130,14 @@ def command(
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rescale a damaged source by leaving out its damaged logical channels on moved edges "
+            "(each listed, with the bytes lost).",
+        ),
+    ] = False,
     segment_size: SegmentSizeOpt = DEFAULTS[0],
     buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
     floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
@@ -142,6 +170,7 @@ def command(
             dry_run=dry_run,
             on_start=None if json_out else announce,
             buffers=buffers,
+            force=force,
         )
         doc = report.to_doc()
         doc["dry_run"] = dry_run
@@ -167,6 +196,8 @@ def command(
                 f"{doc['channel_files']} channel files · watermarks kept {doc['markers_kept']} · dropped "
                 + (", ".join(f"{n} {k}" for k, n in doc["dropped"].items()) or "nothing")
             )
+        if doc["lost_channels"]:
+            show_lost(doc, dry_run)
         if doc["forecast"] is not None:
             show_forecast(doc["forecast"])
         for n in doc["notes"]:

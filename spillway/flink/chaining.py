@@ -193,6 +193,7 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
 )
 
+
 def parse_release(release: str) -> tuple[int, int]:
     """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> (major, minor)."""
     import re

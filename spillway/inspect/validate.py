@@ -64,6 +64,9 @@ class Report:
     handles_framed_alone: int = 0
     records: int = 0
     bytes_read: int = 0
+    # Channel handles whose bytes cannot be trusted, with the error findings that say so (for
+    # ``rescale --force``, which drops exactly these logical channels and must name why).
+    damage: dict[ChannelKey, list[Finding]] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Finding]:
@@ -97,6 +100,7 @@ class _BlobInfo:
     chunks: dict[int, Chunk]
     complete: bool  # the chunk chain was walked to the end without a break
     display: str
+    fault: Finding | None = None  # an error that makes every handle in this blob untrustworthy
 
 
 def validate(loaded: LoadedCheckpoint, topology: Topology | None = None, progress: Progress | None = None) -> Report:
@@ -119,9 +123,22 @@ class _Validator:
         self.blobs: dict[Hashable, _BlobInfo] = {}
         self.tags = tags_for_format_version(self.cp.format_version)  # V4 (1.16-1.20) allows the 1.19 tags
         self.buffer = bytearray(READ_BLOCK)
+        self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
 
-    def add(self, rule: str, message: str, **where: object) -> None:
-        self.report.findings.append(Finding(rule, message, **where))  # type: ignore[arg-type]
+    def add(self, rule: str, message: str, **where: object) -> Finding:
+        finding = Finding(rule, message, **where)  # type: ignore[arg-type]
+        self.report.findings.append(finding)
+        return finding
+
+    def add_to(self, keys: tuple[ChannelKey, ...], rule: str, message: str, **where: object) -> None:
+        """A finding about the channel handles ``keys``: an error marks them damaged."""
+        self.damaged(self.add(rule, message, **where), *keys)
+
+    def damaged(self, finding: Finding, *keys: ChannelKey) -> None:
+        if finding.severity != "error":
+            return
+        for key in keys:
+            self.report.damage.setdefault(key, []).append(finding)
 
     def close(self) -> None:
         for info in self.blobs.values():
@@ -158,21 +175,23 @@ class _Validator:
                     keys: set[tuple[int, int]] = set()
                     for h in channel_handles(handles):
                         if h.subtask_index != sub.index:
-                            self.add(
+                            f = self.add(
                                 "subtask-index",
                                 f"{side} channel handle says subtask {h.subtask_index}",
                                 operator=label,
                                 subtask=sub.index,
                                 channel=h.label(),
                             )
+                            self.damaged(f, channel_key(op, h))
                         if h.info in keys:
-                            self.add(
+                            f = self.add(
                                 "duplicate-channel",
                                 f"two {side} handles for channel {h.label()}",
                                 operator=label,
                                 subtask=sub.index,
                                 channel=h.label(),
                             )
+                            self.damaged(f, channel_key(op, h))
                         keys.add(h.info)
             if op.fully_finished and op.coordinator_state is not None:
                 self.add("finished-state", "fully finished operator holds coordinator state", operator=label)
@@ -264,7 +283,7 @@ class _Validator:
             key = resolved.local_text
             if key is None:
                 rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
-                self.add(
+                self.path_faults[resolved.original] = self.add(
                     rule,
                     f"{resolved.original}: {resolved.problem}",
                     operator=site.operator.label(),
@@ -284,16 +303,18 @@ class _Validator:
                 with open_regular(p):
                     pass
             except FileNotFoundError:
-                self.add("file-exists", f"missing file (referenced by {where})", file=path)
+                self.path_faults[path] = self.add("file-exists", f"missing file (referenced by {where})", file=path)
                 continue
             except OSError as exc:
-                self.add("file-exists", f"cannot read: {exc.strerror}", file=path)
+                self.path_faults[path] = self.add("file-exists", f"cannot read: {exc.strerror}", file=path)
                 continue
             except NotARegularFile as exc:
-                self.add("file-exists", str(exc), file=path)
+                self.path_faults[path] = self.add("file-exists", str(exc), file=path)
                 continue
             if size < end:
-                self.add("file-size", f"file has {size} bytes, handles need {end} ({where})", file=path, offset=size)
+                self.path_faults[path] = self.add(
+                    "file-size", f"file has {size} bytes, handles need {end} ({where})", file=path, offset=size
+                )
             elif whole_file and size > end:
                 self.add("file-size-extra", f"file has {size} bytes, handle says {end}", file=path)
 
@@ -317,7 +338,7 @@ class _Validator:
         self.blobs[key] = info
         if not is_byte_source(delegate):
             kind = "null" if delegate is None else type(delegate).__name__
-            self.add(
+            info.fault = self.add(
                 "chunk-offset",
                 f"channel state with a {kind} delegate",
                 operator=who.operator.label(),
@@ -326,6 +347,9 @@ class _Validator:
             )
             return info
         info.display = delegate_display(self.resolver, delegate)
+        resolved = self.resolver.resolve(delegate) if is_file_backed(delegate) else None
+        if resolved is not None:
+            info.fault = self.path_faults.get(resolved.local_text or "") or self.path_faults.get(resolved.original)
         info.blob = open_delegate(self.resolver, delegate)
         if info.blob is None:
             return info  # a missing or unreadable file is reported by check_files
@@ -334,10 +358,12 @@ class _Validator:
         try:
             version = read_version(blob)
         except BlobError as exc:
-            self.add("channel-header", f"too short for a header: {exc}", file=info.display, offset=blob.physical(0))
+            info.fault = self.add(
+                "channel-header", f"too short for a header: {exc}", file=info.display, offset=blob.physical(0)
+            )
             return info
         if version != SERIALIZATION_VERSION:
-            self.add(
+            info.fault = self.add(
                 "channel-header",
                 f"serialization version {version}, expected {SERIALIZATION_VERSION}",
                 file=info.display,
@@ -349,7 +375,10 @@ class _Validator:
                 info.chunks[chunk.offset] = chunk
             info.complete = True
         except BlobError as exc:
-            self.add("chunk-chain", f"chunk chain breaks: {exc}", file=info.display, offset=blob.physical(exc.offset))
+            # Conservative: past a break nothing in the file can be trusted, so every handle in it is damaged.
+            info.fault = self.add(
+                "chunk-chain", f"chunk chain breaks: {exc}", file=info.display, offset=blob.physical(exc.offset)
+            )
         self.report.chunks += len(info.chunks)
         return info
 
@@ -365,6 +394,8 @@ class _Validator:
             info = self.open_blob(x.handle.delegate, x)
             if key not in blob_keys:
                 blob_keys.append(key)
+            if info.fault is not None:
+                self.damaged(info.fault, x.key)
             if info.blob is None:
                 continue
             self.check_handle_chunks(x, info, key, claimed)
@@ -387,12 +418,14 @@ class _Validator:
         h, blob = x.handle, info.blob
         assert blob is not None
         where = {"operator": x.operator.label(), "subtask": h.subtask_index, "channel": x.label(), "file": info.display}
+        damage = (x.key,)
         footprint = 0
         for off in h.offsets:
             chunk = info.chunks.get(off)
             if chunk is None:
                 if off < HEADER_SIZE or off >= blob.size:
-                    self.add(
+                    self.add_to(
+                        damage,
                         "chunk-offset",
                         f"offset {off} outside the {blob.size}-byte channel state",
                         offset=blob.physical(off) if off >= 0 else None,
@@ -400,17 +433,22 @@ class _Validator:
                     )
                     continue
                 if info.complete:
-                    self.add(
-                        "chunk-offset", f"offset {off} is not the start of a chunk", offset=blob.physical(off), **where
+                    self.add_to(
+                        damage,
+                        "chunk-offset",
+                        f"offset {off} is not the start of a chunk",
+                        offset=blob.physical(off),
+                        **where,
                     )
                 try:  # still measure it, so the size check stays meaningful
                     chunk = read_chunk_header(blob, off)
                 except BlobError as exc:
-                    self.add("chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
+                    self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
                     continue
             other = claimed.get((key, off))
             if other is not None:
-                self.add(
+                self.add_to(
+                    (x.key, other.key),  # which of the two owns the chunk is unknown: both are suspect
                     "chunk-overlap",
                     f"chunk at {off} also claimed by {other.operator.label()}"
                     f"#{other.handle.subtask_index} {other.label()}",
@@ -423,7 +461,8 @@ class _Validator:
         expected = blob.size if inline else footprint
         if h.state_size != expected:
             what = "the inline blob's length" if inline else "the sum of its chunks"
-            self.add(
+            self.add_to(
+                damage,
                 "inline-channel" if inline else "channel-size",
                 f"handle size {h.state_size} != {what} ({expected})",
                 offset=blob.physical(h.offsets[0]) if h.offsets else None,
@@ -511,7 +550,8 @@ class _Validator:
             rule = {"length": "record-length", "tag": "record-tag", "size": "record-tag"}.get(
                 fault.kind, "record-truncated"
             )
-            self.add(
+            self.add_to(
+                tuple(channel_key(o, h) for o, h in parts),
                 rule,
                 f"{fault.message} (in {part_label})",
                 operator=op.label(),
@@ -554,18 +594,25 @@ class _Validator:
             if h.side == "input":
                 b = heads.get(op.operator_id)
                 if b is None:
-                    self.add(
-                        "channel-holder", "input channel state on an operator that heads no chain in the plan", **where
+                    self.add_to(
+                        (x.key,),
+                        "channel-holder",
+                        "input channel state on an operator that heads no chain in the plan",
+                        **where,
                     )
                     continue
                 gates = {e.gate: e for e in b.vertex.inputs}
                 edge = gates.get(h.gate_index)
                 if edge is None:
-                    self.add(
-                        "channel-index", f"gate {h.gate_index} does not exist (vertex has {len(gates)} inputs)", **where
+                    self.add_to(
+                        (x.key,),
+                        "channel-index",
+                        f"gate {h.gate_index} does not exist (vertex has {len(gates)} inputs)",
+                        **where,
                     )
                 elif h.input_channel_index >= verts[edge.upstream].parallelism:
-                    self.add(
+                    self.add_to(
+                        (x.key,),
                         "channel-index",
                         f"input channel {h.input_channel_index} >= upstream parallelism "
                         f"{verts[edge.upstream].parallelism}",
@@ -575,7 +622,8 @@ class _Validator:
                 b = tails.get(op.operator_id)
                 if b is None:
                     if not any(bb.problem for bb in bound.values()):
-                        self.add(
+                        self.add_to(
+                            (x.key,),
                             "channel-holder",
                             "output channel state on an operator that ends no chain in the plan",
                             **where,
@@ -583,13 +631,15 @@ class _Validator:
                     continue
                 outs = b.vertex.outputs
                 if h.partition_index >= len(outs):
-                    self.add(
+                    self.add_to(
+                        (x.key,),
                         "channel-index",
                         f"partition {h.partition_index} does not exist (vertex has {len(outs)} outputs)",
                         **where,
                     )
                 elif h.subpartition_index >= verts[outs[h.partition_index].downstream].parallelism:
-                    self.add(
+                    self.add_to(
+                        (x.key,),
                         "channel-index",
                         f"subpartition {h.subpartition_index} >= downstream parallelism "
                         f"{verts[outs[h.partition_index].downstream].parallelism}",

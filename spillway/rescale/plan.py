@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
-from spillway.inspect.channels import LogicalChannel, logical_channels
+from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.storage.locate import FileResolver
@@ -94,12 +94,27 @@ class VertexPlan:
 
 
 @dataclass
+class LostChannel:
+    """An old logical channel left out of the rescale (``--force`` on a damaged source): its in-flight
+    records are not in the output, so the restored job never sees them."""
+
+    channel: str
+    edge: str
+    upstream_subtask: int
+    downstream_subtask: int
+    stated_bytes: int  # payload as its handles state it (the bytes themselves are not trusted)
+    reasons: list[str]  # the validate errors that make it untrustworthy
+
+
+@dataclass
 class RescalePlan:
     vertices: dict[str, VertexPlan]
     edges: list[EdgePlan]
     sources: list[SourceChannel]
     buffer_size: int
     notes: list[str] = field(default_factory=list)
+    lost: list[LostChannel] = field(default_factory=list)
+    lost_keys: set[ChannelKey] = field(default_factory=set)  # the handles of the lost channels
 
     def rescaled(self) -> list[VertexPlan]:
         return [v for v in self.vertices.values() if v.rescaled]
@@ -153,8 +168,11 @@ def build_plan(
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
+    damaged: dict[ChannelKey, list[str]] | None = None,
 ) -> RescalePlan:
-    """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values."""
+    """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
+    ``damaged``: channel handles that cannot be trusted (``rescale --force``), with why; every old logical
+    channel to be moved that touches one is left out and listed in ``RescalePlan.lost``."""
     if buffer_size < 64 or buffer_size > 64 * 1024 * 1024:
         raise RescaleRefused(f"--buffer-size {buffer_size} is outside [64 B, 64 MiB]")
     bound = bind(topology, cp)
@@ -224,13 +242,30 @@ def build_plan(
         edge_index[id(e)] = ep
 
     sources: list[SourceChannel] = []
+    lost: list[LostChannel] = []
+    lost_keys: set[ChannelKey] = set()
     carrying: set[int] = set()
     for lc in cmap.channels:
         carrier = edge_index.get(id(lc.edge)) if lc.edge is not None else None
         if carrier is None:
             continue
-        parts = tuple(_part_ref(resolver, p.handle, lc) for p in lc.parts)
         payload = sum(p.handle.state_size - LENGTH_SIZE * len(p.handle.offsets) for p in lc.parts)
+        part_keys = [channel_key(p.operator, p.handle) for p in lc.parts]
+        reasons = [r for k in part_keys for r in (damaged or {}).get(k, [])]
+        if reasons:
+            lost.append(
+                LostChannel(
+                    lc.label(),
+                    carrier.label,
+                    lc.upstream_subtask,
+                    lc.downstream_subtask,
+                    payload,
+                    list(dict.fromkeys(reasons)),
+                )
+            )
+            lost_keys.update(part_keys)
+            continue
+        parts = tuple(_part_ref(resolver, p.handle, lc) for p in lc.parts)
         if payload > 0:
             carrying.add(carrier.index)
         sources.append(
@@ -258,7 +293,7 @@ def build_plan(
         if ep.strategy.upper() in ("FORWARD", "RESCALE"):
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
     sources = _with_segments_and_watermarks(sources, edges)
-    return RescalePlan(vertices, edges, sources, buffer_size, notes)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys)
 
 
 def _edge_plan(
@@ -328,9 +363,7 @@ def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> P
         if resolved is None or resolved.local_text is None:
             raise RescaleRefused(f"channel state of {lc.label()} is not readable: {d if d.relative else d.file_name}")
         # Absolute: Spark workers do not share the driver's working directory.
-        return PartRef(
-            os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets), side=h.side
-        )
+        return PartRef(os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets), side=h.side)
     raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")
 
 

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.inspect.channels import ChannelKey
+from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
-from spillway.inspect.validate import validate
+from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
@@ -26,6 +28,56 @@ from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
+
+
+def _where(f: Finding) -> str:
+    return f"{f.rule}: {f.message}" + (
+        f" ({f.file}" + (f" @ {f.offset}" if f.offset is not None else "") + ")" if f.file else ""
+    )
+
+
+@dataclass
+class SourceDamage:
+    """A source with validate errors that ``--force`` is asked to rescale anyway. Only damaged channel
+    state on edges being moved can be left out (those logical channels are dropped, and listed); any
+    other error would be carried into the output or break the rescale, so it is still refused."""
+
+    errors: list[Finding]
+    damage: dict[ChannelKey, list[Finding]]
+
+    @classmethod
+    def of(cls, report: Report) -> SourceDamage:
+        return cls(report.errors, report.damage)
+
+    def reasons(self) -> dict[ChannelKey, list[str]]:
+        return {k: [_where(f) for f in fs] for k, fs in self.damage.items()}
+
+    def not_covered(self, lost_keys: set[ChannelKey]) -> list[Finding]:
+        """Errors that leaving out the channels of ``lost_keys`` does not remove."""
+        touched: dict[int, set[ChannelKey]] = {}
+        for key, findings in self.damage.items():
+            for f in findings:
+                touched.setdefault(id(f), set()).add(key)
+        return [f for f in self.errors if not touched.get(id(f)) or not touched[id(f)] <= lost_keys]
+
+
+def refuse_damaged(errors: list[Finding], force: bool) -> None:
+    if not errors:
+        return
+    first = errors[0]
+    raise RescaleRefused(
+        f"the source has {len(errors)} validate errors"
+        + (
+            " that --force cannot leave out (it drops only damaged channel state on the edges being moved)"
+            if force
+            else ""
+        )
+        + f", first: {_where(first)}"
+        + (f" (operator {first.operator})" if first.operator else "")
+        + "; rescaling it would move damaged data (spillway validate shows them all"
+        + ("" if force else "; --force leaves out the damaged logical channels and lists what is lost")
+        + ")"
+    )
 
 
 @dataclass
@@ -52,6 +104,8 @@ class RescaleReport:
                 dropped[k] = dropped.get(k, 0) + n
         return {
             "schema": "spillway.rescale/1",
+            "lost_channels": [vars(lost) for lost in self.plan.lost],
+            "lost_bytes": sum(lost.stated_bytes for lost in self.plan.lost),
             "out": str(self.out) if self.out else None,
             "vertices": [
                 {"vertex": v.label, "old_parallelism": v.old_p, "new_parallelism": v.new_p}
@@ -158,11 +212,25 @@ def rescale(
     rebase: list[str] | None = None,
     dry_run: bool = False,
     buffers: BufferSettings | None = None,
+    damage: SourceDamage | None = None,
 ) -> RescaleReport:
     """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
-    forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing."""
+    forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing.
+    ``damage`` (``--force``): the source's validate errors; the damaged logical channels being moved are
+    left out and listed in the plan's ``lost``; any other error is refused."""
     started = time.perf_counter()
-    plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns, buffer_size)
+    plan = build_plan(
+        loaded.checkpoint,
+        topology,
+        loaded.resolver,
+        parallelism,
+        keys,
+        key_fns,
+        buffer_size,
+        damage.reasons() if damage is not None else None,
+    )
+    if damage is not None:
+        refuse_damaged(damage.not_covered(plan.lost_keys), force=True)
     report = RescaleReport(plan, out=out)
     timings = report.timings
     timings["plan"] = time.perf_counter() - started
@@ -245,11 +313,14 @@ def rescale_checkpoint(
     dry_run: bool = False,
     on_start: Callable[[str], None] | None = None,
     buffers: BufferSettings | None = None,
+    force: bool = False,
 ) -> RescaleReport:
     """Rescale the checkpoint at ``src`` (path or URI) under the job plan file ``plan`` and write the
     result to ``out`` (path or URI; must not exist). A remote SRC is read from a local working copy, a
     remote output is written and self-checked locally, then published (each object read back and
-    compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open."""
+    compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open.
+    A source with validate errors is refused; with ``force`` its damaged logical channels on the edges
+    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused."""
     from spillway.storage import fs
     from spillway.storage.workspace import open_workspace
 
@@ -257,14 +328,10 @@ def rescale_checkpoint(
     assert topology is not None
     with open_workspace(src, out, rebase) as ws:
         loaded = ws.loaded
-        source_errors = validate(loaded, topology).errors
-        if source_errors:
-            first = source_errors[0]
-            raise RescaleRefused(
-                f"the source has {len(source_errors)} validate errors, first: {first.rule}: {first.message}"
-                + (f" ({first.file})" if first.file else "")
-                + "; rescaling it would move damaged data (spillway validate shows them all)"
-            )
+        checked = validate(loaded, topology)
+        damage = SourceDamage.of(checked) if checked.errors and force else None
+        if not force:
+            refuse_damaged(checked.errors, force=False)
         loaded.resolve_files()
         rules = [*ws.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
         if ws.remote_out is not None and not dry_run:
@@ -283,6 +350,7 @@ def rescale_checkpoint(
             rebase=rules,
             dry_run=dry_run,
             buffers=buffers,
+            damage=damage,
         )
         if not dry_run:
             _after_write(report, topology, ws.target, ws.final_prefix)
