@@ -168,3 +168,35 @@ def test_a_file_with_a_bad_header_loses_every_channel_in_it(tmp_path: Path) -> N
     assert doc["records_moved"] == 0
     code, output = _run("validate", str(out), "--plan", str(out / "rescaled-plan.json"))
     assert code == 0, output
+
+
+def test_a_missing_channel_file_loses_every_channel_in_it(tmp_path: Path) -> None:
+    root = tmp_path / "fx"
+    shutil.copytree(FX.root, root)
+    (channel_file,) = [p for p in (root / FX.info["checkpoint"]).iterdir() if p.name != "_metadata"]
+    channel_file.unlink()
+    out = tmp_path / "out"
+    code, output = _run(*_rescale(root, out, "-p", "slow=3", "--force", "--json"))
+    assert code == 0, output
+    doc = json.loads(output)
+    assert len(doc["lost_channels"]) == 8  # the 8 logical channels analyze shows for this fixture
+    assert all(any(r.startswith("file-exists:") for r in lost["reasons"]) for lost in doc["lost_channels"])
+    code, output = _run("validate", str(out), "--plan", str(out / "rescaled-plan.json"))
+    assert code == 0, output
+
+
+def test_a_missing_keyed_state_file_is_refused_even_with_force(tmp_path: Path) -> None:
+    """Keyed state cannot be left out (its key groups would be empty after restore): a missing RocksDB file
+    is not channel damage, so --force still refuses, naming it, and writes nothing."""
+    fx = fixture_named("2.3.0-rocksdb-incremental")
+    root = tmp_path / "fx"
+    shutil.copytree(fx.root, root)
+    victim = sorted(root.glob("checkpoints/*/shared/*"))[0]
+    victim.unlink()
+    out = tmp_path / "out"
+    args = _rescale(root, out, "-p", "slow=4", "--force")
+    code, output = _run(*args)
+    assert code == 1, output
+    flat = " ".join(output.split())
+    assert "--force cannot leave out" in flat and "file-exists" in flat and victim.name in flat
+    assert not out.exists()
