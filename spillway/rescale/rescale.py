@@ -328,6 +328,8 @@ def rescale_checkpoint(
     assert topology is not None
     with open_workspace(src, out, rebase) as ws:
         loaded = ws.loaded
+        if master is not None and not dry_run:
+            _prestart_spark(master)  # the JVM starts while the source is validated and planned
         checked = validate(loaded, topology)
         damage = SourceDamage.of(checked) if checked.errors and force else None
         if not force:
@@ -359,6 +361,15 @@ def rescale_checkpoint(
         report.out = ws.shown_out
         report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
     return report
+
+
+def _prestart_spark(master: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is not None:  # else produce() refuses with the install hint
+        from spillway.rescale.spark_job import prestart
+
+        prestart(master)
 
 
 def forecast_rescale(

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -40,29 +41,57 @@ STATS_KEY = "~stats"  # sorts after every target key
 
 
 def session(master: str) -> Any:
+    """The SparkSession for ``master``: the one ``prestart`` is already bringing up, else a new one."""
+    global _pending
+    pending, _pending = _pending, None
+    if pending is not None and pending[0] == master:
+        return pending[1].result()
+    return _start(master)
+
+
+_pending: tuple[str, Future[Any]] | None = None
+
+
+def prestart(master: str) -> None:
+    """Start the JVM for ``master`` on a thread of its own while the caller validates the source and plans
+    (``session`` then waits for it). Spark start is 3.6-6 s of a local rescale on this project's 2-core
+    machine, the source's validation another ~1-2 s per GiB; neither needs the other. A failed start is
+    raised by ``session``; one nobody asks for dies with the process (the JVM exits with its stdin pipe)."""
+    global _pending
+    if _pending is None:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spillway-spark-start")
+        _pending = (master, pool.submit(_start, master))
+        pool.shutdown(wait=False)
+
+
+def _start(master: str) -> Any:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("spillway-rescale")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1024")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-    )
+    options = {
+        "spark.pyspark.python": sys.executable,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "ERROR",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+    }
     building = None
     if master.startswith("local"):
-        # The driver JVM only shuffles small run refs here: C1 alone starts it ~1 s sooner, and classes
+        # The driver JVM only schedules small tasks here: C1 alone starts it ~1 s sooner, and classes
         # mapped from a CDS archive save ~5 s more (measured; see spark_cds).
         cds, building = spark_cds.java_options()
-        builder = builder.config("spark.driver.extraJavaOptions", f"-XX:TieredStopAtLevel=1 {cds}".strip())
-    spark = _quietly(builder.getOrCreate)
+        options["spark.driver.extraJavaOptions"] = f"-XX:TieredStopAtLevel=1 {cds}".strip()
+    conf = SparkConf().setMaster(master).setAppName("spillway-rescale").setAll(list(options.items()))
+    _launch_quietly(conf)
+    builder = SparkSession.builder.master(master).appName("spillway-rescale")
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     if building is not None:
         spark_cds.record_jvm(spark, building)
     spark.sparkContext.setLogLevel("ERROR")
@@ -83,31 +112,31 @@ def forget_log() -> None:
         spark_log, _own_log = None, False
 
 
-def _quietly(start: Any) -> Any:
-    """Start the JVM with its stderr in a log file instead of the terminal: the JVM, log4j and the python
+def _launch_quietly(conf: Any) -> None:
+    """Launch the driver JVM with its stderr in a log file instead of the terminal: log4j and the python
     workers it forks inherit that descriptor, so their start-up chatter and an executor's stack traces
-    stay out of the CLI's output (failures are reported in one line naming the log).
-    ``SPILLWAY_SPARK_LOG=-`` keeps them on the terminal, ``SPILLWAY_SPARK_LOG=PATH`` picks the file."""
+    stay out of the CLI's output (failures are reported in one line naming the log). Only the JVM's
+    descriptor is redirected (pyspark's ``popen_kwargs``), not this process's: the start may run on a
+    thread while the caller still prints. ``SPILLWAY_SPARK_LOG=-`` keeps them on the terminal,
+    ``SPILLWAY_SPARK_LOG=PATH`` picks the file."""
     global spark_log, _own_log
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
     choice = os.environ.get("SPILLWAY_SPARK_LOG", "")
-    if choice == "-":
-        return start()
+    if choice == "-" or SparkContext._gateway is not None:
+        return
     if choice:
         fd = os.open(choice, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         path = choice
     else:
         fd, path = tempfile.mkstemp(prefix="spillway-spark-", suffix=".log")
-    saved = os.dup(2)
-    sys.stderr.flush()
-    os.dup2(fd, 2)
     try:
-        spark = start()
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": fd})
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
         os.close(fd)
+    SparkContext._ensure_initialized(gateway=gateway)  # getOrCreate's context then uses this JVM
     spark_log, _own_log = path, not choice
-    return spark
 
 
 def _run_schema() -> Any:
