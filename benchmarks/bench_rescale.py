@@ -4,6 +4,7 @@
     python benchmarks/bench_rescale.py                          # 1 GiB rebalance + 0.25 GiB hash edge
     python benchmarks/bench_rescale.py --gib 2 --masters 'local[1]' 'local[2]'
     python benchmarks/bench_rescale.py --cases parse            # only parse 2->3
+    python benchmarks/bench_rescale.py --masters standalone:1 standalone:2   # a cluster of N 1-core workers
 
 The input (benchmarks/synth_rescale.py: the real "counted" fixture with its in-flight data blown up) is
 cached in ~/.cache/spillway/bench/rescale-<gib>g-h<hash gib>/. Cases:
@@ -13,8 +14,10 @@ cached in ~/.cache/spillway/bench/rescale-<gib>g-h<hash gib>/. Cases:
 * ``count``: parse 2->3 and count 2->3 with ``--key count=tuple:0:long`` — additionally routes every
   record of parse->count by its key group (and redistributes count's keyed state).
 
-Each case runs with every ``--masters`` entry (``inprocess`` = no Spark) through the CLI in a fresh
-process; the outputs of one case must be byte-identical across masters (checked). Reported: wall time
+Each case runs with every ``--masters`` entry (``inprocess`` = no Spark; ``standalone:N`` = a standalone
+Spark cluster on loopback that the script starts from the pyspark distribution: one master and N workers
+of 1 core and 1 GiB each, stopped after that entry's runs) through the CLI in a fresh process; the
+outputs of one case must be byte-identical across masters (checked). Reported: wall time
 (JVM start included), MiB/s of channel-state payload moved, speed-up against the first Spark master,
 and peak RSS of the whole process tree (driver python + JVM + python workers; /proc sampled every
 0.2 s), also split into the driver, the JVM(s) and the Spark python workers.
@@ -26,12 +29,17 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,16 +89,18 @@ def _rss_and_kind(pid: int) -> tuple[int, str]:
 class TreeSampler(threading.Thread):
     """Peak RSS of a process tree (total and per kind), sampled every ``interval`` seconds."""
 
-    def __init__(self, root: int, interval: float = 0.2):
+    def __init__(self, root: int, interval: float = 0.2, extra: tuple[int, ...] = ()):
+        """``extra``: more process trees to count (a standalone cluster's workers: executor JVMs and
+        their python workers)."""
         super().__init__(daemon=True)
-        self.root, self.interval = root, interval
+        self.root, self.interval, self.extra = root, interval, extra
         self.peak: dict[str, int] = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             now = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
-            for pid in _tree(self.root):
+            for pid in [p for r in (self.root, *self.extra) for p in _tree(r)]:
                 rss, kind = _rss_and_kind(pid)
                 now["total"] += rss
                 if pid == self.root:
@@ -112,7 +122,93 @@ def baseline_checkout(rev: str) -> Path:
     return tree
 
 
-def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path, code: Path | None = None) -> dict:
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = Path(home, "bin", "java") if home else shutil.which("java")
+    if not java:
+        raise SystemExit("java (17) is needed for a standalone cluster")
+    return str(java)
+
+
+@contextmanager
+def standalone(workers: int, base: Path) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """(spark://127.0.0.1:PORT, the worker daemons' pids) of a fresh standalone master with ``workers``
+    registered workers of 1 core and 1 GiB each, started from the pyspark distribution in the venv (as
+    tests/integration/test_rescale_spark_cluster.py does). Stopped (process groups killed) on exit."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    base.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    url = f"spark://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_SCALA_VERSION": "2.13",  # pip's pyspark has no RELEASE file (see the integration test)
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": PY,
+    }
+
+    def daemon(cls: str, args: list[str], log: Path) -> subprocess.Popen:
+        cmd = [_java(), "-Xmx512m", "-cp", f"{home / 'jars'}/*", cls, *args]
+        return subprocess.Popen(
+            cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=base
+        )
+
+    procs = [
+        daemon(
+            "org.apache.spark.deploy.master.Master",
+            ["--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
+            base / "master.log",
+        )
+    ]
+    try:
+        for i in range(workers):
+            work = base / f"work-{i}"
+            work.mkdir(exist_ok=True)
+            args = [url, "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0"]
+            procs.append(
+                daemon(
+                    "org.apache.spark.deploy.worker.Worker", [*args, "--work-dir", str(work)], base / f"worker-{i}.log"
+                )
+            )
+        deadline = time.monotonic() + 90
+        while (
+            len(
+                re.findall(
+                    r"Registering worker 127\.0\.0\.1:\d+ with 1 cores",
+                    (base / "master.log").read_text(errors="replace"),
+                )
+            )
+            < workers
+        ):
+            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+                raise SystemExit(f"standalone cluster did not come up; logs in {base}")
+            time.sleep(0.2)
+        yield url, tuple(p.pid for p in procs[1:])
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                    p.wait(timeout=15)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    with suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+
+
+def run_case(
+    chk: Path,
+    plan: Path,
+    args: list[str],
+    master: str,
+    out: Path,
+    code: Path | None = None,
+    extra: tuple[int, ...] = (),
+) -> dict:
     if out.exists():
         shutil.rmtree(out)
     cmd = [PY, "-m", "spillway", "rescale", str(chk), "--plan", str(plan), *args, "--out", str(out)]
@@ -123,7 +219,7 @@ def run_case(chk: Path, plan: Path, args: list[str], master: str, out: Path, cod
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
-    sampler = TreeSampler(proc.pid)
+    sampler = TreeSampler(proc.pid, extra=extra)
     sampler.start()
     stdout, stderr = proc.communicate()
     wall = time.perf_counter() - t0
@@ -187,10 +283,21 @@ def _line(label: str, run: dict, mib: float) -> str:
         else "(no phase timings)"
     )
     return (
-        f"  {label:10} {run['wall']:6.1f} s {mib / run['wall']:6.1f} MiB/s end to end | {phases} | peak RSS "
+        f"  {label:10} {run['wall']:6.1f} s {mib / run['wall']:6.1f} MiB/s end to end, CPU {run['cpu']:5.1f} s | "
+        f"{phases} | peak RSS "
         f"{pk['total']:5.0f} MiB (driver {pk['driver']:.0f}, JVM {pk['jvm']:.0f}, python workers "
         f"{pk['workers']:.0f}) | {run['records']} records"
     )
+
+
+@contextmanager
+def _master(master: str, work: Path) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """The --master value for an entry, and the extra process trees to sample (a cluster's workers)."""
+    if not master.startswith("standalone:"):
+        yield master, ()
+        return
+    with standalone(int(master.split(":", 1)[1]), work / f"cluster-{master.split(':', 1)[1]}") as cluster:
+        yield cluster
 
 
 CASES = {
@@ -242,18 +349,27 @@ def main() -> None:
         baseline: dict[str, dict] = {}
         for master in args.masters:
             best = old = None
-            for _ in range(args.repeat):
-                if base_code is not None:  # interleaved, so both see the same machine state
-                    o = run_case(chk, plan, cargs, master, work / case, base_code)
-                    old = o if old is None or o["wall"] < old["wall"] else old
-                r = run_case(chk, plan, cargs, master, work / case)
-                best = r if best is None or r["wall"] < best["wall"] else best
+            walls: list[float] = []
+            with _master(master, work) as (url, extra):
+                for _ in range(args.repeat):
+                    if base_code is not None:  # interleaved, so both see the same machine state
+                        o = run_case(chk, plan, cargs, url, work / case, base_code, extra)
+                        old = o if old is None or o["wall"] < old["wall"] else old
+                    r = run_case(chk, plan, cargs, url, work / case, extra=extra)
+                    walls.append(r["wall"])
+                    best = r if best is None or r["wall"] < best["wall"] else best
             assert best is not None
+            best["walls"] = walls
             rows[master] = best
             if old is not None:
                 baseline[master] = old
                 print(_line(f"{master} @{args.baseline}", old, mib), flush=True)
             print(_line(master, best, mib), flush=True)
+            if len(walls) > 1:
+                w = sorted(walls)
+                print(
+                    f"  {'':10} wall min / median / max {w[0]:.1f} / {w[len(w) // 2]:.1f} / {w[-1]:.1f} s", flush=True
+                )
             if old is not None:
                 print(f"  {'':10} {old['wall'] / best['wall']:.2f}x faster than {args.baseline}", flush=True)
         digests = {m: r["digest"] for m, r in rows.items()}

@@ -1,20 +1,21 @@
-"""The PySpark backend: route old channels in parallel, shuffle run refs to their new channel files,
-write those files on the executors, and self-check them there. The driver only handles the plan and
-small per-file / per-source reports (never the records themselves).
+"""The PySpark backend: route old channels in parallel, write the new channel files in pieces on the
+executors, and self-check every piece there. The driver only handles the plan, the run refs (~100 bytes
+per run of up to 256 KiB) and small per-piece / per-source reports (never the records themselves).
 
-Stage 1 (``mapInArrow`` over source ids): each task routes its old channels into staging files beside
-the output and emits one ref row per run (``staging.RunRef``: target, order keys, file, offset, length,
-records, crc) and a report row per old channel.
-Stage 2 (``repartition`` by target + ``sortWithinPartitions``): each task reads its sorted runs back
-from staging and streams them into channel-state files, then re-reads and checks them. Only refs cross
-Spark's shuffle. Output bytes depend only on the sort order, so ``local[*]`` and a cluster write
-byte-identical files.
+Job 1 (one task per slice of old channels): each task routes its old channels into staging files beside
+the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
+records, crc) and a report per old channel.
+Between the jobs the driver sorts the refs (the replay order) and lays out every new file from them
+(``layout.plan_files``): each file is cut into pieces of whole runs, about ``PIECES_PER_CORE`` per core
+in all, and created at its final size.
+Job 2 (one task per piece): each task copies its runs from staging into the piece's byte range and
+re-reads it. Output bytes depend only on the sorted refs, so ``local[*]``, a cluster and the
+in-process backend write byte-identical files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pickle
 import re
@@ -28,16 +29,13 @@ from dataclasses import replace
 from typing import Any
 
 from spillway import progress
-from spillway.flink.keygroups import murmur3_int
 from spillway.rescale import spark_cds
-from spillway.rescale.channel_writer import WrittenFile, background_fsync, target_key, write_sorted_runs
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
+from spillway.rescale.layout import Piece, PieceResult, create_files, plan_files, sum_pieces, write_piece
 from spillway.rescale.plan import RescalePlan, RescaleRefused
 from spillway.rescale.route_error import RouteError
-from spillway.rescale.staging import RunRef, remove_staging, stage_source, staged_rows
+from spillway.rescale.staging import RunRef, remove_staging, stage_source
 from spillway.storage.safe_writer import WriteError
-
-STATS_KEY = "~stats"  # sorts after every target key
 
 
 def session(master: str) -> Any:
@@ -139,141 +137,46 @@ def _launch_quietly(conf: Any) -> None:
     spark_log, _own_log = path, not choice
 
 
-def _run_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("tkey", pa.string()),
-            ("down", pa.int32()),
-            ("gate", pa.int32()),
-            ("up", pa.int32()),
-            ("sid", pa.int64()),
-            ("seq", pa.int64()),
-            ("file", pa.string()),
-            ("offset", pa.int64()),
-            ("length", pa.int64()),
-            ("records", pa.int64()),
-            ("crc", pa.int64()),
-            ("part", pa.int32()),
-            ("doc", pa.string()),
-        ]
-    )
+PIECES_PER_CORE = 3  # write tasks per core: pieces of about equal size keep every core busy to the end
+MIN_PIECE = 16 * 1024 * 1024  # smaller pieces cost more in task overhead than they gain in balance
 
 
-RUN_DDL = (
-    "tkey string, down int, gate int, up int, sid long, seq long, file string, offset long, length long, "
-    "records long, crc long, part int, doc string"
-)
-MAX_WRITE_TASKS = 64
+def _route_task(plan_bytes: bytes, directory: str) -> Any:
+    """Job 1: route each old channel of the task's slices into its staging file; yield one
+    (report doc, run ref tuples) per old channel."""
 
-
-def _spark_hash_int(value: int) -> int:
-    """Spark's ``Murmur3Hash`` of an int column (``Murmur3_x86_32.hashInt``, seed 42), as a signed int."""
-    return murmur3_int(value, seed=42)
-
-
-def write_partitions(plan: RescalePlan) -> tuple[int, dict[str, int]]:
-    """(number of write tasks, target key -> ``part`` value). Hash partitioning on ``part`` puts each
-    target in a partition of its own (up to MAX_WRITE_TASKS; beyond that round-robin), biggest expected
-    targets first, so no two big targets meet in one task by a hash collision. Only speed depends on
-    this: every target lands whole in one partition whatever the values."""
-    size: dict[str, float] = {}
-    for ep in plan.edges:
-        payload = sum(s.payload_bytes for s in plan.sources if s.edge == ep.index)
-        for d in range(ep.new_down_p):
-            key = target_key(ep.down_head, d)
-            size[key] = size.get(key, 0.0) + payload / ep.new_down_p
-    order = sorted(size, key=lambda k: (-size[k], k))
-    tasks = min(len(order), MAX_WRITE_TASKS) + 1  # + one for the per-source reports
-    wanted = {key: i % (tasks - 1) for i, key in enumerate(order)}
-    wanted[STATS_KEY] = tasks - 1
-    value_for: dict[int, int] = {}
-    x = 0
-    while len(value_for) < tasks:  # the smallest int that Spark's partitioner sends to each partition
-        value_for.setdefault(_spark_hash_int(x) % tasks, x)
-        x += 1
-    return tasks, {key: value_for[p] for key, p in wanted.items()}
-
-
-def _route_partition(plan_bytes: bytes, part_of: dict[str, int], directory: str, order: list[int]) -> Any:
-    """Stage 1: route each old channel into its staging file; emit one ref row per run and one report row
-    per old channel (``doc``)."""
-
-    def route(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
+    def route(slices: Iterator[list[int]]) -> Iterator[tuple[dict, list[tuple]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
-        schema = _run_schema()
-
-        def batch(rows: list[tuple]) -> Any:
-            cols = list(zip(*rows, strict=True))
-            return pa.RecordBatch.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
-            )
-
-        for b in batches:
-            for i in b.column("id").to_pylist():
-                sid = order[i]
+        for sids in slices:
+            for sid in sids:
                 src = plan.sources[sid]
                 refs, stats = stage_source(src, plan.edges[src.edge], directory)
                 report = finish_report(src, stats, copies=sum(r.records for r in refs))
-                rows: list[tuple[Any, ...]] = [
-                    (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc,
-                     part_of[r.tkey], None)
-                    for r in refs
-                ]  # fmt: skip
-                rows.append(
-                    (STATS_KEY, 0, 0, 0, sid, 0, "", 0, 0, 0, 0, part_of[STATS_KEY], json.dumps(report.to_doc()))
+                yield (
+                    report.to_doc(),
+                    [
+                        (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc)
+                        for r in refs
+                    ],
                 )
-                yield batch(rows)
 
     return route
 
 
-def _write_partition(directory: str, buffer_size: int, plan_bytes: bytes) -> Any:
-    def write(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+def _write_task(directory: str, buffer_size: int, plan_bytes: bytes) -> Any:
+    """Job 2: write and re-read each piece of the task; yield what the re-read found."""
 
-        from spillway.rescale.verify import check_file
-
+    def write(pieces: Iterator[Piece]) -> Iterator[tuple[str, dict, list[str]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
-        stats_docs: list[str] = []
-
-        def refs() -> Iterator[RunRef]:
-            for b in batches:
-                cols = b.to_pydict()
-                for i, tkey in enumerate(cols["tkey"]):
-                    if tkey == STATS_KEY:
-                        stats_docs.append(cols["doc"][i])
-                        continue
-                    yield RunRef(
-                        tkey,
-                        cols["down"][i],
-                        cols["gate"][i],
-                        cols["up"][i],
-                        cols["sid"][i],
-                        cols["seq"][i],
-                        cols["file"][i],
-                        cols["offset"][i],
-                        cols["length"][i],
-                        cols["records"][i],
-                        cols["crc"][i],
-                    )
-
-        from pathlib import Path
-
-        out = []
-        with background_fsync() as synced:  # the flush overlaps the check's re-read
-            files = write_sorted_runs(directory, staged_rows(directory, refs()), buffer_size, synced)
-            for f in files:
-                problems, per_gate = check_file(Path(directory), f, plan)
-                out.append(json.dumps({"file": f.to_doc(), "problems": problems, "per_gate": per_gate}))
-        out += [json.dumps({"source": json.loads(d)}) for d in stats_docs]
-        if out:
-            yield pa.RecordBatch.from_arrays([pa.array(out, type=pa.string())], names=["doc"])
+        for piece in pieces:
+            res = write_piece(directory, piece, buffer_size, plan)
+            yield res.name, res.channels, res.problems
 
     return write
+
+
+def piece_size(plan_total: int, cores: int) -> int:
+    return max(MIN_PIECE, -(-plan_total // max(1, cores * PIECES_PER_CORE)))
 
 
 def _absolute(plan: RescalePlan) -> RescalePlan:
@@ -339,7 +242,7 @@ def run_spark(
     plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
 ) -> tuple[MoveResult, list[str], dict[int, int]]:
     """Returns the move result, the executors' self-check problems and records written per edge.
-    ``timings`` gets ``spark_start`` (session and JVM start) in seconds."""
+    ``timings`` gets ``spark_start`` (waiting for the session and JVM) in seconds."""
     t0 = time.perf_counter()
     spark = session(master)
     if timings is not None:
@@ -347,47 +250,37 @@ def run_spark(
     plan = _absolute(plan)
     directory = os.path.abspath(directory)
     plan_bytes = pickle.dumps(plan)
-    order = [s.sid for s in sorted(plan.sources, key=lambda s: -s.payload_bytes)]  # big first: better packing
-    slices = max(1, min(len(order), spark.sparkContext.defaultParallelism * 4))
-    # spark.range, not createDataFrame: no local data to ship to the JVM (that took ~1 s)
-    ids = spark.range(0, len(order), numPartitions=slices)
-    tasks, part_of = write_partitions(plan)
-    routed = ids.mapInArrow(_route_partition(plan_bytes, part_of, directory, order), RUN_DDL)
-    written = (
-        routed.repartition(tasks, "part")
-        .sortWithinPartitions("tkey", "gate", "up", "sid", "seq")
-        .mapInArrow(_write_partition(directory, plan.buffer_size, plan_bytes), "doc string")
-    )
-    files: list[WrittenFile] = []
-    reports: list[SourceReport] = []
-    problems: list[str] = []
-    per_edge: dict[int, int] = {}
-    by_gate = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
-    # collect(), not toLocalIterator(): the latter runs one job per partition, one after the other, which
-    # serializes the write stage. The rows are small reports (one per file and per old channel).
+    sc = spark.sparkContext
+    cores = sc.defaultParallelism
+    order = [s.sid for s in sorted(plan.sources, key=lambda s: -s.payload_bytes)]
+    n = max(1, min(len(order), cores * 4))
+    slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
     try:
         with _task_progress(spark):
-            collected = written.collect()
+            routed = sc.parallelize(slices, n).mapPartitions(_route_task(plan_bytes, directory)).collect()
+            reports = sorted((SourceReport(**doc) for doc, _ in routed), key=lambda r: r.sid)
+            refs = sorted((RunRef(*t) for _, rows in routed for t in rows), key=RunRef.order)
+            files, pieces = plan_files(refs, plan.buffer_size, piece_size(sum(r.length for r in refs), cores))
+            create_files(directory, files)
+            pieces.sort(key=lambda p: p.start - p.end)  # biggest first: the last round is the shortest
+            found = []
+            if pieces:
+                write = _write_task(directory, plan.buffer_size, plan_bytes)
+                found = sc.parallelize(pieces, len(pieces)).mapPartitions(write).collect()
     except Exception as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise executor_failure(exc) from None
         raise
     finally:
         remove_staging(directory)
-    for row in collected:
-        doc = json.loads(row["doc"])
-        if "source" in doc:
-            reports.append(SourceReport(**doc["source"]))
-            continue
-        f = WrittenFile.from_doc(doc["file"])
-        files.append(f)
-        problems += doc["problems"]
-        for gate, n in doc["per_gate"].items():
-            idx = by_gate.get((f.operator_id, int(gate)))
-            if idx is not None:
-                per_edge[idx] = per_edge.get(idx, 0) + n
+    problems, per_gate = sum_pieces(directory, files, [PieceResult(*row) for row in found])
+    by_gate = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
+    per_edge: dict[int, int] = {}
+    for key, count in per_gate.items():
+        idx = by_gate.get(key)
+        if idx is not None:
+            per_edge[idx] = per_edge.get(idx, 0) + count
     files.sort(key=lambda f: (f.operator_id, f.down))
-    reports.sort(key=lambda r: r.sid)
     if not problems:
         forget_log()
     return MoveResult(files, reports), problems, per_edge

@@ -11,11 +11,14 @@ is removed before the output is self-checked and renamed into place.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
 from spillway.rescale.channel_writer import target_key
 from spillway.rescale.plan import EdgePlan, SourceChannel
@@ -75,22 +78,31 @@ def stage_source(src: SourceChannel, ep: EdgePlan, directory: str) -> tuple[list
 class StagedReader:
     """Reads staged run bytes by ref, keeping a bounded number of staging files open."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, writable: bool = False):
+        """``writable``: open the files read-write, for ``punch``."""
         self.root = os.path.join(directory, STAGING_DIR)
         self.fds: OrderedDict[str, int] = OrderedDict()
+        self.mode = os.O_RDWR if writable else os.O_RDONLY
 
-    def read(self, ref: RunRef) -> bytes:
-        fd = self.fds.get(ref.file)
+    def _fd(self, name: str) -> int:
+        fd = self.fds.get(name)
         if fd is None:
             if len(self.fds) >= OPEN_FILES:
                 os.close(self.fds.popitem(last=False)[1])
-            fd = self.fds[ref.file] = os.open(os.path.join(self.root, ref.file), os.O_RDONLY)
+            fd = self.fds[name] = os.open(os.path.join(self.root, name), self.mode)
         else:
-            self.fds.move_to_end(ref.file)
-        data = os.pread(fd, ref.length, ref.offset)
+            self.fds.move_to_end(name)
+        return fd
+
+    def read(self, ref: RunRef) -> bytes:
+        data = os.pread(self._fd(ref.file), ref.length, ref.offset)
         if len(data) != ref.length:
             raise OSError(f"staging file {ref.file}: {len(data)} of {ref.length} bytes at {ref.offset}")
         return data
+
+    def punch(self, ref: RunRef) -> None:
+        """Free the run's staged bytes (it has been written where it belongs)."""
+        punch_hole(self._fd(ref.file), ref.offset, ref.length)
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -106,3 +118,28 @@ def staged_rows(directory: str, refs: Iterable[RunRef]) -> Iterator[tuple[str, i
             yield r.tkey.split(":")[0], r.down, r.gate, r.up, reader.read(r), r.records, r.crc
     finally:
         reader.close()
+
+
+@cache
+def _fallocate() -> object | None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        fn = ctypes.CDLL(name, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.h)
+
+
+def punch_hole(fd: int, offset: int, length: int) -> None:
+    """Free a byte range of a file (Linux; elsewhere, or on a file system without it, nothing happens:
+    only disk use and speed depend on it)."""
+    fn = _fallocate()
+    if fn is not None and length > 0:
+        fn(fd, PUNCH_HOLE, offset, length)  # type: ignore[operator]

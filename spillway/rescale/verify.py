@@ -38,32 +38,79 @@ def _channel_blocks(blob: FileBlob, offsets: list[int]) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _scan_channel(blob: FileBlob, offsets: list[int], ep: EdgePlan | None, down: int) -> tuple[Scan, int, str]:
-    """Frames one written channel block by block (memory: one block plus at most one element carried
-    over). Returns the totals, the payload length and what was wrong with the framing ("" if nothing)."""
-    total = Scan(0, 0, 0, 0)
-    pending = b""
-    length = 0
-    for block in _channel_blocks(blob, offsets):
-        length += len(block)
-        data = pending + block if pending else block
+class ChannelScanner:
+    """Frames one channel's payload as it is fed, in blocks of about BLOCK bytes (memory: one block plus
+    at most one element carried over). ``base``: the payload offset of the first byte fed (a piece of the
+    channel that starts on an element boundary); fault messages name offsets in the whole channel."""
+
+    def __init__(self, ep: EdgePlan | None, down: int, where: str = "", base: int = 0):
+        self.ep, self.down, self.where, self.base = ep, down, where, base
+        self.total = Scan(0, 0, 0, 0)
+        self.pending = b""
+        self.parts: list[bytes] = []
+        self.held = 0
+        self.length = 0
+        self.fault = ""
+
+    def feed(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.held += len(data)
+        if self.held >= BLOCK:
+            self._scan()
+
+    def lost(self, message: str) -> None:
+        """Part of the channel could not be read: framing stops here."""
+        self.fault = self.fault or message
+        self.parts, self.held = [], 0
+
+    def _scan(self) -> None:
+        if not self.parts:
+            return
+        block = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+        self.parts, self.held = [], 0
+        if self.fault:
+            return
+        total = self.total
+        self.length += len(block)
+        data = self.pending + block if self.pending else block
         view = memoryview(data)
-        scan = scan_elements(view, ep, down)
+        scan = scan_elements(view, self.ep, self.down)
         view.release()
         total.end += scan.end
         total.records += scan.records
         total.crc += scan.crc
         total.misplaced += scan.misplaced
         if scan.fault:
-            return total, length, f"{scan.fault} at payload offset {total.end}"
-        pending = data[scan.end :]
-        if len(pending) >= 4:
-            field = int.from_bytes(pending[:4], "big", signed=True)
+            self.fault = f"{scan.fault} at payload offset {self.base + total.end}"
+            return
+        self.pending = data[scan.end :]
+        if len(self.pending) >= 4:
+            field = int.from_bytes(self.pending[:4], "big", signed=True)
             if length_fault(field, None, MAX_ELEMENT) is not None:  # no element the router writes is larger
-                return total, length, f"length field {field} at payload offset {total.end}"
-    if pending:
-        return total, length, f"{len(pending)} bytes after the last whole element"
-    return total, length, ""
+                self.fault = f"length field {field} at payload offset {self.base + total.end}"
+
+    def finish(self) -> tuple[int, int, int, str]:
+        """(records, crc sum, misplaced records, what was wrong with the framing or "", prefixed with
+        ``where``)."""
+        if self.parts:
+            self._scan()
+        if not self.fault and self.pending:
+            self.fault = f"{len(self.pending)} bytes after the last whole element"
+        fault = f"{self.where}: {self.fault}" if self.fault and self.where else self.fault
+        return self.total.records, self.total.crc, self.total.misplaced, fault
+
+
+def _scan_channel(blob: FileBlob, offsets: list[int], ep: EdgePlan | None, down: int) -> tuple[Scan, int, str]:
+    """Frames one written channel block by block. Returns the totals, the payload length and what was
+    wrong with the framing ("" if nothing)."""
+    scanner = ChannelScanner(ep, down)
+    for block in _channel_blocks(blob, offsets):
+        scanner.feed(block)
+        scanner._scan()  # each block as it comes (the last one may be short)
+        if scanner.fault:
+            break
+    _, _, _, framing = scanner.finish()
+    return scanner.total, scanner.length, framing
 
 
 def check_file(directory: Path, f: WrittenFile, plan: RescalePlan) -> tuple[list[str], dict[int, int]]:

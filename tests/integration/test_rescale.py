@@ -357,13 +357,6 @@ def test_an_unwritable_output_is_one_clear_line(tmp_path: Path) -> None:
     assert isinstance(res.exception, SystemExit)
 
 
-def test_write_task_values_use_sparks_own_int_hash() -> None:
-    """``SELECT hash(0), hash(1)`` in Spark SQL: the partitioner the write stage relies on."""
-    from spillway.rescale.spark_job import _spark_hash_int
-
-    assert (_spark_hash_int(0), _spark_hash_int(1)) == (933211791, -559580957)
-
-
 def test_each_written_file_is_flushed_once_complete(tmp_path: Path) -> None:
     from spillway.rescale.channel_writer import background_fsync, write_sorted_runs
 
