@@ -1,0 +1,95 @@
+"""The writers' self-check (spillway.inspect.output_check.validated_output): it must see the output as the
+final checkpoint will be (its absolute paths sent to the temporary directory), refuse any validate error
+with the first one named, pass the plan and extra rebase rules on, and run the writer's extra check.
+
+Built from real fixtures: 1.10.3-aligned names its keyed-state files by absolute path inside its own chk-3
+(oracle.json: FileStateHandle file:/tmp/spillway-fixtures/1.10.3-aligned/checkpoints/<job>/chk-3/…), so a
+copy under the writer's temporary name finds them only through the final-prefix rule.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from support.fixtures import fixture_named
+
+from spillway.inspect.output_check import validated_output
+from spillway.inspect.topology import load_plan
+from spillway.inspect.validate import validate
+from spillway.storage.load import load_checkpoint
+from spillway.storage.safe_writer import PlannedOutput, WriteError
+
+OLD = fixture_named("1.10.3-aligned")
+NEW = fixture_named("2.3.0-unaligned")
+FINAL = f"file:{OLD.info['generated_at']}/{OLD.info['checkpoint']}"  # where Flink wrote chk-3
+
+
+def _as_partial(tmp_path: Path, fx=OLD) -> tuple[Path, PlannedOutput]:  # type: ignore[no-untyped-def]
+    """A copy of the fixture's chk-N under a name like the writer's temporary directory: nothing in its
+    path lets automatic rebasing find the files by their trailing components."""
+    tmp = tmp_path / ".out.spillway-0123abcd.partial"
+    shutil.copytree(fx.checkpoint_dir, tmp)
+    return tmp, PlannedOutput(load_checkpoint(tmp, [f"{FINAL}={tmp}"]).checkpoint, final_prefix=FINAL)
+
+
+def test_the_final_prefix_sends_absolute_paths_to_the_temporary_directory(tmp_path: Path) -> None:
+    tmp, plan = _as_partial(tmp_path)
+    assert validated_output()(tmp, plan) == validate(load_checkpoint(tmp, [f"{FINAL}={tmp}"])).findings
+    no_prefix = PlannedOutput(plan.checkpoint)
+    with pytest.raises(WriteError) as err:
+        validated_output()(tmp, no_prefix)  # without the rule the keyed-state files are not found
+    assert "file-exists: missing file" in str(err.value)
+
+
+def test_rebase_rules_are_passed_on(tmp_path: Path) -> None:
+    tmp, plan = _as_partial(tmp_path)
+    no_prefix = PlannedOutput(plan.checkpoint)
+    assert validated_output(rebase=[f"{FINAL}={tmp}"])(tmp, no_prefix) is not None
+
+
+def test_a_validate_error_refuses_the_output_naming_the_first(tmp_path: Path) -> None:
+    tmp, plan = _as_partial(tmp_path)
+    victim = next(p for p in tmp.iterdir() if p.name != "_metadata")
+    victim.write_bytes(victim.read_bytes()[:10])
+    expected = validate(load_checkpoint(tmp, [f"{FINAL}={tmp}"])).errors
+    assert expected
+    with pytest.raises(WriteError) as err:
+        validated_output()(tmp, plan)
+    first = expected[0]
+    assert str(err.value) == (
+        f"self-check: validate found {len(expected)} errors in the output, first: "
+        f"{first.rule}: {first.message} ({first.file or ''})"
+    )
+    assert first.file == str(victim)
+
+
+def test_the_plan_is_passed_on(tmp_path: Path) -> None:
+    tmp = tmp_path / "chk"
+    shutil.copytree(NEW.checkpoint_dir, tmp)
+    plan = PlannedOutput(load_checkpoint(tmp).checkpoint)
+    good = load_plan(NEW.root / "jobgraph.json")
+    assert [f for f in validated_output(good)(tmp, plan) if f.severity == "error"] == []
+    doc = json.loads((NEW.root / "jobgraph.json").read_text())
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(doc).replace('"parallelism": 2', '"parallelism": 5'))
+    with pytest.raises(WriteError, match=r"validate found \d+ errors in the output, first: plan-mismatch: "):
+        validated_output(load_plan(wrong))(tmp, plan)
+
+
+def test_the_extra_check_runs_on_the_temporary_directory_and_its_problems_refuse(tmp_path: Path) -> None:
+    tmp = tmp_path / "chk"
+    shutil.copytree(NEW.checkpoint_dir, tmp)
+    plan = PlannedOutput(load_checkpoint(tmp).checkpoint)
+    seen: list[Path] = []
+
+    def fine(path: Path) -> list[str]:
+        seen.append(path)
+        return []
+
+    assert validated_output(extra_check=fine)(tmp, plan) is not None and seen == [tmp]
+    with pytest.raises(WriteError) as err:
+        validated_output(extra_check=lambda p: [f"p{i}" for i in range(7)])(tmp, plan)
+    assert str(err.value) == "self-check: p0; p1; p2; p3; p4"
