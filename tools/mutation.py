@@ -39,7 +39,22 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ["tests/unit/test_analyze.py", "tests/unit/test_rescale_state.py", "tests/unit/test_key_extractor_check.py"],
     ),
     "operator_ids": ("spillway/flink/operator_ids.py", ["tests/unit/test_operator_ids.py"]),
-    "validate": ("spillway/inspect/validate.py", ["tests/cli/test_validate.py", "tests/unit/test_binding.py"]),
+    "validate": (
+        "spillway/inspect/validate.py",
+        ["tests/cli/test_validate.py", "tests/cli/test_validate_rules.py", "tests/unit/test_binding.py"],
+    ),
+    "record_framing": (
+        "spillway/formats/record_framing.py",
+        ["tests/unit/test_record_framing.py", "tests/unit/test_stream_elements.py"],
+    ),
+    "metadata_codec": (
+        "spillway/formats/metadata_codec.py",
+        ["tests/unit/test_oracle.py", "tests/unit/test_roundtrip.py", "tests/unit/test_features.py"],
+    ),
+    "handles": (
+        "spillway/formats/handles.py",
+        ["tests/unit/test_oracle.py", "tests/unit/test_roundtrip.py", "tests/unit/test_features.py"],
+    ),
     "verify": (
         "spillway/rescale/verify.py",
         [
