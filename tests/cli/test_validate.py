@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.damaged import Copy, rewrite
+from support.damaged import Copy, copy_fixture, rewrite
 from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params
 from typer.testing import CliRunner
 
@@ -321,3 +321,109 @@ def test_without_plan_input_side_is_framed_and_the_rest_is_explained() -> None:
     report = validate(load_checkpoint(fx.checkpoint_dir), None)
     assert report.handles_framed_alone > 0 and report.channels_framed == 0
     assert [f.rule for f in report.findings] == ["topology"]
+
+
+# ------------------------------------------------------------------ the summary, counted from Flink's own view
+SUMMARY = "1.20.3-unaligned"  # V4: plain channel handles, all in one relative channel-state file
+SIDES = (("input", "input_channel_state"), ("output", "result_subpartition_state"))
+
+
+def _flink_channel_handles(fx: Fixture) -> list[tuple[str, int, str, dict]]:
+    """(operator name, subtask, side, handle) of every channel handle Flink's loader reported (oracle.json)."""
+    names = {n["operator_id"]: n["name"] for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}
+    doc = json.loads(fx.oracle.read_text())
+    return [
+        (names[op["operator_id"]], sub["index"], side, h)
+        for op in doc["operators"]
+        for sub in op["subtasks"]
+        for side, key in SIDES
+        for h in sub.get(key, [])
+    ]
+
+
+def _payload(chk: Path, h: dict) -> bytes:
+    """A channel handle's bytes: each chunk is a 4-byte big-endian length and that many bytes."""
+    blob = (chk / h["delegate"]["relative_path"]).read_bytes()
+    return b"".join(blob[o + 4 : o + 4 + struct.unpack_from(">i", blob, o)[0]] for o in h["offsets"])
+
+
+def _whole_elements(stream: bytes) -> int:
+    """Length-prefixed StreamElements that end inside ``stream`` (a stream alone may stop mid-element)."""
+    count = pos = 0
+    while pos + 4 <= len(stream):
+        pos += 4 + struct.unpack_from(">i", stream, pos)[0]
+        if pos > len(stream):
+            break
+        count += 1
+    return count
+
+
+def _logical_channels(fx: Fixture) -> dict[tuple, bytes]:
+    """The job's two edges, tostr -> slow (keyBy) and slow -> len (rebalance): a logical channel is (edge, sending
+    subtask, receiving subtask); its stream is the receiver's input state, then the sender's output state."""
+    into = {"slow": "tostr->slow"}
+    out_of = {"tostr": "tostr->slow", "slow": "slow->len"}
+    parts: dict[tuple, list[tuple[int, bytes]]] = {}
+    for name, index, side, h in _flink_channel_handles(fx):
+        data = _payload(fx.checkpoint_dir, h)
+        if side == "input":
+            key, order = (into[name], h["input_channel_index"], index), 0
+        else:
+            key, order = (out_of[name], index, h["subpartition_index"]), 1
+        parts.setdefault(key, []).append((order, data))
+    return {key: b"".join(data for _, data in sorted(ps)) for key, ps in parts.items()}
+
+
+def _summary(args: list[str]) -> dict:
+    result = CliRunner().invoke(app, ["validate", *args, "--json"])
+    return json.loads(result.output)["summary"]
+
+
+def test_summary_counts_what_flink_wrote() -> None:
+    fx = fixture_named(SUMMARY)
+    handles = _flink_channel_handles(fx)
+    inputs = [h for _, _, side, h in handles if side == "input"]
+    payload = {id(h): len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in handles}
+    channels = _logical_channels(fx)
+    common = {
+        "files_checked": 1,  # the channel-state file; the rest of the state is inline in _metadata
+        "channel_state_blobs": 1,
+        "chunks": sum(len(h["offsets"]) for _, _, _, h in handles),
+    }
+    with_plan = _summary([str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json")])
+    assert with_plan == {
+        "error": 0,
+        "warning": 0,
+        "info": 0,
+        **common,
+        "logical_channels_framed": len(channels),
+        "handles_framed_alone": 0,
+        "records": sum(_whole_elements(stream) for stream in channels.values()),
+        "payload_bytes_read": sum(payload.values()),
+    }
+    alone = _summary([str(fx.checkpoint_dir)])
+    assert alone == {
+        "error": 0,
+        "warning": 0,
+        "info": 1,  # the output side is not framed without a plan
+        **common,
+        "logical_channels_framed": 0,
+        "handles_framed_alone": len(inputs),
+        "records": sum(_whole_elements(_payload(fx.checkpoint_dir, h)) for h in inputs),
+        "payload_bytes_read": sum(payload[id(h)] for h in inputs),
+    }
+
+
+def test_summary_counts_findings_by_severity(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    nodes = json.loads((c.root / "ids.json").read_text())["stream_nodes"]
+    slow_id = next(n["operator_id"] for n in nodes if n["name"] == "slow")
+
+    def damage(cp) -> None:
+        slow = next(o for o in cp.operators if o.operator_id == slow_id)
+        slow.subtask(0).result_subpartition_state.pop()  # its chunk is nobody's: a warning
+        slow.subtask(1).input_channel_state[0].state_size += 1  # != its chunks: an error
+
+    rewrite(c, damage)
+    summary = _summary([str(c.chk)])  # without a plan: one note on the output side
+    assert (summary["error"], summary["warning"], summary["info"]) == (1, 1, 1)

@@ -1,5 +1,6 @@
 """Every validate rule (spillway.inspect.findings.RULES) is triggered by a damaged copy of a real fixture (or a
-wrong plan) and found with its severity and where it is: file and byte offset, operator, subtask, channel.
+wrong plan) and found with its severity, where it is (file and byte offset, operator, subtask, channel) and its
+exact message, whose numbers come from the fixture (file sizes, handle sizes, Flink's key-group ranges).
 
 Each case names the rule it is for; ``COMPANIONS`` lists the other rules a fault cannot avoid raising (a chunk
 nobody claims any more is also "unclaimed", an overlapping key-group range also differs from Flink's). The last
@@ -84,20 +85,26 @@ def _input(cp: Any) -> tuple[Any, Any]:
 # ------------------------------------------------------------------ one damage per rule
 def file_exists(c: Copy) -> Where:
     path = _channel_file(c)
+    # Named after the first handle (in _metadata order) that needs the whole file: inputs come first.
+    op = next(o for o, _, h in _channels(c.checkpoint()) if h.delegate.relative_path == path.name)
     path.unlink()
-    return {"file": str(path)}
+    return {"file": str(path), "message": f"missing file (referenced by {op.label()} input_channel_state)"}
 
 
 def file_size(c: Copy) -> Where:
     path = _keyed_file(c)
-    path.write_bytes(path.read_bytes()[:-10])
-    return {"file": str(path), "offset": path.stat().st_size}
+    op, _ = _keyed(c.checkpoint())
+    data = path.read_bytes()  # Flink wrote it to the exact size its handles need
+    path.write_bytes(data[:-10])
+    message = f"file has {len(data) - 10} bytes, handles need {len(data)} ({op.label()} managed_keyed_state)"
+    return {"file": str(path), "offset": len(data) - 10, "message": message}
 
 
 def file_size_extra(c: Copy) -> Where:
     path = _keyed_file(c)
-    path.write_bytes(path.read_bytes() + b"\0")
-    return {"file": str(path)}
+    data = path.read_bytes()
+    path.write_bytes(data + b"\0")
+    return {"file": str(path), "message": f"file has {len(data) + 1} bytes, handle says {len(data)}"}
 
 
 def path_escape(c: Copy) -> Where:
@@ -108,7 +115,7 @@ def path_escape(c: Copy) -> Where:
             h.delegate = RelativeFileHandle(escape, h.delegate.state_size)
 
     rewrite(c, mutate)
-    return {"file": escape}
+    return {"file": escape, "message": f"{escape}: relative path escapes the checkpoint directory"}
 
 
 def file_not_local(c: Copy) -> Where:
@@ -120,7 +127,7 @@ def file_not_local(c: Copy) -> Where:
         h.delegate = dataclasses.replace(h.delegate, path=remote)
 
     rewrite(c, mutate)
-    return {"file": remote, "operator": op.label(), "subtask": 0}
+    return {"file": remote, "operator": op.label(), "subtask": 0, "message": f"{remote}: not a local path"}
 
 
 def inline_channel(c: Copy) -> Where:
@@ -128,8 +135,15 @@ def inline_channel(c: Copy) -> Where:
 
     def mutate(cp: Any) -> None:
         op, sub, h = next(x for x in _channels(cp) if isinstance(x[2].delegate, ByteStreamHandle))
+        length = len(h.delegate.data)
         h.state_size += 1
-        found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+        found.update(
+            operator=op.label(),
+            subtask=sub.index,
+            channel=h.label(),
+            offset=h.offsets[0],  # an inline blob's positions are its own
+            message=f"handle size {length + 1} != the inline blob's length ({length})",
+        )
 
     rewrite(c, mutate)
     return found
@@ -140,7 +154,7 @@ def channel_header(c: Copy) -> Where:
     data = bytearray(path.read_bytes())
     data[0:4] = struct.pack(">i", 7)
     path.write_bytes(bytes(data))
-    return {"file": str(path), "offset": 0}
+    return {"file": str(path), "offset": 0, "message": "serialization version 7, expected 0"}
 
 
 def chunk_chain(c: Copy) -> Where:
@@ -148,7 +162,9 @@ def chunk_chain(c: Copy) -> Where:
     size = path.stat().st_size
     path.write_bytes(path.read_bytes() + b"\0\0")  # two stray bytes after the last chunk
     rewrite(c, lambda cp: _resize_delegates(cp, path.name, 2))
-    return {"file": str(path), "offset": size}
+    # A chunk starts after the 4-byte version and leaves room for its 4-byte length: [4, file size - 4].
+    message = f"chunk chain breaks: chunk offset {size} is outside [4, {size + 2 - 4}]"
+    return {"file": str(path), "offset": size, "message": message}
 
 
 def chunk_offset(c: Copy) -> Where:
@@ -157,9 +173,11 @@ def chunk_offset(c: Copy) -> Where:
 
     def mutate(cp: Any) -> None:
         op, sub, h = _channels(cp)[0]
-        bad = path.stat().st_size + 100
+        size = path.stat().st_size
+        bad = size + 100
         h.offsets[0] = bad
         found.update(operator=op.label(), subtask=sub.index, channel=h.label(), file=str(path), offset=bad)
+        found["message"] = f"offset {bad} outside the {size}-byte channel state"
 
     rewrite(c, mutate)
     return found
@@ -173,6 +191,7 @@ def chunk_overlap(c: Copy) -> Where:
         (_, _, a), (op, sub, b) = outs[0], outs[1]
         b.offsets, b.state_size = list(a.offsets), a.state_size
         found.update(operator=op.label(), subtask=sub.index, channel=b.label(), offset=a.offsets[0])
+        found["message"] = f"chunk at {a.offsets[0]} also claimed by {op.label()}#{a.subtask_index} {a.label()}"
 
     rewrite(c, mutate)
     return {**found, "file": str(_channel_file(c))}
@@ -185,6 +204,7 @@ def channel_size(c: Copy) -> Where:
         op, sub, h = _channels(cp)[0]
         h.state_size += 1
         found.update(operator=op.label(), subtask=sub.index, channel=h.label(), offset=h.offsets[0])
+        found["message"] = f"handle size {h.state_size} != the sum of its chunks ({h.state_size - 1})"
 
     rewrite(c, mutate)
     return {**found, "file": str(_channel_file(c))}
@@ -198,6 +218,7 @@ def unclaimed_chunks(c: Copy) -> Where:
         _, sub, h = next(x for x in _channels(cp) if isinstance(x[2], ResultSubpartitionHandle))
         sub.result_subpartition_state.remove(h)
         found.update(offset=h.offsets[0])
+        found["message"] = f"{len(h.offsets)} chunks ({h.state_size} bytes) belong to no handle"
 
     rewrite(c, mutate)
     return {**found, "file": str(_channel_file(c))}
@@ -210,19 +231,46 @@ def duplicate_channel(c: Copy) -> Where:
         op, sub, h = _channels(cp)[0]
         twin = dataclasses.replace(h, offsets=[], state_size=0)  # claims no chunk: only the duplicate is wrong
         (sub.input_channel_state if isinstance(h, InputChannelHandle) else sub.result_subpartition_state).append(twin)
+        side = "input" if isinstance(h, InputChannelHandle) else "output"
         found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+        found["message"] = f"two {side} handles for channel {h.label()}"
 
     rewrite(c, mutate)
     return found
 
 
-def _record_fault(c: Copy, change: Callable[[bytearray, int], int]) -> Where:
-    op, h = _input(c.checkpoint())
+def _operator_id(c: Copy, name: str) -> str:
+    """The id Flink gave the operator named ``name`` (the fixture's ids.json, recorded from the job)."""
+    nodes = json.loads((c.root / "ids.json").read_text())["stream_nodes"]
+    return next(n["operator_id"] for n in nodes if n["name"] == name)
+
+
+def _payload(h: Any) -> int:
+    """Payload bytes of a channel handle: its size less the 4-byte length of each chunk."""
+    return h.state_size - 4 * len(h.offsets)
+
+
+def _record_fault(c: Copy, change: Callable[[bytearray, int], int]) -> tuple[Where, int]:
+    """Damage the first record of the biggest input handle (on 'slow'); also return how many payload bytes its
+    logical channel holds: this input half plus the output half on 'tostr' (subtask = the input channel index,
+    subpartition = the receiving subtask)."""
+    cp = c.checkpoint()
+    op, h = _input(cp)
+    tostr = next(o for o in cp.operators if o.operator_id == _operator_id(c, "tostr"))
+    out = next(
+        x for x in tostr.subtask(h.input_channel_index).result_subpartition_state if x.info == (0, h.subtask_index)
+    )
     path = c.chk / h.delegate.relative_path
     data = bytearray(path.read_bytes())
     pos = change(data, h.offsets[0] + 4)  # the first record of the chunk's payload
     path.write_bytes(bytes(data))
-    return {"file": str(path), "offset": pos, "operator": op.label(), "subtask": h.subtask_index}
+    where = {"file": str(path), "offset": pos, "operator": op.label(), "subtask": h.subtask_index}
+    return where, _payload(h) + _payload(out)
+
+
+def _in_part(c: Copy) -> str:
+    op, h = _input(c.checkpoint())
+    return f"(in {op.label()}#{h.subtask_index} {h.label()})"
 
 
 def record_length(c: Copy) -> Where:
@@ -230,7 +278,10 @@ def record_length(c: Copy) -> Where:
         data[record : record + 4] = struct.pack(">i", 0x7FFF0000)
         return record
 
-    return _record_fault(c, change)
+    where, total = _record_fault(c, change)
+    left = total - 4  # the channel's payload after this first length field
+    where["message"] = f"record length {0x7FFF0000} is more than the {left} bytes left in the channel {_in_part(c)}"
+    return where
 
 
 def record_tag(c: Copy) -> Where:
@@ -238,7 +289,10 @@ def record_tag(c: Copy) -> Where:
         data[record + 4] = 0x2A  # no StreamElement has tag 42
         return record
 
-    return _record_fault(c, change)
+    where, _ = _record_fault(c, change)
+    # Flink 1.20's StreamElementSerializer knows tags 0-6.
+    where["message"] = f"unknown StreamElement tag 42 (valid: [0, 1, 2, 3, 4, 5, 6]) {_in_part(c)}"
+    return where
 
 
 def record_truncated(c: Copy) -> Where:
@@ -250,8 +304,11 @@ def record_truncated(c: Copy) -> Where:
     found: Where = {}
 
     def mutate(cp: Any) -> None:
-        _, _, h = max(_channels(cp), key=lambda x: max(x[2].offsets))
+        op, _, h = max(_channels(cp), key=lambda x: max(x[2].offsets))
         assert isinstance(h, ResultSubpartitionHandle), "the file's last chunk must end a logical channel"
+        found["message"] = (
+            f"stream ends inside a length prefix (2 of 4 bytes) (in {op.label()}#{h.subtask_index} {h.label()})"
+        )
         last = max(h.offsets)
         data = bytearray(path.read_bytes())
         (length,) = struct.unpack(">i", data[last : last + 4])
@@ -274,6 +331,7 @@ def subtask_index(c: Copy) -> Where:
         sub = max(op.subtasks, key=lambda s: s.index)
         sub.index = op.parallelism
         found.update(operator=op.label(), subtask=op.parallelism)
+        found["message"] = f"subtask index {op.parallelism} outside [0, {op.parallelism})"
 
     rewrite(c, mutate)
     return found
@@ -286,7 +344,7 @@ def finished_state(cp: Any) -> Where:
     op = next(o for o in cp.operators if any(s.finished for s in o.subtasks) and any(s.has_state() for s in o.subtasks))
     sub = next(s for s in op.subtasks if s.has_state())
     sub.finished = True
-    return {"operator": op.label(), "subtask": sub.index}
+    return {"operator": op.label(), "subtask": sub.index, "message": "finished subtask holds state"}
 
 
 def key_group_tiling(c: Copy) -> Where:
@@ -298,6 +356,8 @@ def key_group_tiling(c: Copy) -> Where:
         h.key_groups = KeyGroupRange(h.key_groups.start - 1, h.key_groups.count + 1)  # takes one of subtask 0's
         h.offsets = [h.offsets[0], *h.offsets]
         found.update(operator=op.label(), subtask=1)
+        first = h.key_groups.start
+        found["message"] = f"managed_keyed_state key groups [{first}, {first}] also held by another subtask"
 
     rewrite(c, mutate)
     return found
@@ -308,8 +368,10 @@ def key_group_gap(c: Copy) -> Where:
 
     def mutate(cp: Any) -> None:
         op, subs = _keyed(cp)
+        kg = subs[1].managed_keyed_state.key_groups
         subs[1].managed_keyed_state = None  # nobody holds subtask 1's key groups
         found.update(operator=op.label())
+        found["message"] = f"managed_keyed_state: no subtask holds key groups [{kg.start}, {kg.last}]"
 
     rewrite(c, mutate)
     return found
@@ -327,6 +389,8 @@ def key_group_range(c: Copy) -> Where:
         b.key_groups = KeyGroupRange(b.key_groups.start + 1, b.key_groups.count - 1)
         b.offsets = b.offsets[1:]
         found.update(operator=op.label(), subtask=0)
+        start, last = a.key_groups.start, a.key_groups.last  # Flink's range: one more than it had
+        found["message"] = f"managed_keyed_state covers [{start}, {last}], Flink assigns [{start}, {last - 1}]"
 
     rewrite(c, mutate)
     return found
@@ -337,8 +401,13 @@ def key_group_clipped(c: Copy) -> Where:
 
     def mutate(cp: Any) -> None:
         op, subs = _keyed(cp)
+        own = subs[0].managed_keyed_state.key_groups  # the range Flink gave subtask 0
         subs[0].managed_keyed_state.key_groups = KeyGroupRange(0, op.max_parallelism)  # the whole instance
         found.update(operator=op.label(), subtask=0)
+        found["message"] = (
+            f"managed_keyed_state covers [0, {op.max_parallelism - 1}]; "
+            f"Flink restores only [{own.start}, {own.last}] of it"
+        )
 
     rewrite(c, mutate)
     return found
@@ -351,6 +420,7 @@ def channel_index(c: Copy) -> Where:
         op, sub, h = next(x for x in _channels(cp) if isinstance(x[2], InputChannelHandle))
         h.input_channel_index = 7  # upstream has parallelism 2
         found.update(operator=op.label(), subtask=sub.index, channel=h.label())
+        found["message"] = "input channel 7 >= upstream parallelism 2"
 
     rewrite(c, mutate)
     return found
@@ -366,6 +436,7 @@ def channel_holder(c: Copy) -> Where:
         sub.input_channel_state.remove(h)
         src_op.subtask(sub.index).input_channel_state.append(h)
         found.update(operator=src_op.label(), subtask=sub.index, channel=h.label())
+        found["message"] = "input channel state on an operator that heads no chain in the plan"
 
     rewrite(c, mutate)
     return found
@@ -396,7 +467,12 @@ def plan_unbound(c: Copy) -> Where:
 
 
 def topology(c: Copy) -> Where:
-    return {}  # run without --plan: output-side channel state cannot be framed
+    # Run without --plan: output-side channel state cannot be framed.
+    outputs = sum(isinstance(h, ResultSubpartitionHandle) for _, _, h in _channels(c.checkpoint()))
+    return {
+        "message": f"{outputs} output-side channel handles were not framed: output state may start mid-record and "
+        "only continues an input-side stream; pass --plan to check them"
+    }
 
 
 @dataclasses.dataclass(frozen=True)
