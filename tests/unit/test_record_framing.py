@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 
 import pytest
+from support.fixtures import fixture_named
 
 from spillway.formats.native import library
-from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, Framer, NativeFramer
+from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, Framer, NativeFramer, make_framer
 
 
 def _record(tag: int, body: bytes) -> bytes:
@@ -86,3 +88,122 @@ def test_truncated_stream_and_old_release_tags() -> None:
     for framer in _framers(len(data) + 10):
         _run(framer, data + b"\x00\x00\x00\x14abcdef", [])
         assert [f.kind for f in framer.faults] == ["length"]
+
+
+def _both(total: int, tags=ALL_TAGS, limit: int | None = None):
+    lib = library()
+    assert lib is not None
+    return [Framer(total, tags, limit=limit), NativeFramer(total, tags, lib, limit)]
+
+
+def test_faults_say_what_how_much_and_where() -> None:
+    """Words, numbers and places of each fault. Sizes are those of Flink's StreamElementSerializer: a watermark
+    is its tag byte and an 8-byte timestamp (9 bytes); tags 0-6 exist since 1.19."""
+    good = _record(0, struct.pack(">q", 7) + b"abc")  # 16 bytes
+    short_watermark = _record(2, b"\x00" * 4)  # 9 bytes, 5 of them payload
+    unknown = _record(99, b"")  # 5 bytes
+    half = struct.pack(">i", 20) + b"\x00xyz"  # announces 20 payload bytes, 4 are here
+    stream = good + short_watermark + unknown + half
+    cut = len(good) + 2  # the second piece starts inside the watermark's length prefix
+    for framer in _both(len(stream) + 16):  # the last record's other 16 bytes are beyond this stream
+        _run(framer, stream, [cut])
+        assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [
+            ("size", "watermark of 5 bytes, expected 9", 0, len(good)),
+            ("tag", "unknown StreamElement tag 99 (valid: [0, 1, 2, 3, 4, 5, 6])", 1, len(good) + 9 - cut),
+            ("truncated", "stream ends inside a record: 16 of 20 payload bytes missing", 1, len(good) + 14 - cut),
+        ]
+        assert framer.records == 3 and framer.in_record
+        assert framer.elements == {0: 2, 2: 1, 99: 1}
+
+
+def test_length_faults_name_the_bound_they_break() -> None:
+    record = _record(0, struct.pack(">q", 7) + b"0123")  # length field 13
+    cases = [
+        ({"total": 10}, "record length 13 is more than the 6 bytes left in the channel"),
+        ({"total": 100, "limit": 12}, "record length 13 is more than the 12 bytes an element may have here"),
+    ]
+    for args, message in cases:
+        for framer in _both(**args):
+            _run(framer, record + record, [3])
+            assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [("length", message, 0, 0)]
+            assert framer.records == 0  # nothing is counted after the boundaries are lost
+    for framer in _both(100):
+        _run(framer, b"\x00\x00\x00\x00" + record, [])
+        assert [(f.kind, f.message) for f in framer.faults] == [("length", "record length 0 is not positive")]
+
+
+def test_a_stream_cut_inside_a_length_prefix_is_truncated_there() -> None:
+    good = _record(0, struct.pack(">q", 7))
+    for framer in _both(len(good) + 4):
+        _run(framer, good + b"\x00\x00", [len(good) + 1])
+        assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [
+            ("truncated", "stream ends inside a length prefix (2 of 4 bytes)", 0, len(good))
+        ]
+        assert framer.records == 1 and framer.in_record
+
+
+def test_a_reused_buffer_is_read_only_up_to_n() -> None:
+    """validate feeds one read buffer over and over: only its first n bytes are the piece."""
+    stream = _stream(random.Random(3), 40)
+    for framer in _both(len(stream)):
+        buffer = bytearray(b"\xff" * 64)  # stale bytes after n would read as a huge length or unknown tag
+        for pos in range(0, len(stream), 64):
+            piece = stream[pos : pos + 64]
+            buffer[: len(piece)] = piece
+            framer.feed(buffer, len(piece))
+        framer.finish()
+        assert framer.faults == [] and framer.records == 40
+
+
+def _chunks(blob: bytes, offsets: list[int]) -> list[tuple[int, int]]:
+    """(offset, payload length) of each chunk: a 4-byte big-endian length, then the payload."""
+    return [(o, struct.unpack_from(">i", blob, o)[0]) for o in offsets]
+
+
+def test_whole_file_chunks_frame_like_the_pieces() -> None:
+    """feed_file_chunks (validate's fast path) on Flink's own channel-state file: the input handles of
+    1.20.3-unaligned as Flink's loader reports them (oracle.json); each starts on an element boundary."""
+    fx = fixture_named("1.20.3-unaligned")
+    oracle = json.loads(fx.oracle.read_text())
+    inputs = [h for op in oracle["operators"] for s in op["subtasks"] for h in s["input_channel_state"]]
+    assert len(inputs) == 2
+    for h in inputs:
+        path = fx.checkpoint_dir / h["delegate"]["relative_path"]
+        blob = path.read_bytes()
+        chunks = _chunks(blob, h["offsets"])
+        payload = b"".join(blob[o + 4 : o + 4 + n] for o, n in chunks)
+        elements, pos = 0, 0
+        while pos + 4 <= len(payload) and pos + 4 + struct.unpack_from(">i", payload, pos)[0] <= len(payload):
+            pos += 4 + struct.unpack_from(">i", payload, pos)[0]
+            elements += 1
+        framer = make_framer(1 << 62, ALL_TAGS)
+        assert isinstance(framer, NativeFramer)
+        with path.open("rb") as f:
+            assert framer.feed_file_chunks(f.fileno(), 0, chunks, bytearray(1 << 16))
+        assert framer.faults == [] and framer.records == elements > 0
+
+
+def test_whole_file_chunks_count_as_pieces(tmp_path) -> None:
+    """A file of two chunks ([length][payload], after a 4-byte version), each holding whole elements."""
+    one, two = _record(0, struct.pack(">q", 1)), _record(2, struct.pack(">q", 2)) + _record(1, b"")
+    data = struct.pack(">i", 0) + struct.pack(">i", len(one)) + one + struct.pack(">i", len(two)) + two
+    path = tmp_path / "channel-state"
+    path.write_bytes(data)
+    chunks = [(4, len(one)), (8 + len(one), len(two))]
+    with path.open("rb") as f:
+        framer = make_framer(1 << 62)
+        assert framer.feed_file_chunks(f.fileno(), 0, chunks, bytearray(16))
+        assert framer.records == 3 and framer.elements == {0: 1, 1: 1, 2: 1}
+        # The chunks were pieces 0 and 1: a bad element fed next is placed in piece 2.
+        framer.feed(bytearray(_record(99, b"")))
+        assert [(f.kind, f.piece, f.position) for f in framer.faults] == [("tag", 2, 0)]
+        # An offset one byte off reads a length field of 0x00000900 (2304): more than the channel holds, a fault
+        # that stops the fast path.
+        assert not make_framer(len(one)).feed_file_chunks(f.fileno(), 0, [(5, len(one))], bytearray(16))
+        assert make_framer(1 << 62).feed_file_chunks(f.fileno(), 0, [], bytearray(16))  # nothing to read
+
+
+def test_make_framer_keeps_the_rules_it_is_given() -> None:
+    framer = make_framer(10, TAGS_BEFORE_1_19, 6)
+    assert isinstance(framer, NativeFramer)
+    assert (framer.total, framer.tags, framer.limit) == (10, TAGS_BEFORE_1_19, 6)
