@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -422,8 +423,32 @@ def test_summary_counts_findings_by_severity(tmp_path: Path) -> None:
     def damage(cp) -> None:
         slow = next(o for o in cp.operators if o.operator_id == slow_id)
         slow.subtask(0).result_subpartition_state.pop()  # its chunk is nobody's: a warning
-        slow.subtask(1).input_channel_state[0].state_size += 1  # != its chunks: an error
+        for sub in slow.subtasks:
+            sub.input_channel_state[0].state_size += 1  # != its chunks: an error each
 
     rewrite(c, damage)
     summary = _summary([str(c.chk)])  # without a plan: one note on the output side
-    assert (summary["error"], summary["warning"], summary["info"]) == (1, 1, 1)
+    assert (summary["error"], summary["warning"], summary["info"]) == (2, 1, 1)
+
+
+def test_a_chunk_at_a_wrong_offset_is_left_out_and_the_rest_of_its_handle_read(tmp_path: Path) -> None:
+    fx = fixture_named(SUMMARY)
+    c = copy_fixture(SUMMARY, tmp_path)
+    blob = next(c.chk / name for name in os.listdir(c.chk) if name != "_metadata")
+    size = blob.stat().st_size
+    payload = sum(len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in _flink_channel_handles(fx))
+    lost: list[int] = []
+
+    def damage(cp) -> None:
+        longest = max(
+            (h for op in cp.operators for s in op.subtasks for h in s.result_subpartition_state),
+            key=lambda h: len(h.offsets),
+        )
+        second = longest.offsets[1]
+        lost.append(struct.unpack(">i", blob.read_bytes()[second : second + 4])[0])
+        longest.offsets[1] = size + 100  # past the end: no chunk header to read there
+
+    rewrite(c, damage)
+    report = validate(load_checkpoint(c.chk), load_plan(c.plan))
+    assert [f.offset for f in report.findings if f.rule == "chunk-offset"] == [size + 100]
+    assert report.bytes_read == payload - lost[0]

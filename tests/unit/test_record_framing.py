@@ -127,6 +127,8 @@ def test_length_faults_name_the_bound_they_break() -> None:
             _run(framer, record + record, [3])
             assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [("length", message, 0, 0)]
             assert framer.records == 0  # nothing is counted after the boundaries are lost
+            if isinstance(framer, Framer):
+                assert framer.consumed == 2 * len(record)  # every byte fed counts, also after the fault
     for framer in _both(100):
         _run(framer, b"\x00\x00\x00\x00" + record, [])
         assert [(f.kind, f.message) for f in framer.faults] == [("length", "record length 0 is not positive")]
