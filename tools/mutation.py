@@ -70,7 +70,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # ElementKind.__post_init__): mutmut's default forks each mutant from a process that has imported them
 # already, so those mutants would all survive unexercised. Fork them from a server that has imported
 # nothing of spillway (slower: every mutant imports and collects afresh).
-IMPORT_TIME = {"stream_elements"}
+# handles: register(), family_layout() and the channel layouts build the registry and the layouts at import
+# (and metadata.py caches the layouts built from them). metadata_codec's functions run only when called.
+IMPORT_TIME = {"stream_elements", "handles"}
 ISOLATION = {True: ['process_isolation = "forkserver"', 'forkserver_warmup = "none"'], False: []}
 
 

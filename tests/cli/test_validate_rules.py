@@ -174,7 +174,7 @@ def chunk_offset(c: Copy) -> Where:
     def mutate(cp: Any) -> None:
         op, sub, h = _channels(cp)[0]
         size = path.stat().st_size
-        bad = size + 100
+        bad = size  # the first position past the end
         h.offsets[0] = bad
         found.update(operator=op.label(), subtask=sub.index, channel=h.label(), file=str(path), offset=bad)
         found["message"] = f"offset {bad} outside the {size}-byte channel state"
