@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -431,13 +432,12 @@ def test_summary_counts_findings_by_severity(tmp_path: Path) -> None:
     assert (summary["error"], summary["warning"], summary["info"]) == (2, 1, 1)
 
 
-def test_a_chunk_at_a_wrong_offset_is_left_out_and_the_rest_of_its_handle_read(tmp_path: Path) -> None:
-    fx = fixture_named(SUMMARY)
-    c = copy_fixture(SUMMARY, tmp_path)
+def _move_second_chunk(c: Copy, where: Callable[[int, int], int]) -> tuple[int, int]:
+    """Point the second offset of the handle with the most chunks somewhere else: ``where(its offset, file size)``.
+    Returns (new offset, payload bytes of the chunk it no longer claims)."""
     blob = next(c.chk / name for name in os.listdir(c.chk) if name != "_metadata")
-    size = blob.stat().st_size
-    payload = sum(len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in _flink_channel_handles(fx))
-    lost: list[int] = []
+    data = blob.read_bytes()
+    moved: list[tuple[int, int]] = []
 
     def damage(cp) -> None:
         longest = max(
@@ -445,10 +445,42 @@ def test_a_chunk_at_a_wrong_offset_is_left_out_and_the_rest_of_its_handle_read(t
             key=lambda h: len(h.offsets),
         )
         second = longest.offsets[1]
-        lost.append(struct.unpack(">i", blob.read_bytes()[second : second + 4])[0])
-        longest.offsets[1] = size + 100  # past the end: no chunk header to read there
+        longest.offsets[1] = where(second, len(data))
+        moved.append((longest.offsets[1], struct.unpack(">i", data[second : second + 4])[0]))
 
     rewrite(c, damage)
-    report = validate(load_checkpoint(c.chk), load_plan(c.plan))
-    assert [f.offset for f in report.findings if f.rule == "chunk-offset"] == [size + 100]
-    assert report.bytes_read == payload - lost[0]
+    return moved[0]
+
+
+# (where the offset goes, the finding's message, its offset): past the end, on the file's version header,
+# negative (no position to show), inside a chunk (a complete chain has no chunk there).
+BAD_OFFSETS = {
+    "past-end": (lambda off, size: size + 100, "offset {off} outside the {size}-byte channel state", True),
+    "header": (lambda off, size: 0, "offset {off} outside the {size}-byte channel state", True),
+    "negative": (lambda off, size: -1, "offset {off} outside the {size}-byte channel state", False),
+    "mid-chunk": (lambda off, size: off + 4, "offset {off} is not the start of a chunk", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OFFSETS))
+def test_a_chunk_at_a_wrong_offset_is_reported_and_the_rest_of_its_handle_still_claimed(
+    case: str, tmp_path: Path
+) -> None:
+    move, message, located = BAD_OFFSETS[case]
+    c = copy_fixture(SUMMARY, tmp_path)
+    size = next(p.stat().st_size for p in c.chk.iterdir() if p.name != "_metadata")
+    off, lost = _move_second_chunk(c, move)
+    report = c.run()
+    wrong = [(f.message, f.offset) for f in report.findings if f.rule == "chunk-offset"]
+    assert (message.format(off=off, size=size), off if located else None) in wrong
+    # Only the moved chunk (its 4-byte length and payload) is nobody's: the handle's later chunks stay claimed.
+    unclaimed = [f.message for f in report.findings if f.rule == "unclaimed-chunks"]
+    assert unclaimed == [f"1 chunks ({4 + lost} bytes) belong to no handle"]
+
+
+def test_the_rest_of_a_handle_is_framed_past_a_chunk_that_cannot_be_read(tmp_path: Path) -> None:
+    fx = fixture_named(SUMMARY)
+    c = copy_fixture(SUMMARY, tmp_path)
+    payload = sum(len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in _flink_channel_handles(fx))
+    _, lost = _move_second_chunk(c, lambda off, size: size + 100)
+    assert c.run().bytes_read == payload - lost
