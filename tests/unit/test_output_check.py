@@ -75,8 +75,9 @@ def test_the_plan_is_passed_on(tmp_path: Path) -> None:
     doc = json.loads((NEW.root / "jobgraph.json").read_text())
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps(doc).replace('"parallelism": 2', '"parallelism": 5'))
-    with pytest.raises(WriteError, match=r"validate found \d+ errors in the output, first: plan-mismatch: "):
+    with pytest.raises(WriteError, match=r"validate found \d+ errors in the output, first: plan-mismatch: ") as err:
         validated_output(load_plan(wrong))(tmp, plan)
+    assert str(err.value).endswith(" ()")  # a finding about the plan names no file
 
 
 def test_the_extra_check_runs_on_the_temporary_directory_and_its_problems_refuse(tmp_path: Path) -> None:
