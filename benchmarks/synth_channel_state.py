@@ -4,6 +4,11 @@ cut into 32 KiB chunks, records spanning chunks and the input/output junction, s
 sharing files — written as metadata V6 with merged handles, plus a job-graph plan.
 
     python benchmarks/synth_channel_state.py OUT_DIR --gib 2 --parallelism 8
+    python benchmarks/synth_channel_state.py OUT_DIR --gib 10 --parallelism 100   # 10 000 logical channels
+
+The edge is all-to-all, so there are parallelism² logical channels and 2 × parallelism files. Each channel's
+bytes are whole rotations of one block of records; the block is 20 000 records (~2.5 MB) unless a channel
+would get less than that (many channels, little data), then it shrinks to about one channel's share.
 """
 
 from __future__ import annotations
@@ -61,10 +66,13 @@ def main() -> None:
     args = ap.parse_args()
     p = args.parallelism
     rng = random.Random(7)
-    block = record_block(rng, 20_000)  # ~2.5 MB of records, reused with rotation
+    target = int(args.gib * (1 << 30)) / (p * p)  # bytes per logical channel
+    # ~2.5 MB of records, reused with rotation; ~121 B per record on average, so a smaller block when a
+    # channel gets less than that (the default sizes keep 20 000 records and so the same bytes as before)
+    block = record_block(rng, max(100, min(20_000, round(target / 121))))
     bounds = _boundaries(block)
     # Whole blocks per channel: a rotation that starts on a record boundary then also ends on one.
-    blocks = max(1, round(int(args.gib * (1 << 30)) / (p * p) / len(block)))
+    blocks = max(1, round(target / len(block)))
     per_channel = blocks * len(block)
     chk = args.out / "job" / "chk-1"
     chk.mkdir(parents=True, exist_ok=True)

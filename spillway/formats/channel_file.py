@@ -173,6 +173,37 @@ def walk_chunks(blob: Blob) -> Iterator[Chunk]:
         offset = chunk.end
 
 
+Walked = tuple[list[tuple[int, int]], tuple[int, str] | None]  # ``native.walk_file``: chunks, (offset, why)
+
+
+def chunk_map(blob: Blob, walked: Walked | None = None) -> tuple[dict[int, int], BlobError | None]:
+    """``walk_chunks`` as offset -> payload length, without a ``Chunk`` per chunk (hundreds of thousands in a
+    large checkpoint), and the error where the chain breaks (None: it ends exactly at the end of the blob).
+
+    ``walked``: the native walk of this blob, if it was already run (on another thread)."""
+    if walked is None and isinstance(blob, FileBlob):
+        from spillway.formats.native import walk_file
+
+        walked = walk_file(blob.fileno(), blob.base, blob.size)
+    if walked is None:
+        found: dict[int, int] = {}
+        try:
+            for chunk in walk_chunks(blob):
+                found[chunk.offset] = chunk.length
+        except BlobError as exc:
+            return found, exc
+        return found, None
+    chunks, error = walked
+    found = dict(chunks)
+    if error is None:
+        return found, None
+    try:  # re-read the failing header with the declared layout for the precise message
+        read_chunk_header(blob, error[0])
+    except BlobError as exc:
+        return found, exc
+    return found, BlobError(error[1], error[0])
+
+
 def iter_payload(blob: Blob, chunk: Chunk, buffer: bytearray) -> Iterator[tuple[int, int]]:
     """Read a chunk's payload into ``buffer`` piece by piece; yields (blob position, bytes in buffer).
 

@@ -4,27 +4,38 @@ Four passes, each a set of named rules (``findings.RULES``): metadata-level cons
 referenced file, the chunk structure of every channel-state blob, and record framing along every
 logical channel (with a plan) or every input-side handle (without one). Files are streamed: memory
 stays bounded by the number of chunks, not their bytes.
+
+The byte work — walking each file's chunk chain and framing each logical channel — is C code called
+through ctypes, which releases the GIL, so it runs on a small thread pool (one thread per usable core)
+ahead of the Python loop that turns results into findings. That loop consumes the results in the same
+order as a serial run, so the findings and their order do not depend on the number of threads.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from spillway.flink.keygroups import key_group_range
 from spillway.formats.channel_file import (
     HEADER_SIZE,
+    LENGTH_SIZE,
     READ_BLOCK,
     SERIALIZATION_VERSION,
     Blob,
     BlobError,
     Chunk,
     FileBlob,
+    Walked,
+    chunk_map,
     iter_payload,
     read_chunk_header,
     read_version,
-    walk_chunks,
 )
 from spillway.formats.record_framing import NativeFramer, make_framer
 from spillway.formats.stream_elements import tags_for_format_version
@@ -52,6 +63,7 @@ from spillway.storage.locate import FileResolver
 
 UNBOUNDED = 1 << 62
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
+AHEAD = 4  # framing jobs in flight per worker thread: enough to keep them busy, few enough to stay small
 
 
 @dataclass
@@ -97,14 +109,20 @@ class _Located:
 @dataclass
 class _BlobInfo:
     blob: Blob | None
-    chunks: dict[int, Chunk]
+    chunks: dict[int, int]  # offset of each chunk's length field -> payload length
     complete: bool  # the chunk chain was walked to the end without a break
     display: str
     fault: Finding | None = None  # an error that makes every handle in this blob untrustworthy
 
 
-def validate(loaded: LoadedCheckpoint, topology: Topology | None = None, progress: Progress | None = None) -> Report:
-    v = _Validator(loaded, topology, progress or (lambda what, n: None))
+def validate(
+    loaded: LoadedCheckpoint,
+    topology: Topology | None = None,
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> Report:
+    """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread)."""
+    v = _Validator(loaded, topology, progress or (lambda what, n: None), usable_cores() if workers is None else workers)
     try:
         v.run()
     finally:
@@ -113,8 +131,48 @@ def validate(loaded: LoadedCheckpoint, topology: Topology | None = None, progres
     return v.report
 
 
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_local = threading.local()
+
+
+def _thread_buffer() -> bytearray:
+    """One read buffer per worker thread, kept for the thread's life."""
+    buffer: bytearray | None = getattr(_local, "buffer", None)
+    if buffer is None:
+        buffer = _local.buffer = bytearray(READ_BLOCK)
+    return buffer
+
+
+# (fd, blob base, chunk offsets, payload lengths) per part of a logical channel, in stream order
+NativePlan = list[tuple[int, int, list[int], list[int]]]
+
+
+def _frame_native(plan: NativePlan, total: int, complete: bool, tags: frozenset[int]) -> tuple[int, int] | None:
+    """Frame whole file-backed parts in one C call each: (records, payload bytes), or None when the channel
+    has a fault or the C framer is missing (the caller then frames it piece by piece to locate the fault).
+    Runs on a worker thread: touches nothing shared but the read-only plan."""
+    framer = make_framer(total, tags)
+    if not isinstance(framer, NativeFramer):
+        return None
+    buffer = _thread_buffer()
+    for fd, base, offsets, lengths in plan:
+        if not framer.feed_file_chunks(fd, base, offsets, lengths, buffer):
+            return None
+    if complete:
+        framer.finish()
+    if framer.faults:
+        return None
+    return framer.records, sum(sum(lengths) for _, _, _, lengths in plan)
+
+
 class _Validator:
-    def __init__(self, loaded: LoadedCheckpoint, topology: Topology | None, progress: Progress):
+    def __init__(self, loaded: LoadedCheckpoint, topology: Topology | None, progress: Progress, workers: int = 1):
         self.cp: Checkpoint = loaded.checkpoint
         self.resolver: FileResolver = loaded.resolver
         self.topology = topology
@@ -124,6 +182,11 @@ class _Validator:
         self.tags = tags_for_format_version(self.cp.format_version)  # V4 (1.16-1.20) allows the 1.19 tags
         self.buffer = bytearray(READ_BLOCK)
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
+        self.keys: dict[int, Hashable] = {}  # id(delegate) -> blob key; the checkpoint keeps every delegate alive
+        self.workers = workers
+        self.pool: ThreadPoolExecutor | None = None
+        self.opened: dict[Hashable, Blob | None] = {}  # opened ahead of open_blob, for the walks on the pool
+        self.walks: dict[Hashable, Future[Walked | None]] = {}
 
     def add(self, rule: str, message: str, **where: object) -> Finding:
         finding = Finding(rule, message, **where)  # type: ignore[arg-type]
@@ -141,9 +204,24 @@ class _Validator:
             self.report.damage.setdefault(key, []).append(finding)
 
     def close(self) -> None:
+        if self.pool is not None:  # no worker may still read a descriptor that is about to be closed
+            self.pool.shutdown(wait=True, cancel_futures=True)
         for info in self.blobs.values():
             if info.blob is not None:
                 info.blob.close()
+        for blob in self.opened.values():
+            if blob is not None:
+                blob.close()
+
+    def start_pool(self) -> ThreadPoolExecutor | None:
+        """The worker threads, if there is more than one core and the C helpers exist (else: serial)."""
+        if self.pool is None and self.workers > 1:
+            from spillway.formats.native import framer_rules, library
+
+            if library() is not None:  # built and loaded here, once, not raced by the workers
+                framer_rules(self.tags, None)
+                self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="spillway-validate")
+        return self.pool
 
     def run(self) -> None:
         self.check_structure()
@@ -328,7 +406,27 @@ class _Validator:
         return out
 
     def blob_key(self, delegate: StreamHandle) -> Hashable:
-        return delegate_key(self.resolver, delegate)
+        key = self.keys.get(id(delegate))
+        if key is None:
+            key = self.keys[id(delegate)] = delegate_key(self.resolver, delegate)
+        return key
+
+    def prefetch_walks(self, located: list[_Located]) -> None:
+        """Open every file-backed blob now and walk its chunk chain on the pool; open_blob takes the results
+        in its own order."""
+        pool = self.start_pool()
+        if pool is None:
+            return
+        from spillway.formats.native import walk_file
+
+        for x in located:
+            delegate = x.handle.delegate
+            key = self.blob_key(delegate)
+            if key in self.opened or not is_byte_source(delegate) or isinstance(delegate, ByteStreamHandle):
+                continue
+            blob = self.opened[key] = open_delegate(self.resolver, delegate)
+            if isinstance(blob, FileBlob):
+                self.walks[key] = pool.submit(walk_file, blob.fileno(), blob.base, blob.size)
 
     def open_blob(self, delegate: StreamHandle, who: _Located) -> _BlobInfo:
         key = self.blob_key(delegate)
@@ -350,7 +448,7 @@ class _Validator:
         resolved = self.resolver.resolve(delegate) if is_file_backed(delegate) else None
         if resolved is not None:
             info.fault = self.path_faults.get(resolved.local_text or "") or self.path_faults.get(resolved.original)
-        info.blob = open_delegate(self.resolver, delegate)
+        info.blob = self.opened.pop(key) if key in self.opened else open_delegate(self.resolver, delegate)
         if info.blob is None:
             return info  # a missing or unreadable file is reported by check_files
         blob = info.blob
@@ -370,21 +468,22 @@ class _Validator:
                 offset=blob.physical(0),
             )
             return info
-        try:
-            for chunk in walk_chunks(blob):
-                info.chunks[chunk.offset] = chunk
+        walk = self.walks.pop(key, None)
+        info.chunks, error = chunk_map(blob, walk.result() if walk is not None else None)
+        if error is None:
             info.complete = True
-        except BlobError as exc:
+        else:
             # Conservative: past a break nothing in the file can be trusted, so every handle in it is damaged.
             info.fault = self.add(
-                "chunk-chain", f"chunk chain breaks: {exc}", file=info.display, offset=blob.physical(exc.offset)
+                "chunk-chain", f"chunk chain breaks: {error}", file=info.display, offset=blob.physical(error.offset)
             )
         self.report.chunks += len(info.chunks)
         return info
 
     def check_blobs(self, located: list[_Located]) -> None:
-        claimed: dict[tuple[Hashable, int], _Located] = {}
-        blob_keys: list[Hashable] = []
+        self.prefetch_walks(located)
+        claimed: dict[Hashable, dict[int, _Located]] = {}  # blob key -> chunk offset -> the handle claiming it
+        blob_keys: dict[Hashable, None] = {}  # in order of first use
         done = 0
         for x in located:
             key = self.blob_key(x.handle.delegate)
@@ -392,37 +491,69 @@ class _Validator:
                 done += 1
                 self.progress("channel-state files", done)
             info = self.open_blob(x.handle.delegate, x)
-            if key not in blob_keys:
-                blob_keys.append(key)
+            blob_keys.setdefault(key)
             if info.fault is not None:
                 self.damaged(info.fault, x.key)
             if info.blob is None:
                 continue
-            self.check_handle_chunks(x, info, key, claimed)
+            self.check_handle_chunks(x, info, claimed.setdefault(key, {}))
         for key in blob_keys:
             info = self.blobs[key]
             if info.blob is None or not info.complete:
                 continue
-            unclaimed = [c for off, c in info.chunks.items() if (key, off) not in claimed]
+            mine = claimed.get(key, {})
+            unclaimed = [off for off in info.chunks if off not in mine]
             if unclaimed:
+                size = sum(LENGTH_SIZE + info.chunks[off] for off in unclaimed)
                 self.add(
                     "unclaimed-chunks",
-                    f"{len(unclaimed)} chunks ({sum(c.footprint for c in unclaimed)} bytes) belong to no handle",
+                    f"{len(unclaimed)} chunks ({size} bytes) belong to no handle",
                     file=info.display,
-                    offset=info.blob.physical(unclaimed[0].offset),
+                    offset=info.blob.physical(unclaimed[0]),
                 )
 
-    def check_handle_chunks(
-        self, x: _Located, info: _BlobInfo, key: Hashable, claimed: dict[tuple[Hashable, int], _Located]
-    ) -> None:
+    def check_handle_chunks(self, x: _Located, info: _BlobInfo, claimed: dict[int, _Located]) -> None:
         h, blob = x.handle, info.blob
         assert blob is not None
-        where = {"operator": x.operator.label(), "subtask": h.subtask_index, "channel": x.label(), "file": info.display}
+        offsets = h.offsets
+        wanted = set(offsets)
+        if len(wanted) == len(offsets) and wanted <= info.chunks.keys() and claimed.keys().isdisjoint(wanted):
+            # The usual case at C speed (set and dict operations): every offset starts a chunk nobody claimed.
+            claimed.update(dict.fromkeys(offsets, x))
+            footprint = sum(map(info.chunks.__getitem__, offsets)) + LENGTH_SIZE * len(offsets)
+        else:
+            footprint = self.check_offsets(x, info, claimed)
+        inline = isinstance(h.delegate, ByteStreamHandle)
+        expected = blob.size if inline else footprint
+        if h.state_size != expected:
+            what = "the inline blob's length" if inline else "the sum of its chunks"
+            self.add_to(
+                (x.key,),
+                "inline-channel" if inline else "channel-size",
+                f"handle size {h.state_size} != {what} ({expected})",
+                offset=blob.physical(h.offsets[0]) if h.offsets else None,
+                **self.where(x, info),
+            )
+
+    def where(self, x: _Located, info: _BlobInfo) -> dict[str, object]:
+        return {
+            "operator": x.operator.label(),
+            "subtask": x.handle.subtask_index,
+            "channel": x.label(),
+            "file": info.display,
+        }
+
+    def check_offsets(self, x: _Located, info: _BlobInfo, claimed: dict[int, _Located]) -> int:
+        """Each offset on its own, with a finding for every one that is out of bounds, not a chunk start, or
+        claimed twice; returns the handle's footprint as far as it can be measured."""
+        h, blob = x.handle, info.blob
+        assert blob is not None
+        where = self.where(x, info)
         damage = (x.key,)
         footprint = 0
         for off in h.offsets:
-            chunk = info.chunks.get(off)
-            if chunk is None:
+            length = info.chunks.get(off)
+            if length is None:
                 if off < HEADER_SIZE or off >= blob.size:
                     self.add_to(
                         damage,
@@ -441,11 +572,11 @@ class _Validator:
                         **where,
                     )
                 try:  # still measure it, so the size check stays meaningful
-                    chunk = read_chunk_header(blob, off)
+                    length = read_chunk_header(blob, off).length
                 except BlobError as exc:
                     self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
                     continue
-            other = claimed.get((key, off))
+            other = claimed.get(off)
             if other is not None:
                 self.add_to(
                     (x.key, other.key),  # which of the two owns the chunk is unknown: both are suspect
@@ -455,19 +586,9 @@ class _Validator:
                     offset=blob.physical(off),
                     **where,
                 )
-            claimed[(key, off)] = x
-            footprint += chunk.footprint
-        inline = isinstance(h.delegate, ByteStreamHandle)
-        expected = blob.size if inline else footprint
-        if h.state_size != expected:
-            what = "the inline blob's length" if inline else "the sum of its chunks"
-            self.add_to(
-                damage,
-                "inline-channel" if inline else "channel-size",
-                f"handle size {h.state_size} != {what} ({expected})",
-                offset=blob.physical(h.offsets[0]) if h.offsets else None,
-                **where,
-            )
+            claimed[off] = x
+            footprint += LENGTH_SIZE + length
+        return footprint
 
     # ------------------------------------------------------------------ record framing
     def check_framing(self, located: list[_Located]) -> None:
@@ -489,20 +610,70 @@ class _Validator:
                     "start mid-record and only continues an input-side stream; pass --plan to check them",
                 )
         self.progress("logical channels", -(len(cmap.channels) + len(located)))
-        n = 0
-        for lc in cmap.channels:
-            self.frame(lc.label(), [(p.operator, p.handle) for p in lc.parts], complete=True)
-            self.report.channels_framed += 1
-            n += 1
-            self.progress("logical channels", n)
+        jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]] = [
+            (lc.label(), [(p.operator, p.handle) for p in lc.parts], True) for lc in cmap.channels
+        ]
         for x in located:
             if x.key in cmap.used or x.handle.side != "input":
                 continue
             # Input state starts on a record boundary; alone it may end mid-record (the rest is upstream).
-            self.frame(x.label(), [(x.operator, x.handle)], complete=False)
-            self.report.handles_framed_alone += 1
-            n += 1
+            jobs.append((x.label(), [(x.operator, x.handle)], False))
+        for n, ((label, parts, complete), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
+            self.frame(label, parts, complete, fast)
+            if complete:
+                self.report.channels_framed += 1
+            else:
+                self.report.handles_framed_alone += 1
             self.progress("logical channels", n)
+
+    def run_ahead(
+        self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]]
+    ) -> Iterator[tuple[int, int] | None]:
+        """The native framing result of each job, in job order: computed on the pool a few jobs ahead of
+        the caller, or right here without one."""
+        pool = self.start_pool()
+        if pool is None:
+            for _, parts, complete in jobs:
+                plan = self.native_plan(parts)
+                yield (
+                    None
+                    if plan is None
+                    else _frame_native(plan[0], plan[1] if complete else UNBOUNDED, complete, self.tags)
+                )
+            return
+        pending: deque[Future[tuple[int, int] | None] | None] = deque()
+        queued = iter(jobs)
+        for _, parts, complete in queued:
+            plan = self.native_plan(parts)
+            pending.append(
+                None
+                if plan is None
+                else pool.submit(_frame_native, plan[0], plan[1] if complete else UNBOUNDED, complete, self.tags)
+            )
+            if len(pending) >= AHEAD * self.workers:
+                head = pending.popleft()
+                yield None if head is None else head.result()
+        while pending:
+            head = pending.popleft()
+            yield None if head is None else head.result()
+
+    def native_plan(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> tuple[NativePlan, int] | None:
+        """What the C framer needs for a channel whose parts are all whole chunks of local files, and the
+        channel's payload length; None for anything else (inline bytes, unknown offsets: the slow path)."""
+        plan: NativePlan = []
+        total = 0
+        for _, h in parts:
+            info = self.blobs.get(self.blob_key(h.delegate))
+            if info is None or not isinstance(info.blob, FileBlob):
+                return None
+            chunks = info.chunks
+            try:
+                lengths = [chunks[o] for o in h.offsets]
+            except KeyError:
+                return None
+            total += sum(lengths)
+            plan.append((info.blob.fileno(), info.blob.base, h.offsets, lengths))
+        return plan, total
 
     def pieces(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> Iterator[tuple[str, Blob, int, int]]:
         """(part label, blob, blob position, bytes now in self.buffer) for each piece, in stream order."""
@@ -511,27 +682,39 @@ class _Validator:
             if info is None or info.blob is None:
                 continue
             for off in h.offsets:
-                chunk = info.chunks.get(off)
-                if chunk is None:
+                length = info.chunks.get(off)
+                if length is None:
                     try:
                         chunk = read_chunk_header(info.blob, off)
                     except BlobError:
                         continue
+                else:
+                    chunk = Chunk(off, length)
                 label = f"{op.label()}#{h.subtask_index} {h.label()}"
                 for pos, n in iter_payload(info.blob, chunk, self.buffer):
                     yield label, info.blob, pos, n
 
-    def frame(self, label: str, parts: list[tuple[OperatorState, ChannelHandle]], complete: bool) -> None:
+    def frame(
+        self,
+        label: str,
+        parts: list[tuple[OperatorState, ChannelHandle]],
+        complete: bool,
+        fast: tuple[int, int] | None,
+    ) -> None:
+        """Count the channel's records; ``fast``: the native result, if it framed the channel cleanly. Else
+        frame it again piece by piece, to say where each fault is."""
         if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
+            return
+        if fast is not None:
+            self.report.records += fast[0]
+            self.report.bytes_read += fast[1]
             return
         total = 0
         for _, h in parts:
             info = self.blobs[self.blob_key(h.delegate)]
-            total += sum(info.chunks[o].length for o in h.offsets if o in info.chunks)
+            total += sum(info.chunks[o] for o in h.offsets if o in info.chunks)
         if not complete:
             total = UNBOUNDED  # the stream continues elsewhere: a record may run past this part
-        if self.frame_fast(parts, total, complete):
-            return
         framer = make_framer(total, self.tags)
         where: list[tuple[str, Blob | None, int]] = []
         try:
@@ -560,28 +743,6 @@ class _Validator:
                 file=in_blob.name if in_blob else None,
                 offset=in_blob.physical(pos + fault.position) if in_blob else None,
             )
-
-    def frame_fast(self, parts: list[tuple[OperatorState, ChannelHandle]], total: int, complete: bool) -> bool:
-        """Whole file-backed channels in one native call per part; False: use the located slow path."""
-        framer = make_framer(total, self.tags)
-        if not isinstance(framer, NativeFramer):
-            return False
-        plan = []
-        for _, h in parts:
-            info = self.blobs[self.blob_key(h.delegate)]
-            if not isinstance(info.blob, FileBlob) or any(o not in info.chunks for o in h.offsets):
-                return False
-            plan.append((info.blob, [(o, info.chunks[o].length) for o in h.offsets]))
-        for blob, chunks in plan:
-            if not framer.feed_file_chunks(blob.fileno(), blob.base, chunks, self.buffer):
-                return False
-        if complete:
-            framer.finish()
-        if framer.faults:
-            return False
-        self.report.records += framer.records
-        self.report.bytes_read += sum(n for _, chunks in plan for _, n in chunks)
-        return True
 
     def check_topology(self, bound: dict, located: list[_Located]) -> None:
         heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
