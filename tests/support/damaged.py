@@ -40,7 +40,12 @@ class Copy:
         return [(self.chk / name, hs) for name, hs in sorted(files.items(), key=lambda kv: -len(kv[1]))]
 
     def run(self, plan: bool = True) -> Report:
-        return validate(load_checkpoint(self.chk), load_plan(self.plan) if plan else None)
+        """Validate the copy on the calling thread and on a pool of three: the reports must be equal, down
+        to the order of the findings (the pool only runs the byte work ahead of the serial loop)."""
+        serial = validate(load_checkpoint(self.chk), load_plan(self.plan) if plan else None, workers=1)
+        pooled = validate(load_checkpoint(self.chk), load_plan(self.plan) if plan else None, workers=3)
+        assert pooled == serial
+        return pooled
 
 
 def copy_fixture(name: str, into: Path) -> Copy:
