@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from array import array
 from functools import cache
 from pathlib import Path
 
@@ -126,9 +127,87 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,
         ctypes.c_int64,
     ]
+    lib.spw_frame_batch.restype = None
+    lib.spw_frame_batch.argtypes = [
+        ctypes.POINTER(FramerRules),
+        ctypes.c_int64,
+        ctypes.c_void_p,  # part_first (int64)
+        ctypes.c_void_p,  # totals (int64)
+        ctypes.c_void_p,  # complete (int8)
+        ctypes.c_void_p,  # fds (int32)
+        ctypes.c_void_p,  # bases (int64)
+        ctypes.c_void_p,  # chunk_first (int64)
+        ctypes.c_void_p,  # offsets (int64)
+        ctypes.c_void_p,  # lengths (int32)
+        ctypes.c_void_p,  # buf
+        ctypes.c_int64,
+        ctypes.c_void_p,  # records (int64, out)
+        ctypes.c_void_p,  # status (int32, out)
+    ]
     lib.spw_crc_rows.restype = None
     lib.spw_crc_rows.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
     return lib
+
+
+class FrameBatch:
+    """Channels for one ``spw_frame_batch`` call, as the flat arrays it reads (``array`` buffers, no copies)."""
+
+    def __init__(self) -> None:
+        self.part_first = array("q", [0])
+        self.totals = array("q")
+        self.complete = array("b")
+        self.fds = array("i")
+        self.bases = array("q")
+        self.chunk_first = array("q", [0])
+        self.offsets = array("q")
+        self.lengths = array("i")
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    def add(self, parts: list[tuple[int, int, list[int], list[int]]], total: int, complete: bool) -> None:
+        """One channel: (fd, base, chunk offsets, payload lengths) per part, its payload length, and whether
+        it must end on a record boundary."""
+        for fd, base, offsets, lengths in parts:
+            self.fds.append(fd)
+            self.bases.append(base)
+            self.offsets.extend(offsets)
+            self.lengths.extend(lengths)
+            self.chunk_first.append(len(self.offsets))
+        self.part_first.append(len(self.fds))
+        self.totals.append(total)
+        self.complete.append(complete)
+
+
+def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> list[int | None]:
+    """Records per channel of the batch, None where the channel did not frame cleanly (see spw_frame_batch).
+    The C loop releases the GIL."""
+    lib = library()
+    assert lib is not None
+    n = len(batch)
+    records = array("q", [0]) * n
+    status = array("i", [0]) * n
+
+    def address(a: array) -> int:
+        return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
+
+    lib.spw_frame_batch(
+        ctypes.byref(rules),
+        n,
+        address(batch.part_first),
+        address(batch.totals),
+        address(batch.complete),
+        address(batch.fds),
+        address(batch.bases),
+        address(batch.chunk_first),
+        address(batch.offsets),
+        address(batch.lengths),
+        ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
+        len(buffer),
+        address(records),
+        address(status),
+    )
+    return [r if s == 0 else None for r, s in zip(records, status, strict=True)]
 
 
 WALK_ERRORS = {

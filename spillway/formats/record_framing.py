@@ -10,7 +10,6 @@ the same loop in C with the tables of that module.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spillway.formats.stream_elements import (
@@ -179,24 +178,6 @@ class NativeFramer:
                 self._record_fault()
                 st.fault_kind = 0
         st.consumed += n
-
-    def feed_file_chunks(
-        self, fd: int, base: int, offsets: Sequence[int], lengths: Sequence[int], buffer: bytearray
-    ) -> bool:
-        """Feed whole chunks of a file-backed blob (length fields at ``offsets``, ``lengths`` payload bytes
-        each) in one native call, which releases the GIL. False if a fault (or read error) stopped it: the
-        framer is then spent, and the caller re-frames piece by piece to locate it."""
-        n = len(offsets)
-        if n == 0:
-            return True
-        c_offsets = (ctypes.c_int64 * n)(*offsets)
-        c_lengths = (ctypes.c_int32 * n)(*lengths)
-        address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
-        rc = self._lib.spw_frame_chunks(  # type: ignore[attr-defined]
-            self._st_ref, fd, base, c_offsets, c_lengths, n, address, len(buffer)
-        )
-        self._piece += n
-        return rc == 0
 
     def _record_fault(self) -> None:
         """The C loop only says where and which numbers; the words come from the Python rule."""

@@ -95,13 +95,15 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
                 if edge.all_to_all
                 else [(i, i) for i in range(min(up.vertex.parallelism, down.vertex.parallelism))]
             )
+            up_label = _label(up.tail, up.vertex.names[-1:], up.vertex.label())  # once per edge, not per channel
+            down_label = _label(down.head, down.vertex.names[:1], down.vertex.label())
             for u, d in pairs:
                 channel_in = 0 if not edge.all_to_all else u
                 subpartition = 0 if not edge.all_to_all else d
                 lc = LogicalChannel(
                     edge,
-                    _label(up.tail, up.vertex.names[-1:], up.vertex.label()),
-                    _label(down.head, down.vertex.names[:1], down.vertex.label()),
+                    up_label,
+                    down_label,
                     u,
                     d,
                     edge.gate,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spillway.flink.keygroups import key_group_range
 from spillway.formats.channel_file import (
@@ -37,7 +38,7 @@ from spillway.formats.channel_file import (
     read_chunk_header,
     read_version,
 )
-from spillway.formats.record_framing import NativeFramer, make_framer
+from spillway.formats.record_framing import make_framer
 from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
@@ -61,9 +62,16 @@ from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import FileResolver
 
+if TYPE_CHECKING:
+    from spillway.formats.native import FrameBatch
+
 UNBOUNDED = 1 << 62
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
-AHEAD = 4  # framing jobs in flight per worker thread: enough to keep them busy, few enough to stay small
+AHEAD = 4  # framing batches in flight per worker thread: enough to keep them busy, few enough to stay small
+# A batch of channels is framed in one C call: up to this many channels or (at least) this much payload, so
+# tiny channels do not cost a Python round trip each, and big ones still spread over the threads.
+BATCH_CHANNELS = 256
+BATCH_BYTES = 8 << 20
 
 
 @dataclass
@@ -153,22 +161,12 @@ def _thread_buffer() -> bytearray:
 NativePlan = list[tuple[int, int, list[int], list[int]]]
 
 
-def _frame_native(plan: NativePlan, total: int, complete: bool, tags: frozenset[int]) -> tuple[int, int] | None:
-    """Frame whole file-backed parts in one C call each: (records, payload bytes), or None when the channel
-    has a fault or the C framer is missing (the caller then frames it piece by piece to locate the fault).
-    Runs on a worker thread: touches nothing shared but the read-only plan."""
-    framer = make_framer(total, tags)
-    if not isinstance(framer, NativeFramer):
-        return None
-    buffer = _thread_buffer()
-    for fd, base, offsets, lengths in plan:
-        if not framer.feed_file_chunks(fd, base, offsets, lengths, buffer):
-            return None
-    if complete:
-        framer.finish()
-    if framer.faults:
-        return None
-    return framer.records, sum(sum(lengths) for _, _, _, lengths in plan)
+def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[int | None]:
+    """Records of each channel of the batch, None where it did not frame cleanly (runs on a worker thread:
+    touches nothing shared but the batch, which the caller no longer changes)."""
+    from spillway.formats.native import frame_batch, framer_rules
+
+    return frame_batch(batch, framer_rules(tags, None), _thread_buffer())
 
 
 class _Validator:
@@ -629,33 +627,53 @@ class _Validator:
     def run_ahead(
         self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]]
     ) -> Iterator[tuple[int, int] | None]:
-        """The native framing result of each job, in job order: computed on the pool a few jobs ahead of
-        the caller, or right here without one."""
-        pool = self.start_pool()
-        if pool is None:
-            for _, parts, complete in jobs:
-                plan = self.native_plan(parts)
-                yield (
-                    None
-                    if plan is None
-                    else _frame_native(plan[0], plan[1] if complete else UNBOUNDED, complete, self.tags)
-                )
+        """The native framing result of each job, in job order — (records, payload bytes), or None where the
+        caller must frame it itself: computed in batches on the pool a few batches ahead of the caller, or
+        here without one."""
+        from spillway.formats.native import FrameBatch, library
+
+        if library() is None:
+            yield from (None for _ in jobs)
             return
-        pending: deque[Future[tuple[int, int] | None] | None] = deque()
-        queued = iter(jobs)
-        for _, parts, complete in queued:
+        pool = self.start_pool()
+        # per batch: its result, and per job (index in the batch or -1: not framed natively, payload bytes)
+        groups: deque[tuple[Future[list[int | None]] | None, list[tuple[int, int]]]] = deque()
+
+        def submit(batch: FrameBatch) -> Future[list[int | None]]:
+            if pool is not None:
+                return pool.submit(_frame_batch, batch, self.tags)
+            done: Future[list[int | None]] = Future()
+            done.set_result(_frame_batch(batch, self.tags))
+            return done
+
+        def results(
+            group: tuple[Future[list[int | None]] | None, list[tuple[int, int]]],
+        ) -> Iterator[tuple[int, int] | None]:
+            future, entries = group
+            records = future.result() if future is not None else []
+            for index, size in entries:
+                found = records[index] if index >= 0 else None
+                yield None if found is None else (found, size)
+
+        batch, entries, size = FrameBatch(), [], 0
+        for _, parts, complete in jobs:
             plan = self.native_plan(parts)
-            pending.append(
-                None
-                if plan is None
-                else pool.submit(_frame_native, plan[0], plan[1] if complete else UNBOUNDED, complete, self.tags)
-            )
-            if len(pending) >= AHEAD * self.workers:
-                head = pending.popleft()
-                yield None if head is None else head.result()
-        while pending:
-            head = pending.popleft()
-            yield None if head is None else head.result()
+            if plan is None:
+                entries.append((-1, 0))
+                continue
+            chunks, total = plan
+            entries.append((len(batch), total))
+            batch.add(chunks, total if complete else UNBOUNDED, complete)
+            size += total
+            if len(batch) >= BATCH_CHANNELS or size >= BATCH_BYTES:
+                groups.append((submit(batch), entries))
+                batch, entries, size = FrameBatch(), [], 0
+                while len(groups) > AHEAD * self.workers:
+                    yield from results(groups.popleft())
+        if entries:
+            groups.append((submit(batch) if len(batch) else None, entries))
+        while groups:
+            yield from results(groups.popleft())
 
     def native_plan(self, parts: list[tuple[OperatorState, ChannelHandle]]) -> tuple[NativePlan, int] | None:
         """What the C framer needs for a channel whose parts are all whole chunks of local files, and the

@@ -9,7 +9,7 @@ import struct
 import pytest
 from support.fixtures import fixture_named
 
-from spillway.formats.native import library
+from spillway.formats.native import FrameBatch, frame_batch, framer_rules, library
 from spillway.formats.record_framing import ALL_TAGS, TAGS_BEFORE_1_19, Framer, NativeFramer, make_framer
 
 
@@ -162,13 +162,23 @@ def _chunks(blob: bytes, offsets: list[int]) -> list[tuple[int, int]]:
     return [(o, struct.unpack_from(">i", blob, o)[0]) for o in offsets]
 
 
+def _frame_batch(channels: list[tuple[list[tuple[int, int, list[int], list[int]]], int, bool]]) -> list[int | None]:
+    """validate's fast path: several channels, each (parts, payload length, must end on a boundary), in one
+    native call; records per channel or None where it did not frame cleanly."""
+    batch = FrameBatch()
+    for parts, total, complete in channels:
+        batch.add(parts, total, complete)
+    return frame_batch(batch, framer_rules(ALL_TAGS, None), bytearray(1 << 16))
+
+
 def test_whole_file_chunks_frame_like_the_pieces() -> None:
-    """feed_file_chunks (validate's fast path) on Flink's own channel-state file: the input handles of
-    1.20.3-unaligned as Flink's loader reports them (oracle.json); each starts on an element boundary."""
+    """The batched native framing (validate's fast path) on Flink's own channel-state file: the input handles
+    of 1.20.3-unaligned as Flink's loader reports them (oracle.json); each starts on an element boundary."""
     fx = fixture_named("1.20.3-unaligned")
     oracle = json.loads(fx.oracle.read_text())
     inputs = [h for op in oracle["operators"] for s in op["subtasks"] for h in s["input_channel_state"]]
     assert len(inputs) == 2
+    files, channels, expected = [], [], []
     for h in inputs:
         path = fx.checkpoint_dir / h["delegate"]["relative_path"]
         blob = path.read_bytes()
@@ -178,31 +188,41 @@ def test_whole_file_chunks_frame_like_the_pieces() -> None:
         while pos + 4 <= len(payload) and pos + 4 + struct.unpack_from(">i", payload, pos)[0] <= len(payload):
             pos += 4 + struct.unpack_from(">i", payload, pos)[0]
             elements += 1
-        framer = make_framer(1 << 62, ALL_TAGS)
-        assert isinstance(framer, NativeFramer)
-        with path.open("rb") as f:
-            assert framer.feed_file_chunks(f.fileno(), 0, chunks, bytearray(1 << 16))
-        assert framer.faults == [] and framer.records == elements > 0
+        files.append(path.open("rb"))
+        parts = [(files[-1].fileno(), 0, [o for o, _ in chunks], [n for _, n in chunks])]
+        channels.append((parts, 1 << 62, False))  # alone, input state may end mid-record
+        expected.append(elements)
+    try:
+        assert _frame_batch(channels) == expected
+        assert min(expected) > 0
+    finally:
+        for f in files:
+            f.close()
 
 
 def test_whole_file_chunks_count_as_pieces(tmp_path) -> None:
-    """A file of two chunks ([length][payload], after a 4-byte version), each holding whole elements."""
+    """A file of two chunks ([length][payload], after a 4-byte version), each holding whole elements; each
+    channel of a batch is framed on its own, whatever its neighbours hold."""
     one, two = _record(0, struct.pack(">q", 1)), _record(2, struct.pack(">q", 2)) + _record(1, b"")
     data = struct.pack(">i", 0) + struct.pack(">i", len(one)) + one + struct.pack(">i", len(two)) + two
     path = tmp_path / "channel-state"
     path.write_bytes(data)
-    chunks = [(4, len(one)), (8 + len(one), len(two))]
+    second = 8 + len(one)
     with path.open("rb") as f:
-        framer = make_framer(1 << 62)
-        assert framer.feed_file_chunks(f.fileno(), 0, chunks, bytearray(16))
-        assert framer.records == 3 and framer.elements == {0: 1, 1: 1, 2: 1}
-        # The chunks were pieces 0 and 1: a bad element fed next is placed in piece 2.
-        framer.feed(bytearray(_record(99, b"")))
-        assert [(f.kind, f.piece, f.position) for f in framer.faults] == [("tag", 2, 0)]
-        # An offset one byte off reads a length field of 0x00000900 (2304): more than the channel holds, a fault
-        # that stops the fast path.
-        assert not make_framer(len(one)).feed_file_chunks(f.fileno(), 0, [(5, len(one))], bytearray(16))
-        assert make_framer(1 << 62).feed_file_chunks(f.fileno(), 0, [], bytearray(16))  # nothing to read
+        fd = f.fileno()
+        whole = [(fd, 0, [4, second], [len(one), len(two)])]
+        assert _frame_batch(
+            [
+                (whole, len(one) + len(two), True),  # 3 elements, ends on a boundary
+                # An offset one byte off reads a length field of 0x00000900 (2304): more than the channel holds.
+                ([(fd, 0, [5], [len(one)])], len(one), False),
+                ([], 0, True),  # nothing to read
+                ([(fd, 0, [4], [len(one) - 1])], len(one) - 1, True),  # ends inside its only element
+                ([(fd, 0, [4], [len(one) - 1])], 1 << 62, False),  # the same, alone: the rest may follow
+                ([(fd, 0, [second], [len(two) + 1])], 1 << 62, False),  # runs past the end of the file
+                ([(fd, 0, [4], [len(one)]), (fd, 0, [second], [len(two)])], len(one) + len(two), True),  # 2 parts
+            ]
+        ) == [3, None, 0, None, 0, None, 3]
 
 
 def test_make_framer_keeps_the_rules_it_is_given() -> None:

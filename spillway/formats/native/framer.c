@@ -137,6 +137,33 @@ int spw_frame_chunks(framer_t *st, int fd, int64_t base, const int64_t *offsets,
     return 0;
 }
 
+/* Frame many channels in one call: validate's per-channel work in C, not Python (10 000 small channels cost
+ * ~70 us each in Python). Channel c has the parts [part_first[c], part_first[c + 1]); part p is the chunks
+ * [chunk_first[p], chunk_first[p + 1]) of file fds[p] at bases[p], fed like spw_frame_chunks. totals[c]: the
+ * channel's payload length (what a record length must fit in); complete[c]: it must end on a record boundary.
+ * Writes records[c] and status[c]: 0 framed cleanly, 1 a fault or a record left open at the end of a complete
+ * channel (the caller frames it again piece by piece to say where), -1 a read error. */
+void spw_frame_batch(const framer_rules_t *rules, int64_t nchan, const int64_t *part_first, const int64_t *totals,
+                     const int8_t *complete, const int32_t *fds, const int64_t *bases, const int64_t *chunk_first,
+                     const int64_t *offsets, const int32_t *lengths, uint8_t *buf, int64_t bufsize,
+                     int64_t *records, int32_t *status) {
+    for (int64_t c = 0; c < nchan; c++) {
+        framer_t st;
+        memset(&st, 0, sizeof st);
+        st.rules = rules;
+        st.total = totals[c];
+        int rc = 0;
+        for (int64_t p = part_first[c]; p < part_first[c + 1] && rc == 0; p++) {
+            int64_t first = chunk_first[p];
+            rc = spw_frame_chunks(&st, fds[p], bases[p], offsets + first, lengths + first, chunk_first[p + 1] - first,
+                                  buf, bufsize);
+        }
+        if (rc == 0 && complete[c] && (st.head_len || st.left || st.need_tag)) rc = 1;
+        records[c] = st.records;
+        status[c] = rc;
+    }
+}
+
 /* CRC-32 (zlib's: reflected 0xEDB88320, init and final xor ~0) of `rows` byte strings of `length`
  * bytes, the r-th at base + r * stride. Per-record fingerprints of the rescale self-check: equal to
  * zlib.crc32 of each, at slicing-by-8 speed instead of one Python call per record. */
