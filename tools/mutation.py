@@ -36,7 +36,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "keygroups": (
         "spillway/flink/keygroups.py",
-        ["tests/unit/test_analyze.py", "tests/unit/test_rescale_state.py", "tests/unit/test_key_extractor_check.py"],
+        [
+            "tests/unit/test_keygroups.py",
+            "tests/unit/test_analyze.py",
+            "tests/unit/test_rescale_state.py",
+            "tests/unit/test_key_extractor_check.py",
+        ],
     ),
     "operator_ids": ("spillway/flink/operator_ids.py", ["tests/unit/test_operator_ids.py"]),
     "validate": (
@@ -97,9 +102,13 @@ def configure(work: Path, module: str) -> None:
             'source_paths = ["spillway"]',
             f"only_mutate = {json.dumps([path])}",
             f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
-            # pytest keeps only the newest 3 basetemps under /tmp/pytest-of-$USER: with many concurrent
-            # pytest sessions a test's tmp_path can vanish under it (seen in the validate run).
-            'pytest_add_cli_args = ["-m", "not integration and not flink and not slow", "-q"]',
+            # pytest deletes a finished session's basetemp once three newer ones exist under the temp root.
+            # mutmut runs many sessions from one long-lived process (clean run, stats run, one per mutant,
+            # forked from it), so a module-level cache of a tmp path (test_validate's _FLIP_TREE) outlives
+            # its session and points at a deleted directory. Keep every basetemp of the run; main() also
+            # gives the run a temp root of its own, so nobody else's pytest sessions count either.
+            'pytest_add_cli_args = ["-m", "not integration and not flink and not slow", "-q",'
+            ' "-o", "tmp_path_retention_count=1000000"]',
             "use_git_change_detection = false",
             *ISOLATION[module in IMPORT_TIME],
         ]
@@ -119,7 +128,13 @@ def main() -> int:
         return 0
     work = workspace(args.module)
     configure(work, args.module)
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
+    temproot = work / "pytest-tmp"  # inside the workspace: removed with it by the next run of the module
+    temproot.mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+        "PYTEST_DEBUG_TEMPROOT": str(temproot),
+    }
     mutmut = [str(VENV_BIN / "mutmut")]
     run = subprocess.run([*mutmut, "run", "--max-children", str(args.max_children)], cwd=work, env=env)
     subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env)
