@@ -12,6 +12,7 @@ targeted tests (``-m "not integration"``). Prints mutmut's per-mutant results an
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -44,6 +45,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "operator_ids": ("spillway/flink/operator_ids.py", ["tests/unit/test_operator_ids.py"]),
+    "router": (
+        "spillway/rescale/router.py",
+        [
+            "tests/unit/test_rescale_framing.py",
+            "tests/unit/test_rescale_vectorized.py",
+            "tests/unit/test_key_extract.py",
+            "tests/unit/test_rescale_router.py",
+        ],
+    ),
     "validate": (
         "spillway/inspect/validate.py",
         ["tests/cli/test_validate.py", "tests/cli/test_validate_rules.py", "tests/unit/test_binding.py"],
@@ -72,13 +82,20 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 
 
 # Modules whose own functions run at import time (stream_elements.KINDS is built by
-# ElementKind.__post_init__): mutmut's default forks each mutant from a process that has imported them
-# already, so those mutants would all survive unexercised. Fork them from a server that has imported
-# nothing of spillway (slower: every mutant imports and collects afresh).
+# ElementKind.__post_init__), with those functions as mutmut names them. mutmut's default forks each mutant
+# from a process that has imported the module already, so their mutants never run; and mutmut runs for a
+# mutant only the tests that called its function during the stats run, which for an import-time function is
+# at most the one test that happened to import the module first, not the tests that check what it built.
+# So the whole module runs first as usual (fast), then the mutants of these functions run again with every
+# selected test, each forked from a server that has imported nothing of spillway (slow: every mutant
+# imports and collects afresh, hence only for these). mutmut does not fingerprint ``process_isolation``,
+# so switching it keeps the first run's results and stats.
+IMPORT_TIME = {"stream_elements": ["spillway.formats.stream_elements.x\u01c1ElementKind\u01c1__post_init__"]}
+FORKSERVER = ['process_isolation = "forkserver"', 'forkserver_warmup = "none"']
+# Whole modules run once with forkserver isolation (each mutant with the tests the stats run gave it).
 # handles: register(), family_layout() and the channel layouts build the registry and the layouts at import
 # (and metadata.py caches the layouts built from them). metadata_codec's functions run only when called.
-IMPORT_TIME = {"stream_elements", "handles"}
-ISOLATION = {True: ['process_isolation = "forkserver"', 'forkserver_warmup = "none"'], False: []}
+FORKSERVER_MODULES = {"handles"}
 
 
 def workspace(module: str) -> Path:
@@ -92,7 +109,7 @@ def workspace(module: str) -> Path:
     return work
 
 
-def configure(work: Path, module: str) -> None:
+def configure(work: Path, module: str, extra: list[str] | None = None) -> None:
     path, tests = MODULES[module]
     tests = [t for t in tests if (work / t).exists()]
     toml = (work / "pyproject.toml").read_text()
@@ -110,10 +127,44 @@ def configure(work: Path, module: str) -> None:
             'pytest_add_cli_args = ["-m", "not integration and not flink and not slow", "-q",'
             ' "-o", "tmp_path_retention_count=1000000"]',
             "use_git_change_detection = false",
-            *ISOLATION[module in IMPORT_TIME],
+            *(extra or []),
         ]
     )
     (work / "pyproject.toml").write_text(toml + "\n")
+
+
+def refresh(module: str) -> Path:
+    """The module's workspace of an earlier run, with the tests (and tools) of the working tree copied over it,
+    for re-running that run's survivors after new tests (mutmut picks up new tests by itself)."""
+    work = Path(tempfile.gettempdir()) / "spillway-mutation" / module
+    if not (work / "mutants").is_dir():
+        raise SystemExit(f"--rerun: no earlier run of {module} in {work}")
+    for sub in ("tests", "tools"):
+        shutil.rmtree(work / sub)
+        shutil.copytree(ROOT / sub, work / sub, ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
+    return work
+
+
+def not_killed(work: Path, env: dict[str, str], mutmut: list[str]) -> list[str]:
+    """Names of the mutants the last run did not kill (survived, no tests, timeout, suspicious, ...)."""
+    out = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
+    names = []
+    for line in out.stdout.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name and status != "killed":
+            names.append(name)
+    return names
+
+
+def every_test_for(work: Path, functions: list[str]) -> None:
+    """Let mutmut run every selected test (all it timed in its stats run) for mutants of ``functions``."""
+    path = work / "mutants" / "mutmut-stats.json"
+    stats = json.loads(path.read_text())
+    every = sorted(stats["duration_by_test"])
+    for f in functions:
+        stats["tests_by_mangled_function_name"][f] = every
+    path.write_text(json.dumps(stats))
 
 
 def main() -> int:
@@ -121,29 +172,49 @@ def main() -> int:
     ap.add_argument("module", nargs="?", choices=sorted(MODULES))
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--list", action="store_true", help="the modules and their tests")
+    ap.add_argument(
+        "--rerun",
+        action="store_true",
+        help="re-run the mutants the module's last run did not kill, with the working tree's current tests",
+    )
     args = ap.parse_args()
     if args.list or not args.module:
         for name, (path, tests) in MODULES.items():
             print(f"{name:16} {path:40} {' '.join(tests)}")
         return 0
-    work = workspace(args.module)
-    configure(work, args.module)
+    work = refresh(args.module) if args.rerun else workspace(args.module)
+    configure(work, args.module, FORKSERVER if args.module in FORKSERVER_MODULES else None)
     temproot = work / "pytest-tmp"  # inside the workspace: removed with it by the next run of the module
-    temproot.mkdir()
+    temproot.mkdir(exist_ok=True)
     env = {
         **os.environ,
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
         "PYTEST_DEBUG_TEMPROOT": str(temproot),
     }
     mutmut = [str(VENV_BIN / "mutmut")]
-    run = subprocess.run([*mutmut, "run", "--max-children", str(args.max_children)], cwd=work, env=env)
+    run_cmd = [*mutmut, "run", "--max-children", str(args.max_children)]
+    import_time = [f"{f}__mutmut_*" for f in IMPORT_TIME.get(args.module, [])]
+    returncode = 0
+    if args.rerun:
+        names = not_killed(work, env, mutmut)
+        later = {n for n in names if any(fnmatch.fnmatch(n, g) for g in import_time)}
+        if names and len(later) < len(names):
+            returncode = subprocess.run([*run_cmd, *(n for n in names if n not in later)], cwd=work, env=env).returncode
+        if not later:
+            import_time = []
+    else:
+        returncode = subprocess.run(run_cmd, cwd=work, env=env).returncode
+    if import_time and returncode == 0:
+        configure(work, args.module, FORKSERVER)
+        every_test_for(work, IMPORT_TIME[args.module])
+        returncode = subprocess.run([*run_cmd, *import_time], cwd=work, env=env).returncode
     subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env)
     subprocess.run([*mutmut, "export-cicd-stats"], cwd=work, env=env)
     stats = work / "mutants" / "mutmut-cicd-stats.json"
     if stats.exists():
         print(json.dumps(json.loads(stats.read_text()), indent=1))
     print(f"workspace: {work}")
-    return run.returncode
+    return returncode
 
 
 if __name__ == "__main__":

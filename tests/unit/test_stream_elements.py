@@ -225,3 +225,25 @@ def test_length_fault_never_counts_negative_bytes() -> None:
 
     assert length_fault(15, -4) == "more than the 0 bytes left in the channel"
     assert length_fault(15, 20) is None
+
+
+def test_a_length_fault_says_where_and_what() -> None:
+    """The walk stops at a broken length field and names it: its position in the buffer, the value read and
+    why it cannot be a length (router and self-check quote these in their messages)."""
+    from spillway.formats.stream_elements import LengthFault, split_elements
+
+    # a record (length 1: just its tag byte 1), a watermark (length 9: tag 2 + i64), then a length field of -5
+    stream = b"\x00\x00\x00\x01\x01" + b"\x00\x00\x00\x09\x02" + (7).to_bytes(8, "big") + b"\xff\xff\xff\xfb\x01"
+    walked = []
+    with pytest.raises(LengthFault) as caught:
+        walked.extend(split_elements(stream))
+    assert walked == [(0, 1, 1), (5, 9, 2)]
+    fault = caught.value
+    assert (fault.position, fault.length, fault.why) == (18, -5, "not positive")
+    assert str(fault) == "length field -5 at 18 is not positive"
+    # the same field read as 0x7ffffffb: more than the stream holds, once the reader knows where it ends
+    stream = stream[:18] + b"\x7f\xff\xff\xfb\x01"
+    with pytest.raises(LengthFault) as caught:
+        list(split_elements(stream, end=len(stream)))
+    assert (caught.value.position, caught.value.length) == (18, 0x7FFFFFFB)
+    assert caught.value.why == "more than the 1 bytes left in the channel"
