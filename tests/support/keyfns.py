@@ -15,3 +15,13 @@ def key_of(payload: bytes) -> str:
 def not_a_key(payload: bytes) -> list[int]:
     """A broken user function: keys must be a str or a Java hash code (int)."""
     return [len(payload)]
+
+
+def raises(payload: bytes) -> str:
+    """A user function that fails on every record."""
+    raise ValueError(f"cannot key {len(payload)} bytes")
+
+
+def parity(payload: bytes) -> bool:
+    """A boolean key (hashed as java.lang.Boolean): the low bit of a Tuple2<Long, Long>'s first field."""
+    return bool(payload[7] & 1)

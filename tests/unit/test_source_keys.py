@@ -158,3 +158,31 @@ def test_an_unreadable_output_channel_is_reported_for_every_channel(tmp_path: Pa
     on_hash = [ch for ch in victim.channels if ch.gate == 0]
     assert len(mine) == len(on_hash) > 1, problems
     assert all(f"of new subtask {victim.down}: " in p for p in mine)
+
+
+def test_key_function_results_are_hashed_as_java_would() -> None:
+    """A --key-fn returns the key's hashCode (int), a String key, or a boolean key; anything else is refused.
+    java.lang.Boolean.hashCode is 1231 for true and 1237 for false; String.hashCode("a") is 97."""
+    from spillway.rescale.source_keys import _java_hash
+
+    assert (_java_hash(True), _java_hash(False)) == (1231, 1237)
+    assert (_java_hash(-5), _java_hash("a"), _java_hash("")) == (-5, 97, 0)
+    with pytest.raises(RescaleRefused, match=r"^--key-fn returned float; return the key's Java hashCode"):
+        _java_hash(1.5)
+
+
+def test_a_failing_key_function_is_a_refusal_naming_it() -> None:
+    plan = _plan("2.3.0-counted", {"count": 3}, key_fns={"count": "support.keyfns:raises"})
+    with pytest.raises(RescaleRefused) as err:
+        check_source_keys(plan)
+    assert str(err.value) == "--key-fn support.keyfns:raises failed: ValueError: cannot key 16 bytes"
+
+
+def test_a_boolean_key_function_is_judged_by_java_boolean_hashes() -> None:
+    """count is keyBy(f0) with f0 = v % 32; keyed by parity instead, records sit where f0 put them, not where
+    1231/1237 would: the check finds them misplaced, and the example names the boolean key."""
+    plan = _plan("2.3.0-counted", {"count": 3}, key_fns={"count": "support.keyfns:parity"})
+    (found,) = check_source_keys(plan, per_channel=50)
+    assert 0 < found.mismatched < found.checked == 50 * len(_hash_channels("2.3.0-counted"))
+    assert found.example is not None and found.example.key in ("True", "False")
+    assert found.example.problem is None and found.example.key_group is not None
