@@ -246,3 +246,32 @@ def test_survey_counts_the_missing_and_records_rebases(tmp_path: Path) -> None:
         {"from": old, "to": str(job), "paths": 2},
         {"from": "s3://ruled", "to": "/ruled", "paths": 1},
     ]
+
+
+def test_results_keep_the_original_name(tmp_path: Path) -> None:
+    r = _resolver(tmp_path, "s3://ruled=/ruled", "s3://far=hdfs://nn/x")
+    (tmp_path / JOB / "chk-3" / "own").write_text("x")
+    for original in ("s3://ruled/a", "s3://far/b", f"/flink/old/{JOB}/chk-3/own", "/nowhere/f"):
+        assert r.resolve_path(original).original == original
+
+
+def test_a_file_in_the_root_directory_is_found_as_written(tmp_path: Path) -> None:
+    r = _resolver(tmp_path)
+    name = sorted(os.listdir("/"))[0]  # something that exists in /
+    got = r.resolve_path(f"/{name}")
+    assert got.local_text == f"/{name}" and got.problem is None and got.rebased_from is None
+
+
+def test_a_checkpoint_written_at_the_top_of_the_file_system_is_rebased(tmp_path: Path) -> None:
+    """Anchors are looked for down to the first component: a chk-3 right under / still rebases."""
+    r = _resolver(tmp_path)
+    (tmp_path / JOB / "chk-3" / "own").write_text("x")
+    got = r.resolve_path("file:/chk-3/own")
+    assert got.local_text == f"{tmp_path / JOB}/chk-3/own" and got.rebased_from == "file:"
+
+
+def test_the_old_prefix_is_cut_exactly_at_the_anchor(tmp_path: Path) -> None:
+    r = _resolver(tmp_path)
+    (tmp_path / JOB / "chk-3" / "own").write_text("x")
+    got = r.resolve_path("/data/BOX/chk-3/own")
+    assert got.rebased_from == "/data/BOX" and got.local_text == f"{tmp_path / JOB}/chk-3/own"
