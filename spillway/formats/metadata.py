@@ -39,7 +39,7 @@ from spillway.formats.primitives import (
     Require,
 )
 
-__all__ = ["METADATA_MAGIC", "SUPPORTED_VERSIONS", "body", "compiled_layout", "metadata_layout"]
+__all__ = ["METADATA_MAGIC", "SUPPORTED_VERSIONS", "body", "metadata_layout", "operator_layout"]
 
 METADATA_MAGIC = 0x4960672D
 MASTER_STATE_MAGIC = 0xC96B1696
@@ -122,13 +122,18 @@ def _operator_v3plus(features: FormatFeatures) -> FastStruct:
 
 
 @cache
+def operator_layout(features: FormatFeatures) -> FastStruct:
+    """The layout of one operator's state, for one row of the features table."""
+    return OperatorV2 if features.legacy_subtask_fields else _operator_v3plus(features)
+
+
+@cache
 def body(features: FormatFeatures) -> FastStruct:
     """The layout of everything after the header, for one row of the features table."""
-    if features.legacy_subtask_fields:
-        operator, min_operator = OperatorV2, 32
-    else:
-        # id 16, parallelisms 8, coordinator type byte 1, subtask count 4; name and uid 2 bytes each
-        operator, min_operator = _operator_v3plus(features), 29 + (4 if features.names_and_uids else 0)
+    operator = operator_layout(features)
+    # V2: id 16, parallelisms 8, chain length 4, subtask count 4. V3+: id 16, parallelisms 8,
+    # coordinator type byte 1, subtask count 4; name and uid 2 bytes each
+    min_operator = 32 if features.legacy_subtask_fields else 29 + (4 if features.names_and_uids else 0)
     return FastStruct(
         "checkpoint_id" / Int64sb,
         Require(lambda ctx: ctx["checkpoint_id"] >= 0, lambda ctx: f"invalid checkpoint id {ctx['checkpoint_id']}", 8),
@@ -167,21 +172,23 @@ class Dialects(Construct):
                 return sub._build(obj, stream, context, path)
         raise ConstructError(f"no dialect {wanted!r}", path=path)
 
-    def _emitparse(self, code: Any) -> str:
-        fname = f"parse_dialects_{code.allocateId()}"
-        lines = [f"def {fname}(io, this):", "    start = io.tell()"]
+    def emit_fast(self, gen: Any, var: str, scope: Any, out: list[str], ind: str) -> None:
+        """``spillway.formats.fastparse``: each dialect in turn from the same start."""
+        fname = gen.name("parse_dialects")
+        lines = [f"def {fname}(data, pos, end):"]
         for dialect, sub in self.choices:
             lines += [
                 "    try:",
-                f"        obj = {sub._compileparse(code)}",
-                f"        obj['dialect'] = {dialect!r}",
-                "        return obj",
+                f"        obj, after = {gen.function(sub)}(data, pos, end)",
                 "    except Exception:",
-                "        io.seek(start)",
+                "        pass",
+                "    else:",
+                f"        obj['dialect'] = {dialect!r}",
+                "        return obj, after",
             ]
-        lines.append(f"    return {self.choices[0][1]._compileparse(code)}")
-        code.append("\n".join(lines) + "\n")
-        return f"{fname}(io, this)"
+        lines.append("    _fail('no dialect matches')")
+        gen.functions.append("\n".join(lines))
+        out.append(f"{ind}{var}, pos = {fname}(data, pos, end)")
 
 
 @cache
@@ -189,9 +196,3 @@ def metadata_layout(version: int) -> Construct:
     """Whole-file layout for one version (header included), interpreted: full error paths."""
     choices = dialects(version)
     return FastStruct("header" / Header, "body" / (body(choices[0]) if len(choices) == 1 else Dialects(choices)))
-
-
-@cache
-def compiled_layout(version: int) -> Construct:
-    """Same layout compiled to Python source: several times faster, error messages without paths."""
-    return metadata_layout(version).compile()

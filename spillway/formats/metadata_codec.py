@@ -1,7 +1,9 @@
 """Read and write ``_metadata``: bytes ⇄ the model in ``spillway.model.checkpoint``.
 
-Decoding runs the compiled layout first (fast); if it fails for any reason, the interpreted layout
-re-reads the bytes to produce the precise error (field path, offset). Both enforce the same bounds.
+Decoding runs the layout compiled by ``spillway.formats.fastparse`` first (fast: each operator becomes
+its model as soon as it is parsed, so only one operator's parse tree is alive at a time); if it fails
+for any reason, the interpreted layout re-reads the bytes to produce the precise error (field path,
+offset). Both enforce the same bounds.
 Encoding goes model → construct containers → the interpreted layout's ``build`` — the inverse of
 parsing, so ``encode(decode(b)) == b`` for every file Flink writes.
 """
@@ -11,17 +13,19 @@ from __future__ import annotations
 import gc
 import io
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache, partial
 from typing import Any
 
 from construct import ConstructError, Container, ListContainer
 
-from spillway.flink.features import SUPPORTED_VERSIONS, FormatFeatures, format_features
+from spillway.flink.features import SUPPORTED_VERSIONS, FormatFeatures, dialects, format_features
 from spillway.formats.errors import CheckpointFormatError, from_construct
+from spillway.formats.fastparse import compile_fast
 from spillway.formats.handles import channel_codec, decode_handle, encode_handle
 from spillway.formats.javaser import JavaEnum, JavaObject, JavaSerializationError, read_java_object
-from spillway.formats.metadata import METADATA_MAGIC, compiled_layout, metadata_layout
+from spillway.formats.metadata import METADATA_MAGIC, metadata_layout, operator_layout
 from spillway.model.checkpoint import (
     Checkpoint,
     CheckpointProperties,
@@ -75,18 +79,29 @@ def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
         return _decode(data, file)
 
 
+@cache
+def fast_parser(version: int) -> Callable[[bytes], Any]:
+    """The whole-file layout of ``version`` compiled to a parser whose ``operators`` are models."""
+    hooks: dict[int, Callable[[Any], Any]] = {
+        id(operator_layout(features)): partial(_operator, features=features) for features in dialects(version)
+    }
+    return compile_fast(metadata_layout(version), hooks)
+
+
 def _decode(data: bytes, file: str) -> Checkpoint:
     version = read_header(data, file)
     try:
-        parsed = compiled_layout(version).parse(data)
+        parsed = fast_parser(version)(data)
+        decoded = True
     except Exception:
         parsed = _diagnose(data, version, file)
+        decoded = False
     body = parsed["body"]
     features = format_features(version, body.get("dialect"))
     checkpoint = Checkpoint(
         format_version=version,
         checkpoint_id=body["checkpoint_id"],
-        operators=[_operator(o, features) for o in body["operators"]],
+        operators=body["operators"] if decoded else [_operator(o, features) for o in body["operators"]],
         master_states=[
             MasterState(m["blob"]["name"], m["blob"]["version"], m["blob"]["payload"]) for m in body["master_states"]
         ],

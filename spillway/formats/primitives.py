@@ -4,8 +4,8 @@ Flink writes with ``java.io.DataOutputStream``: big-endian integers and "modifie
 Counts and lengths read from a file are checked against the bytes actually left before anything is
 allocated, so a corrupt count of 2**31 fails at once with a clear message instead of exhausting memory.
 
-Every construct here works interpreted (full error paths and offsets: used to diagnose and to build)
-and compiled (``_emitparse``: the fast path, same checks via ``spillway.formats.fastpath``).
+Every construct here parses interpreted (full error paths and offsets: used to diagnose and to build)
+and is compiled, with the same checks, by ``spillway.formats.fastparse`` (the fast path).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from construct import (
     stream_write,
 )
 
-from spillway.formats import fastpath
 from spillway.formats.modutf8 import decode_modified_utf8, encode_modified_utf8
 
 _I16 = struct.Struct(">H")
@@ -49,10 +48,17 @@ class BoundsError(FormatError):
     """A count or length read from the file cannot be right: negative or beyond the end of the data."""
 
 
+def remaining(stream: Any) -> int:
+    pos = stream.tell()
+    end = stream.seek(0, 2)
+    stream.seek(pos)
+    return end - pos
+
+
 def _check_count(count: int, min_size: int, stream: Any, path: str, at: int | None) -> int:
     if count < 0:
         raise BoundsError(f"negative count {count}", path=path, offset=at)
-    left = fastpath.remaining(stream)
+    left = remaining(stream)
     if count * min_size > left:
         raise BoundsError(
             f"count {count} needs at least {count * min_size} bytes, only {left} left", path=path, offset=at
@@ -78,10 +84,6 @@ class JavaUtf(Construct):
         stream_write(stream, _I16.pack(len(raw)), 2, path)
         stream_write(stream, raw, len(raw), path)
         return obj
-
-    def _emitparse(self, code):
-        fastpath.use(code)
-        return "read_utf(io)"
 
 
 JavaString = JavaUtf()
@@ -110,14 +112,6 @@ class BoundedArray(Subconstruct):
             self.subcon._build(item, stream, context, f"{path} -> [{i}]")
         return obj
 
-    def _emitparse(self, code):
-        fastpath.use(code)
-        fmt = getattr(self.subcon, "fmtstr", None)
-        if fmt is not None and fmt[0] == ">" and len(fmt) == 2:
-            # Fixed-size numbers (offsets): one read and one unpack for the whole array.
-            return f"read_array(io, {fmt[1]!r}, {self.subcon.length})"
-        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range(read_count(io, {self.min_size})))"
-
 
 class CountedArray(Subconstruct):
     """An array whose count was read earlier (``countfunc(context)``), bounded like ``BoundedArray``."""
@@ -137,11 +131,6 @@ class CountedArray(Subconstruct):
             self.subcon._build(item, stream, context, f"{path} -> [{i}]")
         return obj
 
-    def _emitparse(self, code):
-        fastpath.use(code)
-        count = f"check_count({self.countfunc!r}, io, {self.min_size})"
-        return f"ListContainer(({self.subcon._compileparse(code)}) for i in range({count}))"
-
 
 class BoundedBytes(Construct):
     """``i32 length`` + that many bytes; the length must be non-negative and fit in what is left."""
@@ -151,7 +140,7 @@ class BoundedBytes(Construct):
         at = stream.tell() - 4
         if n < 0:
             raise BoundsError(f"negative length {n}", path=path, offset=at)
-        left = fastpath.remaining(stream)
+        left = remaining(stream)
         if n > left:
             raise BoundsError(f"length {n} is beyond the end of the data ({left} bytes left)", path=path, offset=at)
         return stream_read(stream, n, path)
@@ -160,10 +149,6 @@ class BoundedBytes(Construct):
         stream_write(stream, _I32.pack(len(obj)), 4, path)
         stream_write(stream, obj, len(obj), path)
         return obj
-
-    def _emitparse(self, code):
-        fastpath.use(code)
-        return "read_blob(io)"
 
 
 class LengthPrefixed(Subconstruct):
@@ -196,10 +181,6 @@ class LengthPrefixed(Subconstruct):
         stream_write(stream, raw, len(raw), path)
         return obj
 
-    def _emitparse(self, code):
-        fastpath.use(code)
-        return f"parse_prefixed(io, lambda io: {self.subcon._compileparse(code)})"
-
 
 class HexId(Adapter):
     """16 raw bytes shown as 32 lowercase hex chars (Flink's OperatorID/JobVertexID text form)."""
@@ -212,10 +193,6 @@ class HexId(Adapter):
 
     def _encode(self, obj, context, path):
         return bytes.fromhex(obj)
-
-    def _emitparse(self, code):
-        fastpath.use(code)
-        return "read_exact(io, 16).hex()"
 
 
 OperatorIdHex = HexId()
@@ -275,29 +252,19 @@ class EndOfData(_Check):
         self.what = what
 
     def _parse(self, stream, context, path):
-        left = fastpath.remaining(stream)
+        left = remaining(stream)
         if left:
             raise FormatError(f"{left} trailing bytes after {self.what}", path=path, offset=stream.tell())
         return None
 
 
 class FastStruct(Struct):
-    """``Struct`` whose compiled parser uses one plain dict as both result and context.
+    """``Struct`` that ``spillway.formats.fastparse`` compiles to a function returning one plain dict.
 
-    construct's compiled Struct builds two Containers per struct; on a 70 MB ``_metadata`` that is
-    most of the parse time. Our layouts only ever look at sibling fields (a type byte, a count, a
-    marker), so one dict can serve as both. Interpreted parsing and building are construct's own.
+    Its fields may refer only to earlier sibling fields (a type byte, a count, a marker), never to
+    an enclosing struct: the compiled form keeps no context beyond the struct itself. Interpreted
+    parsing and building are construct's own.
     """
-
-    def _emitparse(self, code):
-        fname = f"parse_faststruct_{code.allocateId()}"
-        lines = [f"def {fname}(io, this):", "    this = {}"]
-        for sc in self.subcons:
-            expr = sc._compileparse(code)
-            lines.append(f"    this[{sc.name!r}] = {expr}" if sc.name else f"    {expr}")
-        lines.append("    return this")
-        code.append("\n".join(lines) + "\n")
-        return f"{fname}(io, this)"
 
 
 __all__ = [

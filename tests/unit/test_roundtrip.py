@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-from support.fixtures import Fixture, fixture_params
+from typing import Any
 
-from spillway.formats.metadata import compiled_layout, metadata_layout
-from spillway.formats.metadata_codec import decode_metadata, encode_metadata, read_header
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.fixtures import Fixture, all_fixtures, fixture_params
+
+from spillway.flink.features import format_features
+from spillway.formats.metadata import metadata_layout
+from spillway.formats.metadata_codec import _operator, decode_metadata, encode_metadata, fast_parser, read_header
 
 
 @pytest.mark.parametrize("fx", fixture_params())
@@ -15,7 +20,6 @@ def test_layout_round_trip_is_byte_exact(fx: Fixture) -> None:
     version = read_header(data, str(fx.metadata))
     parsed = metadata_layout(version).parse(data)
     assert metadata_layout(version).build(parsed) == data
-    assert compiled_layout(version).parse(data) == parsed
 
 
 @pytest.mark.parametrize("fx", fixture_params())
@@ -42,3 +46,68 @@ def test_v7_reference_checkpoint_ids_round_trip() -> None:
     assert encode_metadata(back) == data
     # V7 = V6 plus one marker byte per running subtask, plus 8 bytes for the one id.
     assert len(data) == len(fx.metadata.read_bytes()) + len(running) + 8
+
+
+def _both_parsers(data: bytes, version: int) -> tuple[Any, Any]:
+    """(fast parse, interpreted parse); each an exception instead when it rejects the bytes."""
+    results: list[Any] = []
+    for parse in (fast_parser(version), metadata_layout(version).parse):
+        try:
+            results.append(parse(data))
+        except Exception as exc:
+            results.append(exc)
+    return results[0], results[1]
+
+
+def _assert_same_decode(fast: Any, slow: Any) -> None:
+    """The fast parse (operators already models) equals the interpreted one decoded the slow way."""
+    fb, sb = fast["body"], slow["body"]
+    features = format_features(slow["header"]["version"], sb.get("dialect"))
+    assert fb["operators"] == [_operator(o, features) for o in sb["operators"]]
+    assert {k: v for k, v in fb.items() if k != "operators"} == {
+        k: v for k, v in sb.items() if k != "operators" and not k.startswith("_")
+    }
+    assert fast["header"] == {k: v for k, v in slow["header"].items() if not k.startswith("_")}
+
+
+@pytest.mark.parametrize("fx", fixture_params())
+def test_fast_parser_decodes_like_the_interpreted_layout(fx: Fixture) -> None:
+    data = fx.metadata.read_bytes()
+    fast, slow = _both_parsers(data, read_header(data, str(fx.metadata)))
+    assert not isinstance(fast, Exception) and not isinstance(slow, Exception), (fast, slow)
+    _assert_same_decode(fast, slow)
+
+
+_ALL = [f.metadata.read_bytes() for f in all_fixtures()]
+
+
+@st.composite
+def _damaged(draw: st.DrawFn) -> bytes:
+    """A real _metadata with a few bytes flipped, set, inserted or deleted, or cut short (header kept)."""
+    data = bytearray(draw(st.sampled_from(_ALL)))
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(8, len(data) - 1))
+        kind = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
+        if kind == "flip":
+            data[pos] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "set":
+            data[pos] = draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF]))
+        elif kind == "cut":
+            del data[pos:]
+        elif kind == "insert":
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
+        else:
+            del data[pos : pos + draw(st.integers(1, 8))]
+        if len(data) <= 8:
+            break
+    return bytes(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_damaged())
+def test_fast_parser_rejects_exactly_what_the_interpreted_layout_rejects(data: bytes) -> None:
+    version = int.from_bytes(data[4:8], "big", signed=True)
+    fast, slow = _both_parsers(data, version)
+    assert isinstance(fast, Exception) == isinstance(slow, Exception), (fast, slow)
+    if not isinstance(slow, Exception):
+        _assert_same_decode(fast, slow)

@@ -1,0 +1,304 @@
+"""A second compiler for our construct layouts: Python source that parses ``bytes`` at an offset.
+
+construct's own ``compile()`` reads through ``io.read(n)`` on a ``BytesIO`` and builds two
+containers per struct; on a 100 MB ``_metadata`` that machinery is most of the decode. This module
+walks the same layout objects (the one declaration of every field) and emits, per ``FastStruct``, a
+function ``(data, pos, end) -> (dict, pos)`` that
+
+* reads every run of fixed-size fields (and the length or count that heads the next string, blob or
+  array) with one precompiled ``struct.Struct.unpack_from``,
+* slices strings and blobs straight out of ``data`` (no stream, no per-read bounds helper),
+* keeps the checks of the interpreted layouts: counts and lengths against the bytes left, constants,
+  ``Require`` predicates, unknown type codes, trailing bytes of length-prefixed blobs, end of data.
+
+Any failure raises; the caller then re-parses interpreted for the precise error (field path, offset),
+as with construct's compiled parsers. The result has the shape of construct's parse result (a dict
+per struct, a list per array), so every decoder written for containers works on it unchanged.
+
+``hooks`` maps a layout object to a function applied to each value parsed with it, as soon as it is
+parsed: the metadata decoder turns each operator into its model right away, so the parse tree of one
+operator at a time is alive instead of the whole file's.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from construct import (
+    Bytes,
+    Const,
+    Construct,
+    Flag,
+    FormatField,
+    GreedyBytes,
+    IfThenElse,
+    Pass,
+    Renamed,
+    Switch,
+)
+
+from spillway.formats.modutf8 import decode_modified_utf8
+from spillway.formats.primitives import (
+    BoundedArray,
+    BoundedBytes,
+    CountedArray,
+    EndOfData,
+    FastStruct,
+    HexId,
+    JavaUtf,
+    LengthPrefixed,
+    Require,
+    UnknownCode,
+)
+
+Parser = Callable[[bytes], Any]
+
+
+class FastParseError(ValueError):
+    """The bytes do not fit the layout (no detail: the interpreted parse reports it)."""
+
+
+def _fail(what: str) -> Any:
+    raise FastParseError(what)
+
+
+def _utf(raw: bytes) -> str:
+    return raw.decode("ascii") if raw.isascii() else decode_modified_utf8(raw)
+
+
+_THIS_FIELD = re.compile(r"this\['(\w+)'\]")
+
+# Fixed-size items a struct run can absorb: construct -> struct format character(s).
+_HEADS = {JavaUtf: "H", BoundedArray: "i", BoundedBytes: "i", LengthPrefixed: "i"}
+
+
+class _Gen:
+    def __init__(self, hooks: dict[int, Callable[[Any], Any]]):
+        self.hooks = hooks
+        self.ns: dict[str, Any] = {
+            "_fail": _fail,
+            "_utf": _utf,
+            "_unpack_from": struct.unpack_from,
+        }
+        self.functions: list[str] = []
+        self.done: dict[int, str] = {}
+        self.counter = 0
+
+    def name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}_{self.counter}"
+
+    def const(self, value: Any, prefix: str = "k") -> str:
+        name = self.name(prefix)
+        self.ns[name] = value
+        return name
+
+    # -- a whole construct as a function (data, pos, end) -> (value, pos) --------------------------
+
+    def function(self, con: Construct) -> str:
+        key = id(con)
+        fname = self.done.get(key)
+        if fname is not None:
+            return fname
+        fname = self.done[key] = self.name("parse")
+        body: list[str] = []
+        if isinstance(con, FastStruct):
+            self.struct_body(con, body)
+        else:
+            self.field(con, "value", {}, body, "    ")
+            body.append("    return value, pos")
+        hook = self.hooks.get(key)
+        if hook is not None:
+            # every "return X, pos" of the body becomes "return hook(X), pos"
+            hname = self.const(hook, "hook")
+            body = [
+                re.sub(r"^(\s*)return (.*), pos$", rf"\1return {hname}(\2), pos", line) if "return " in line else line
+                for line in body
+            ]
+        self.functions.append("\n".join([f"def {fname}(data, pos, end):", *body]))
+        return fname
+
+    def struct_body(self, con: FastStruct, out: list[str]) -> None:
+        ind = "    "
+        scope: dict[str, str] = {}  # field name -> local variable
+        run: list[tuple[str, str, str | None]] = []  # (format, variable, post-processing)
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(f for f, _, _ in run)
+            packer = self.const(struct.Struct(fmt), "S")
+            names = ", ".join(v for _, v, _ in run)
+            out.append(f"{ind}{names}, = {packer}.unpack_from(data, pos)")
+            out.append(f"{ind}pos += {struct.calcsize(fmt)}")
+            for _, _var, post in run:
+                if post:
+                    out.append(f"{ind}{post}")
+            run.clear()
+
+        for i, sc in enumerate(con.subcons):
+            fname = sc.name
+            inner = sc.subcon if isinstance(sc, Renamed) else sc
+            var = f"f{i}_{fname}" if fname else f"f{i}"
+            fixed = self.fixed(inner, var)
+            if fixed is not None:
+                run.append((fixed[0], var, fixed[1]))
+            elif type(inner) in _HEADS:
+                head = f"h{i}"
+                run.append((_HEADS[type(inner)], head, None))
+                flush()
+                self.headed(inner, var, head, out, ind)
+            else:
+                flush()
+                self.field(inner, var, scope, out, ind)
+            if fname:
+                scope[fname] = var
+        flush()
+        items = ", ".join(f"{n!r}: {v}" for n, v in scope.items())
+        out.append(f"{ind}return {{{items}}}, pos")
+
+    # -- pieces -------------------------------------------------------------------------------------
+
+    def fixed(self, con: Construct, var: str) -> tuple[str, str | None] | None:
+        """(struct format, statement run after unpacking) for a fixed-size item, else None."""
+        if isinstance(con, FormatField) and con.fmtstr[0] == ">" and len(con.fmtstr) == 2:
+            return con.fmtstr[1], None
+        if con is Flag:
+            return "?", None
+        if isinstance(con, HexId):
+            return "16s", f"{var} = {var}.hex()"
+        if isinstance(con, Const) and isinstance(con.subcon, FormatField) and len(con.subcon.fmtstr) == 2:
+            want = self.const(con.value)
+            return con.subcon.fmtstr[1], f"if {var} != {want}: _fail('constant')"
+        return None
+
+    def headed(self, con: Construct, var: str, head: str, out: list[str], ind: str) -> None:
+        """A string, blob or array whose length/count ``head`` was just unpacked."""
+        if isinstance(con, JavaUtf):
+            out.append(f"{ind}{var} = pos + {head}")
+            out.append(f"{ind}if {var} > end: _fail('string')")
+            out.append(f"{ind}{var} = _utf(data[pos:{var}]); pos += {head}")
+        elif isinstance(con, BoundedBytes):
+            out.append(f"{ind}if {head} < 0 or {head} > end - pos: _fail('blob length')")
+            out.append(f"{ind}{var} = data[pos:pos + {head}]; pos += {head}")
+        elif isinstance(con, LengthPrefixed):
+            out.append(f"{ind}if {head} < 0 or {head} > end - pos: _fail('blob length')")
+            inner = self.function(con.subcon)
+            out.append(f"{ind}{var}, _n = {inner}(data[pos:pos + {head}], 0, {head})")
+            out.append(f"{ind}if _n != {head}: _fail('trailing bytes in blob')")
+            out.append(f"{ind}pos += {head}")
+        else:
+            assert isinstance(con, BoundedArray)
+            self.array(con.subcon, con.min_size, var, head, out, ind)
+
+    def array(self, sub: Construct, min_size: int, var: str, count: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if {count} < 0 or {count} * {min_size} > end - pos: _fail('count')")
+        fixed = self.fixed(sub, "x")
+        if fixed is not None and fixed[1] is None:
+            size = struct.calcsize(">" + fixed[0])
+            out.append(f"{ind}{var} = list(_unpack_from('>%d{fixed[0]}' % {count}, data, pos))")
+            out.append(f"{ind}pos += {count} * {size}")
+            return
+        parse = self.function(sub)
+        out.append(f"{ind}{var} = []")
+        out.append(f"{ind}for _ in range({count}):")
+        out.append(f"{ind}    _x, pos = {parse}(data, pos, end)")
+        out.append(f"{ind}    {var}.append(_x)")
+
+    def expr(self, fn: Any, scope: dict[str, str]) -> str:
+        """A construct expression over sibling fields (``this.x >= 0``) as Python over locals."""
+        text = repr(fn)
+        names = _THIS_FIELD.findall(text)
+        if names and all(n in scope for n in names) and "this" not in _THIS_FIELD.sub("", text):
+            return _THIS_FIELD.sub(lambda m: scope[m.group(1)], text)
+        # anything else: call it with the fields parsed so far
+        return f"{self.const(fn, 'fn')}({self.context(scope)})"
+
+    @staticmethod
+    def context(scope: dict[str, str]) -> str:
+        return "{" + ", ".join(f"{n!r}: {v}" for n, v in scope.items()) + "}"
+
+    def field(self, con: Construct, var: str, scope: dict[str, str], out: list[str], ind: str) -> None:
+        """Statements that parse ``con`` at ``pos`` into ``var`` and advance ``pos``."""
+        if isinstance(con, Renamed):
+            self.field(con.subcon, var, scope, out, ind)
+            return
+        fixed = self.fixed(con, var)
+        if fixed is not None:
+            packer = self.const(struct.Struct(">" + fixed[0]), "S")
+            out.append(f"{ind}{var}, = {packer}.unpack_from(data, pos)")
+            out.append(f"{ind}pos += {packer}.size")
+            if fixed[1]:
+                out.append(f"{ind}{fixed[1]}")
+        elif type(con) in _HEADS:
+            self.field(FormatField(">", _HEADS[type(con)]), f"{var}_n", scope, out, ind)
+            self.headed(con, var, f"{var}_n", out, ind)
+        elif isinstance(con, CountedArray):
+            count = f"{var}_n"
+            out.append(f"{ind}{count} = {self.expr(con.countfunc, scope)}")
+            self.array(con.subcon, con.min_size, var, count, out, ind)
+        elif isinstance(con, FastStruct):
+            out.append(f"{ind}{var}, pos = {self.function(con)}(data, pos, end)")
+        elif isinstance(con, IfThenElse):
+            out.append(f"{ind}if {self.expr(con.condfunc, scope)}:")
+            self.field(con.thensubcon, var, scope, out, ind + "    ")
+            out.append(f"{ind}else:")
+            self.field(con.elsesubcon, var, scope, out, ind + "    ")
+        elif isinstance(con, Switch):
+            # one function per case, looked up by key; an unknown key is a KeyError (a failure)
+            cases = {key: self.function(sub) for key, sub in con.cases.items()}
+            table = self.name("cases")
+            self.ns[table] = cases  # names now, functions once the module is executed
+            key = self.expr(con.keyfunc, scope)
+            if not isinstance(con.default, UnknownCode):
+                raise TypeError(f"fastparse: Switch default {con.default!r} not supported")
+            out.append(f"{ind}{var}, pos = {table}[{key}](data, pos, end)")
+        elif con is Pass:
+            out.append(f"{ind}{var} = None")
+        elif con is GreedyBytes:
+            out.append(f"{ind}{var} = data[pos:end]; pos = end")
+        elif isinstance(con, Require):
+            message = self.const(con.predicate, "req")
+            out.append(f"{ind}if not {message}({self.context(scope)}): _fail('requirement')")
+            out.append(f"{ind}{var} = None")
+        elif isinstance(con, EndOfData):
+            out.append(f"{ind}if pos != end: _fail('trailing bytes')")
+            out.append(f"{ind}{var} = None")
+        elif hasattr(con, "emit_fast"):
+            con.emit_fast(self, var, scope, out, ind)
+        elif isinstance(con, Bytes) and isinstance(con.length, int):
+            out.append(f"{ind}{var} = data[pos:pos + {con.length}]; pos += {con.length}")
+            out.append(f"{ind}if len({var}) != {con.length}: _fail('bytes')")
+        else:
+            raise TypeError(f"fastparse: no fast form for {type(con).__name__}")
+
+    def module(self) -> dict[str, Any]:
+        source = "\n\n".join(self.functions) + "\n"
+        ns = dict(self.ns)
+        exec(compile(source, "<spillway.fastparse>", "exec"), ns)  # generated from our own layouts
+        for name, value in list(ns.items()):
+            if name.startswith("cases_"):
+                ns[name] = {key: ns[fname] for key, fname in value.items()}
+                # the functions look the table up by name at call time: rebind in their globals
+        return ns
+
+
+def compile_fast(layout: Construct, hooks: dict[int, Callable[[Any], Any]] | None = None) -> Parser:
+    """``parse(data) -> value`` for ``layout``, reading all of ``data``; raises on any mismatch."""
+    gen = _Gen(hooks or {})
+    top = gen.function(layout)
+    ns = gen.module()
+    parse_at = ns[top]
+
+    def parse(data: bytes) -> Any:
+        value, _ = parse_at(data, 0, len(data))
+        return value
+
+    parse.source = "\n\n".join(gen.functions)  # type: ignore[attr-defined]
+    return parse
+
+
+__all__ = ["FastParseError", "compile_fast"]
