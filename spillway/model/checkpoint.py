@@ -418,7 +418,8 @@ class OperatorStreamHandle:
 # index, subpartition index): Flink's InputChannelInfo and ResultSubpartitionInfo. ``info`` is that pair,
 # ``label()`` its short form ``in(g,c)`` / ``out(p,s)``. ``code`` is the handle's type byte in the typed
 # channel-handle layout (metadata V6+). Merged handles (V6+) hold several channels of one subtask
-# that share one delegate; ``unmerged()`` gives them as single handles (a single handle: itself).
+# that share one delegate; ``unmerged()`` gives them as single handles (a single handle: itself),
+# ``channel_count`` how many (without building them).
 
 ChannelSide = Literal["input", "output"]
 KeepChannel: TypeAlias = Callable[[int, int], bool]  # (first, second index of the pair) -> keep?
@@ -436,6 +437,9 @@ class ChannelState(Protocol):
     @property
     def delegate(self) -> StreamHandle: ...
 
+    @property
+    def channel_count(self) -> int: ...
+
     def unmerged(self) -> Sequence[ChannelHandle]: ...
     def kept(self, keep: KeepChannel) -> Self | None: ...
 
@@ -452,6 +456,7 @@ class InputChannelHandle:
     delegate: StreamHandle
     side: ClassVar[Literal["input"]] = "input"
     merged: ClassVar[bool] = False
+    channel_count: ClassVar[int] = 1
     code: ClassVar[int] = 1
     flink_class: ClassVar[str] = "InputChannelStateHandle"
 
@@ -488,6 +493,7 @@ class ResultSubpartitionHandle:
     delegate: StreamHandle
     side: ClassVar[Literal["output"]] = "output"
     merged: ClassVar[bool] = False
+    channel_count: ClassVar[int] = 1
     code: ClassVar[int] = 2
     flink_class: ClassVar[str] = "ResultSubpartitionStateHandle"
 
@@ -553,6 +559,10 @@ class MergedInputChannelHandle:
     code: ClassVar[int] = 3
     flink_class: ClassVar[str] = "MergedInputChannelStateHandle"
 
+    @property
+    def channel_count(self) -> int:
+        return len(self.channels)
+
     def unmerged(self) -> list[InputChannelHandle]:
         return [
             InputChannelHandle(
@@ -588,6 +598,10 @@ class MergedResultSubpartitionHandle:
     merged: ClassVar[bool] = True
     code: ClassVar[int] = 4
     flink_class: ClassVar[str] = "MergedResultSubpartitionStateHandle"
+
+    @property
+    def channel_count(self) -> int:
+        return len(self.channels)
 
     def unmerged(self) -> list[ResultSubpartitionHandle]:
         return [

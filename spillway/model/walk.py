@@ -90,6 +90,14 @@ def stream_handles_of(handle: Handle | None, role: str = "delegate") -> list[tup
     return out
 
 
+def stream_leaves(handle: Handle | None) -> list[StreamLeaf]:
+    """Every leaf stream handle inside any handle (itself included when it is one), without roles."""
+    out: list[StreamLeaf] = []
+    if handle is not None:
+        _leaves(handle, out)
+    return out
+
+
 def _collect(handle: Handle, role: str, out: list[tuple[str, StreamLeaf]]) -> None:
     # Hot on large checkpoints (hundreds of thousands of handles): plain recursion, no generators, and
     # leaves (most handles) recognised before asking for children.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from spillway import progress
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
+from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle
 from spillway.model.walk import file_path_of, leaf_stream_handles
 from spillway.safe_io import read_regular
 from spillway.storage.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
@@ -40,7 +40,7 @@ class LoadedCheckpoint:
         absolute: set[str] = set()
         relative: set[str] = set()
         for handle in leaf_stream_handles(self.checkpoint):
-            if is_file_backed(handle):
+            if isinstance(handle, FILE_BACKED_TYPES):
                 (relative if handle.relative else absolute).add(handle.file_name)
         missing = self.resolver.survey(absolute)
         for rel in relative:

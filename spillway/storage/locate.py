@@ -112,14 +112,6 @@ def strip_file_scheme(path: str) -> str | None:
     return path
 
 
-def _inside(child: Path, parent: Path) -> bool:
-    try:
-        real_path(child).relative_to(real_path(parent))
-        return True
-    except ValueError:
-        return False
-
-
 def _safe_tail(parts: tuple[str, ...]) -> bool:
     return all(p not in ("", ".", "..") for p in parts)
 
@@ -138,6 +130,7 @@ class FileResolver:
     _cache: dict[str, ResolvedFile] = field(default_factory=dict)
     _listings: dict[str, frozenset[str]] = field(default_factory=dict)
     _dirs: dict[str, list[tuple[str, str | None, str | None]]] = field(default_factory=dict)
+    _real: dict[str, str] = field(default_factory=dict)  # directory -> its real path ("": the checkpoint's)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -163,9 +156,23 @@ class FileResolver:
     def _relative(self, relative: str) -> ResolvedFile:
         rel = PurePosixPath(relative)
         local = self.checkpoint_dir / rel
-        if rel.is_absolute() or not _safe_tail(rel.parts) or not _inside(local, self.checkpoint_dir):
+        if rel.is_absolute() or not _safe_tail(rel.parts) or not self._inside_checkpoint(local):
             return ResolvedFile(relative, None, problem="relative path escapes the checkpoint directory")
         return ResolvedFile(relative, str(local))
+
+    def _inside_checkpoint(self, local: Path) -> bool:
+        """Whether ``local``'s real path (symlinks resolved) is inside the checkpoint directory's. The
+        real path of each directory is computed once (a checkpoint names thousands of relative files in
+        a few directories); only a symlink as the last component needs a resolution of its own."""
+        real_dir = self._real.get("")
+        if real_dir is None:
+            real_dir = self._real[""] = str(real_path(self.checkpoint_dir))
+        parent = str(local.parent)
+        real_parent = self._real.get(parent)
+        if real_parent is None:
+            real_parent = self._real[parent] = str(real_path(parent))
+        real = str(real_path(local)) if os.path.islink(local) else os.path.join(real_parent, local.name)
+        return real == real_dir or real.startswith(real_dir.rstrip("/") + "/")
 
     def resolve_path(self, original: str) -> ResolvedFile:
         hit = self._cache.get(original)
@@ -185,6 +192,15 @@ class FileResolver:
                 if not _safe_tail(tuple(original[len(rule.old) :].lstrip("/").split("/"))):
                     return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
                 return ResolvedFile(original, local_text, rule.old, rule.new)
+        found = self._find(original)
+        if found is not None:
+            return ResolvedFile(original, *found)
+        local_text = strip_file_scheme(original)
+        why = "not a local path" if local_text is None else "file does not exist"
+        return ResolvedFile(original, local_text or None, problem=why)
+
+    def _find(self, original: str) -> tuple[str, str | None, str | None] | None:
+        """(local path, old prefix, new prefix) of an absolute path no rule applies to, if found."""
         # Files of one directory resolve alike: decide per directory, then look the name up.
         parent, _, name = original.rpartition("/")
         candidates = self._dirs.get(parent)
@@ -192,36 +208,61 @@ class FileResolver:
             candidates = self._dirs[parent] = self._candidate_dirs(parent)
         for local_dir, old_prefix, new_prefix in candidates:
             if name in self._listing(local_dir):
-                return ResolvedFile(original, f"{local_dir}/{name}", old_prefix, new_prefix)
-        local_text = strip_file_scheme(original)
-        why = "not a local path" if local_text is None else "file does not exist"
-        return ResolvedFile(original, local_text or None, problem=why)
+                return f"{local_dir}/{name}", old_prefix, new_prefix
+        return None
+
+    def local_text(self, handle: Handle | None) -> str | None:
+        """``resolve(handle).local_text`` (None also for an empty one), recording rebases alike, but
+        without building and caching a ``ResolvedFile`` per file: the JSON view asks this for every
+        file handle of a checkpoint, hundreds of thousands of distinct paths."""
+        if not isinstance(handle, FILE_BACKED_TYPES):
+            return None
+        if handle.relative or self.rules:
+            resolved = self.resolve(handle)
+            return resolved.local_text if resolved is not None and resolved.local_text else None
+        original = handle.file_name
+        hit = self._cache.get(original)
+        if hit is not None:
+            return self.resolve_path(original).local_text or None
+        found = self._find(original)
+        if found is None:
+            return strip_file_scheme(original) or None
+        local, old_prefix, new_prefix = found
+        if old_prefix is not None and new_prefix is not None:
+            self._note(old_prefix, new_prefix, original)
+        return local
 
     def survey(self, originals: set[str]) -> int:
         """Resolve many absolute paths at once, recording rebases; returns how many were not found.
 
         Works per directory and builds no per-file objects (for summaries of huge checkpoints)."""
         by_parent: dict[str, list[str]] = {}
+        rules = self.rules
         for original in originals:
-            if any(original.startswith(r.old) for r in self.rules):
+            if rules and any(original.startswith(r.old) for r in rules):
                 self.resolve_path(original)
                 continue
             parent, _, name = original.rpartition("/")
-            by_parent.setdefault(parent, []).append(name)
+            names = by_parent.get(parent)
+            if names is None:
+                by_parent[parent] = [name]
+            else:
+                names.append(name)
         missing = 0
         for parent, names in by_parent.items():
             candidates = self._dirs.get(parent)
             if candidates is None:
                 candidates = self._dirs[parent] = self._candidate_dirs(parent)
-            listings = [(self._listing(d), old, new) for d, old, new in candidates]
-            for name in names:
-                for listing, old, new in listings:
-                    if name in listing:
-                        if old is not None and new is not None:
-                            self.applied.setdefault((old, new), set()).add(f"{parent}/{name}")
-                        break
-                else:
-                    missing += 1
+            # Each name is found in the first candidate directory that lists it.
+            left = set(names)
+            for directory, old, new in candidates:
+                found = left & self._listing(directory)
+                if not found:
+                    continue
+                left -= found
+                if old is not None and new is not None:
+                    self.applied.setdefault((old, new), set()).update(f"{parent}/{name}" for name in found)
+            missing += len(left)
         return missing
 
     def _candidate_dirs(self, parent: str) -> list[tuple[str, str | None, str | None]]:
