@@ -54,15 +54,17 @@ def command(
                     + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
                 )
         if json_out:
-            loaded.resolve_files()
-            doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)
+            # Every rebase of the whole checkpoint is known before the (maybe filtered) view is built.
+            loaded.survey_files()
+            view = JsonView(loaded.resolver)
+            doc = view.checkpoint_head(loaded.checkpoint)
             doc["source"] = {
                 "metadata_path": str(loaded.location.metadata_path),
                 "checkpoint_dir": str(loaded.location.checkpoint_dir),
                 "size": loaded.size,
             }
             doc["rebased"] = loaded.resolver.rebases()
-            emit_json(doc)
+            emit_json(doc, ("operators", view.operator_docs(loaded.checkpoint, operators, subtask)))
             return
         _, missing = loaded.survey_files()
         show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)

@@ -107,3 +107,43 @@ def test_help_has_examples() -> None:
     for cmd in ("dump", "validate"):
         result = runner.invoke(app, [cmd, "--help"])
         assert result.exit_code == 0 and "Examples" in result.output
+
+
+def _moved_with_gone_paths(fx: Fixture, tmp_path: Path) -> Path:
+    """A copy of the fixture's job whose absolute paths name a place that does not exist (rebased)."""
+    job = tmp_path / fx.info["job_id"]
+    shutil.copytree(fx.checkpoint_dir.parent, job)
+    chk = job / fx.checkpoint_dir.name
+    old_prefix = "file:" + fx.info["generated_at"] + "/checkpoints"
+    cp = decode_metadata((chk / "_metadata").read_bytes())
+    for _, h in all_stream_handles(cp):
+        if isinstance(h, FileHandle):
+            h.path = h.path.replace(old_prefix, "file:/nonexistent-spillway-test/ckpts")
+    (chk / "_metadata").write_bytes(encode_metadata(cp))
+    return chk
+
+
+@pytest.mark.parametrize("args", [[], ["--operator", "len"], ["--subtask", "0"]])
+def test_streamed_json_is_the_whole_document_at_once(tmp_path: Path, args: list[str]) -> None:
+    """In a pipe, ``dump --json`` writes operator by operator; the bytes are those of the whole
+    document encoded at once, with every file resolved (and every rebase counted) up front."""
+    from spillway.inspect.jsonview import JsonView
+    from spillway.inspect.operators import select_operators
+    from spillway.storage.load import load_checkpoint
+
+    chk = _moved_with_gone_paths(fixture_named("2.3.0-rocksdb-incremental"), tmp_path)
+    result = runner.invoke(app, ["dump", str(chk), "--json", *args])
+    assert result.exit_code == 0, result.output
+    loaded = load_checkpoint(chk)
+    loaded.resolve_files()
+    operators = select_operators(loaded.checkpoint, args[1] if args[:1] == ["--operator"] else None)
+    subtask = int(args[1]) if args[:1] == ["--subtask"] else None
+    doc = JsonView(loaded.resolver).checkpoint(loaded.checkpoint, operators, subtask)
+    doc["source"] = {
+        "metadata_path": str(loaded.location.metadata_path),
+        "checkpoint_dir": str(loaded.location.checkpoint_dir),
+        "size": loaded.size,
+    }
+    doc["rebased"] = loaded.resolver.rebases()
+    assert doc["rebased"] and doc["rebased"][0]["paths"] > 1
+    assert result.output == json.dumps(doc, separators=(",", ":")) + "\n"
