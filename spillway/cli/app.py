@@ -13,6 +13,11 @@ from typing import Any
 
 
 def main() -> None:
+    # This process ends with its command: what a command decodes may skip the cycle collector. (Every
+    # path imports the codec anyway: the validate fast path and every typer command.)
+    from spillway.formats.metadata_codec import freeze_after_pauses
+
+    freeze_after_pauses()
     from spillway.cli.fast import run_validate
 
     code = run_validate(sys.argv[1:])

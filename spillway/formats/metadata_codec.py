@@ -61,6 +61,23 @@ def read_header(data: bytes, file: str) -> int:
     return version
 
 
+class _Collector:
+    freeze = False  # see freeze_after_pauses()
+
+
+def freeze_after_pauses() -> None:
+    """For a short-lived process (the CLI): at the end of each ``paused_gc``, move every object the
+    cycle collector tracks to its permanent generation (``gc.freeze``), where no collection looks.
+
+    The collector counts allocations while paused; the first collection afterwards walks every young
+    object: a decoded 100 MB ``_metadata`` (about 2 M tracked objects), then again as they age into
+    the older generations (measured: 0.6-0.7 s CPU of a 3.8 s ``dump``). The objects are acyclic and
+    live as long as the command; reference counting still frees them. A cycle that is garbage at
+    that moment would only be collected after ``gc.unfreeze()``: harmless in a process that ends with
+    its command, which is why a library caller is not opted in."""
+    _Collector.freeze = True
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Decoding allocates millions of small acyclic objects; the cycle collector would run thousands
@@ -70,6 +87,8 @@ def paused_gc() -> Iterator[None]:
     try:
         yield
     finally:
+        if _Collector.freeze:
+            gc.freeze()
         if was_enabled:
             gc.enable()
 
