@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from construct import (
@@ -65,8 +66,13 @@ def _fail(what: str) -> Any:
     raise FastParseError(what)
 
 
-def _utf(raw: bytes) -> str:
-    return raw.decode("ascii") if raw.isascii() else decode_modified_utf8(raw)
+@dataclass(frozen=True)
+class Decoded:
+    """A hook for a struct of a type code and a ``Switch`` on it (a handle family): its value is
+    ``decoders[code](body)``, built as soon as the body is parsed, without the ``{type, body}`` pair.
+    Sibling fields that look into the pair (``Require`` on its type) would see the decoded value."""
+
+    decoders: Mapping[int, Callable[[Any], Any]]
 
 
 _THIS_FIELD = re.compile(r"this\['(\w+)'\]")
@@ -76,15 +82,15 @@ _HEADS = {JavaUtf: "H", BoundedArray: "i", BoundedBytes: "i", LengthPrefixed: "i
 
 
 class _Gen:
-    def __init__(self, hooks: dict[int, Callable[[Any], Any]]):
+    def __init__(self, hooks: Mapping[int, Callable[[Any], Any] | Decoded]):
         self.hooks = hooks
         self.ns: dict[str, Any] = {
             "_fail": _fail,
-            "_utf": _utf,
+            "_mutf8": decode_modified_utf8,
             "_unpack_from": struct.unpack_from,
         }
         self.functions: list[str] = []
-        self.done: dict[int, str] = {}
+        self.done: dict[tuple[int, int], str] = {}
         self.counter = 0
 
     def name(self, prefix: str) -> str:
@@ -98,31 +104,25 @@ class _Gen:
 
     # -- a whole construct as a function (data, pos, end) -> (value, pos) --------------------------
 
-    def function(self, con: Construct) -> str:
-        key = id(con)
+    def function(self, con: Construct, then: Callable[[Any], Any] | None = None) -> str:
+        """A function parsing ``con`` (and returning ``then(value)`` when given)."""
+        key = (id(con), id(then))
         fname = self.done.get(key)
         if fname is not None:
             return fname
         fname = self.done[key] = self.name("parse")
         body: list[str] = []
-        if isinstance(con, FastStruct):
-            self.struct_body(con, body)
+        self.field(con, "value", {}, body, "    ")
+        if then is not None:
+            body.append(f"    return {self.const(then, 'then')}(value), pos")
         else:
-            self.field(con, "value", {}, body, "    ")
             body.append("    return value, pos")
-        hook = self.hooks.get(key)
-        if hook is not None:
-            # every "return X, pos" of the body becomes "return hook(X), pos"
-            hname = self.const(hook, "hook")
-            body = [
-                re.sub(r"^(\s*)return (.*), pos$", rf"\1return {hname}(\2), pos", line) if "return " in line else line
-                for line in body
-            ]
         self.functions.append("\n".join([f"def {fname}(data, pos, end):", *body]))
         return fname
 
-    def struct_body(self, con: FastStruct, out: list[str]) -> None:
-        ind = "    "
+    def struct(self, con: FastStruct, var: str, out: list[str], ind: str) -> None:
+        """A struct's fields as statements of the enclosing function (no call, no result tuple):
+        locals named after ``var``, then ``var`` = the dict of its fields."""
         scope: dict[str, str] = {}  # field name -> local variable
         run: list[tuple[str, str, str | None]] = []  # (format, variable, post-processing)
 
@@ -142,23 +142,22 @@ class _Gen:
         for i, sc in enumerate(con.subcons):
             fname = sc.name
             inner = sc.subcon if isinstance(sc, Renamed) else sc
-            var = f"f{i}_{fname}" if fname else f"f{i}"
-            fixed = self.fixed(inner, var)
+            local = f"{var}_{i}"
+            fixed = self.fixed(inner, local)
             if fixed is not None:
-                run.append((fixed[0], var, fixed[1]))
+                run.append((fixed[0], local, fixed[1]))
             elif type(inner) in _HEADS:
-                head = f"h{i}"
+                head = f"{local}_n"
                 run.append((_HEADS[type(inner)], head, None))
                 flush()
-                self.headed(inner, var, head, out, ind)
+                self.headed(inner, local, head, out, ind)
             else:
                 flush()
-                self.field(inner, var, scope, out, ind)
+                self.field(inner, local, scope, out, ind)
             if fname:
-                scope[fname] = var
+                scope[fname] = local
         flush()
-        items = ", ".join(f"{n!r}: {v}" for n, v in scope.items())
-        out.append(f"{ind}return {{{items}}}, pos")
+        out.append(f"{ind}{var} = {self.context(scope)}")
 
     # -- pieces -------------------------------------------------------------------------------------
 
@@ -178,17 +177,22 @@ class _Gen:
     def headed(self, con: Construct, var: str, head: str, out: list[str], ind: str) -> None:
         """A string, blob or array whose length/count ``head`` was just unpacked."""
         if isinstance(con, JavaUtf):
-            out.append(f"{ind}{var} = pos + {head}")
-            out.append(f"{ind}if {var} > end: _fail('string')")
-            out.append(f"{ind}{var} = _utf(data[pos:{var}]); pos += {head}")
+            # ASCII (nearly every string Flink writes) is modified UTF-8 unchanged
+            out.append(f"{ind}{head} += pos")
+            out.append(f"{ind}if {head} > end: _fail('string')")
+            out.append(f"{ind}try:")
+            out.append(f"{ind}    {var} = data[pos:{head}].decode('ascii')")
+            out.append(f"{ind}except UnicodeDecodeError:")
+            out.append(f"{ind}    {var} = _mutf8(data[pos:{head}])")
+            out.append(f"{ind}pos = {head}")
         elif isinstance(con, BoundedBytes):
             out.append(f"{ind}if {head} < 0 or {head} > end - pos: _fail('blob length')")
             out.append(f"{ind}{var} = data[pos:pos + {head}]; pos += {head}")
         elif isinstance(con, LengthPrefixed):
             out.append(f"{ind}if {head} < 0 or {head} > end - pos: _fail('blob length')")
             inner = self.function(con.subcon)
-            out.append(f"{ind}{var}, _n = {inner}(data[pos:pos + {head}], 0, {head})")
-            out.append(f"{ind}if _n != {head}: _fail('trailing bytes in blob')")
+            out.append(f"{ind}{var}, {var}_end = {inner}(data[pos:pos + {head}], 0, {head})")
+            out.append(f"{ind}if {var}_end != {head}: _fail('trailing bytes in blob')")
             out.append(f"{ind}pos += {head}")
         else:
             assert isinstance(con, BoundedArray)
@@ -202,11 +206,10 @@ class _Gen:
             out.append(f"{ind}{var} = list(_unpack_from('>%d{fixed[0]}' % {count}, data, pos))")
             out.append(f"{ind}pos += {count} * {size}")
             return
-        parse = self.function(sub)
         out.append(f"{ind}{var} = []")
         out.append(f"{ind}for _ in range({count}):")
-        out.append(f"{ind}    _x, pos = {parse}(data, pos, end)")
-        out.append(f"{ind}    {var}.append(_x)")
+        self.field(sub, f"{var}_x", {}, out, ind + "    ")
+        out.append(f"{ind}    {var}.append({var}_x)")
 
     def expr(self, fn: Any, scope: dict[str, str]) -> str:
         """A construct expression over sibling fields (``this.x >= 0``) as Python over locals."""
@@ -223,6 +226,29 @@ class _Gen:
 
     def field(self, con: Construct, var: str, scope: dict[str, str], out: list[str], ind: str) -> None:
         """Statements that parse ``con`` at ``pos`` into ``var`` and advance ``pos``."""
+        hook = self.hooks.get(id(con))
+        if isinstance(hook, Decoded):
+            self.decoded(con, hook, var, out, ind)
+        elif hook is not None:
+            self.plain_field(con, var, scope, out, ind)
+            out.append(f"{ind}{var} = {self.const(hook, 'hook')}({var})")
+        else:
+            self.plain_field(con, var, scope, out, ind)
+
+    def decoded(self, con: Construct, hook: Decoded, var: str, out: list[str], ind: str) -> None:
+        """A ``{key, body: Switch}`` struct as ``hook.decoders[key](body)``: no dict for the pair."""
+        if not isinstance(con, FastStruct) or len(con.subcons) != 2:
+            raise TypeError(f"fastparse: Decoded needs a struct of a key and a Switch, not {con!r}")
+        key_sc, body_sc = con.subcons
+        switch = body_sc.subcon if isinstance(body_sc, Renamed) else body_sc
+        if not isinstance(switch, Switch) or self.expr(switch.keyfunc, {key_sc.name: "k"}) != "k":
+            raise TypeError(f"fastparse: Decoded needs a Switch on {key_sc.name!r}")
+        self.field(key_sc.subcon, f"{var}_k", {}, out, ind)
+        table = self.name("cases")
+        self.ns[table] = {code: self.function(sub, hook.decoders[code]) for code, sub in switch.cases.items()}
+        out.append(f"{ind}{var}, pos = {table}[{var}_k](data, pos, end)")
+
+    def plain_field(self, con: Construct, var: str, scope: dict[str, str], out: list[str], ind: str) -> None:
         if isinstance(con, Renamed):
             self.field(con.subcon, var, scope, out, ind)
             return
@@ -241,7 +267,7 @@ class _Gen:
             out.append(f"{ind}{count} = {self.expr(con.countfunc, scope)}")
             self.array(con.subcon, con.min_size, var, count, out, ind)
         elif isinstance(con, FastStruct):
-            out.append(f"{ind}{var}, pos = {self.function(con)}(data, pos, end)")
+            self.struct(con, var, out, ind)
         elif isinstance(con, IfThenElse):
             out.append(f"{ind}if {self.expr(con.condfunc, scope)}:")
             self.field(con.thensubcon, var, scope, out, ind + "    ")
@@ -286,7 +312,7 @@ class _Gen:
         return ns
 
 
-def compile_fast(layout: Construct, hooks: dict[int, Callable[[Any], Any]] | None = None) -> Parser:
+def compile_fast(layout: Construct, hooks: Mapping[int, Callable[[Any], Any] | Decoded] | None = None) -> Parser:
     """``parse(data) -> value`` for ``layout``, reading all of ``data``; raises on any mismatch."""
     gen = _Gen(hooks or {})
     top = gen.function(layout)
@@ -301,4 +327,4 @@ def compile_fast(layout: Construct, hooks: dict[int, Callable[[Any], Any]] | Non
     return parse
 
 
-__all__ = ["FastParseError", "compile_fast"]
+__all__ = ["Decoded", "FastParseError", "compile_fast"]

@@ -20,6 +20,7 @@ from typing import Any
 from construct import Construct, Container, Flag, Int8ub, Int32sb, Int64sb, ListContainer, Pass, Switch, this
 
 from spillway.flink.features import ChannelLayout
+from spillway.formats.fastparse import Decoded
 from spillway.formats.primitives import (
     BoundedArray,
     BoundedBytes,
@@ -138,8 +139,14 @@ def family_layout(family: str) -> FastStruct:
 
 
 def decode_handle(c: Any) -> Any:
-    """A parsed ``{type, body}`` as its model handle (None for the null handle)."""
-    return _DECODE[c["type"]](c["body"])
+    """A parsed ``{type, body}`` as its model handle (None for the null handle). A handle the fast
+    parser already decoded (``fast_decoders``) is returned as it is."""
+    return _DECODE[c["type"]](c["body"]) if isinstance(c, dict) else c
+
+
+def _plain(items: list[Any]) -> list[Any]:
+    """A plain list (the fast parser's already is one; construct's parse gives a ListContainer)."""
+    return items if type(items) is list else list(items)
 
 
 def encode_handle(h: Handle | None) -> Container:
@@ -231,7 +238,7 @@ _KEY_GROUPS_BODY = FastStruct(
 
 def _key_groups(code: int) -> Decode:
     def decode(b: Any) -> KeyGroupsHandle:
-        offsets = list(b["offsets"])
+        offsets = _plain(b["offsets"])
         return KeyGroupsHandle(
             KeyGroupRange(b["start"], len(offsets)),
             offsets,
@@ -493,7 +500,7 @@ _STATE_ENTRIES = BoundedArray(_STATE_ENTRY, 7)
 
 
 def _operator_handle(b: Any) -> OperatorStreamHandle:
-    states = [OperatorStateEntry(s["name"], s["mode"], list(s["offsets"])) for s in b["states"]]
+    states = [OperatorStateEntry(s["name"], s["mode"], _plain(s["offsets"])) for s in b["states"]]
     return OperatorStreamHandle(states, decode_handle(b["delegate"]))
 
 
@@ -580,7 +587,7 @@ def _input(b: Any, subtask: int) -> InputChannelHandle:
         b.get("subtask_index", subtask),
         b["gate_index"],
         b["input_channel_index"],
-        list(b["offsets"]),
+        _plain(b["offsets"]),
         b["state_size"],
         decode_handle(b["delegate"]),
     )
@@ -591,7 +598,7 @@ def _output(b: Any, subtask: int) -> ResultSubpartitionHandle:
         b.get("subtask_index", subtask),
         b["partition_index"],
         b["subpartition_index"],
-        list(b["offsets"]),
+        _plain(b["offsets"]),
         b["state_size"],
         decode_handle(b["delegate"]),
     )
@@ -599,7 +606,7 @@ def _output(b: Any, subtask: int) -> ResultSubpartitionHandle:
 
 def _merged_input(b: Any, subtask: int) -> MergedInputChannelHandle:
     channels = [
-        InputChannelEntry(e["gate_index"], e["input_channel_index"], e["state_size"], list(e["offsets"]))
+        InputChannelEntry(e["gate_index"], e["input_channel_index"], e["state_size"], _plain(e["offsets"]))
         for e in b["blob"]["channels"]
     ]
     return MergedInputChannelHandle(b["subtask_index"], b["state_size"], decode_handle(b["delegate"]), channels)
@@ -607,7 +614,7 @@ def _merged_input(b: Any, subtask: int) -> MergedInputChannelHandle:
 
 def _merged_output(b: Any, subtask: int) -> MergedResultSubpartitionHandle:
     channels = [
-        ResultSubpartitionEntry(e["partition_index"], e["subpartition_index"], e["state_size"], list(e["offsets"]))
+        ResultSubpartitionEntry(e["partition_index"], e["subpartition_index"], e["state_size"], _plain(e["offsets"]))
         for e in b["blob"]["channels"]
     ]
     return MergedResultSubpartitionHandle(b["subtask_index"], b["state_size"], decode_handle(b["delegate"]), channels)
@@ -731,3 +738,13 @@ def channel_codec(layout: ChannelLayout) -> tuple[ChannelDecode, ChannelDecode, 
     if layout is ChannelLayout.TYPED:
         return _decode_typed, _decode_typed, _encode_typed
     return _input, _output, _encode_untyped
+
+
+def fast_decoders() -> dict[int, Decoded]:
+    """Hooks for ``spillway.formats.fastparse``: a handle of every family (the nested ones too) is
+    decoded into its model as soon as its body is parsed, by the decode function registered for it."""
+    decoders = {code: kind.decode for code, kind in KINDS.items()}
+    # Not CoordinatorHandle: the operator's layout checks its type code (metadata.py), and a decoded
+    # handle has none; it is one handle per operator anyway.
+    families = (PlainStreamHandle, StreamHandle, KeyedLeafHandle, KeyedHandle, OperatorHandle)
+    return {id(layout): Decoded(decoders) for layout in families}

@@ -22,8 +22,8 @@ from construct import ConstructError, Container, ListContainer
 
 from spillway.flink.features import SUPPORTED_VERSIONS, FormatFeatures, dialects, format_features
 from spillway.formats.errors import CheckpointFormatError, from_construct
-from spillway.formats.fastparse import compile_fast
-from spillway.formats.handles import channel_codec, decode_handle, encode_handle
+from spillway.formats.fastparse import Decoded, compile_fast
+from spillway.formats.handles import channel_codec, decode_handle, encode_handle, fast_decoders
 from spillway.formats.javaser import JavaEnum, JavaObject, JavaSerializationError, read_java_object
 from spillway.formats.metadata import METADATA_MAGIC, metadata_layout, operator_layout
 from spillway.model.checkpoint import (
@@ -101,9 +101,10 @@ def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
 @cache
 def fast_parser(version: int) -> Callable[[bytes], Any]:
     """The whole-file layout of ``version`` compiled to a parser whose ``operators`` are models."""
-    hooks: dict[int, Callable[[Any], Any]] = {
+    hooks: dict[int, Callable[[Any], Any] | Decoded] = {
         id(operator_layout(features)): partial(_operator, features=features) for features in dialects(version)
     }
+    hooks.update(fast_decoders())
     return compile_fast(metadata_layout(version), hooks)
 
 
