@@ -80,8 +80,10 @@ def emit_json(doc: Any, items: tuple[str, Iterable[Any]] | None = None) -> None:
         text = json.dumps({**doc, key: marker}, separators=(",", ":"))
         head, tail = text.split(json.dumps(marker), 1)
         write(head + "[")
+        # Items are trees built for this document: no cycle to look for (about a tenth of the time).
+        encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
         for i, value in enumerate(values):
-            write(("," if i else "") + json.dumps(value, separators=(",", ":")))
+            write(("," if i else "") + encode(value))
         write("]" + tail + "\n")
         return
     if items is not None:

@@ -130,6 +130,7 @@ class FileResolver:
     _cache: dict[str, ResolvedFile] = field(default_factory=dict)
     _listings: dict[str, frozenset[str]] = field(default_factory=dict)
     _dirs: dict[str, list[tuple[str, str | None, str | None]]] = field(default_factory=dict)
+    _listed: dict[str, list[tuple[frozenset[str], str, str | None, str | None]]] = field(default_factory=dict)
     _real: dict[str, str] = field(default_factory=dict)  # directory -> its real path ("": the checkpoint's)
 
     @property
@@ -203,11 +204,16 @@ class FileResolver:
         """(local path, old prefix, new prefix) of an absolute path no rule applies to, if found."""
         # Files of one directory resolve alike: decide per directory, then look the name up.
         parent, _, name = original.rpartition("/")
-        candidates = self._dirs.get(parent)
-        if candidates is None:
-            candidates = self._dirs[parent] = self._candidate_dirs(parent)
-        for local_dir, old_prefix, new_prefix in candidates:
-            if name in self._listing(local_dir):
+        listed = self._listed.get(parent)
+        if listed is None:
+            candidates = self._dirs.get(parent)
+            if candidates is None:
+                candidates = self._dirs[parent] = self._candidate_dirs(parent)
+            # only the candidates that list anything (none, for a checkpoint whose files are remote)
+            listed = [(self._listing(d), d, old, new) for d, old, new in candidates]
+            listed = self._listed[parent] = [c for c in listed if c[0]]
+        for names, local_dir, old_prefix, new_prefix in listed:
+            if name in names:
                 return f"{local_dir}/{name}", old_prefix, new_prefix
         return None
 
