@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import socket
@@ -71,6 +70,19 @@ def _tree(root: int) -> list[int]:
     return out
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process (a JVM is no child the driver reaps, so rusage misses it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def _rss_and_kind(pid: int) -> tuple[int, str]:
     try:
         with open(f"/proc/{pid}/statm") as f:
@@ -96,11 +108,13 @@ class TreeSampler(threading.Thread):
         self.root, self.interval, self.extra = root, interval, extra
         self.peak: dict[str, int] = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
         self.stop = threading.Event()
+        self.cpu: dict[int, float] = {}  # pid -> user + system seconds, last seen
 
     def run(self) -> None:
         while not self.stop.is_set():
             now = {"total": 0, "driver": 0, "jvm": 0, "workers": 0}
             for pid in [p for r in (self.root, *self.extra) for p in _tree(r)]:
+                self.cpu[pid] = max(self.cpu.get(pid, 0.0), _cpu_seconds(pid))
                 rss, kind = _rss_and_kind(pid)
                 now["total"] += rss
                 if pid == self.root:
@@ -216,18 +230,18 @@ def run_case(
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     if code is not None:  # PYTHONPATH wins over the editable install; executors' python workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
     sampler = TreeSampler(proc.pid, extra=extra)
     sampler.start()
     stdout, stderr = proc.communicate()
     wall = time.perf_counter() - t0
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # CPU of the whole tree as far as it was reaped (driver, JVM, python workers)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     sampler.stop.set()
     sampler.join()
+    # CPU of the whole tree (driver, JVM, python workers; a cluster's workers and executors), each process's
+    # own user + system time as last sampled from /proc: rusage would miss the JVM, which nobody reaps.
+    # A process loses what it used after its last sample (up to 0.2 s).
+    cpu = sum(sampler.cpu.values())
     if proc.returncode != 0:
         raise SystemExit(f"{master}: exit {proc.returncode}\n{stderr.decode()[-3000:]}")
     doc = json.loads(stdout)
