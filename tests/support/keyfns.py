@@ -25,3 +25,6 @@ def raises(payload: bytes) -> str:
 def parity(payload: bytes) -> bool:
     """A boolean key (hashed as java.lang.Boolean): the low bit of a Tuple2<Long, Long>'s first field."""
     return bool(payload[7] & 1)
+
+
+NOT_CALLABLE = 3

@@ -51,6 +51,7 @@ def test_records_that_do_not_decode_under_the_extractor_are_all_counted_and_show
     channels = _hash_channels("2.3.0-unaligned")
     assert found.checked == found.mismatched == 7 * len(channels)
     assert found.example is not None and found.example.problem
+    assert found.example.problem.startswith("value does not fit 'tuple(long,long):0': long needs 8 bytes")
     assert re.fullmatch(r"'\d+:\d+:\d+'", found.example.value), found.example.value
     text = found.example.describe(2)
     assert text.startswith(f"record {found.example.value} on old channel tostr#") and "does not decode: " in text
@@ -186,3 +187,36 @@ def test_a_boolean_key_function_is_judged_by_java_boolean_hashes() -> None:
     assert 0 < found.mismatched < found.checked == 50 * len(_hash_channels("2.3.0-counted"))
     assert found.example is not None and found.example.key in ("True", "False")
     assert found.example.problem is None and found.example.key_group is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("support.keyfns:nope", "--key-fn 'support.keyfns:nope': module 'support.keyfns' has no attribute 'nope'"),
+        ("support.nothing:f", "--key-fn 'support.nothing:f': No module named 'support.nothing'"),
+        (
+            "support.keyfns:raises:x",
+            "--key-fn 'support.keyfns:raises:x': module 'support.keyfns' has no attribute 'raises:x'",
+        ),
+        ("support.keyfns:NOT_CALLABLE", "--key-fn 'support.keyfns:NOT_CALLABLE' is not callable"),
+    ],
+)
+def test_a_key_function_that_cannot_be_loaded_is_refused_with_the_reason(spec: str, message: str) -> None:
+    plan = _plan("2.3.0-counted", {"count": 3}, key_fns={"count": spec})
+    with pytest.raises(RescaleRefused) as err:
+        check_source_keys(plan)
+    assert str(err.value) == message
+
+
+def test_a_bad_extractor_given_through_the_api_is_refused_naming_the_edge() -> None:
+    plan = _plan("2.3.0-counted", {"count": 3}, keys={"count": "nonsense"})
+    with pytest.raises(RescaleRefused, match=r"^edge parse -> count \(HASH\): --key 'nonsense': "):
+        check_source_keys(plan)
+
+
+def test_inline_channel_state_is_checked_too() -> None:
+    """2.3.0-inline keeps all channel state inside _metadata (byte-stream handles): the check reads it there."""
+    plan = _plan("2.3.0-inline", {"slow": 3}, key_fns={"slow": "support.keyfns:key_of"})
+    assert all(p.data is not None for s in plan.sources for p in s.parts)
+    (found,) = check_source_keys(plan, per_channel=None)
+    assert found.mismatched == 0 and found.checked == sum(_hash_channels("2.3.0-inline").values()) > 0
