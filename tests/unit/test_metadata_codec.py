@@ -1,0 +1,83 @@
+"""The parts of ``_metadata`` no fixture exercises on its own, written and read as Flink lays them out
+(docs/format/metadata.md, from MetadataV2V3SerializerBase): master states, the operator-state "present" flags of
+a checkpoint built in memory, and the writer's refusals."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from support.fixtures import fixture_named
+
+from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.model.checkpoint import MasterState
+
+BASE = "2.3.0-unaligned"  # V6, the newest layout Flink writes
+
+
+def _utf(text: str) -> bytes:
+    """Java's DataOutput.writeUTF for ASCII: a 2-byte length, then the bytes."""
+    return struct.pack(">H", len(text)) + text.encode()
+
+
+def _master_state(version: int, name: str, payload: bytes) -> bytes:
+    """magic 0xC96B1696, the byte length L of the rest, then i32 version, utf name, i32 n and n payload bytes."""
+    rest = struct.pack(">i", version) + _utf(name) + struct.pack(">i", len(payload)) + payload
+    return struct.pack(">Ii", 0xC96B1696, len(rest)) + rest
+
+
+def test_master_states_are_read_and_written_in_flinks_layout() -> None:
+    data = fixture_named(BASE).metadata.read_bytes()
+    # Header (magic, version), the checkpoint id, then the master-state count: 0 in every fixture.
+    assert data[16:20] == struct.pack(">i", 0)
+    states = [(3, "hook-a", b"\x01\x02\x03"), (1, "b", b"")]
+    made = data[:16] + struct.pack(">i", 2) + b"".join(_master_state(*s) for s in states) + data[20:]
+
+    read = decode_metadata(made)
+    assert [(m.version, m.name, m.payload) for m in read.master_states] == states
+    assert encode_metadata(read) == made
+
+    built = decode_metadata(data)
+    built.master_states = [MasterState(name, version, payload) for version, name, payload in states]
+    assert encode_metadata(built) == made
+
+
+@pytest.mark.parametrize("name", ["1.10.3-aligned", "1.15.4-unaligned", BASE])  # V2, V3, V6
+def test_a_checkpoint_built_without_present_flags_is_written_with_flinks(name: str) -> None:
+    """Flink writes 1 before an operator-state handle and 0 for none; a checkpoint built in memory has no stored
+    flags (None) and must come out as the bytes Flink wrote."""
+    data = fixture_named(name).metadata.read_bytes()
+    cp = decode_metadata(data)
+    subtasks = [s for op in cp.operators for s in op.subtasks if not s.finished]
+    assert any(s.managed_operator_state for s in subtasks) and any(s.raw_operator_state is None for s in subtasks)
+    for s in subtasks:
+        s.managed_operator_present = s.raw_operator_present = None
+    assert encode_metadata(cp) == data
+
+
+def test_stored_present_flags_are_kept() -> None:
+    """A reader takes any non-zero flag as present (and then reads a handle, possibly the null one): keep what a
+    file says rather than normalise it."""
+    cp = decode_metadata(fixture_named(BASE).metadata.read_bytes())
+    running = [(op.operator_id, s) for op in cp.operators for s in op.subtasks if not s.finished]
+    op_a, with_state = next((o, s) for o, s in running if s.managed_operator_state)
+    op_b, without = next((o, s) for o, s in running if s.raw_operator_state is None and s is not with_state)
+    with_state.managed_operator_present = 5
+    without.raw_operator_present = 1  # present, but the handle is the null handle
+    back = {op.operator_id: op for op in decode_metadata(encode_metadata(cp)).operators}
+    a, b = back[op_a].subtask(with_state.index), back[op_b].subtask(without.index)
+    assert a is not None and b is not None
+    assert a.managed_operator_present == 5 and a.managed_operator_state == with_state.managed_operator_state
+    assert (b.raw_operator_present, b.raw_operator_state) == (1, None)
+
+
+def test_the_writer_refuses_what_it_cannot_write() -> None:
+    cp = decode_metadata(fixture_named(BASE).metadata.read_bytes())
+    cp.properties_raw = None
+    with pytest.raises(ValueError) as info:
+        encode_metadata(cp)
+    assert str(info.value) == "metadata V4+ needs the serialized CheckpointProperties (properties_raw)"
+    cp.format_version = 99
+    with pytest.raises(ValueError) as info:
+        encode_metadata(cp)
+    assert str(info.value) == f"cannot write metadata format version 99 (dialect {cp.format_dialect})"
