@@ -257,3 +257,12 @@ def test_both_implementations_agree_on_damaged_streams(seed: int) -> None:
         results.append((framer.records, framer.elements, faults, framer.in_record))
     assert results[0] == results[1]
     assert results[0][2], "the damage must show"
+
+
+def test_make_framer_falls_back_to_python_without_the_native_library(monkeypatch) -> None:
+    from spillway.formats import native
+
+    monkeypatch.setattr(native, "library", lambda: None)  # as on a machine without a C compiler
+    framer = make_framer(10, TAGS_BEFORE_1_19, 6)
+    assert type(framer) is Framer
+    assert (framer.total, framer.tags, framer.limit) == (10, TAGS_BEFORE_1_19, 6)
