@@ -459,6 +459,8 @@ BAD_OFFSETS = {
     "header": (lambda off, size: 0, "offset {off} outside the {size}-byte channel state", True),
     "negative": (lambda off, size: -1, "offset {off} outside the {size}-byte channel state", False),
     "mid-chunk": (lambda off, size: off + 4, "offset {off} is not the start of a chunk", True),
+    # Inside the file, but a chunk's 4-byte length cannot start there: the last place one can is size - 4.
+    "near-end": (lambda off, size: size - 2, "offset {off}: chunk offset {off} is outside [4, {last}]", True),
 }
 
 
@@ -472,7 +474,7 @@ def test_a_chunk_at_a_wrong_offset_is_reported_and_the_rest_of_its_handle_still_
     off, lost = _move_second_chunk(c, move)
     report = c.run()
     wrong = [(f.message, f.offset) for f in report.findings if f.rule == "chunk-offset"]
-    assert (message.format(off=off, size=size), off if located else None) in wrong
+    assert (message.format(off=off, size=size, last=size - 4), off if located else None) in wrong
     # Only the moved chunk (its 4-byte length and payload) is nobody's: the handle's later chunks stay claimed.
     unclaimed = [f.message for f in report.findings if f.rule == "unclaimed-chunks"]
     assert unclaimed == [f"1 chunks ({4 + lost} bytes) belong to no handle"]
@@ -484,3 +486,18 @@ def test_the_rest_of_a_handle_is_framed_past_a_chunk_that_cannot_be_read(tmp_pat
     payload = sum(len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in _flink_channel_handles(fx))
     _, lost = _move_second_chunk(c, lambda off, size: size + 100)
     assert c.run().bytes_read == payload - lost
+
+
+def test_a_handle_without_chunks_has_no_position_to_show(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    emptied: list[tuple[int, str]] = []
+
+    def damage(cp) -> None:
+        h = next(h for op in cp.operators for s in op.subtasks for h in s.input_channel_state)
+        h.offsets = []  # still claims its size
+        emptied.append((h.state_size, h.label()))
+
+    rewrite(c, damage)
+    size, label = emptied[0]
+    found = [(f.message, f.offset) for f in c.run().findings if f.rule == "channel-size" and f.channel == label]
+    assert found == [(f"handle size {size} != the sum of its chunks (0)", None)]
