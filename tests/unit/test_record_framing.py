@@ -266,3 +266,25 @@ def test_make_framer_falls_back_to_python_without_the_native_library(monkeypatch
     framer = make_framer(10, TAGS_BEFORE_1_19, 6)
     assert type(framer) is Framer
     assert (framer.total, framer.tags, framer.limit) == (10, TAGS_BEFORE_1_19, 6)
+
+
+def test_a_length_field_is_a_signed_java_int() -> None:
+    """Flink reads the length with DataInput.readInt: 0xFFFFFFFF is -1, not 4294967295. Read whole and split."""
+    stream = b"\xff\xff\xff\xff" + b"\x00" * 8
+    for cuts in ([], [2]):
+        for framer in _both(len(stream)):
+            _run(framer, stream, cuts)
+            assert [(f.kind, f.message) for f in framer.faults] == [("length", "record length -1 is not positive")]
+
+
+def test_bytes_before_a_tag_count_towards_the_position() -> None:
+    """A piece that ends between a length field and its tag byte still counts: the next record's room to the
+    channel's end is measured from the right place."""
+    a = _record(0, struct.pack(">q", 1))  # 13 bytes
+    b = _record(0, struct.pack(">q", 2) + b"xyz")  # 16 bytes, 12 after its length field
+    stream = a + b
+    for framer in _both(len(stream) - 1):  # one byte of b is missing
+        _run(framer, stream, [4])  # the first piece is a's length field alone
+        assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [
+            ("length", "record length 12 is more than the 11 bytes left in the channel", 1, len(a) - 4)
+        ]
