@@ -124,7 +124,7 @@ def test_length_faults_name_the_bound_they_break() -> None:
     ]
     for args, message in cases:
         for framer in _both(**args):
-            _run(framer, record + record, [3])
+            _run(framer, record + record, [3, 20])  # the third piece starts inside the second record
             assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [("length", message, 0, 0)]
             assert framer.records == 0  # nothing is counted after the boundaries are lost
             if isinstance(framer, Framer):
@@ -284,7 +284,23 @@ def test_bytes_before_a_tag_count_towards_the_position() -> None:
     b = _record(0, struct.pack(">q", 2) + b"xyz")  # 16 bytes, 12 after its length field
     stream = a + b
     for framer in _both(len(stream) - 1):  # one byte of b is missing
-        _run(framer, stream, [4])  # the first piece is a's length field alone
+        _run(framer, stream, [4, 8])  # the first piece is a's length field alone; b's is in the third
         assert [(f.kind, f.message, f.piece, f.position) for f in framer.faults] == [
-            ("length", "record length 12 is more than the 11 bytes left in the channel", 1, len(a) - 4)
+            ("length", "record length 12 is more than the 11 bytes left in the channel", 2, len(a) - 8)
         ]
+
+
+def test_bytes_and_bytearrays_frame_alike() -> None:
+    stream = _stream(random.Random(5), 30)
+    cuts = [7, 100, 101, len(stream) // 2]
+    results = []
+    for as_bytes in (False, True):
+        for framer in _both(len(stream)):
+            prev = 0
+            for c in [*cuts, len(stream)]:
+                piece = stream[prev:c]
+                framer.feed(piece if as_bytes else bytearray(piece))
+                prev = c
+            framer.finish()
+            results.append((framer.records, framer.faults, framer.elements))
+    assert results[0][0] == 30 and all(r == results[0] for r in results)
