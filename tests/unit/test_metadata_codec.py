@@ -81,3 +81,34 @@ def test_the_writer_refuses_what_it_cannot_write() -> None:
     with pytest.raises(ValueError) as info:
         encode_metadata(cp)
     assert str(info.value) == f"cannot write metadata format version 99 (dialect {cp.format_dialect})"
+
+
+def test_raw_operator_and_raw_keyed_state_are_written_and_read_back() -> None:
+    """No fixture job uses raw state; Flink writes it exactly like managed state, behind its own flag (operator)
+    or in its own slot (keyed): each raw handle is one more copy of a managed handle's bytes."""
+    data = fixture_named("1.15.4-unaligned").metadata.read_bytes()
+    cp = decode_metadata(data)
+    subtasks = [s for op in cp.operators for s in op.subtasks if not s.finished]
+    operator = next(s for s in subtasks if s.managed_operator_state and s.raw_operator_state is None)
+    keyed = next(s for s in subtasks if s.managed_keyed_state and s.raw_keyed_state is None)
+    operator.raw_operator_state, operator.raw_operator_present = operator.managed_operator_state, None
+    keyed.raw_keyed_state = keyed.managed_keyed_state
+    written = encode_metadata(cp)
+    back = {(op.operator_id, s.index): s for op in decode_metadata(written).operators for s in op.subtasks}
+    ids = {id(s): (op.operator_id, s.index) for op in cp.operators for s in op.subtasks}
+    a, b = back[ids[id(operator)]], back[ids[id(keyed)]]
+    assert (a.raw_operator_present, a.raw_operator_state) == (1, operator.managed_operator_state)
+    assert b.raw_keyed_state == keyed.managed_keyed_state
+    assert encode_metadata(decode_metadata(written)) == written
+
+
+def test_an_operator_without_a_name_is_written_with_the_empty_string() -> None:
+    """V5+: absence is written as the empty string (a Java UTF of length 0), and read back as no name."""
+    data = fixture_named(BASE).metadata.read_bytes()
+    cp = decode_metadata(data)
+    op = next(o for o in cp.operators if o.name)
+    name_bytes = len(op.name.encode())
+    op.name = None
+    written = encode_metadata(cp)
+    assert len(written) == len(data) - name_bytes
+    assert next(o for o in decode_metadata(written).operators if o.operator_id == op.operator_id).name is None
