@@ -112,3 +112,30 @@ def test_an_operator_without_a_name_is_written_with_the_empty_string() -> None:
     written = encode_metadata(cp)
     assert len(written) == len(data) - name_bytes
     assert next(o for o in decode_metadata(written).operators if o.operator_id == op.operator_id).name is None
+
+
+def test_a_fully_finished_operator_keeps_its_negative_count_and_gets_flinks_otherwise() -> None:
+    """Flink writes -1 as the subtask count of a fully finished operator (docs/format/finished-state.md); a reader
+    takes any negative count as "fully finished", so a stored one is kept, and anything else becomes -1."""
+    fx = fixture_named("2.3.0-finished")
+    data = fx.metadata.read_bytes()
+    for marker, written in ((-5, -5), (0, -1), (3, -1)):
+        cp = decode_metadata(data)
+        op = next(o for o in cp.operators if o.fully_finished)
+        op.finished_marker = marker
+        back = next(o for o in decode_metadata(encode_metadata(cp)).operators if o.operator_id == op.operator_id)
+        assert (back.fully_finished, back.finished_marker, back.subtasks) == (True, written, [])
+        if written == -1:
+            assert encode_metadata(cp) == data
+
+
+def test_v7_reference_markers() -> None:
+    """V7 (apache/flink source, after 2.3.0): per running subtask a byte, 1 when a reference checkpoint id follows,
+    any other value for none (Flink writes 0). A marker of 1 without an id cannot be written as 1 (the reader
+    would take the next 8 bytes as an id); any other stored marker is kept."""
+    cp = decode_metadata(fixture_named(BASE).metadata.read_bytes())
+    cp.format_version = 7
+    running = [s for op in cp.operators for s in op.subtasks if not s.finished]
+    running[0].ref_marker, running[1].ref_marker = 1, 7
+    back = [s for op in decode_metadata(encode_metadata(cp)).operators for s in op.subtasks if not s.finished]
+    assert [(s.ref_marker, s.ref_checkpoint_id) for s in back[:2]] == [(0, None), (7, None)]
