@@ -501,3 +501,18 @@ def test_a_handle_without_chunks_has_no_position_to_show(tmp_path: Path) -> None
     size, label = emptied[0]
     found = [(f.message, f.offset) for f in c.run().findings if f.rule == "channel-size" and f.channel == label]
     assert found == [(f"handle size {size} != the sum of its chunks (0)", None)]
+
+
+def test_a_subtask_listed_twice_is_named(tmp_path: Path) -> None:
+    c = copy_fixture("1.10.3-aligned", tmp_path)  # V2: every subtask entry carries its index
+    found: dict = {}
+
+    def damage(cp) -> None:
+        op = next(o for o in cp.operators if len(o.subtasks) > 1 and not any(s.managed_keyed_state for s in o.subtasks))
+        first, second = sorted(op.subtasks, key=lambda s: s.index)[:2]
+        second.index = first.index
+        found.update(operator=op.label(), index=first.index)
+
+    rewrite(c, damage)
+    hits = [(f.message, f.operator, f.subtask) for f in c.run().findings if f.rule == "subtask-index"]
+    assert hits == [(f"subtask {found['index']} appears twice", found["operator"], found["index"])]
