@@ -9,7 +9,8 @@ import struct
 import pytest
 from support.fixtures import fixture_named
 
-from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.formats.javaser import JavaObject, JavaSerializationError
+from spillway.formats.metadata_codec import decode_metadata, encode_metadata, properties_from_java
 from spillway.model.checkpoint import MasterState
 
 BASE = "2.3.0-unaligned"  # V6, the newest layout Flink writes
@@ -139,3 +140,22 @@ def test_v7_reference_markers() -> None:
     running[0].ref_marker, running[1].ref_marker = 1, 7
     back = [s for op in decode_metadata(encode_metadata(cp)).operators for s in op.subtasks if not s.finished]
     assert [(s.ref_marker, s.ref_checkpoint_id) for s in back[:2]] == [(0, None), (7, None)]
+
+
+def test_properties_of_another_class_are_kept_raw_with_a_note() -> None:
+    """V4+ ends with a Java-serialized CheckpointProperties. Valid Java serialization of anything else (here the
+    string "abc": TC_STRING 0x74, a 2-byte length, the bytes) is kept as raw bytes with a note, not refused."""
+    data = fixture_named(BASE).metadata.read_bytes()
+    raw = decode_metadata(data).properties_raw
+    assert raw is not None and data.endswith(raw)
+    other = b"\xac\xed\x00\x05" + b"\x74" + _utf("abc")
+    cp = decode_metadata(data[: len(data) - len(raw)] + other)
+    assert (cp.properties, cp.properties_raw) == (None, other)
+    assert cp.properties_note == "expected CheckpointProperties, found str (at byte 0 of the serialized object)"
+    with pytest.raises(JavaSerializationError) as info:
+        properties_from_java(JavaObject("java.util.ArrayList"))
+    assert (str(info.value), info.value.offset, info.value.unsupported) == (
+        "expected CheckpointProperties, found java.util.ArrayList (at byte 0 of the serialized object)",
+        0,
+        True,
+    )
