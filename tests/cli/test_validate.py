@@ -432,21 +432,23 @@ def test_summary_counts_findings_by_severity(tmp_path: Path) -> None:
     assert (summary["error"], summary["warning"], summary["info"]) == (2, 1, 1)
 
 
-def _move_second_chunk(c: Copy, where: Callable[[int, int], int]) -> tuple[int, int]:
+def _move_second_chunk(c: Copy, where: Callable[[int, int], int]) -> tuple[int, int, tuple]:
     """Point the second offset of the handle with the most chunks somewhere else: ``where(its offset, file size)``.
-    Returns (new offset, payload bytes of the chunk it no longer claims)."""
+    Returns (new offset, payload bytes of the chunk it no longer claims, the handle's channel key: operator id,
+    side, subtask, its index pair)."""
     blob = next(c.chk / name for name in os.listdir(c.chk) if name != "_metadata")
     data = blob.read_bytes()
-    moved: list[tuple[int, int]] = []
+    moved: list[tuple[int, int, tuple]] = []
 
     def damage(cp) -> None:
-        longest = max(
-            (h for op in cp.operators for s in op.subtasks for h in s.result_subpartition_state),
-            key=lambda h: len(h.offsets),
+        op, longest = max(
+            ((op, h) for op in cp.operators for s in op.subtasks for h in s.result_subpartition_state),
+            key=lambda x: len(x[1].offsets),
         )
         second = longest.offsets[1]
         longest.offsets[1] = where(second, len(data))
-        moved.append((longest.offsets[1], struct.unpack(">i", data[second : second + 4])[0]))
+        key = (op.operator_id, "output", longest.subtask_index, *longest.info)
+        moved.append((longest.offsets[1], struct.unpack(">i", data[second : second + 4])[0], key))
 
     rewrite(c, damage)
     return moved[0]
@@ -471,10 +473,12 @@ def test_a_chunk_at_a_wrong_offset_is_reported_and_the_rest_of_its_handle_still_
     move, message, located = BAD_OFFSETS[case]
     c = copy_fixture(SUMMARY, tmp_path)
     size = next(p.stat().st_size for p in c.chk.iterdir() if p.name != "_metadata")
-    off, lost = _move_second_chunk(c, move)
+    off, lost, key = _move_second_chunk(c, move)
     report = c.run()
     wrong = [(f.message, f.offset) for f in report.findings if f.rule == "chunk-offset"]
     assert (message.format(off=off, size=size, last=size - 4), off if located else None) in wrong
+    # The handle's bytes cannot be trusted (rescale --force leaves out exactly such channels).
+    assert [f.message for f in report.damage[key] if f.rule == "chunk-offset"] == [m for m, _ in wrong]
     # Only the moved chunk (its 4-byte length and payload) is nobody's: the handle's later chunks stay claimed.
     unclaimed = [f.message for f in report.findings if f.rule == "unclaimed-chunks"]
     assert unclaimed == [f"1 chunks ({4 + lost} bytes) belong to no handle"]
@@ -484,7 +488,7 @@ def test_the_rest_of_a_handle_is_framed_past_a_chunk_that_cannot_be_read(tmp_pat
     fx = fixture_named(SUMMARY)
     c = copy_fixture(SUMMARY, tmp_path)
     payload = sum(len(_payload(fx.checkpoint_dir, h)) for _, _, _, h in _flink_channel_handles(fx))
-    _, lost = _move_second_chunk(c, lambda off, size: size + 100)
+    _, lost, _ = _move_second_chunk(c, lambda off, size: size + 100)
     assert c.run().bytes_read == payload - lost
 
 
@@ -516,3 +520,35 @@ def test_a_subtask_listed_twice_is_named(tmp_path: Path) -> None:
     rewrite(c, damage)
     hits = [(f.message, f.operator, f.subtask) for f in c.run().findings if f.rule == "subtask-index"]
     assert hits == [(f"subtask {found['index']} appears twice", found["operator"], found["index"])]
+
+
+def test_only_errors_mark_a_channel_handle_damaged(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    nodes = json.loads((c.root / "ids.json").read_text())["stream_nodes"]
+    slow_id = next(n["operator_id"] for n in nodes if n["name"] == "slow")
+
+    def damage(cp) -> None:
+        slow = next(o for o in cp.operators if o.operator_id == slow_id)
+        slow.subtask(0).input_channel_state[0].state_size += 1  # an error about this handle
+        slow.subtask(1).result_subpartition_state.pop()  # its chunk is nobody's: a warning about the file
+
+    rewrite(c, damage)
+    report = c.run()
+    assert {f.rule for f in report.findings} == {"channel-size", "unclaimed-chunks"}
+    assert report.damage == {(slow_id, "input", 0, 0, 0): [f for f in report.findings if f.rule == "channel-size"]}
+
+
+def test_an_output_handle_of_another_subtask_is_named_as_output(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    found: list[tuple] = []
+
+    def damage(cp) -> None:
+        op, sub = next((o, s) for o in cp.operators for s in o.subtasks if s.result_subpartition_state)
+        h = sub.result_subpartition_state[0]
+        h.subtask_index = sub.index + 5
+        found.append((op.label(), sub.index, h.label(), h.subtask_index))
+
+    rewrite(c, damage)
+    (label, index, channel, said) = found[0]
+    hits = [(f.message, f.operator, f.subtask, f.channel) for f in c.run().findings if f.rule == "subtask-index"]
+    assert hits == [(f"output channel handle says subtask {said}", label, index, channel)]
