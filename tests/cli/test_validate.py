@@ -477,6 +477,10 @@ def test_a_chunk_at_a_wrong_offset_is_reported_and_the_rest_of_its_handle_still_
     report = c.run()
     wrong = [(f.message, f.offset) for f in report.findings if f.rule == "chunk-offset"]
     assert (message.format(off=off, size=size, last=size - 4), off if located else None) in wrong
+    blob = next(str(p) for p in c.chk.iterdir() if p.name != "_metadata")
+    operator, _, subtask, *pair = key
+    places = {(f.operator, f.subtask, f.channel, f.file) for f in report.findings if f.rule == "chunk-offset"}
+    assert places == {(operator, subtask, f"out({pair[0]},{pair[1]})", blob)}  # V4: an operator's label is its id
     # The handle's bytes cannot be trusted (rescale --force leaves out exactly such channels).
     assert [f.message for f in report.damage[key] if f.rule == "chunk-offset"] == [m for m, _ in wrong]
     # Only the moved chunk (its 4-byte length and payload) is nobody's: the handle's later chunks stay claimed.
