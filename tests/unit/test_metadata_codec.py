@@ -159,3 +159,19 @@ def test_properties_of_another_class_are_kept_raw_with_a_note() -> None:
         0,
         True,
     )
+
+
+@pytest.mark.parametrize("flags", [(1, 0, 1, 0, 1, 0, 1), (0, 1, 0, 1, 0, 1, 0)])
+def test_each_checkpoint_property_flag_is_read_from_its_own_field(flags: tuple[int, ...]) -> None:
+    """Java serialization writes an object's primitive fields in the order its class descriptor lists them
+    (sorted by name): discardCancelled, discardFailed, discardFinished, discardSubsumed, discardSuspended,
+    forced, unclaimed; here right after the descriptor's end ('x', TC_ENDBLOCKDATA) and its null superclass
+    ('p', TC_NULL). Every fixture has the same retained-checkpoint flags (0 0 1 1 0 0 0): set others."""
+    data = fixture_named(BASE).metadata.read_bytes()
+    seen = b"xp" + bytes([0, 0, 1, 1, 0, 0, 0])
+    assert data.count(seen) == 1
+    cp = decode_metadata(data.replace(seen, b"xp" + bytes(flags)))
+    p = cp.properties
+    assert p is not None
+    read = (p.discard_cancelled, p.discard_failed, p.discard_finished, p.discard_subsumed)
+    assert (*read, p.discard_suspended, p.forced, p.unclaimed) == tuple(bool(f) for f in flags)
