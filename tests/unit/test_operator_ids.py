@@ -30,6 +30,8 @@ from spillway.flink.operator_ids import (
     UID_HASH,
     UNBOUND,
     VERTEX_ID,
+    Binding,
+    BoundOperator,
     bind,
     chained_edges_from_job_graph,
     deterministic_ids,
@@ -37,6 +39,7 @@ from spillway.flink.operator_ids import (
     uid_hash,
 )
 from spillway.flink.stream_graph import (
+    JobGraphPlan,
     StreamEdge,
     StreamGraph,
     StreamNode,
@@ -629,3 +632,92 @@ def test_parse_job_graph_plan_cascading_1_10() -> None:
 )
 def test_split_description(description: str, labels: list[str], parents: list[int | None]) -> None:
     assert split_description(description) == (labels, parents)
+
+
+# ------------------------------------------------------------------------------- mutation-testing survivors
+
+
+@pytest.mark.parametrize("name", NO_UID)
+def test_the_chains_given_replace_the_release_rules(name: str) -> None:
+    """Hashing a graph whose own flags chain nothing, with the chains read off Flink's job graph, gives
+    Flink's ids: the chains given, not the rules, decide each node's chainable outputs."""
+    fixture = FIXTURES / name
+    unchained = parse_stream_plan(_json(fixture / "plan.json"), chaining_enabled=False)
+    chained = chained_edges_from_job_graph(unchained, parse_job_graph_plan(_json(fixture / "jobgraph.json")))
+    assert chained  # every NO_UID job chains something
+    ids = deterministic_ids(unchained, _release(fixture), chained_edges=chained)
+    assert {unchained.node(k).name: v for k, v in ids.items()} == _expected_by_name(fixture)
+
+
+def test_a_uid_collision_names_both_nodes() -> None:
+    g = StreamGraph((StreamNode(4, "a", 1, uid="x"), StreamNode(9, "b", 1, uid="x")), (StreamEdge(4, 9, "FORWARD"),))
+    with pytest.raises(ValueError, match=r"^nodes 4 and 9 have the same uid hash"):
+        deterministic_ids(g, "2.3")
+
+
+def test_id_of_answers_only_for_exactly_one_operator_in_the_checkpoint() -> None:
+    def op(name: str, op_id: str, in_checkpoint: bool = True) -> BoundOperator:
+        return BoundOperator(name, UID_HASH, op_id, in_checkpoint, in_checkpoint, "")
+
+    binding = Binding(
+        (op("twice", "1" * 32), op("twice", "2" * 32), op("once", "3" * 32), op("absent", "4" * 32, False)),
+        (),
+        "2.x",
+    )
+    assert binding.id_of("once") == "3" * 32
+    assert binding.id_of("twice") is None  # ambiguous
+    assert binding.id_of("absent") is None and binding.id_of("nobody") is None
+
+
+def test_the_uid_hint_quotes_only_names_that_need_it() -> None:
+    """1.10.3-aligned: 'len' and 'Sink: sink' are stateless and not in the checkpoint, so they stay unbound."""
+    fixture = FIXTURES / "1.10.3-aligned"
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), _oracle_ids(fixture), release="1.10.3")
+    length = binding.by_name("len")[0]
+    assert length.method == UNBOUND and length.reason.endswith("give its uid: --uid len=UID")
+    sink = binding.by_name("Sink: sink")[0]
+    assert sink.method == UNBOUND and sink.reason.endswith("give its uid: --uid 'Sink: sink'=UID")
+
+
+def _job_plan(vertices: list[tuple[str, str, list[str]]]) -> JobGraphPlan:
+    """A REST job-graph plan: (vertex id, chained operator names, upstream vertex ids)."""
+    nodes = [
+        {
+            "id": vid,
+            "parallelism": 2,
+            "description": "<br/>+- ".join(ops) + "<br/>",
+            "inputs": [{"id": up, "num": i, "ship_strategy": "HASH"} for i, up in enumerate(ups)],
+        }
+        for vid, ops, ups in vertices
+    ]
+    return parse_job_graph_plan({"plan": {"nodes": nodes}})
+
+
+def test_a_generated_id_behind_a_fan_out_says_it_assumes_flinks_output_order() -> None:
+    """From a job-graph plan the order of a node's outputs is not known. A chained operator whose position
+    depends on it (some node on its way from a source has two outputs) says so; one that does not, does not.
+    The graph: source -> (a1 -> a2 chained) and source -> b1; c1 -> c2 chained from a second source."""
+    nodes = tuple(
+        StreamNode(i, name, 2)
+        for i, name in [(1, "Source: s"), (2, "a1"), (3, "a2"), (4, "b1"), (5, "Source: c"), (6, "c2")]
+    )
+    edges = (
+        StreamEdge(1, 2, "HASH"),
+        StreamEdge(1, 4, "HASH"),
+        StreamEdge(2, 3, "FORWARD"),
+        StreamEdge(5, 6, "FORWARD"),
+    )
+    ids = deterministic_ids(StreamGraph(nodes, edges), "1.20")
+    job = _job_plan(
+        [
+            (ids[1], ["Source: s"], []),
+            (ids[2], ["a1", "a2"], [ids[1]]),
+            (ids[4], ["b1"], [ids[1]]),
+            (ids[5], ["Source: c", "c2"], []),
+        ]
+    )
+    binding = bind(job, list(ids.values()), release="1.20")
+    generated = {b.name: b.reason for b in binding.operators if b.method == DETERMINISTIC_HASH}
+    assert set(generated) == {"a2", "c2"}
+    assert "the position assumes Flink's output order" in generated["a2"]
+    assert "output order" not in generated["c2"]

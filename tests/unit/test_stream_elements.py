@@ -247,3 +247,38 @@ def test_a_length_fault_says_where_and_what() -> None:
         list(split_elements(stream, end=len(stream)))
     assert (caught.value.position, caught.value.length) == (18, 0x7FFFFFFB)
     assert caught.value.why == "more than the 1 bytes left in the channel"
+
+
+def test_a_length_field_that_ends_the_buffer_is_still_checked() -> None:
+    """Four bytes left are a whole length field: a broken one is a fault even with no element bytes after it."""
+    from spillway.formats.stream_elements import LengthFault, split_elements
+
+    stream = b"\x00\x00\x00\x01\x01" + b"\x00\x00\x00\x00"  # a record, then a length field of 0
+    with pytest.raises(LengthFault) as caught:
+        list(split_elements(stream))
+    assert (caught.value.position, caught.value.length, caught.value.why) == (5, 0, "not positive")
+
+
+def test_the_walk_stops_at_stop() -> None:
+    from spillway.formats.stream_elements import split_elements
+
+    record = b"\x00\x00\x00\x01\x01"
+    stream = record * 4
+    assert list(split_elements(stream, 5, 15)) == [(5, 1, 1), (10, 1, 1)]  # elements 1 and 2 only
+    assert list(split_elements(stream, 0, 14)) == [(0, 1, 1), (5, 1, 1)]  # the third does not fit
+
+
+def test_element_faults_name_kind_size_and_what_was_expected() -> None:
+    """The fault class ("tag" or "size") and message of each way an element can be malformed; the sizes are
+    the layouts of Flink's StreamElementSerializer (test_sizes_and_value_offsets_come_from_the_layouts)."""
+    from spillway.formats.stream_elements import ElementFault
+
+    assert element_fault(0, 8) == ElementFault("size", "record of 8 bytes, at least 9 expected")
+    assert element_fault(1, 0) == ElementFault("size", "record of 0 bytes, at least 1 expected")
+    assert element_fault(2, 10) == ElementFault("size", "watermark of 10 bytes, expected 9")
+    assert element_fault(3, 28) == ElementFault("size", "latency marker of 28 bytes, expected 29")
+    assert element_fault(99, 5) == ElementFault("tag", "unknown StreamElement tag 99 (valid: [0, 1, 2, 3, 4, 5, 6])")
+    assert element_fault(6, 13, TAGS_BEFORE_1_19) == ElementFault(
+        "tag", "unknown StreamElement tag 6 (valid: [0, 1, 2, 3, 4])"
+    )
+    assert element_fault(6, 13) is None and element_fault(0, 100) is None
