@@ -138,6 +138,9 @@ def configure(work: Path, module: str, extra: list[str] | None = None) -> None:
             'pytest_add_cli_args = ["-m", "not integration and not flink and not slow", "-q",'
             ' "-o", "tmp_path_retention_count=1000000"]',
             "use_git_change_detection = false",
+            # mutmut's default (15 x the tests' time, wall; twice that in CPU) lets a mutant that loops forever
+            # burn a core for minutes on a loaded machine; 6 x still leaves room for a slow, sound run
+            "timeout_multiplier = 6.0",
             *(extra or []),
         ]
     )

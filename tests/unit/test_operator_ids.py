@@ -721,3 +721,39 @@ def test_a_generated_id_behind_a_fan_out_says_it_assumes_flinks_output_order() -
     assert set(generated) == {"a2", "c2"}
     assert "the position assumes Flink's output order" in generated["a2"]
     assert "output order" not in generated["c2"]
+
+
+@pytest.mark.parametrize(
+    ("name", "candidates"),
+    [
+        ("sink: Writer", [("sink", "Sink V2 writer: the sink's uid")]),
+        ("files: Committer", [("Sink Committer: files", "Sink V2 committer: 'Sink Committer: UID'")]),
+        (
+            "files: Global Committer",
+            [("Sink files Global Committer", "Sink V2 global committer: 'Sink UID Global Committer'")],
+        ),
+        ("Sink Writer: files", [("files", "Sink V1 (1.12-1.13) writer: the sink's uid")]),
+        ("Sink files Writer", [("files", "Sink V1 (1.14) writer: the sink's uid")]),
+        ("Sink files", [("files", "Sink V1 (1.14) writer: the sink's uid")]),
+        ("Sink: sink", [("sink", "name without prefix")]),  # a SinkFunction, not a 1.14 Sink V1 named ": sink"
+        ("Source: seq", [("seq", "name without prefix")]),
+        ("Source: ", []),  # nothing left after the prefix: no empty uid
+        ("Sink Committer: files", []),  # a 1.12-1.13 committer's uid is its own name
+        ("tostr", []),
+    ],
+)
+def test_uid_candidates_exactly(name: str, candidates: list[tuple[str, str]]) -> None:
+    """Every guess, in order, with how it was derived (bind quotes the latter in its reasons); the rules are
+    those of uid_candidates' docstring, read from each release's sink translators (docs/format/operator-ids.md)."""
+    assert uid_candidates(name) == [(name, "name"), *candidates]
+
+
+def test_checkpoint_ids_are_read_in_any_case_and_with_dashes() -> None:
+    fixture = FIXTURES / "2.3.0-no-uid"
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    ids = _oracle_ids(fixture)
+    dashed = [f"{i[:8]}-{i[8:12]}-{i[12:16]}-{i[16:20]}-{i[20:]}".upper() for i in ids]
+    binding = bind(graph, dashed, release="2.3.0")
+    assert {b.operator_id for b in binding.operators if b.exact} == set(ids)
+    with pytest.raises(ValueError, match=r"^not an operator id \(32 hex chars\): 'xyz'$"):
+        bind(graph, ["xyz"])
