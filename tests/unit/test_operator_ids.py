@@ -757,3 +757,20 @@ def test_checkpoint_ids_are_read_in_any_case_and_with_dashes() -> None:
     assert {b.operator_id for b in binding.operators if b.exact} == set(ids)
     with pytest.raises(ValueError, match=r"^not an operator id \(32 hex chars\): 'xyz'$"):
         bind(graph, ["xyz"])
+
+
+def test_bind_without_a_release_uses_the_newest_rules() -> None:
+    fixture = FIXTURES / "2.3.0-no-uid"
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), _oracle_ids(fixture))
+    assert binding.rules == "2.0-2.3"
+    assert {b.name: b.operator_id for b in binding.operators if b.exact} == _expected_by_name(fixture)
+
+
+def test_a_generated_id_names_its_breadth_first_position() -> None:
+    """2.3.0-sql: Flink hashed the source at position 0 and the aggregate at position 1 (SQL_SOURCE,
+    SQL_AGGREGATE above: these positions reproduce Flink's ids)."""
+    fixture = FIXTURES / "2.3.0-sql"
+    binding = bind(parse_stream_plan(_json(fixture / "plan.json")), _oracle_ids(fixture), release="2.3.0")
+    reasons = {b.operator_id: b.reason for b in binding.operators}
+    assert "(no uid, breadth-first position 0)" in reasons[SQL_SOURCE]
+    assert "(no uid, breadth-first position 1)" in reasons[SQL_AGGREGATE]
