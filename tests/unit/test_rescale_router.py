@@ -118,33 +118,33 @@ def test_marks_are_dropped_where_no_new_channel_has_this_source_alone(min_run: i
     }
 
 
+@pytest.mark.parametrize("block", [16, 4096])  # 4096: whole uniform runs reach the numpy path
 @pytest.mark.parametrize("min_run", PATHS)
-def test_balanced_segments_take_the_records_whose_first_byte_they_hold(min_run: int) -> None:
+def test_balanced_segments_take_the_records_whose_first_byte_they_hold(min_run: int, block: int) -> None:
     records = [b"\x01" + _long(i) for i in range(10)]  # 13 framed bytes each: record i starts at 13 * i
-    # payload bytes [0, 30) -> subtask 2, [30, 80) -> 0, the rest -> 1
-    src = _source(records, segments=((30, 2), (80, 0), (1 << 40, 1)))
-    runs, stats = _route(src, _edge(BALANCED), min_run)
+    # payload bytes [0, 39) -> subtask 2, [39, 78) -> 0, the rest -> 1; records 3 and 6 start exactly at a
+    # limit, which is exclusive
+    src = _source(records, segments=((39, 2), (78, 0), (1 << 40, 1)))
+    runs, stats = _route(src, _edge(BALANCED), min_run, block)
     starts = [13 * i for i in range(10)]
-    want = {2: [i for i, s in enumerate(starts) if s < 30], 0: [i for i, s in enumerate(starts) if 30 <= s < 80]}
+    want = {2: [i for i, s in enumerate(starts) if s < 39], 0: [i for i, s in enumerate(starts) if 39 <= s < 78]}
     want[1] = [i for i in range(10) if i not in want[2] + want[0]]
-    assert want == {2: [0, 1, 2], 0: [3, 4, 5, 6], 1: [7, 8, 9]}
+    assert want == {2: [0, 1, 2], 0: [3, 4, 5], 1: [6, 7, 8, 9]}
     assert _by_target(runs) == {t: b"".join(_framed(records[i]) for i in idx) for t, idx in want.items()}
     assert stats.crc == _crc(records)
 
 
 @pytest.mark.parametrize("min_run", PATHS)
 def test_runs_are_cut_at_the_run_limit_and_numbered_in_order(min_run: int) -> None:
-    records = [b"\x01" + i.to_bytes(4, "big") + bytes(995) for i in range(600)]  # 1004 framed bytes each
+    # 1024 framed bytes each: 256 of them are exactly RUN_LIMIT, and a run leaves as soon as it holds that much
+    records = [b"\x01" + i.to_bytes(4, "big") + bytes(1015) for i in range(600)]
     stream = b"".join(_framed(r) for r in records)
-    assert len(stream) > 2 * RUN_LIMIT
+    assert RUN_LIMIT == 256 * 1024
     runs, _ = _route(_source(records, chunk=4096), _edge(KEEP), min_run, block=64 * 1024)
     assert [r.seq for r in runs] == list(range(len(runs)))
     assert b"".join(bytes(r.data) for r in runs) == stream
-    assert sum(r.records for r in runs) == 600 and sum(r.crc for r in runs) == _crc(records)
-    for r in runs[:-1]:  # a run leaves as soon as it holds RUN_LIMIT bytes, with whole elements only
-        assert RUN_LIMIT <= len(r.data) < RUN_LIMIT + 64 * 1024
-        assert len(r.data) % 1004 == 0
-    assert len(runs[-1].data) > 0 and len(runs) == -(-len(stream) // len(runs[0].data))
+    assert [r.records for r in runs] == [256, 256, 88]
+    assert sum(r.crc for r in runs) == _crc(records)
 
 
 @pytest.mark.parametrize("min_run", PATHS)
