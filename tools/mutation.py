@@ -45,6 +45,30 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "operator_ids": ("spillway/flink/operator_ids.py", ["tests/unit/test_operator_ids.py"]),
+    # the independent key checks (the extractor against the source, the output's key groups)
+    "source_keys": (
+        "spillway/rescale/source_keys.py",
+        [
+            "tests/unit/test_source_keys.py",
+            "tests/unit/test_key_extractor_check.py",
+            "tests/unit/test_rescale_verify.py",
+        ],
+    ),
+    # finding the checkpoint and its files; the path-escape guard
+    "locate": (
+        "spillway/storage/locate.py",
+        ["tests/unit/test_locate.py", "tests/unit/test_locate_fast_paths.py", "tests/cli/test_validate_rules.py"],
+    ),
+    # the writers' validate step, and opening only regular files
+    "output_check": (
+        "spillway/inspect/output_check.py",
+        [
+            "tests/unit/test_output_check.py",
+            "tests/unit/test_safe_writer.py",
+            "tests/unit/test_safe_writer_failures.py",
+        ],
+    ),
+    "safe_io": ("spillway/safe_io.py", ["tests/unit/test_safe_io.py", "tests/cli/test_hostile_files.py"]),
     "router": (
         "spillway/rescale/router.py",
         [
