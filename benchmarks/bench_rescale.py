@@ -228,8 +228,10 @@ def run_case(
     cmd = [PY, "-m", "spillway", "rescale", str(chk), "--plan", str(plan), *args, "--out", str(out)]
     cmd += ["--master", master, "--json"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    if code is not None:  # PYTHONPATH wins over the editable install; executors' python workers inherit it
+    if code is not None:  # PYTHONPATH wins over the editable install; local python workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+        if master.startswith("spark://"):  # a cluster's executors do not: hand it to them explicitly
+            env["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.executorEnv.PYTHONPATH={env['PYTHONPATH']} pyspark-shell"
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
     sampler = TreeSampler(proc.pid, extra=extra)
