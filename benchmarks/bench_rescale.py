@@ -366,10 +366,12 @@ def main() -> None:
         for master in args.masters:
             best = old = None
             walls: list[float] = []
+            old_walls: list[float] = []
             with _master(master, work) as (url, extra):
                 for _ in range(args.repeat):
                     if base_code is not None:  # interleaved, so both see the same machine state
                         o = run_case(chk, plan, cargs, url, work / case, base_code, extra)
+                        old_walls.append(o["wall"])
                         old = o if old is None or o["wall"] < old["wall"] else old
                     r = run_case(chk, plan, cargs, url, work / case, extra=extra)
                     walls.append(r["wall"])
@@ -380,6 +382,9 @@ def main() -> None:
             if old is not None:
                 baseline[master] = old
                 print(_line(f"{master} @{args.baseline}", old, mib), flush=True)
+                if len(old_walls) > 1:
+                    w = sorted(old_walls)
+                    print(f"  {'':10} wall min / median / max {w[0]:.1f} / {w[len(w) // 2]:.1f} / {w[-1]:.1f} s")
             print(_line(master, best, mib), flush=True)
             if len(walls) > 1:
                 w = sorted(walls)
