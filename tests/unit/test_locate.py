@@ -122,6 +122,7 @@ def test_relative_files_resolve_inside_the_checkpoint(tmp_path: Path) -> None:
     assert r.checkpoint_dir == chk and r.job_dir == tmp_path / JOB
     got = r.resolve(RelativeFileHandle("sub/file", 1))
     assert got is not None and got.local_text == str(chk / "sub/file") and got.problem is None
+    assert got.original == "sub/file"
     assert got.local == chk / "sub/file"
     assert r.resolve(RelativeFileHandle("sub/file", 1)) is got  # cached per name
     assert r.resolve(ByteStreamHandle("inline", b"")) is None
@@ -275,3 +276,61 @@ def test_the_old_prefix_is_cut_exactly_at_the_anchor(tmp_path: Path) -> None:
     (tmp_path / JOB / "chk-3" / "own").write_text("x")
     got = r.resolve_path("/data/BOX/chk-3/own")
     assert got.rebased_from == "/data/BOX" and got.local_text == f"{tmp_path / JOB}/chk-3/own"
+
+
+def test_files_in_subdirectories_of_an_anchor_are_rebased(tmp_path: Path) -> None:
+    r = _resolver(tmp_path)
+    job = tmp_path / JOB
+    (job / "chk-3" / "sub").mkdir()
+    (job / "chk-3" / "sub" / "own").write_text("x")
+    (job / "shared" / "a" / "b").mkdir(parents=True)
+    (job / "shared" / "a" / "b" / "sst").write_text("x")
+    old = f"file:/flink/old/{JOB}"
+    assert r.resolve_path(f"{old}/chk-3/sub/own").local_text == f"{job}/chk-3/sub/own"
+    got = r.resolve_path(f"{old}/shared/a/b/sst")
+    assert got.local_text == f"{job}/shared/a/b/sst" and got.rebased_from == old
+
+
+def test_local_text_is_what_resolve_gives(tmp_path: Path) -> None:
+    """The fast lookup the JSON view uses, on every kind of path, before and after a resolve was cached."""
+    job = tmp_path / JOB
+    r = _resolver(tmp_path)
+    (job / "chk-3" / "own").write_text("x")
+    old = f"file:/flink/old/{JOB}"
+    handles = [
+        FileHandle(f"{old}/chk-3/own", 1),  # rebased onto this job
+        FileHandle(f"{old}/chk-3/missing", 1),  # local, not found: the path as written
+        FileHandle("s3://bucket/f", 1),  # remote, not found: nothing local
+        RelativeFileHandle("own", 1),
+        RelativeFileHandle("../x", 1),  # escapes: nothing local
+    ]
+    fresh = [r.local_text(h) for h in handles]
+    assert fresh == [f"{job}/chk-3/own", f"/flink/old/{JOB}/chk-3/missing", None, f"{job}/chk-3/own", None]
+    assert r.rebases() == [{"from": old, "to": str(job), "paths": 1}]
+    again = _resolver(tmp_path / "again")
+    (tmp_path / "again" / JOB / "chk-3" / "own").write_text("x")
+    for h in handles[:3]:
+        again.resolve(h)  # now cached
+    assert [again.local_text(h) for h in handles[:3]] == [
+        f"{tmp_path / 'again' / JOB}/chk-3/own",
+        f"/flink/old/{JOB}/chk-3/missing",
+        None,
+    ]
+    assert r.local_text(ByteStreamHandle("inline", b"")) is None and r.local_text(None) is None
+    ruled = _resolver(tmp_path / "ruled", "s3://bucket=/data")
+    assert ruled.local_text(FileHandle("s3://bucket/f", 1)) == "/data/f"
+
+
+def test_a_symlink_as_the_last_component_is_followed_before_the_check(tmp_path: Path) -> None:
+    r = _resolver(tmp_path)
+    chk = tmp_path / JOB / "chk-3"
+    (tmp_path / "secret").write_text("x")
+    os.symlink(tmp_path / "secret", chk / "leaf")
+    got = r.resolve(RelativeFileHandle("leaf", 1))
+    assert got is not None and got.problem == "relative path escapes the checkpoint directory"
+    sibling = tmp_path / JOB / "chk-30"  # shares the prefix "chk-3" but is another directory
+    sibling.mkdir()
+    (sibling / "f").write_text("x")
+    os.symlink(sibling / "f", chk / "near")
+    got = r.resolve(RelativeFileHandle("near", 1))
+    assert got is not None and got.problem == "relative path escapes the checkpoint directory"
