@@ -774,3 +774,27 @@ def test_a_generated_id_names_its_breadth_first_position() -> None:
     reasons = {b.operator_id: b.reason for b in binding.operators}
     assert "(no uid, breadth-first position 0)" in reasons[SQL_SOURCE]
     assert "(no uid, breadth-first position 1)" in reasons[SQL_AGGREGATE]
+
+
+def test_a_job_graph_plan_missing_a_vertex_does_not_align() -> None:
+    """Every vertex of the plan matches, but the plan leaves stream nodes uncovered (here its 'len -> sink'
+    vertex is dropped): not the same job, so no chains and no vertex ids are taken from it."""
+    fixture = FIXTURES / "2.3.0-no-uid"
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+    doc = _json(fixture / "jobgraph.json")
+    plan = doc.get("plan", doc)
+    nodes = [n for n in plan["nodes"] if not n["description"].startswith("len<br/>")]
+    assert len(nodes) == len(plan["nodes"]) - 1
+    partial = parse_job_graph_plan({"plan": {**plan, "nodes": nodes}})
+    assert chained_edges_from_job_graph(graph, partial) is None
+    binding = bind(graph, _oracle_ids(fixture), release="2.3.0", job_graph=partial)
+    assert "the job-graph plan could not be matched onto the stream graph; vertex ids not used" in binding.notes
+
+
+def test_a_job_graph_plan_that_fits_two_places_does_not_align() -> None:
+    """Two identical branches (a source feeding a chained map, twice): each vertex fits either branch, so
+    which vertex id belongs to which operators is not known, and none is taken."""
+    nodes = tuple(StreamNode(i, name, 1) for i, name in [(1, "Source: s"), (2, "m"), (3, "Source: s"), (4, "m")])
+    graph = StreamGraph(nodes, (StreamEdge(1, 2, "FORWARD"), StreamEdge(3, 4, "FORWARD")))
+    job = _job_plan([("a" * 32, ["Source: s", "m"], []), ("b" * 32, ["Source: s", "m"], [])])
+    assert chained_edges_from_job_graph(graph, job) is None
