@@ -798,3 +798,90 @@ def test_a_job_graph_plan_that_fits_two_places_does_not_align() -> None:
     graph = StreamGraph(nodes, (StreamEdge(1, 2, "FORWARD"), StreamEdge(3, 4, "FORWARD")))
     job = _job_plan([("a" * 32, ["Source: s", "m"], []), ("b" * 32, ["Source: s", "m"], [])])
     assert chained_edges_from_job_graph(graph, job) is None
+
+
+SRC, TOSTR, SLOW, LEN = (
+    "f362c87ffabe89c8a91fa7d0a523ba6c",  # uid 'src' (spec table above; Flink's id of the 1.10.3 job's source)
+    "d8cec9b362de91fa6281b2882b1d6f93",
+    "59fa767824610e31f4a11d6125e09bf4",
+    "5f6c9c3c8fdcc0939e6c1d0276e97ad0",
+)
+
+
+def _unbound(name: str, tried: str, hint: str, before: str = "") -> tuple:
+    return (
+        name,
+        UNBOUND,
+        None,
+        False,
+        None,
+        f"{before}no id computed by Flink's rules for {name!r} is in the checkpoint (uids tried: {tried}; generated"
+        f" id tried). If it has state there, give its uid: --uid {hint}=UID",
+    )
+
+
+def test_every_binding_of_the_1_10_job_says_how_exactly() -> None:
+    """1.10.3-aligned, whose checkpoint holds the source (uid 'src'), tostr and slow: method, id, whether the
+    checkpoint has it, uid and reason of every operator, by plan alone, with uids given, with the job graph."""
+    fixture = FIXTURES / "1.10.3-aligned"
+    ckpt = _oracle_ids(fixture)
+    assert sorted(ckpt) == sorted([SRC, TOSTR, SLOW])
+    graph = parse_stream_plan(_json(fixture / "plan.json"))
+
+    def rows(binding: Binding) -> list[tuple]:
+        return [(b.name, b.method, b.operator_id, b.in_checkpoint, b.uid, b.reason) for b in binding.operators]
+
+    tostr = ("tostr", UID_HASH, TOSTR, True, "tostr", "uid 'tostr' (name) hashes to this id")
+    slow = ("slow", UID_HASH, SLOW, True, "slow", "uid 'slow' (name) hashes to this id")
+    length = _unbound("len", "'len'", "len")
+    sink = _unbound("Sink: sink", "'Sink: sink', 'sink'", "'Sink: sink'")
+    plain = bind(graph, ckpt, release="1.10.3")
+    assert rows(plain) == [_unbound("Source: seq", "'Source: seq', 'seq'", "'Source: seq'"), tostr, slow, length, sink]
+    assert plain.unclaimed == (SRC,)
+    # a given uid wins over guesses; the same uid given twice binds the first operator only
+    given = bind(graph, ckpt, release="1.10.3", uid_overrides={"Source: seq": "src", "tostr": "src"})
+    taken = f"given uid 'src' hashes to {SRC}, already bound to 'Source: seq'; "
+    tostr_given = (*_unbound("tostr", "none", "tostr", taken)[:4], "src", _unbound("tostr", "none", "tostr", taken)[5])
+    assert rows(given) == [
+        ("Source: seq", UID_HASH, SRC, True, "src", "given uid 'src' hashes to this id"),
+        tostr_given,
+        slow,
+        length,
+        sink,
+    ]
+    assert given.unclaimed == (TOSTR,)
+    with_job = bind(graph, ckpt, release="1.10.3", job_graph=parse_job_graph_plan(_json(fixture / "jobgraph.json")))
+    assert rows(with_job) == [
+        ("Source: seq", VERTEX_ID, SRC, True, None, f"head of job vertex {SRC} (vertex id = head operator id)"),
+        tostr,
+        slow,
+        (
+            "len",
+            VERTEX_ID,
+            LEN,
+            False,
+            None,
+            f"head of job vertex {LEN} (vertex id = head operator id); not in the checkpoint (no state for it there)",
+        ),
+        sink,
+    ]
+    assert with_job.unclaimed == () and with_job.notes == ()
+
+
+def test_elimination_by_parallelism_says_it_is_a_guess() -> None:
+    fixture = FIXTURES / "1.15.4-unaligned"
+    ops = _json(fixture / "oracle.json")["operators"]
+    par = {op["operator_id"]: op["parallelism"] for op in ops}
+    binding = bind(
+        parse_stream_plan(_json(fixture / "plan.json")),
+        list(par),
+        release="1.15.4",
+        checkpoint_parallelism=par,
+    )
+    src = binding.by_name("Source: seq")[0]
+    assert (src.method, src.operator_id, src.reason) == (
+        ELIMINATION,
+        SRC,
+        "the only operator left with parallelism 2 and the only checkpoint id left: structural guess, not Flink's rule",
+    )
+    assert par[SRC] == 2
