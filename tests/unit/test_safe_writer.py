@@ -201,3 +201,35 @@ def test_the_original_failure_survives_a_failed_cleanup(tmp_path: Path) -> None:
     with pytest.raises(WriteError, match="the channel files could not be written"):
         write_checkpoint(PlannedOutput(_checkpoint()), tmp_path / "o", _ok, produce)
     assert _siblings(tmp_path / "o") == set()
+
+
+def test_copies_report_progress_in_bytes(tmp_path: Path) -> None:
+    """A listener sees one "copying files" stage of the copies' total size, advanced by each file's size;
+    without copies there is no stage."""
+    from spillway import progress
+
+    stages: list[tuple[str, int | None, str, list[int]]] = []
+
+    class Recorder:
+        def stage(self, description: str, total: int | None, unit: str) -> progress.Stage:
+            steps: list[int] = []
+            stages.append((description, total, unit, steps))
+
+            class Step:
+                def advance(self, n: int = 1) -> None:
+                    steps.append(n)
+
+                def update(self, completed: int, total: int | None = None) -> None:
+                    raise AssertionError("copies advance, they do not jump")
+
+                def done(self) -> None:
+                    pass
+
+            return Step()
+
+    src, oracle = _channel_file(), FX.oracle
+    sizes = [src.stat().st_size, oracle.stat().st_size]
+    with progress.listening(Recorder()):
+        write_checkpoint(PlannedOutput(_checkpoint(), {src: src.name, oracle: "o.json"}), tmp_path / "a", _ok)
+        write_checkpoint(PlannedOutput(_checkpoint()), tmp_path / "b", _ok)
+    assert stages == [("copying files", sum(sizes), "bytes", sizes)]
