@@ -109,6 +109,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/rescale/verify.py",
         [
             "tests/unit/test_rescale_verify.py",
+            "tests/unit/test_channel_scanner.py",
             "tests/unit/test_rescale_vectorized.py",
             "tests/unit/test_rescale_framing.py",
         ],
