@@ -229,6 +229,8 @@ def test_make_framer_keeps_the_rules_it_is_given() -> None:
     framer = make_framer(10, TAGS_BEFORE_1_19, 6)
     assert isinstance(framer, NativeFramer)
     assert (framer.total, framer.tags, framer.limit) == (10, TAGS_BEFORE_1_19, 6)
+    framer.feed(bytearray(_record(5, b"\x01")))  # RecordAttributes: a 1.19+ tag, unknown before
+    assert [f.kind for f in framer.faults] == ["tag"]
 
 
 @pytest.mark.parametrize("seed", range(20))
