@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import encode_metadata
 from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import Report, validate
-from spillway.model.checkpoint import ByteStreamHandle, channel_handles
+from spillway.model.checkpoint import ByteStreamHandle, EmptySegmentFileHandle, channel_handles
 from spillway.storage.load import load_checkpoint
 
 BASE = "2.3.0-unaligned"
@@ -556,3 +557,44 @@ def test_an_output_handle_of_another_subtask_is_named_as_output(tmp_path: Path) 
     (label, index, channel, said) = found[0]
     hits = [(f.message, f.operator, f.subtask, f.channel) for f in c.run().findings if f.rule == "subtask-index"]
     assert hits == [(f"output channel handle says subtask {said}", label, index, channel)]
+
+
+def test_channel_state_without_bytes_to_read_is_named_by_its_delegate(tmp_path: Path) -> None:
+    """A channel handle's delegate must be readable (inline or a file); null and an empty segment are not."""
+    c = copy_fixture(SUMMARY, tmp_path)
+    nodes = json.loads((c.root / "ids.json").read_text())["stream_nodes"]
+    slow_id = next(n["operator_id"] for n in nodes if n["name"] == "slow")
+
+    def damage(cp) -> None:
+        slow = next(o for o in cp.operators if o.operator_id == slow_id)
+        slow.subtask(0).input_channel_state[0].delegate = None
+        slow.subtask(1).input_channel_state[0].delegate = EmptySegmentFileHandle()
+
+    rewrite(c, damage)
+    report = c.run()
+    found = {(f.message, f.operator, f.subtask, f.channel) for f in report.findings if f.rule == "chunk-offset"}
+    assert found == {
+        ("channel state with a null delegate", slow_id, 0, "in(0,0)"),
+        ("channel state with a EmptySegmentFileHandle delegate", slow_id, 1, "in(0,0)"),
+    }
+    for index in (0, 1):
+        assert "chunk-offset" in [f.rule for f in report.damage[(slow_id, "input", index, 0, 0)]]
+
+
+def test_duplicate_and_misnumbered_channel_handles_are_damaged(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    keys: list[tuple] = []
+
+    def damage(cp) -> None:
+        op, sub = next((o, s) for o in cp.operators for s in o.subtasks if s.result_subpartition_state)
+        h = sub.result_subpartition_state[0]
+        sub.result_subpartition_state.append(dataclasses.replace(h, offsets=[], state_size=0))  # a second handle
+        other = next(s for s in op.subtasks if s is not sub).result_subpartition_state[0]
+        other.subtask_index += 5  # says it belongs to another subtask
+        keys.append((op.operator_id, "output", h.subtask_index, *h.info))
+        keys.append((op.operator_id, "output", other.subtask_index, *other.info))
+
+    rewrite(c, damage)
+    report = c.run()
+    assert [f.rule for f in report.damage[keys[0]]] == ["duplicate-channel"]
+    assert [f.rule for f in report.damage[keys[1]]] == ["subtask-index"]
