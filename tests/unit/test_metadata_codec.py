@@ -9,6 +9,7 @@ import struct
 import pytest
 from support.fixtures import fixture_named
 
+from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.javaser import JavaObject, JavaSerializationError
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata, properties_from_java
 from spillway.model.checkpoint import MasterState
@@ -175,3 +176,10 @@ def test_each_checkpoint_property_flag_is_read_from_its_own_field(flags: tuple[i
     assert p is not None
     read = (p.discard_cancelled, p.discard_failed, p.discard_finished, p.discard_subsumed)
     assert (*read, p.discard_suspended, p.forced, p.unclaimed) == tuple(bool(f) for f in flags)
+
+
+def test_a_file_cut_short_is_refused_naming_the_file() -> None:
+    data = fixture_named(BASE).metadata.read_bytes()
+    with pytest.raises(CheckpointFormatError) as info:
+        decode_metadata(data[:100], "chk-3/_metadata")
+    assert info.value.file == "chk-3/_metadata" and str(info.value).startswith("chk-3/_metadata: byte ")
