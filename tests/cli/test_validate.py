@@ -598,3 +598,21 @@ def test_duplicate_and_misnumbered_channel_handles_are_damaged(tmp_path: Path) -
     report = c.run()
     assert [f.rule for f in report.damage[keys[0]]] == ["duplicate-channel"]
     assert [f.rule for f in report.damage[keys[1]]] == ["subtask-index"]
+
+
+def test_a_missing_channel_file_damages_every_handle_in_it(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    fx = fixture_named(SUMMARY)
+    ids = {n["name"]: n["operator_id"] for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}
+    expected = set()
+    for name, index, side, h in _flink_channel_handles(fx):
+        pair = (
+            (h["gate_index"], h["input_channel_index"])
+            if side == "input"
+            else (h["partition_index"], h["subpartition_index"])
+        )
+        expected.add((ids[name], side, index, *pair))
+    next(p for p in c.chk.iterdir() if p.name != "_metadata").unlink()
+    report = c.run()
+    assert set(report.damage) == expected
+    assert all("file-exists" in [f.rule for f in fs] for fs in report.damage.values())
