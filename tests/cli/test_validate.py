@@ -616,3 +616,12 @@ def test_a_missing_channel_file_damages_every_handle_in_it(tmp_path: Path) -> No
     report = c.run()
     assert set(report.damage) == expected
     assert all("file-exists" in [f.rule for f in fs] for fs in report.damage.values())
+
+
+def test_coordinator_state_on_a_fully_finished_operator_is_named() -> None:
+    """Not from bytes (the decoder refuses it: test_validate_rules); a checkpoint changed in memory can hold it."""
+    loaded = load_checkpoint(fixture_named("2.3.0-finished").checkpoint_dir)
+    op = next(o for o in loaded.checkpoint.operators if o.fully_finished)
+    op.coordinator_state = ByteStreamHandle("coordinator", b"enumerator state")
+    found = [(f.rule, f.message, f.operator) for f in validate(loaded).findings if f.rule == "finished-state"]
+    assert found == [("finished-state", "fully finished operator holds coordinator state", op.label())]
