@@ -625,3 +625,27 @@ def test_coordinator_state_on_a_fully_finished_operator_is_named() -> None:
     op.coordinator_state = ByteStreamHandle("coordinator", b"enumerator state")
     found = [(f.rule, f.message, f.operator) for f in validate(loaded).findings if f.rule == "finished-state"]
     assert found == [("finished-state", "fully finished operator holds coordinator state", op.label())]
+
+
+def test_every_channel_state_file_is_counted() -> None:
+    fx = fixture_named("2.3.0-one-file-per-subtask")
+    doc = json.loads(fx.oracle.read_text())
+    delegates = {  # a channel-state file, or an inline blob (ByteStreamStateHandle) in _metadata
+        h["delegate"].get("relative_path") or h["delegate"]["handle_name"]
+        for op in doc["operators"]
+        for sub in op["subtasks"]
+        for _, key in SIDES
+        for h in sub.get(key, [])
+    }
+    assert len(delegates) > 1
+    summary = _summary([str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json")])
+    assert summary["channel_state_blobs"] == len(delegates)
+
+
+def test_a_channel_state_file_too_short_for_its_version_is_named(tmp_path: Path) -> None:
+    c = copy_fixture(SUMMARY, tmp_path)
+    path = next(p for p in c.chk.iterdir() if p.name != "_metadata")
+    path.write_bytes(path.read_bytes()[:2])  # the 4-byte serialization version is cut
+    found = [(f.message, f.file, f.offset) for f in c.run().findings if f.rule == "channel-header"]
+    assert len(found) == 1 and found[0][0].startswith("too short for a header: ")
+    assert found[0][1:] == (str(path), 0)
