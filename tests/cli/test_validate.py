@@ -637,9 +637,17 @@ def test_every_channel_state_file_is_counted() -> None:
         for _, key in SIDES
         for h in sub.get(key, [])
     }
+    chunks = sum(  # merged handles (V6) list their channels, each with its chunk offsets
+        len(ch["offsets"])
+        for op in doc["operators"]
+        for sub in op["subtasks"]
+        for _, key in SIDES
+        for h in sub.get(key, [])
+        for ch in h.get("channels", [h])
+    )
     assert len(delegates) > 1
     summary = _summary([str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json")])
-    assert summary["channel_state_blobs"] == len(delegates)
+    assert (summary["channel_state_blobs"], summary["chunks"]) == (len(delegates), chunks)
 
 
 def test_a_channel_state_file_too_short_for_its_version_is_named(tmp_path: Path) -> None:
