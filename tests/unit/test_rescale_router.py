@@ -174,3 +174,15 @@ def test_an_unknown_tag_is_refused_at_its_payload_byte(min_run: int) -> None:
         _route(src, _edge(KEEP), min_run)
     assert str(caught.value).startswith("a -> b #1>1: unknown StreamElement tag 99 ")
     assert str(caught.value).endswith(" at payload byte 52 (corrupt framing; run spillway validate)")
+
+
+@pytest.mark.parametrize("min_run", PATHS)
+def test_a_length_field_above_the_element_limit_is_refused_where_it_is_read(min_run: int) -> None:
+    """0x7fffffff is a valid int but more than the router holds in memory (MAX_ELEMENT): refused at the field,
+    not after buffering the rest of the channel."""
+    stream = b"".join(_framed(r) for r in RECORDS[:2]) + (0x7FFFFFFF).to_bytes(4, "big") + b"\x01" * 40
+    with pytest.raises(RouteError) as caught:
+        _route(_source_of(stream), _edge(KEEP), min_run)
+    assert str(caught.value) == (
+        "a -> b #1>1: element length 2147483647 at payload byte 26 (corrupt framing; run spillway validate)"
+    )
