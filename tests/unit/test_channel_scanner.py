@@ -67,3 +67,17 @@ def test_lost_bytes_stop_the_framing_and_are_the_fault() -> None:
     scanner.feed(b"garbage")  # ignored after the loss
     records, _, _, fault = scanner.finish()
     assert fault == "f.bin: piece 2 could not be read" and records == 0
+
+
+def test_two_parts_and_several_blocks_keep_counts_and_offsets() -> None:
+    from spillway.rescale.channel_reader import BLOCK
+
+    stream = RECORD * 8
+    (records, _, _, fault), _ = _scan(stream[:50], stream[50:])
+    assert (records, fault) == (8, "")
+    n = BLOCK // len(RECORD) * 3  # about three blocks of records, each block scanned as it fills
+    bad = framed(b"\x63abc")
+    body = RECORD * n
+    (records, _, _, fault), scanner = _scan(*[body[i : i + 4096] for i in range(0, len(body), 4096)], bad)
+    assert records == n and scanner.length == len(body) + len(bad)
+    assert fault.endswith(f"at payload offset {len(body)}")

@@ -184,6 +184,7 @@ def test_a_rule_to_a_remote_place_is_not_local(tmp_path: Path) -> None:
 def test_a_rebased_tail_may_not_climb_out_of_its_new_prefix(tmp_path: Path, tail: str) -> None:
     got = _resolver(tmp_path, "/old=/new").resolve_path("/old" + tail)
     assert got.local_text is None and got.problem == "rebased path escapes its new prefix"
+    assert got.original == "/old" + tail
 
 
 def test_a_path_that_exists_as_written_is_used_as_written(tmp_path: Path) -> None:
