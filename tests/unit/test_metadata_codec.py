@@ -183,3 +183,12 @@ def test_a_file_cut_short_is_refused_naming_the_file() -> None:
     with pytest.raises(CheckpointFormatError) as info:
         decode_metadata(data[:100], "chk-3/_metadata")
     assert info.value.file == "chk-3/_metadata" and str(info.value).startswith("chk-3/_metadata: byte ")
+
+
+def test_merged_channel_handles_are_not_written_before_v6() -> None:
+    """V5 has no type byte before a channel handle, so it cannot hold the merged kinds (docs/format/metadata.md)."""
+    cp = decode_metadata(fixture_named("2.3.0-one-file-per-subtask").metadata.read_bytes())
+    cp.format_version = 5
+    with pytest.raises(ValueError) as info:
+        encode_metadata(cp)
+    assert str(info.value) == "a MergedInputChannelStateHandle needs metadata V6 or later"
