@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from support.byte_damage import damaged_bytes
 from support.fixtures import all_fixtures
 from typer.testing import CliRunner
 
@@ -150,29 +150,8 @@ def test_cli_missing_path_is_a_usage_error(tmp_path: Path) -> None:
 _ALL = [f.metadata.read_bytes() for f in all_fixtures()]
 
 
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    data = bytearray(draw(st.sampled_from(_ALL)))
-    for _ in range(draw(st.integers(1, 6))):
-        pos = draw(st.integers(0, len(data) - 1))
-        kind = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
-        if kind == "flip":
-            data[pos] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "set":
-            data[pos] = draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF]))
-        elif kind == "cut":
-            del data[pos:]
-        elif kind == "insert":
-            data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
-        else:
-            del data[pos : pos + draw(st.integers(1, 8))]
-        if not data:
-            data = bytearray(b"\x00")
-    return bytes(data)
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(mutated())
+@given(damaged_bytes(_ALL, edits=(1, 6), set_values=(0x00, 0x7F, 0x80, 0xFF)))
 def test_random_mutations_decode_cleanly_or_fail_cleanly(data: bytes) -> None:
     try:
         decode_metadata(data, "mutated")
