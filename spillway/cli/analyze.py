@@ -122,14 +122,10 @@ def command(
         loaded = load_checkpoint(path, rebase)
         forecast = None
         if new_parallelism:
-            from spillway.cli.rescale import _key_specs, _pairs
+            from spillway.cli.rescale import _counts, _key_specs
             from spillway.rescale.rescale import forecast_rescale
 
-            counts: dict[str, int] = {}
-            for name, n in _pairs(new_parallelism, "--new-parallelism").items():
-                if not n.isdigit() or int(n) < 1:
-                    raise UsageError(f"--new-parallelism {name}={n}: N must be a positive integer")
-                counts[name] = int(n)
+            counts = _counts(new_parallelism, "--new-parallelism")
             keys, fns = _key_specs(key, key_fn)
             buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
             assert topology is not None

@@ -73,6 +73,16 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
     return result
 
 
+def _counts(values: list[str] | None, option: str) -> dict[str, int]:
+    """VERTEX=N pairs of a parallelism option; N must be a positive integer (a usage error otherwise)."""
+    counts: dict[str, int] = {}
+    for name, n in _pairs(values, option).items():
+        if not n.isdigit() or int(n) < 1:
+            raise UsageError(f"{option} {name}={n}: N must be a positive integer")
+        counts[name] = int(n)
+    return counts
+
+
 def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
     """--key and --key-fn, checked before any work: a bad extractor or both for one vertex is a usage error."""
     from spillway.formats.values import ValueSpecError, parse_key_extractor
@@ -148,11 +158,7 @@ def command(
         def announce(checkpoint_dir: str) -> None:
             err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
-        counts: dict[str, int] = {}
-        for name, n in _pairs(parallelism, "--parallelism").items():
-            if not n.isdigit() or int(n) < 1:
-                raise UsageError(f"--parallelism {name}={n}: N must be a positive integer")
-            counts[name] = int(n)
+        counts = _counts(parallelism, "--parallelism")
         keys, fns = _key_specs(key, key_fn)
         buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
         topology = plan_with_uids(plan, uid, uid_map)

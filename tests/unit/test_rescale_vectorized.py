@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.moved import moved_counted
 
-from spillway.inspect.topology import load_plan
 from spillway.rescale import route
 from spillway.rescale.channel_writer import WrittenFile
-from spillway.rescale.execute import run_local
-from spillway.rescale.plan import BALANCED, BROADCAST, GLOBAL, HASH, KEEP, EdgePlan, PartRef, SourceChannel, build_plan
+from spillway.rescale.plan import BALANCED, BROADCAST, GLOBAL, HASH, KEEP, EdgePlan, PartRef, SourceChannel
 from spillway.rescale.route import (
     RouteStats,
     crc32_rows,
@@ -28,7 +27,6 @@ from spillway.rescale.route import (
     vector_target_function,
 )
 from spillway.rescale.verify import check_file, self_check
-from spillway.storage.load import load_checkpoint
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "2.3.0-counted"
 EDGE_CASE_LONGS = [0, 1, -1, 2**63 - 1, -(2**63), 2**31, -(2**31), 2**32 - 1, 123456789012345]
@@ -196,16 +194,7 @@ def test_scan_elements_vector_path_equals_the_per_record_path(
 
 @pytest.fixture(scope="module")
 def rescaled(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    ld = load_checkpoint(next(FIXTURE.glob("checkpoints/*/chk-*")))
-    ld.resolve_files()
-    plan = build_plan(
-        ld.checkpoint, load_plan(FIXTURE / "jobgraph.json"), ld.resolver, {"parse": 3, "count": 3},
-        {"count": "tuple:0:long"}, None, 1024,
-    )  # fmt: skip
-    out = tmp_path_factory.mktemp("moved")
-    move = run_local(plan, str(out))
-    assert self_check(out, plan, move) == []
-    return out, plan, move
+    return moved_counted(tmp_path_factory.mktemp("moved"))
 
 
 def _biggest(move) -> WrittenFile:  # type: ignore[no-untyped-def]

@@ -10,30 +10,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.moved import moved_counted
 
 import spillway.rescale.verify as verify
-from spillway.inspect.topology import load_plan
 from spillway.rescale.channel_writer import WrittenFile
-from spillway.rescale.execute import MoveResult, run_local
-from spillway.rescale.plan import BROADCAST, HASH, build_plan
+from spillway.rescale.execute import MoveResult
+from spillway.rescale.plan import BROADCAST, HASH
 from spillway.rescale.verify import check_file, check_totals, self_check
-from spillway.storage.load import load_checkpoint
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "2.3.0-counted"
 
 
 @pytest.fixture(scope="module")
 def rescaled(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    ld = load_checkpoint(next(FIXTURE.glob("checkpoints/*/chk-*")))
-    ld.resolve_files()
-    plan = build_plan(
-        ld.checkpoint, load_plan(FIXTURE / "jobgraph.json"), ld.resolver, {"parse": 3, "count": 3},
-        {"count": "tuple:0:long"}, None, 1024,
-    )  # fmt: skip
-    out = tmp_path_factory.mktemp("moved")
-    move = run_local(plan, str(out))
-    assert self_check(out, plan, move) == []
-    return out, plan, move
+    return moved_counted(tmp_path_factory.mktemp("moved"))
 
 
 def _with_data(move: MoveResult) -> list[WrittenFile]:
