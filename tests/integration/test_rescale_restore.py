@@ -143,9 +143,12 @@ def test_rocksdb_incremental_job_rescaled_2_to_4_restores(tmp_path: Path) -> Non
             shutil.rmtree(cleanup, ignore_errors=True)
 
 
-@pytest.mark.parametrize("release", ["2.3.0", "1.20.3", "1.15.4"])
+@pytest.mark.parametrize(
+    ("release", "flavour"),
+    [("2.3.0", "jobgraph.json"), ("1.20.3", "jobgraph.json"), ("1.15.4", "jobgraph.json"), ("1.20.3", "plan.json")],
+)
 def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_records(
-    tmp_path: Path, release: str
+    tmp_path: Path, release: str, flavour: str
 ) -> None:
     """`rescale --force` on a source with one damaged channel (src#0 -> parse#1: its first record's length
     field overwritten) leaves that channel out whole; Flink restores the output and the job's result lacks
@@ -204,7 +207,8 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
     parallelism = {"parse": 3, "count": 3}
     report = rescale_checkpoint(
         str(chk),
-        str(copy / "jobgraph.json"),
+        # the stream-graph plan shows names, not uids: the source's uid is given as a user would (--uid)
+        load_plan(copy / flavour, {"Source: seq": "src"} if flavour == "plan.json" else None),
         parallelism,
         str(out),
         keys={"count": "tuple:0:long"},
