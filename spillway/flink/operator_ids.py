@@ -19,10 +19,11 @@ import re
 import struct
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mmh3
 
+from spillway.flink import deduction
 from spillway.flink.chaining import (
     RELEASE_RULES,
     ChainRules,
@@ -78,9 +79,25 @@ DETERMINISTIC_HASH = "deterministic-hash"
 VERTEX_ID = "vertex-id"
 ELIMINATION = "elimination"
 UNBOUND = "unbound"
-METHODS = (STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID, ELIMINATION, UNBOUND)
+METHODS = (
+    STORED_NAME,
+    UID_HASH,
+    DETERMINISTIC_HASH,
+    "hash-input",
+    VERTEX_ID,
+    "deduced",
+    "indistinct",
+    ELIMINATION,
+    UNBOUND,
+)
 #: Methods whose id is Flink's own (stored, or computed by Flink's rule): exact when the id is in the checkpoint.
-EXACT_METHODS = frozenset({STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID})
+EXACT_METHODS = frozenset(
+    {STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID, deduction.HASH_INPUT, deduction.DEDUCED}
+)
+HASH_INPUT = deduction.HASH_INPUT
+DEDUCED = deduction.DEDUCED
+INDISTINCT = deduction.INDISTINCT
+OperatorFacts = deduction.OperatorFacts
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
@@ -353,6 +370,11 @@ class Binding:
     #: Rules used (release line).
     rules: str
     notes: tuple[str, ...] = ()
+    #: Plan operator index (into ``operators``) -> how many of its out-edges Flink chained, read off a generated id.
+    chained_outputs: Mapping[int, int] = field(default_factory=dict)
+    #: How many assignments of the operators left after the exact methods fit the checkpoint's facts (None: the
+    #: structural step did not run; 0: none fits — the plan does not describe this checkpoint as given).
+    solutions: int | None = None
 
     def by_name(self, name: str) -> list[BoundOperator]:
         return [b for b in self.operators if b.name == name]
@@ -396,6 +418,8 @@ def bind(
     format_version: int | None = None,
     job_graph: JobGraphPlan | None = None,
     checkpoint_parallelism: Mapping[str, int] | None = None,
+    facts: Sequence[OperatorFacts] | None = None,
+    absent_allowed: bool = True,
 ) -> Binding:
     """Bind every plan operator to the checkpoint operator it is.
 
@@ -405,10 +429,17 @@ def bind(
     operator name -> uid the user knows. ``release`` (preferred) or ``format_version`` selects the rules.
     ``checkpoint_parallelism``: id -> parallelism from the metadata (narrows elimination).
 
+    ``facts``: what the checkpoint says of each id (:class:`~spillway.flink.deduction.OperatorFacts`); with them
+    the structural step enumerates every consistent assignment instead of guessing. ``absent_allowed``: the
+    release may leave stateless operators out of ``_metadata`` (1.10, 1.12).
+
     Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid, then
-    guesses from :func:`uid_candidates`) -> ``vertex-id`` -> ``deterministic-hash`` -> ``elimination``. An id
-    claimed by two operators is given to neither. Nothing is exact unless an id computed by Flink's rule (or
-    stored by Flink) is in the checkpoint.
+    guesses from :func:`uid_candidates`) -> ``vertex-id`` -> ``deterministic-hash`` (Flink's traversal, then the
+    search of :func:`spillway.flink.deduction.hash_search`, which also binds the inputs whose ids went into a
+    generated id: ``hash-input``) -> ``deduced`` (the only assignment consistent with the checkpoint's facts) or,
+    without facts, ``elimination``. An id claimed by two operators is given to neither. Nothing is exact unless
+    an id computed by Flink's rule (or stored by Flink) is in the checkpoint, or every consistent assignment
+    agrees on it.
     """
     rules = _rules(release, format_version)
     ckpt: list[str] = []
@@ -543,39 +574,88 @@ def bind(
     if candidates:
         _generated_ids(ops, candidates, rules, in_ckpt, claimed, claim)
 
-    # 5. elimination: one unbound operator and one unclaimed id left (per parallelism when known).
-    changed = True
-    while changed:
-        changed = False
-        free = [h for h in ckpt if h not in claimed]
-        open_ops = [op for op in ops if op.method == UNBOUND and not _is_known_absent(op)]
-        groups: dict[int | None, tuple[list[_Op], list[str]]] = {}
-        if checkpoint_parallelism:
-            for op in open_ops:
-                groups.setdefault(op.parallelism, ([], []))[0].append(op)
-            for h in free:
-                p = checkpoint_parallelism.get(h)
-                groups.setdefault(p, ([], []))[1].append(h)
-        else:
-            groups[None] = (open_ops, free)
-        for p, (g_ops, g_ids) in groups.items():
-            if len(g_ops) == 1 and len(g_ids) == 1 and (p is not None or len(free) == 1):
-                op = g_ops[0]
+    # 4b. generated ids found by search (any position, chained-output count and input ids); a hit also binds
+    # the inputs whose ids went into it and says how many out-edges Flink chained.
+    chained_outputs: dict[int, int] = {}
+    if candidates:
+        cand = candidates[0]
+        node_of = {i: nid for nid, i in cand.op_of.items()}
+        while True:
+            known = {
+                node_of[i]: op.operator_id for i, op in enumerate(ops) if op.operator_id is not None and i in node_of
+            }
+            free = [h for h in ckpt if h not in claimed]
+            progress = False
+            for hit in deduction.hash_search(cand.graph, known, free, free):
+                op = ops[cand.op_of[hit.node]]
+                if op.method != UNBOUND or hit.operator_id in claimed:
+                    continue
+                chained_outputs[hit.node] = hit.chained_outputs
                 claim(
                     op,
-                    g_ids[0],
-                    ELIMINATION,
-                    "the only operator left"
-                    + (f" with parallelism {p}" if p is not None else "")
-                    + " and the only checkpoint id left: "
-                    "structural guess, not Flink's rule",
+                    hit.operator_id,
+                    DETERMINISTIC_HASH,
+                    f"StreamGraphHasherV2 gives this id (no uid; position {hit.position}, "
+                    f"{hit.chained_outputs} chained output(s)"
+                    + (", inputs " + ", ".join(i[:8] + "…" for _, i in hit.inputs) if hit.inputs else "")
+                    + ")",
                 )
-                changed = True
+                op.uid_known = False
+                progress = True
+                for nid, h in hit.inputs:
+                    up = ops[cand.op_of[nid]]
+                    if up.method == UNBOUND and h not in claimed:
+                        claim(
+                            up,
+                            h,
+                            deduction.HASH_INPUT,
+                            f"its id is an input of the generated id of {op.name!r} (which is in the checkpoint)",
+                        )
+                        progress = True
+            if not progress:
+                break
+        if chained_outputs:
+            chained_outputs = {cand.op_of[n]: c for n, c in chained_outputs.items()}
+
+    # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
+    solutions: int | None = None
+    if facts is not None and candidates:
+        solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes)
+    else:
+        changed = True
+        while changed:
+            changed = False
+            free = [h for h in ckpt if h not in claimed]
+            open_ops = [op for op in ops if op.method == UNBOUND and not _is_known_absent(op)]
+            groups: dict[int | None, tuple[list[_Op], list[str]]] = {}
+            if checkpoint_parallelism:
+                for op in open_ops:
+                    groups.setdefault(op.parallelism, ([], []))[0].append(op)
+                for h in free:
+                    p = checkpoint_parallelism.get(h)
+                    groups.setdefault(p, ([], []))[1].append(h)
+            else:
+                groups[None] = (open_ops, free)
+            for p, (g_ops, g_ids) in groups.items():
+                if len(g_ops) == 1 and len(g_ids) == 1 and (p is not None or len(free) == 1):
+                    op = g_ops[0]
+                    claim(
+                        op,
+                        g_ids[0],
+                        ELIMINATION,
+                        "the only operator left"
+                        + (f" with parallelism {p}" if p is not None else "")
+                        + " and the only checkpoint id left: "
+                        "structural guess, not Flink's rule",
+                    )
+                    changed = True
 
     # 6. reasons for what is left.
     out: list[BoundOperator] = []
     for op in ops:
-        if op.method == UNBOUND:
+        if op.method == UNBOUND and facts is not None and op.reason:
+            pass  # the structural step said what decides it
+        elif op.method == UNBOUND:
             tried = ", ".join(repr(u) for u in op.tried) or "none"
             extra = f"{op.reason}; " if op.reason else ""
             op.reason = (
@@ -597,7 +677,116 @@ def bind(
                 position=op.position,
             )
         )
-    return Binding(tuple(out), tuple(h for h in ckpt if h not in claimed), rules.line, tuple(notes))
+    return Binding(
+        tuple(out),
+        tuple(h for h in ckpt if h not in claimed),
+        rules.line,
+        tuple(notes),
+        chained_outputs,
+        solutions,
+    )
+
+
+def _evidence(f: deduction.OperatorFacts) -> str:
+    said = [f"parallelism {f.parallelism}"]
+    if f.keyed:
+        said.append("keyed state")
+    if f.source_reader:
+        said.append("source-reader state")
+    if f.input_gates:
+        said.append("input channel state on gate " + "/".join(map(str, sorted(set(f.input_gates)))))
+    if f.output_partitions:
+        said.append("output channel state")
+    if f.stateless:
+        said.append("no state")
+    return ", ".join(said)
+
+
+def _deduce(
+    ops: list[_Op],
+    cand: _Candidate,
+    facts: Sequence[deduction.OperatorFacts],
+    ckpt: list[str],
+    claimed: dict[str, _Op],
+    claim: Callable[[_Op, str, str, str], None],
+    absent_allowed: bool,
+    notes: list[str],
+) -> int:
+    """Bind what every consistent assignment of the open operators to the open ids agrees on; returns how many
+    assignments there are."""
+    by_id = {f.operator_id: f for f in facts}
+    node_of = {i: nid for nid, i in cand.op_of.items()}
+    open_ops = [i for i, op in enumerate(ops) if op.method == UNBOUND and not _is_known_absent(op) and i in node_of]
+    open_facts = [by_id[h] for h in ckpt if h not in claimed and h in by_id]
+    if not open_facts and not open_ops:
+        return 1
+    chained = set(cand.chained) if cand.chained is not None else None
+    graph = cand.graph
+
+    def extra(nid: int, f: deduction.OperatorFacts) -> str | None:
+        if chained is None:
+            return None
+        if f.input_gates and any((e.source, e.target) in chained for e in graph.in_edges(nid)):
+            return "it holds input channel state and this operator is chained behind another (not a chain head)"
+        if f.output_partitions and any((e.source, e.target) in chained for e in graph.out_edges(nid)):
+            return "it holds output channel state and this operator is not the end of its chain"
+        return None
+
+    m = deduction.solve_matching(
+        graph, [node_of[i] for i in open_ops], open_facts, absent_allowed=absent_allowed, extra=extra
+    )
+    if m.count == 0:
+        notes.append(
+            "no assignment of the "
+            + str(len(open_ops))
+            + " plan operator(s) not bound by id to the "
+            + str(len(open_facts))
+            + " checkpoint operator(s) left fits the checkpoint (parallelism, keyed state, source state, channel "
+            "state): the plan does not describe this checkpoint, or describes another version of the job"
+        )
+        for i in open_ops:
+            ops[i].reason = "no consistent assignment exists (see the notes)"
+        return 0
+    if m.forward_keyed:
+        notes.append("keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)")
+    how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s)"
+    for i in open_ops:
+        op = ops[i]
+        nid = node_of[i]
+        values = m.values[nid]
+        ruled = m.ruled_out.get(nid, {})
+        if len(values) == 1 and m.complete:
+            (v,) = values
+            if v == deduction.ABSENT:
+                op.method, op.reason = (
+                    deduction.DEDUCED,
+                    (
+                        f"not in the checkpoint: every one of the {how_many} leaves it out (a stateless operator; "
+                        "this release writes no state for those)"
+                    ),
+                )
+                continue
+            why_not = "; ".join(f"{h[:8]}…: {r}" for h, r in list(ruled.items())[:3])
+            claim(
+                op,
+                v,
+                deduction.DEDUCED,
+                f"the only checkpoint operator that fits ({_evidence(by_id[v])}) in all {how_many}"
+                + (f"; others ruled out: {why_not}" if why_not else ""),
+            )
+        elif values and all(v == deduction.ABSENT or by_id[v].stateless for v in values) and m.complete:
+            op.method = deduction.INDISTINCT
+            shown = ", ".join(sorted("not in the checkpoint" if v == deduction.ABSENT else v for v in values))
+            op.reason = (
+                f"one of {shown}: operators that hold no state cannot be told apart, and nothing depends on which"
+            )
+        else:
+            shown = ", ".join(sorted("absent" if v == deduction.ABSENT else v for v in values))
+            op.reason = (
+                f"could be any of {shown} ({how_many}); give its uid (--uid {_quote(op.name)}=UID) if it has one, "
+                "or the job-graph plan (REST /jobs/<job-id>/plan)"
+            )
+    return m.count
 
 
 # ---------------------------------------------------------------------------------------- generated-id pass

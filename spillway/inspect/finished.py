@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spillway.flink.stream_graph import is_forward
-from spillway.inspect.topology import BoundVertex, Topology, bind, exact_chains, operator_binding
+from spillway.inspect.topology import BoundVertex, Topology, bind, operator_binding
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 FULLY = "FULLY_FINISHED"
 PARTIALLY = "PARTIALLY_FINISHED"
 RUNNING = "ALL_RUNNING"
+#: Not Flink's: a vertex whose operators are not all known while a finished operator is unplaced — it could be
+#: any class, so no predecessor check leans on it and the verdict is uncertain.
+UNKNOWN = "UNKNOWN"
 
 
 @dataclass
@@ -43,11 +46,19 @@ class Verdict:
 
     @property
     def certain(self) -> bool:
-        return not self.unplaced_finished and not self.chain_doubts
+        return not self.unplaced_finished and not self.chain_doubts and UNKNOWN not in self.classification.values()
 
     @property
     def restorable(self) -> bool:
+        """No refusal found (which is only Flink's answer when :attr:`certain`; see :attr:`answer`)."""
         return not self.violations
+
+    @property
+    def answer(self) -> bool | None:
+        """Flink's answer: False when it refuses, True when it accepts, None when that cannot be known here."""
+        if self.violations:
+            return False
+        return True if self.certain else None
 
 
 def classify(op: OperatorState | None) -> str:
@@ -59,25 +70,12 @@ def classify(op: OperatorState | None) -> str:
 
 
 def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[OperatorState | None], bool]:
-    """The chain's operators as found in the checkpoint; False when only some could be identified."""
-    names = b.vertex.names
-    found: list[OperatorState | None] = []
-    by_name = {o.name: o for o in checkpoint.operators if o.name}
-    complete = True
-    for i, name in enumerate(names):
-        if i == 0 and b.head is not None:
-            found.append(b.head)
-        elif i == len(names) - 1 and b.tail is not None:
-            found.append(b.tail)
-        elif name in by_name:
-            found.append(by_name[name])
-        else:
-            complete = False
-    if not names:
-        found = [b.head]
-    elif b.head is None and b.vertex.vertex_id is not None:
-        found[0:0] = [None]  # the head holds no state at all: "not in the checkpoint" = running
-    return found, complete
+    """The chain's known operators as the one binding has them (None: known to hold no state, so running);
+    False when not every member is known."""
+    if b.operators:
+        known = b.known or [True] * len(b.operators)
+        return [o for o, k in zip(b.operators, known, strict=False) if k], b.complete
+    return [b.head], b.head is not None or b.vertex.vertex_id is not None
 
 
 def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
@@ -107,7 +105,7 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
 
 def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     bound = bind(topology, checkpoint)
-    exact = exact_chains(topology, checkpoint)
+    exact = {key: b for key, b in bound.items() if b.complete}
     verdict = Verdict({})
     classes: dict[str, str] = {}
     placed: set[str] = set()
@@ -116,8 +114,8 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     mixed: set[str] = set()
     for key, b in bound.items():
         if key in exact:
-            # Every chain member known by Flink's own id; one absent from the checkpoint is running.
-            ops: list[OperatorState | None] = [checkpoint.operator(i) for i in exact[key]]
+            # Every chain member known; one absent from the checkpoint is running.
+            ops: list[OperatorState | None] = list(b.operators)
             found[key] = (ops, True)
             node_class.update({n: classify(o) for n, o in zip(b.vertex.node_ids, ops, strict=False)})
         else:
@@ -147,9 +145,12 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
             verdict.uncertain_vertices.append(label)
             if verdict.unplaced_finished:
                 verdict.notes.append(
-                    f"{label}: not every chained operator could be identified (metadata before V5 "
-                    "stores no names); classified from the ones found"
+                    f"{label}: not every chained operator could be identified, and a finished operator could be "
+                    "one of them: its class is unknown"
                 )
+                classes[key] = UNKNOWN
+                verdict.classification[label] = UNKNOWN
+                continue
             else:
                 # Flink gives every operator of a finished task a finished state in the checkpoint, and an
                 # operator id sits in one vertex only: with every finished operator placed elsewhere, an
@@ -201,12 +202,12 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
         preds: dict[str, bool] = {}  # predecessor -> any all-to-all edge
         for e in b.vertex.inputs:
             preds[e.upstream] = preds.get(e.upstream, False) or e.all_to_all
-        if key in mixed:
-            continue  # Flink fails on computing this vertex's state, before any predecessor check
+        if key in mixed or kind == UNKNOWN:
+            continue  # mixed: Flink fails computing this vertex's state first; unknown: nothing to lean on
         for up, all_to_all in preds.items():
             up_kind, up_label = classes[up], bound[up].vertex.label()
-            if up in mixed:
-                continue  # likewise: the predecessor's state cannot be computed, that is the refusal
+            if up in mixed or up_kind == UNKNOWN:
+                continue  # likewise: the predecessor's state cannot be computed, or is not known here
             if kind == FULLY and up_kind != FULLY:
                 verdict.violations.append(
                     Violation(

@@ -122,7 +122,7 @@ def analyze_json(
         "operators": [
             {
                 "operator_id": o.operator.operator_id,
-                "name": o.operator.name,
+                "name": o.operator.name or o.operator.plan_name,
                 "uid": o.operator.uid,
                 "parallelism": o.operator.parallelism,
                 "finished_state": o.finished_state,
@@ -138,7 +138,7 @@ def analyze_json(
         "restore_verdict": None
         if verdict is None
         else {
-            "restorable": verdict.restorable,
+            "restorable": verdict.answer,
             "certain": verdict.certain,
             "vertices": verdict.classification,
             "uncertain_vertices": verdict.uncertain_vertices,

@@ -20,8 +20,20 @@ from typing import Any
 
 from spillway.errors import UsageError
 from spillway.flink import operator_ids
-from spillway.flink.stream_graph import JobGraphPlan, StreamGraph, parse_job_graph_plan, parse_stream_plan
-from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.flink.stream_graph import (
+    JobGraphPlan,
+    JobVertexPlan,
+    StreamGraph,
+    parse_job_graph_plan,
+    parse_stream_plan,
+)
+from spillway.model.checkpoint import (
+    Checkpoint,
+    InputChannelHandle,
+    OperatorState,
+    ResultSubpartitionHandle,
+    channel_handles,
+)
 
 ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
 
@@ -191,7 +203,9 @@ def _job_graph(nodes: list[dict[str, Any]]) -> Topology:
     return Topology(vertices, "job-graph")
 
 
-def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
+def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | None = None) -> Topology:
+    """Vertices of a stream-graph plan: chains by the simple default rule, or exactly the edges ``chained``
+    (node id pairs) when the checkpoint's evidence says which edges Flink chained."""
     by_id = {n["id"]: n for n in nodes}
     succ: dict[Any, list[tuple[Any, str]]] = {n["id"]: [] for n in nodes}
     for n in nodes:
@@ -200,6 +214,8 @@ def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
 
     def chains_to_pred(node: dict[str, Any]) -> bool:
         preds = node.get("predecessors") or []
+        if chained is not None:
+            return len(preds) == 1 and (int(preds[0]["id"]), int(node["id"])) in chained
         if len(preds) != 1 or preds[0].get("ship_strategy") != "FORWARD":
             return False
         pred = by_id[preds[0]["id"]]
@@ -233,88 +249,125 @@ def _stream_graph(nodes: list[dict[str, Any]]) -> Topology:
 
 @dataclass
 class BoundVertex:
+    """One vertex (chain) of the plan and its operators as the checkpoint has them."""
+
     vertex: Vertex
-    head: OperatorState | None
-    tail: OperatorState | None
+    head: OperatorState | None  # holds the vertex's input channel state
+    tail: OperatorState | None  # holds its output channel state
     problem: str | None = None
-    members: list[OperatorState] = field(default_factory=list)  # chain operators bound exactly by id
+    members: list[OperatorState] = field(default_factory=list)  # chain operators bound exactly, in the checkpoint
+    #: Every chain member, head first: its checkpoint operator, or None when it is certainly not in the checkpoint
+    #: (no state: Flink counts it running); only meaningful when ``complete``.
+    operators: list[OperatorState | None] = field(default_factory=list)
+    #: Per member: bound (or certainly absent) — False where ``operators`` holds None only for want of a binding.
+    known: list[bool] = field(default_factory=list)
+    #: Every member is bound (or certainly absent); whether the chain's edges are known is ``uncertain_edges``.
+    complete: bool = False
+    #: Edges inside this chain that Flink may have cut (the plan does not show it and no evidence decides).
+    uncertain_edges: list[str] = field(default_factory=list)
 
 
-def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
-    """Find each vertex's head (input-state holder) and tail (output-state holder) operator."""
-    by_name: dict[str, list[OperatorState]] = {}
-    for op in checkpoint.operators:
-        if op.name:
-            by_name.setdefault(op.name, []).append(op)
+#: Edge states of a stream-graph plan as the evidence leaves them.
+CHAINED, CUT, UNKNOWN = "chained", "cut", "unknown"
 
-    def named(name: str) -> OperatorState | None:
-        hits = by_name.get(name, [])
-        return hits[0] if len(hits) == 1 else None
 
-    exact = _exact_stream_binding(topology, checkpoint)
+@dataclass
+class JobBinding:
+    """The one binding of a plan to a checkpoint: every operator's id with its evidence, the chains, and each
+    vertex's operators. Computed once per (plan, checkpoint) and shared by every command (:func:`bind_job`)."""
 
-    def by_node(node_id: int) -> OperatorState | None:
-        op_id = exact.get(node_id)
-        return checkpoint.operator(op_id) if op_id else None
+    operators: operator_ids.Binding | None
+    vertices: dict[str, BoundVertex]
+    #: (source node, target node) -> CHAINED / CUT / UNKNOWN for edges Flink's defaults would chain.
+    edges: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: Why each edge got its state.
+    edge_reasons: dict[tuple[int, int], str] = field(default_factory=dict)
 
-    bound: dict[str, BoundVertex] = {}
-    heads: set[str] = set()
-    for v in topology.vertices.values():
-        head = checkpoint.operator(v.vertex_id) if v.vertex_id else None
-        if head is None and v.node_ids:
-            head = by_node(v.node_ids[0])
-        if head is None and v.names:
-            head = named(v.names[0])
-        if head is not None:
-            heads.add(head.operator_id)
-        members = [op for op in (by_node(n) for n in v.node_ids) if op is not None]
-        bound[v.key] = BoundVertex(v, head, None, members=members)
-    claimed = set(heads)
-    pending = []
-    for b in bound.values():
-        v = b.vertex
-        if len(v.names) <= 1 and b.head is not None:
-            b.tail = b.head
-        elif v.node_ids and by_node(v.node_ids[-1]) is not None:
-            b.tail = by_node(v.node_ids[-1])
-        elif v.names and named(v.names[-1]) is not None:
-            b.tail = named(v.names[-1])
-        else:
-            pending.append(b)
-        if b.tail is not None:
-            claimed.add(b.tail.operator_id)
-    # Without names: the tail is the one unclaimed operator of the vertex's parallelism that holds
-    # output channel state (only tails ever do).
-    for b in pending:
-        if not b.vertex.outputs:
-            continue
-        cands = [
-            o
-            for o in checkpoint.operators
-            if o.operator_id not in claimed
-            and o.parallelism == b.vertex.parallelism
-            and any(s.result_subpartition_state for s in o.subtasks)
-        ]
-        if len(cands) == 1:
-            b.tail = cands[0]
-            claimed.add(cands[0].operator_id)
-        elif len(cands) > 1:
-            b.problem = (
-                f"cannot tell which operator of chain {b.vertex.label()!r} holds its output state "
-                f"({len(cands)} candidates; metadata before V5 stores no operator names)"
+    def uncertain_edges(self) -> list[tuple[int, int]]:
+        return [e for e, state in self.edges.items() if state == UNKNOWN]
+
+
+def operator_facts(checkpoint: Checkpoint) -> list[operator_ids.OperatorFacts]:
+    """What binding can use of each checkpoint operator."""
+    out = []
+    for o in checkpoint.operators:
+        gates: set[int] = set()
+        parts: set[int] = set()
+        max_ch = max_sub = -1
+        keyed = reader = False
+        for s in o.subtasks:
+            keyed = keyed or bool(s.managed_keyed_state or s.raw_keyed_state)
+            for ops in (s.managed_operator_state, s.raw_operator_state):
+                if ops is not None and any(e.name == "SourceReaderState" for e in ops.states):
+                    reader = True
+            for h in channel_handles(s.input_channel_state):
+                if isinstance(h, InputChannelHandle):
+                    gates.add(h.gate_index)
+                    max_ch = max(max_ch, h.input_channel_index)
+            for r in channel_handles(s.result_subpartition_state):
+                if isinstance(r, ResultSubpartitionHandle):
+                    parts.add(r.partition_index)
+                    max_sub = max(max_sub, r.subpartition_index)
+        finished = tuple(s.finished for s in sorted(o.subtasks, key=lambda s: s.index))
+        stateless = (
+            not any(s.has_state() for s in o.subtasks) and o.coordinator_state is None and not any(finished)
+        ) and not o.fully_finished
+        out.append(
+            operator_ids.OperatorFacts(
+                o.operator_id,
+                o.parallelism,
+                keyed=keyed,
+                source_reader=reader,
+                input_gates=tuple(sorted(gates)),
+                max_input_channel=max_ch,
+                output_partitions=tuple(sorted(parts)),
+                max_subpartition=max_sub,
+                stateless=stateless,
+                finished=(True,) if o.fully_finished else finished,
+                name=o.name,
+                uid=o.uid,
             )
-    for b in bound.values():
-        # A job-graph vertex id names the head operator exactly; if the checkpoint lacks it, the head
-        # had no state at all (V2/V3 omit stateless operators), so its input state is simply empty.
-        # Likewise when Flink's own rule gives the head's id (stream-graph plans) and the checkpoint lacks it.
-        known_head = bool(b.vertex.node_ids) and b.vertex.node_ids[0] in exact
-        if b.head is None and b.problem is None and b.vertex.vertex_id is None and not known_head:
-            b.problem = f"no operator in the checkpoint matches vertex {b.vertex.label()!r}"
-    return bound
+        )
+    return out
 
 
-def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids.Binding | None:
-    """How each operator of the plan binds to the checkpoint (method, id, certainty)."""
+def stores_stateless(checkpoint: Checkpoint) -> bool:
+    """Whether this checkpoint keeps operators without state (1.11, 1.13+ do; 1.10 and 1.12 leave them out).
+    Only certain when one is seen: a job whose every operator has state looks the same either way."""
+    return any(not any(s.has_state() for s in o.subtasks) and o.coordinator_state is None for o in checkpoint.operators)
+
+
+def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
+    """The binding of ``topology`` to ``checkpoint``, computed on first use and kept on the topology.
+
+    For a stream-graph plan the chains are re-derived from the evidence (see :func:`_chain_edges`) and the
+    topology's vertices replaced by them, so every later use of ``topology.vertices`` sees the job's chains."""
+    memo = topology.__dict__.setdefault("_bindings", {})
+    hit = memo.get(id(checkpoint))
+    if hit is not None and hit[0] is checkpoint:
+        return hit[1]
+    facts = operator_facts(checkpoint)
+    binding = _operator_binding(topology, checkpoint, facts)
+    edges: dict[tuple[int, int], str] = {}
+    reasons: dict[tuple[int, int], str] = {}
+    if topology.stream_graph is not None and binding is not None and topology.source_doc is not None:
+        edges, reasons = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
+        chained = {e for e, state in edges.items() if state != CUT}
+        rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
+        topology.vertices = rebuilt.vertices
+    vertices = _bound_vertices(topology, checkpoint, binding, edges)
+    for b in binding.operators if binding else ():
+        op = checkpoint.operator(b.operator_id) if b.exact and b.operator_id else None
+        if op is not None and op.name is None:
+            op.plan_name = b.name  # shown wherever the operator is named
+    result = JobBinding(binding, vertices, edges, reasons)
+    memo[id(checkpoint)] = (checkpoint, result)
+    return result
+
+
+def _operator_binding(
+    topology: Topology, checkpoint: Checkpoint, facts: list[operator_ids.OperatorFacts]
+) -> operator_ids.Binding | None:
     plan: StreamGraph | JobGraphPlan | None = topology.stream_graph or topology.job_graph
     if plan is None:
         return None
@@ -326,48 +379,169 @@ def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids
         uid_overrides=topology.uids or None,
         format_version=checkpoint.format_version,
         checkpoint_parallelism={o.operator_id: o.parallelism for o in checkpoint.operators},
+        facts=facts,
+        absent_allowed=not stores_stateless(checkpoint),
     )
 
 
-def exact_chains(topology: Topology, checkpoint: Checkpoint) -> dict[str, list[str]]:
-    """Vertex key -> the operator id of every chain member, head first, for the vertices whose every
-    member is bound exactly (Flink's own id, or stored by Flink). An id may be absent from the
-    checkpoint: Flink counts such an operator as running with empty state."""
-    binding = operator_binding(topology, checkpoint)
-    if binding is None:
-        return {}
-    by_node: dict[int, str] = {}
-    by_position: dict[tuple[str, int], str] = {}
-    for b in binding.operators:
-        if not b.exact or b.operator_id is None:
+def _chain_edges(
+    graph: StreamGraph, binding: operator_ids.Binding, facts: list[operator_ids.OperatorFacts], format_version: int
+) -> tuple[dict[tuple[int, int], str], dict[tuple[int, int], str]]:
+    """Which edges Flink chained, from evidence. An edge the release's rules would not chain is cut (what a plan
+    hides — chaining strategies, slot sharing groups, disabled chaining — can only prevent chaining). Of the
+    others, an edge is cut when its target holds input channel state (only chain heads do), when its source holds
+    output channel state (a chain's tail has no chained output), when the two operators' subtasks finished
+    differently (a task finishes with all its operators), or when the source's generated id says it has no
+    chained output; it is chained when the generated id counts as many chained outputs as are left; otherwise
+    unknown (Flink's default, chained, is assumed for the vertex, and the doubt is reported)."""
+    from spillway.flink.chaining import edge_chainable, hasher_rules, release_for_format_version
+
+    rules = hasher_rules(release_for_format_version(format_version))
+    by_id = {f.operator_id: f for f in facts}
+    fact_of: dict[int, operator_ids.OperatorFacts] = {}
+    index_of: dict[int, int] = {}
+    for i, b in enumerate(binding.operators):
+        if b.node_id is None:
             continue
+        index_of[b.node_id] = i
+        if b.exact and b.operator_id in by_id:
+            fact_of[b.node_id] = by_id[b.operator_id]
+    states: dict[tuple[int, int], str] = {}
+    why: dict[tuple[int, int], str] = {}
+    for e in graph.edges:
+        key = (e.source, e.target)
+        if not edge_chainable(graph, e, rules):
+            continue
+        fu, fv = fact_of.get(e.source), fact_of.get(e.target)
+        if fv is not None and fv.input_gates:
+            states[key], why[key] = CUT, "the downstream operator holds input channel state"
+        elif fu is not None and fu.output_partitions:
+            states[key], why[key] = CUT, "the upstream operator holds output channel state"
+        elif fu is not None and fv is not None and fu.finished and fv.finished and fu.finished != fv.finished:
+            states[key], why[key] = CUT, "their subtasks finished differently"
+        elif binding.chained_outputs.get(index_of.get(e.source, -1)) == 0:
+            states[key], why[key] = CUT, "the upstream operator's generated id counts no chained output"
+        else:
+            states[key] = UNKNOWN
+    for nid, i in index_of.items():
+        c = binding.chained_outputs.get(i)
+        if c is None:
+            continue
+        mine = [k for k in states if k[0] == nid]
+        cut = [k for k in mine if states[k] == CUT]
+        open_ = [k for k in mine if states[k] == UNKNOWN]
+        if open_ and len(mine) - len(cut) == c:
+            for k in open_:
+                states[k], why[k] = CHAINED, "the upstream operator's generated id counts this many chained outputs"
+    for k, state in states.items():
+        if state == UNKNOWN:
+            why[k] = "the plan does not show whether Flink chained it, and nothing in the checkpoint decides"
+    return states, why
+
+
+def _tail_position(v: JobVertexPlan) -> int:
+    """``JobVertex#getOperatorIDs()[0]``: the first operator without chained outputs, depth first."""
+    has_kids = {p for p in v.parents if p is not None}
+    for i in range(len(v.operators)):
+        if i not in has_kids:
+            return i
+    return len(v.operators) - 1
+
+
+def _bound_vertices(
+    topology: Topology,
+    checkpoint: Checkpoint,
+    binding: operator_ids.Binding | None,
+    edges: dict[tuple[int, int], str],
+) -> dict[str, BoundVertex]:
+    by_node: dict[int, operator_ids.BoundOperator] = {}
+    by_position: dict[tuple[str, int], operator_ids.BoundOperator] = {}
+    for b in binding.operators if binding else ():
         if b.node_id is not None:
-            by_node[b.node_id] = b.operator_id
+            by_node[b.node_id] = b
         if b.vertex_id is not None and b.position is not None:
-            by_position[(b.vertex_id, b.position)] = b.operator_id
-    chains: dict[str, list[str]] = {}
+            by_position[(b.vertex_id, b.position)] = b
+
+    def resolved(b: operator_ids.BoundOperator | None) -> tuple[bool, OperatorState | None]:
+        """(known, operator): known when bound exactly (in the checkpoint or not) or certainly absent."""
+        if b is None:
+            return False, None
+        if b.exact and b.operator_id is not None:
+            return True, checkpoint.operator(b.operator_id)
+        if b.operator_id is not None and not b.in_checkpoint and b.method in operator_ids.EXACT_METHODS:
+            return True, None  # Flink's id for it is not in the checkpoint: no state
+        if b.method == operator_ids.DEDUCED and b.operator_id is None:
+            return True, None
+        if b.method == operator_ids.INDISTINCT:
+            return True, None  # stateless either way
+        return False, None
+
+    by_name: dict[str, list[OperatorState]] = {}
+    for op in checkpoint.operators:
+        if op.name:
+            by_name.setdefault(op.name, []).append(op)
+    out: dict[str, BoundVertex] = {}
     for key, v in topology.vertices.items():
         if v.node_ids:
-            ids = [by_node.get(n) for n in v.node_ids]
-        elif v.vertex_id is not None:
-            ids = [by_position.get((v.vertex_id, i)) for i in range(len(v.names))]
-        else:
-            continue
-        if ids and all(i is not None for i in ids):
-            chains[key] = [i for i in ids if i is not None]
-    return chains
+            members_b = [by_node.get(n) for n in v.node_ids]
+            tail_i = len(v.node_ids) - 1
+            if topology.stream_graph is not None:
+                from spillway.flink.chaining import vertex_operator_order
+
+                chained = {k for k, state in edges.items() if state != CUT}
+                order = vertex_operator_order(topology.stream_graph, v.node_ids[0], "2.0", chained_edges=chained)
+                tail_i = v.node_ids.index(order[0]) if order and order[0] in v.node_ids else tail_i
+            uncertain = [
+                f"{topology.stream_graph.node(a).name} -> {topology.stream_graph.node(b).name}"
+                for (a, b), state in edges.items()
+                if state == UNKNOWN and a in v.node_ids and b in v.node_ids and topology.stream_graph is not None
+            ]
+        elif v.vertex_id is not None and topology.job_graph is not None:
+            jv = topology.job_graph.vertex(v.vertex_id)
+            members_b = [by_position.get((v.vertex_id, i)) for i in range(len(v.names))]
+            tail_i = _tail_position(jv)
+            uncertain = []
+        else:  # a plan without Flink's ids: names only (stored from V5 on)
+            members_b = [None] * len(v.names)
+            tail_i = len(v.names) - 1
+            uncertain = []
+        found = [resolved(b) for b in members_b]
+        ops: list[OperatorState | None] = [o for _, o in found]
+        if not any(k for k, _ in found) and binding is None:
+            for i, name in enumerate(v.names):
+                hits = by_name.get(name, [])
+                if len(hits) == 1:
+                    found[i] = (True, hits[0])
+                    ops[i] = hits[0]
+        head = ops[0] if ops else None
+        if head is None and v.vertex_id is not None:
+            head = checkpoint.operator(v.vertex_id)
+        tail = ops[tail_i] if ops else None
+        complete = all(k for k, _ in found)
+        problem = None
+        if not found or not found[0][0]:
+            problem = f"the head of {v.label()!r} is not bound to a checkpoint operator"
+        elif not found[tail_i][0]:
+            problem = f"the end of chain {v.label()!r} is not bound to a checkpoint operator"
+        out[key] = BoundVertex(
+            v,
+            head,
+            tail,
+            problem,
+            members=[o for o in ops if o is not None],
+            operators=ops,
+            known=[k for k, _ in found],
+            complete=complete,
+            uncertain_edges=uncertain,
+        )
+    return out
 
 
-def _exact_stream_binding(topology: Topology, checkpoint: Checkpoint) -> dict[int, str]:
-    """Stream node id -> operator id, only where the binding is exact (Flink's own id); the id may be
-    absent from old metadata, which leaves stateless operators out."""
-    if topology.stream_graph is None:
-        return {}
-    binding = operator_binding(topology, checkpoint)
-    if binding is None:
-        return {}
-    return {
-        b.node_id: b.operator_id
-        for b in binding.operators
-        if b.exact and b.node_id is not None and b.operator_id is not None
-    }
+def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
+    """Each vertex's head (input-state holder), tail (output-state holder) and operators (:func:`bind_job`)."""
+    return bind_job(topology, checkpoint).vertices
+
+
+def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids.Binding | None:
+    """How each operator of the plan binds to the checkpoint (method, id, evidence) (:func:`bind_job`)."""
+    return bind_job(topology, checkpoint).operators

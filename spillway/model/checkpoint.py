@@ -769,12 +769,15 @@ class OperatorState:
     subtasks: list[SubtaskState] = field(default_factory=list)  # file order
     chain_length: int = 1  # V2 only, ignored by Flink
     finished_marker: int = -1  # the negative subtask count of a fully finished operator, as read
+    # The plan's name for this operator once a plan is bound to the checkpoint (never written: Flink before 2.0
+    # stores ids only). Not part of the checkpoint's value.
+    plan_name: str | None = field(default=None, compare=False)
 
     def subtask(self, index: int) -> SubtaskState | None:
         return next((s for s in self.subtasks if s.index == index), None)
 
     def label(self) -> str:
-        return self.uid or self.name or self.operator_id
+        return self.uid or self.name or self.plan_name or self.operator_id
 
 
 @dataclass(slots=True)

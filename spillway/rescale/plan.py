@@ -145,14 +145,11 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
 
 
 def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
+    """The vertex's operators in the checkpoint, as the one binding has them."""
     ops: dict[str, OperatorState] = {o.operator_id: o for o in b.members}
     for o in (b.head, b.tail):
         if o is not None:
             ops[o.operator_id] = o
-    for name in b.vertex.names:
-        hits = [o for o in cp.operators if o.name == name]
-        if len(hits) == 1:
-            ops[hits[0].operator_id] = hits[0]
     return list(ops.values())
 
 

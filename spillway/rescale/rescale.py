@@ -3,7 +3,6 @@ operator state, assemble the metadata, self-check, and rename into place (``writ
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
-from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
+from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding, parse_plan
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
@@ -160,9 +159,10 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
 
 
 def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
-    new = copy.deepcopy(topology)
-    for key, vp in plan.vertices.items():
-        new.vertices[key].parallelism = vp.new_p
+    """The plan of the rescaled job: the plan file written beside the output, read back (its binding to the
+    output is computed afresh, from the output's own evidence)."""
+    new = parse_plan(topology.with_parallelism({k: vp.new_p for k, vp in plan.vertices.items()}), "rescaled plan")
+    new.uids = dict(topology.uids)
     return new
 
 

@@ -27,10 +27,12 @@ def test_binding_in_json_on_1x_with_a_stream_graph_plan(command: str) -> None:
     for name in ("tostr", "slow", "len"):
         assert binding[name]["method"] == "uid-hash" and binding[name]["exact"]
         assert binding[name]["operator_id"] == flink[name]
-    source = binding["Source: seq"]  # uid "src" is not its name: not Flink's rule, and said so
-    assert not source["exact"]
-    assert source["operator_id"] in (None, flink["Source: seq"])
-    assert "--uid" in source["reason"] or source["method"] == "elimination"
+    # uid "src" is not its name: no hash finds it, but the one id left holds a source reader's state and the
+    # only plan operator left is the source: every consistent assignment agrees, and it is Flink's id.
+    source = binding["Source: seq"]
+    assert source["method"] == "deduced" and source["exact"]
+    assert source["operator_id"] == flink["Source: seq"]
+    assert "source-reader state" in source["reason"]
 
 
 def test_binding_with_the_uid_is_exact_for_every_operator() -> None:

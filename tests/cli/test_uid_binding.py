@@ -22,24 +22,34 @@ def run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_rescale_with_a_stream_graph_plan_names_the_missing_uid(tmp_path: Path) -> None:
-    code, out = run(
-        "rescale",
-        CHK,
-        "--plan",
-        PLAN,
-        "-p",
-        "slow=3",
-        "--key-fn",
-        "slow=support.keyfns:key_of",  # KeyOf: the String's prefix; --key string is refused (wrong key)
-        "--out",
-        str(tmp_path / "o"),
-        "--master",
-        "inprocess",
-    )
-    assert code == 1
-    assert "--uid NAME=UID" in out and "f362c87ffabe89c8a91fa7d0a523ba6c" in out
-    assert not (tmp_path / "o").exists()
+def test_rescale_with_a_stream_graph_plan_needs_no_uid(tmp_path: Path) -> None:
+    """The source's uid ("src") is not its name, so no hash finds it; the one checkpoint id left holds a source
+    reader's state and the one plan operator left is the source: deduced, and the output is byte for byte the
+    one written with the uid typed."""
+    outputs = []
+    for name, extra in (("deduced", []), ("typed", ["--uid", "Source: seq=src"])):
+        code, out = run(
+            "rescale",
+            CHK,
+            "--plan",
+            PLAN,
+            *extra,
+            "-p",
+            "slow=3",
+            "--key-fn",
+            "slow=support.keyfns:key_of",
+            "--out",
+            str(tmp_path / name),
+            "--master",
+            "inprocess",
+        )
+        assert code == 0, out
+        outputs.append(tmp_path / name)
+    files = [sorted(p.relative_to(o) for p in o.rglob("*") if p.is_file()) for o in outputs]
+    assert files[0] == files[1]
+    for rel in files[0]:
+        if rel.name != "rescaled-plan.json":
+            assert (outputs[0] / rel).read_bytes() == (outputs[1] / rel).read_bytes(), rel
 
 
 def test_rescale_with_a_stream_graph_plan_and_the_uid(tmp_path: Path) -> None:

@@ -1,0 +1,335 @@
+"""Deducing which checkpoint operator each plan operator is, from the checkpoint's own evidence.
+
+A 1.x checkpoint knows its operators by id only, and the plan a user has (``getExecutionPlan()``) shows names,
+no uids and no chain cuts. Two kinds of evidence remain, and this module uses both:
+
+* **Generated ids.** An operator without a uid gets ``StreamGraphHasherV2``'s deterministic hash: a function of
+  its breadth-first position, of how many of its out-edges are chained, and of its inputs' ids. The position and
+  the chained-output count are small numbers, so every value is tried; the inputs' ids are ids already bound or
+  any id of the checkpoint (an input with a uid has that uid's hash, which is its id in the checkpoint). A
+  result found among the checkpoint's 128-bit ids is proof: it binds the operator, every input whose id went
+  into it, and says how many of its out-edges Flink chained — no traversal order or chaining rule is assumed.
+* **Structure.** What is left is a matching between plan operators and checkpoint ids in which every pairing must
+  fit what the checkpoint says of the id (parallelism, keyed state only behind a keyed edge, source-reader state
+  only on a source, input channel state only where the gate and channel indexes fit the inputs …). Every
+  consistent matching is enumerated; an operator is bound when all of them agree.
+
+Plain data in, plain data out (the checkpoint's facts arrive as :class:`OperatorFacts`). The facts each rule rests
+on are in ``docs/format/operator-ids.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import mmh3
+import numpy as np
+
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
+
+__all__ = [
+    "ABSENT",
+    "DEDUCED",
+    "HASH_INPUT",
+    "INDISTINCT",
+    "HashHit",
+    "Matching",
+    "OperatorFacts",
+    "compatible",
+    "hash_search",
+    "solve_matching",
+]
+
+#: Method names (see :mod:`spillway.flink.operator_ids` for the others).
+HASH_INPUT = "hash-input"
+DEDUCED = "deduced"
+INDISTINCT = "indistinct"
+#: Stands for "not in the checkpoint" in a matching (releases that leave stateless operators out).
+ABSENT = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorFacts:
+    """What a checkpoint says of one operator id, as far as binding can use it."""
+
+    operator_id: str
+    parallelism: int
+    #: Holds keyed state (managed or raw): only an operator whose input is keyed can.
+    keyed: bool = False
+    #: Holds a FLIP-27 ``SourceReaderState``: only a source operator can.
+    source_reader: bool = False
+    #: Gate indexes that hold input channel state (input state sits on a chain head only).
+    input_gates: tuple[int, ...] = ()
+    #: Highest input-channel index of any input handle (-1: none).
+    max_input_channel: int = -1
+    #: Partition indexes that hold output channel state (output state sits on a chain tail only).
+    output_partitions: tuple[int, ...] = ()
+    #: Highest subpartition index of any output handle (-1: none).
+    max_subpartition: int = -1
+    #: No state of any kind, not finished: nothing depends on which plan operator this id is.
+    stateless: bool = True
+    #: Per subtask, whether it is finished (chained operators share their task's flags).
+    finished: tuple[bool, ...] = ()
+    #: Stored by Flink (metadata V5+).
+    name: str | None = None
+    uid: str | None = None
+
+
+# ------------------------------------------------------------------------------------------- generated ids
+
+
+def _base_digests(positions: int, max_chained: int) -> np.ndarray:
+    """``murmur3_128(0)`` of ``putInt(position)`` repeated ``1 + chained`` times, for every position and count:
+    shape (positions, max_chained + 1, 16), uint8."""
+    out = np.zeros((positions, max_chained + 1, 16), dtype=np.uint8)
+    for p in range(positions):
+        for c in range(max_chained + 1):
+            out[p, c] = np.frombuffer(mmh3.hash_bytes(struct.pack("<i", p) * (1 + c), 0), dtype=np.uint8)
+    return out
+
+
+def _mix(digests: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Flink's per-input step ``hash[j] = (byte) (hash[j] * 37 ^ input[j])`` for every digest x every input
+    candidate: (..., 16) x (M, 16) -> (..., M, 16). The low eight bits of the product depend only on the low
+    eight bits of the byte, so unsigned 8-bit arithmetic gives Java's signed result."""
+    scaled = (digests.astype(np.uint16) * 37).astype(np.uint8)
+    return np.bitwise_xor(scaled[..., None, :], other.reshape((1,) * (digests.ndim - 1) + other.shape))
+
+
+@dataclass(frozen=True, slots=True)
+class HashHit:
+    """A generated id found in the checkpoint: node ``node`` is ``operator_id``; ``inputs`` are the ids that went
+    into it, in Flink's in-edge order (as (input node, id) pairs); ``position`` and ``chained_outputs`` are the
+    values that reproduce it."""
+
+    node: int
+    operator_id: str
+    position: int
+    chained_outputs: int
+    inputs: tuple[tuple[int, str], ...]
+
+
+def hash_search(
+    graph: StreamGraph,
+    known: Mapping[int, str],
+    candidates: Sequence[str],
+    targets: Collection[str],
+    skip: Collection[int] = (),
+    *,
+    budget: int = 4_000_000,
+) -> list[HashHit]:
+    """For every node not in ``known`` or ``skip``: try each position (0 .. nodes-1), each chained-output count
+    (0 .. out-degree) and each assignment of ids to its inputs (a known input's id, else any of ``candidates``;
+    every order of the inputs, since a plan does not print Flink's in-edge order) and keep the generated ids that
+    are in ``targets``. A node is reported only when exactly one combination hits (two different hits for one
+    node would be a 2^-128 coincidence; it is left alone). ``budget`` bounds the digests computed per node."""
+    target_set = {bytes.fromhex(t) for t in targets}
+    if not target_set:
+        return []
+    n_nodes = len(graph.nodes)
+    max_out = max((len(graph.out_edges(n.id)) for n in graph.nodes), default=0)
+    base = _base_digests(n_nodes, max_out)
+    cand_arr = (
+        np.frombuffer(b"".join(bytes.fromhex(c) for c in candidates), dtype=np.uint8).reshape(-1, 16)
+        if candidates
+        else np.zeros((0, 16), dtype=np.uint8)
+    )
+    hits: list[HashHit] = []
+    for node in graph.nodes:
+        if node.id in known or node.id in skip:
+            continue
+        ins = graph.in_edges(node.id)
+        outs = len(graph.out_edges(node.id))
+        digests = base[:, : outs + 1]  # (P, C, 16)
+        found: dict[tuple[str, tuple[tuple[int, str], ...]], tuple[int, int]] = {}
+        orders = list(itertools.permutations(range(len(ins)))) if len(ins) <= 3 else [tuple(range(len(ins)))]
+        for order in orders:
+            edges = [ins[i] for i in order]
+            pools: list[tuple[np.ndarray, list[str]]] = []
+            size = digests.shape[0] * digests.shape[1]
+            for e in edges:
+                if e.source in known:
+                    ids = [known[e.source]]
+                    arr = np.frombuffer(bytes.fromhex(ids[0]), dtype=np.uint8).reshape(1, 16)
+                else:
+                    ids = list(candidates)
+                    arr = cand_arr
+                pools.append((arr, ids))
+                size *= max(1, len(ids))
+            if size > budget or any(len(ids) == 0 for _, ids in pools):
+                continue
+            mixed = digests
+            for arr, _ in pools:
+                mixed = _mix(mixed, arr)
+            flat = np.ascontiguousarray(mixed.reshape(-1, 16))
+            raw = flat.tobytes()
+            shape = mixed.shape[:-1]
+            for idx in (i for i in range(flat.shape[0]) if raw[16 * i : 16 * i + 16] in target_set):
+                coords = np.unravel_index(idx, shape)
+                p, c = int(coords[0]), int(coords[1])
+                used = tuple((e.source, pools[k][1][int(coords[2 + k])]) for k, e in enumerate(edges))
+                hit_id = bytes(flat[idx]).hex()
+                if len({i for _, i in used} | {hit_id}) != len(used) + 1:
+                    continue  # an operator is not its own input, and two inputs are two operators
+                found.setdefault((hit_id, used), (p, c))
+        if len(found) == 1:
+            ((hit_id, used), (p, c)) = next(iter(found.items()))
+            hits.append(HashHit(node.id, hit_id, p, c, used))
+    return hits
+
+
+# ---------------------------------------------------------------------------------------------- structure
+
+
+def _is_hash(e: StreamEdge) -> bool:
+    return e.partitioner.upper().startswith("HASH") or "KEYGROUP" in e.partitioner.upper()
+
+
+def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forward_keyed: bool = False) -> str | None:
+    """``None`` when checkpoint operator ``f`` can be plan node ``node``; else the fact that rules it out.
+
+    Every test is a fact of Flink, not a default: a plan's parallelism is the job's; keyed state needs a keyed
+    input (``forward_keyed`` also admits a FORWARD input, for ``reinterpretAsKeyedStream``); a source-reader state
+    belongs to a source; input channel state sits on a chain head, on a gate that exists, with a channel index
+    below an input's parallelism; output channel state sits on the tail of a chain that sends over the network."""
+    if node.parallelism > 0 and f.parallelism != node.parallelism:
+        return f"parallelism {f.parallelism} in the checkpoint, {node.parallelism} in the plan"
+    if f.name is not None and f.name != node.name:
+        return f"the checkpoint stores the name {f.name!r}"
+    ins = graph.in_edges(node.id)
+    outs = graph.out_edges(node.id)
+    if f.keyed and not any(_is_hash(e) or (forward_keyed and is_forward(e.partitioner)) for e in ins):
+        return "it holds keyed state and no input of this operator is keyed"
+    if f.source_reader and ins:
+        return "it holds a source reader's state and this operator is not a source"
+    if f.input_gates:
+        if not ins:
+            return "it holds input channel state and this operator has no input"
+        if max(f.input_gates) >= len(ins):
+            return f"input channel state on gate {max(f.input_gates)}, this operator has {len(ins)} input(s)"
+        widest = max(graph.node(e.source).parallelism for e in ins)
+        if widest > 0 and f.max_input_channel >= widest:
+            return f"input channel {f.max_input_channel}, the widest input has parallelism {widest}"
+    if f.output_partitions:
+        may_chain_in = any(
+            is_forward(e.partitioner) and graph.node(e.source).parallelism == node.parallelism for e in ins
+        )
+        if not outs and not may_chain_in:
+            return "it holds output channel state and this operator sends nothing over the network"
+        widest = max((n.parallelism for n in graph.nodes), default=0)
+        if widest > 0 and f.max_subpartition >= widest:
+            return f"subpartition {f.max_subpartition}, no operator has that many subtasks"
+    return None
+
+
+@dataclass(slots=True)
+class Matching:
+    """The consistent matchings of the open plan nodes onto the open checkpoint ids."""
+
+    #: Node id -> every value it takes over all consistent matchings (an operator id or :data:`ABSENT`).
+    values: dict[int, set[str]] = field(default_factory=dict)
+    #: How many consistent matchings there are (capped: ``complete`` is False then).
+    count: int = 0
+    complete: bool = True
+    #: Node id -> why each id was ruled out for it (id -> reason), for the ones ruled out by a fact.
+    ruled_out: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: Whether FORWARD inputs had to be admitted as keyed (``reinterpretAsKeyedStream``).
+    forward_keyed: bool = False
+
+
+def solve_matching(
+    graph: StreamGraph,
+    nodes: Sequence[int],
+    facts: Sequence[OperatorFacts],
+    *,
+    absent_allowed: bool,
+    cap: int = 5000,
+    extra: Callable[[int, OperatorFacts], str | None] | None = None,
+) -> Matching:
+    """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
+    pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
+    leave stateless operators out of ``_metadata``). Tries strict keyed rules first, then admits FORWARD keyed
+    inputs if nothing fits."""
+    for forward_keyed in (False, True):
+        m = _solve(graph, nodes, facts, absent_allowed, cap, extra, forward_keyed)
+        if m.count:
+            return m
+    return m
+
+
+def _solve(
+    graph: StreamGraph,
+    nodes: Sequence[int],
+    facts: Sequence[OperatorFacts],
+    absent_allowed: bool,
+    cap: int,
+    extra: Callable[[int, OperatorFacts], str | None] | None,
+    forward_keyed: bool,
+) -> Matching:
+    m = Matching(forward_keyed=forward_keyed)
+    domains: dict[int, list[str]] = {}
+    for nid in nodes:
+        node = graph.node(nid)
+        dom: list[str] = []
+        why: dict[str, str] = {}
+        for f in facts:
+            reason = compatible(graph, node, f, forward_keyed=forward_keyed)
+            if reason is None and extra is not None:
+                reason = extra(nid, f)
+            if reason is None:
+                dom.append(f.operator_id)
+            else:
+                why[f.operator_id] = reason
+        if absent_allowed:
+            dom.append(ABSENT)
+        domains[nid] = dom
+        m.ruled_out[nid] = why
+        m.values[nid] = set()
+    ids = [f.operator_id for f in facts]
+    if len(ids) > len(nodes):
+        return m  # more checkpoint operators than plan operators: no matching covers them all
+    order = sorted(nodes, key=lambda n: len(domains[n]))
+    taken: set[str] = set()
+    choice: dict[int, str] = {}
+    needed = set(ids)
+
+    def feasible(rest: int) -> bool:
+        # every id still untaken must be reachable by some unassigned node
+        left = needed - taken
+        if len(left) > len(order) - rest:
+            return False
+        free_nodes = order[rest:]
+        return all(any(i in domains[n] for n in free_nodes) for i in left)
+
+    def walk(k: int) -> None:
+        if m.count >= cap:
+            m.complete = False
+            return
+        if k == len(order):
+            if needed <= taken:
+                m.count += 1
+                for n, v in choice.items():
+                    m.values[n].add(v)
+            return
+        nid = order[k]
+        for v in domains[nid]:
+            if v != ABSENT and v in taken:
+                continue
+            choice[nid] = v
+            if v != ABSENT:
+                taken.add(v)
+            if feasible(k + 1):
+                walk(k + 1)
+            if v != ABSENT:
+                taken.discard(v)
+            del choice[nid]
+            if m.count >= cap:
+                m.complete = False
+                return
+
+    if feasible(0):
+        walk(0)
+    return m
