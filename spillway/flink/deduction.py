@@ -38,8 +38,10 @@ __all__ = [
     "HashHit",
     "Matching",
     "OperatorFacts",
+    "accept_hits",
     "compatible",
     "hash_search",
+    "id_relations",
     "solve_matching",
 ]
 
@@ -115,36 +117,39 @@ class HashHit:
 def hash_search(
     graph: StreamGraph,
     known: Mapping[int, str],
-    candidates: Sequence[str],
+    pool: Sequence[str],
     targets: Collection[str],
-    skip: Collection[int] = (),
+    nodes: Collection[int],
     *,
+    fits: Callable[[int, str], bool] | None = None,
     budget: int = 4_000_000,
 ) -> list[HashHit]:
-    """For every node not in ``known`` or ``skip``: try each position (0 .. nodes-1), each chained-output count
-    (0 .. out-degree) and each assignment of ids to its inputs (a known input's id, else any of ``candidates``;
-    every order of the inputs, since a plan does not print Flink's in-edge order) and keep the generated ids that
-    are in ``targets``. A node is reported only when exactly one combination hits (two different hits for one
-    node would be a 2^-128 coincidence; it is left alone). ``budget`` bounds the digests computed per node."""
+    """Every way a node of ``nodes`` can be a generated id: for each position (0 .. nodes-1), each chained-output
+    count (0 .. out-degree) and each assignment of ids to its inputs (a ``known`` input's id, else any id of
+    ``pool``; every order of the inputs, since a plan does not print Flink's in-edge order), the generated id,
+    kept when it is the node's known id (then the hit says which ids its inputs have) or, for a node not known, in
+    ``targets`` and ``fits(node, id)``. Raw material: :func:`accept_hits` decides what is certain. ``budget``
+    bounds the digests computed per node."""
     target_set = {bytes.fromhex(t) for t in targets}
-    if not target_set:
-        return []
     n_nodes = len(graph.nodes)
     max_out = max((len(graph.out_edges(n.id)) for n in graph.nodes), default=0)
     base = _base_digests(n_nodes, max_out)
-    cand_arr = (
-        np.frombuffer(b"".join(bytes.fromhex(c) for c in candidates), dtype=np.uint8).reshape(-1, 16)
-        if candidates
+    pool_arr = (
+        np.frombuffer(b"".join(bytes.fromhex(c) for c in pool), dtype=np.uint8).reshape(-1, 16)
+        if pool
         else np.zeros((0, 16), dtype=np.uint8)
     )
     hits: list[HashHit] = []
     for node in graph.nodes:
-        if node.id in known or node.id in skip:
+        if node.id not in nodes:
+            continue
+        wanted = {bytes.fromhex(known[node.id])} if node.id in known else target_set
+        if not wanted:
             continue
         ins = graph.in_edges(node.id)
         outs = len(graph.out_edges(node.id))
         digests = base[:, : outs + 1]  # (P, C, 16)
-        found: dict[tuple[str, tuple[tuple[int, str], ...]], tuple[int, int]] = {}
+        seen: set[tuple[str, tuple[tuple[int, str], ...], int, int]] = set()
         orders = list(itertools.permutations(range(len(ins)))) if len(ins) <= 3 else [tuple(range(len(ins)))]
         for order in orders:
             edges = [ins[i] for i in order]
@@ -155,8 +160,7 @@ def hash_search(
                     ids = [known[e.source]]
                     arr = np.frombuffer(bytes.fromhex(ids[0]), dtype=np.uint8).reshape(1, 16)
                 else:
-                    ids = list(candidates)
-                    arr = cand_arr
+                    ids, arr = list(pool), pool_arr
                 pools.append((arr, ids))
                 size *= max(1, len(ids))
             if size > budget or any(len(ids) == 0 for _, ids in pools):
@@ -167,18 +171,88 @@ def hash_search(
             flat = np.ascontiguousarray(mixed.reshape(-1, 16))
             raw = flat.tobytes()
             shape = mixed.shape[:-1]
-            for idx in (i for i in range(flat.shape[0]) if raw[16 * i : 16 * i + 16] in target_set):
+            for idx in (i for i in range(flat.shape[0]) if raw[16 * i : 16 * i + 16] in wanted):
                 coords = np.unravel_index(idx, shape)
                 p, c = int(coords[0]), int(coords[1])
                 used = tuple((e.source, pools[k][1][int(coords[2 + k])]) for k, e in enumerate(edges))
-                hit_id = bytes(flat[idx]).hex()
+                hit_id = raw[16 * idx : 16 * idx + 16].hex()
                 if len({i for _, i in used} | {hit_id}) != len(used) + 1:
                     continue  # an operator is not its own input, and two inputs are two operators
-                found.setdefault((hit_id, used), (p, c))
-        if len(found) == 1:
-            ((hit_id, used), (p, c)) = next(iter(found.items()))
-            hits.append(HashHit(node.id, hit_id, p, c, used))
+                if node.id not in known and fits is not None and not fits(node.id, hit_id):
+                    continue
+                key = (hit_id, tuple(sorted(used)), p, c)
+                if key not in seen:
+                    seen.add(key)
+                    hits.append(HashHit(node.id, hit_id, p, c, used))
     return hits
+
+
+def id_relations(ids: Sequence[str], positions: int, max_chained: int) -> dict[tuple[str, str], set[tuple[int, int]]]:
+    """Every (child, parent) pair of ``ids`` with child = the generated id of a one-input node at some position and
+    chained-output count whose input is parent: (child, parent) -> {(position, count)}. Each true pair comes with
+    its mirror (parent, child) at the same values (the step can be undone); which is which is for the matching
+    to decide, from where the two operators sit in the plan."""
+    if not ids:
+        return {}
+    base = _base_digests(positions, max_chained)
+    arr = np.frombuffer(b"".join(bytes.fromhex(i) for i in ids), dtype=np.uint8).reshape(-1, 16)
+    mixed = np.ascontiguousarray(_mix(base, arr))  # (P, C, M, 16)
+    raw = mixed.tobytes()
+    where = {bytes.fromhex(i): i for i in ids}
+    out: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    shape = mixed.shape[:-1]
+    for idx in range(mixed.size // 16):
+        child = where.get(raw[16 * idx : 16 * idx + 16])
+        if child is None:
+            continue
+        p, c, m = (int(x) for x in np.unravel_index(idx, shape))
+        if ids[m] != child:
+            out.setdefault((child, ids[m]), set()).add((p, c))
+    return out
+
+
+def accept_hits(hits: Sequence[HashHit], known: Mapping[int, str]) -> tuple[dict[int, HashHit], dict[int, str]]:
+    """What the raw hits prove: (node -> its hit, for nodes not known; input node -> id).
+
+    The step ``hash[j] = hash[j] * 37 ^ input[j]`` can be undone, so a true relation "X is generated from input
+    Y" always has a mirror "Y is generated from input X" at the same position and count. A hit is taken only when
+    nothing contradicts it: every hit for its node gives the same id, no other node's hit gives that id, and no
+    hit anywhere is its mirror (the mirror would show up wherever a pair of adjacent nodes could carry it). A hit
+    whose inputs were all known has no possible mirror (it would need a cycle), so the last test never removes it.
+    The same rules give input ids: every hit for the node agrees on that input's id, and no mirror."""
+    by_node: dict[int, list[HashHit]] = {}
+    by_id: dict[str, set[int]] = {}
+    for h in hits:
+        by_node.setdefault(h.node, []).append(h)
+        by_id.setdefault(h.operator_id, set()).add(h.node)
+    pairs = {(h.operator_id, i) for h in hits for _, i in h.inputs}
+
+    def mirrored(h: HashHit) -> bool:
+        return any((i, h.operator_id) in pairs for n, i in h.inputs if n not in known)
+
+    nodes: dict[int, HashHit] = {}
+    inputs: dict[int, str] = {}
+    for node, hs in by_node.items():
+        ids = {h.operator_id for h in hs}
+        if len(ids) != 1 or any(mirrored(h) for h in hs):
+            continue
+        (x,) = ids
+        if by_id[x] != {node}:
+            continue
+        if node not in known:
+            chained = {h.chained_outputs for h in hs}
+            first = hs[0]
+            nodes[node] = HashHit(
+                node, x, first.position, first.chained_outputs if len(chained) == 1 else -1, first.inputs
+            )
+        for k in range(len(hs[0].inputs)):
+            src = {dict(h.inputs).get(hs[0].inputs[k][0]) for h in hs}
+            m = hs[0].inputs[k][0]
+            if len(src) == 1 and m not in known:
+                (y,) = src
+                if y is not None:
+                    inputs[m] = y
+    return nodes, inputs
 
 
 # ---------------------------------------------------------------------------------------------- structure
@@ -186,6 +260,56 @@ def hash_search(
 
 def _is_hash(e: StreamEdge) -> bool:
     return e.partitioner.upper().startswith("HASH") or "KEYGROUP" in e.partitioner.upper()
+
+
+def _pointwise(e: StreamEdge) -> bool:
+    return is_forward(e.partitioner) or e.partitioner.upper() == "RESCALE"
+
+
+def _channels(graph: StreamGraph, e: StreamEdge) -> int:
+    """Input channels a subtask of the target has on edge ``e`` at most."""
+    up, down = graph.node(e.source).parallelism, graph.node(e.target).parallelism
+    if _pointwise(e) and up > 0 and down > 0:
+        return -(-up // down)
+    return up
+
+
+def _subpartitions(graph: StreamGraph, e: StreamEdge) -> int:
+    """Subpartitions a subtask of the source has on edge ``e`` at most."""
+    up, down = graph.node(e.source).parallelism, graph.node(e.target).parallelism
+    if _pointwise(e) and up > 0 and down > 0:
+        return -(-down // up)
+    return down
+
+
+def _downstream(graph: StreamGraph, nid: int) -> set[int]:
+    seen: set[int] = set()
+    stack = [e.target for e in graph.out_edges(nid)]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(e.target for e in graph.out_edges(n))
+    return seen
+
+
+def _chain_region(graph: StreamGraph, nid: int) -> set[int]:
+    """Nodes that could share a chain with ``nid``: joined by FORWARD edges of equal parallelism into a node with
+    one input (what a plan shows is necessary for chaining; what it hides only prevents it)."""
+    seen = {nid}
+    stack = [nid]
+    while stack:
+        n = stack.pop()
+        for e in (*graph.in_edges(n), *graph.out_edges(n)):
+            if not is_forward(e.partitioner) or len(graph.in_edges(e.target)) != 1:
+                continue
+            if graph.node(e.source).parallelism != graph.node(e.target).parallelism:
+                continue
+            other = e.target if e.source == n else e.source
+            if other not in seen:
+                seen.add(other)
+                stack.append(other)
+    return seen
 
 
 def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forward_keyed: bool = False) -> str | None:
@@ -210,18 +334,25 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
             return "it holds input channel state and this operator has no input"
         if max(f.input_gates) >= len(ins):
             return f"input channel state on gate {max(f.input_gates)}, this operator has {len(ins)} input(s)"
-        widest = max(graph.node(e.source).parallelism for e in ins)
+        widest = max(_channels(graph, e) for e in ins)
         if widest > 0 and f.max_input_channel >= widest:
-            return f"input channel {f.max_input_channel}, the widest input has parallelism {widest}"
+            return f"input channel {f.max_input_channel}, no input of this operator has that many channels"
     if f.output_partitions:
         may_chain_in = any(
             is_forward(e.partitioner) and graph.node(e.source).parallelism == node.parallelism for e in ins
         )
         if not outs and not may_chain_in:
             return "it holds output channel state and this operator sends nothing over the network"
-        widest = max((n.parallelism for n in graph.nodes), default=0)
-        if widest > 0 and f.max_subpartition >= widest:
-            return f"subpartition {f.max_subpartition}, no operator has that many subtasks"
+        # The tail has no chained output: its chain is itself and chained operators not downstream of it, and
+        # every edge out of it goes over the network.
+        below = _downstream(graph, node.id)
+        region = _chain_region(graph, node.id) - below
+        sends = [e for n in region for e in graph.out_edges(n) if e.target not in region or n == node.id]
+        widest = max((_subpartitions(graph, e) for e in sends), default=0)
+        if f.max_subpartition >= widest:
+            return f"subpartition {f.max_subpartition}, no output its chain can have has that many subpartitions"
+        if max(f.output_partitions) >= len(sends):
+            return f"output partition {max(f.output_partitions)}, its chain can have {len(sends)} output(s)"
     return None
 
 
@@ -248,13 +379,19 @@ def solve_matching(
     absent_allowed: bool,
     cap: int = 5000,
     extra: Callable[[int, OperatorFacts], str | None] | None = None,
+    known: Mapping[int, str] | None = None,
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
 ) -> Matching:
     """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
     pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
     leave stateless operators out of ``_metadata``). Tries strict keyed rules first, then admits FORWARD keyed
-    inputs if nothing fits."""
+    inputs if nothing fits.
+
+    ``known``: nodes already bound (node -> id). ``relations``: :func:`id_relations` of the checkpoint's ids; two
+    related ids sit on adjacent operators, the downstream one generated from the upstream one (so it is that
+    relation's child, has one input and takes that relation's position, which no other operator shares)."""
     for forward_keyed in (False, True):
-        m = _solve(graph, nodes, facts, absent_allowed, cap, extra, forward_keyed)
+        m = _solve(graph, nodes, facts, absent_allowed, cap, extra, forward_keyed, known or {}, relations or {})
         if m.count:
             return m
     return m
@@ -268,8 +405,84 @@ def _solve(
     cap: int,
     extra: Callable[[int, OperatorFacts], str | None] | None,
     forward_keyed: bool,
+    known: Mapping[int, str],
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]],
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
+    related: dict[str, set[str]] = {}
+    for child, parent in relations:
+        related.setdefault(child, set()).add(parent)
+        related.setdefault(parent, set()).add(child)
+    owner: dict[str, int] = {v: n for n, v in known.items()}
+    assigned: dict[int, str] = dict(known)
+    used_pos: dict[int, int] = {}  # position -> node, for generated nodes with one possible position
+
+    def position(n: int) -> int | None:
+        ins = graph.in_edges(n)
+        if len(ins) != 1 or n not in assigned or ins[0].source not in assigned:
+            return None
+        found = relations.get((assigned[n], assigned[ins[0].source]))
+        if found is None:
+            return None
+        ps = {p for p, _ in found}
+        return next(iter(ps)) if len(ps) == 1 else None
+
+    def fits_pairs(nid: int, v: str) -> bool:
+        for partner in related.get(v, ()):
+            mnode = owner.get(partner)
+            if mnode is None:
+                continue
+            ups = {e.source for e in graph.in_edges(nid)}
+            downs = {e.target for e in graph.out_edges(nid)}
+            if mnode in ups:
+                if len(ups) != 1 or len(graph.in_edges(nid)) != 1 or (v, partner) not in relations:
+                    return False
+            elif mnode in downs:
+                if len(graph.in_edges(mnode)) != 1 or (partner, v) not in relations:
+                    return False
+            else:
+                return False
+        return True
+
+    def place(nid: int, v: str) -> list[int] | None:
+        """Assign and claim positions; None (and nothing changed) when a position is taken twice."""
+        assigned[nid] = v
+        owner[v] = nid
+        touched = [nid, *(e.target for e in graph.out_edges(nid))]
+        claimed_here: list[int] = []
+        for n in touched:
+            p = position(n)
+            if p is None:
+                continue
+            # Flink hashes a node without uid only once every input is hashed: after them in the order.
+            up = graph.in_edges(n)[0].source
+            q = position(up)
+            below = [position(e.target) for e in graph.out_edges(n) if e.target in assigned]
+            if (
+                (q is not None and q >= p)
+                or any(b is not None and b <= p for b in below)
+                or (p in used_pos and used_pos[p] != n)
+            ):
+                for q in claimed_here:
+                    del used_pos[q]
+                del assigned[nid]
+                del owner[v]
+                return None
+            if p not in used_pos:
+                used_pos[p] = n
+                claimed_here.append(p)
+        return claimed_here
+
+    def unplace(nid: int, v: str, claimed_here: list[int]) -> None:
+        for q in claimed_here:
+            del used_pos[q]
+        del assigned[nid]
+        del owner[v]
+
+    for n in known:
+        p = position(n)
+        if p is not None:
+            used_pos.setdefault(p, n)
     domains: dict[int, list[str]] = {}
     for nid in nodes:
         node = graph.node(nid)
@@ -318,6 +531,13 @@ def _solve(
         for v in domains[nid]:
             if v != ABSENT and v in taken:
                 continue
+            claimed_here: list[int] | None = []
+            if v != ABSENT:
+                if not fits_pairs(nid, v):
+                    continue
+                claimed_here = place(nid, v)
+                if claimed_here is None:
+                    continue
             choice[nid] = v
             if v != ABSENT:
                 taken.add(v)
@@ -325,6 +545,7 @@ def _solve(
                 walk(k + 1)
             if v != ABSENT:
                 taken.discard(v)
+                unplace(nid, v, claimed_here or [])
             del choice[nid]
             if m.count >= cap:
                 m.complete = False

@@ -574,51 +574,73 @@ def bind(
     if candidates:
         _generated_ids(ops, candidates, rules, in_ckpt, claimed, claim)
 
-    # 4b. generated ids found by search (any position, chained-output count and input ids); a hit also binds
-    # the inputs whose ids went into it and says how many out-edges Flink chained.
+    # 4b. generated ids found by search (any position, chained-output count and input ids), alternating with
+    # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
+    # how many out-edges Flink chained.
     chained_outputs: dict[int, int] = {}
+    solutions: int | None = None
     if candidates:
         cand = candidates[0]
         node_of = {i: nid for nid, i in cand.op_of.items()}
-        while True:
-            known = {
-                node_of[i]: op.operator_id for i, op in enumerate(ops) if op.operator_id is not None and i in node_of
-            }
+        by_fact = {f.operator_id: f for f in facts or ()}
+
+        def fits(nid: int, op_id: str) -> bool:
+            f = by_fact.get(op_id)
+            return f is None or deduction.compatible(cand.graph, cand.graph.node(nid), f, forward_keyed=True) is None
+
+        for _ in range(4 * len(ops) + 4):
+            known = {node_of[i]: op.operator_id for i, op in enumerate(ops) if op.operator_id and i in node_of}
             free = [h for h in ckpt if h not in claimed]
             progress = False
-            for hit in deduction.hash_search(cand.graph, known, free, free):
-                op = ops[cand.op_of[hit.node]]
-                if op.method != UNBOUND or hit.operator_id in claimed:
-                    continue
-                chained_outputs[hit.node] = hit.chained_outputs
-                claim(
-                    op,
-                    hit.operator_id,
-                    DETERMINISTIC_HASH,
-                    f"StreamGraphHasherV2 gives this id (no uid; position {hit.position}, "
-                    f"{hit.chained_outputs} chained output(s)"
-                    + (", inputs " + ", ".join(i[:8] + "…" for _, i in hit.inputs) if hit.inputs else "")
-                    + ")",
+            for use_pool in (False, True):
+                if use_pool and absent_allowed:
+                    break  # an input absent from the checkpoint could leave only a mirror standing
+                if use_pool:
+                    todo = [n for n in node_of.values() if any(e.source not in known for e in cand.graph.in_edges(n))]
+                else:
+                    todo = [
+                        n
+                        for n in node_of.values()
+                        if n not in known and all(e.source in known for e in cand.graph.in_edges(n))
+                    ]
+                found_hits = deduction.hash_search(
+                    cand.graph, known, free if use_pool else [], free, todo, fits=fits if facts else None
                 )
-                op.uid_known = False
-                progress = True
-                for nid, h in hit.inputs:
+                node_hits, input_ids = deduction.accept_hits(found_hits, known)
+                for nid, hit in node_hits.items():
+                    op = ops[cand.op_of[nid]]
+                    if op.method != UNBOUND or hit.operator_id in claimed:
+                        continue
+                    if hit.chained_outputs >= 0:
+                        chained_outputs[cand.op_of[nid]] = hit.chained_outputs
+                    claim(
+                        op,
+                        hit.operator_id,
+                        DETERMINISTIC_HASH,
+                        f"StreamGraphHasherV2 gives this id (no uid; position {hit.position}"
+                        + (f", {hit.chained_outputs} chained output(s)" if hit.chained_outputs >= 0 else "")
+                        + (", from its inputs' ids" if hit.inputs else "")
+                        + ")",
+                    )
+                    op.uid_known = False
+                    progress = True
+                for nid, h in input_ids.items():
                     up = ops[cand.op_of[nid]]
-                    if up.method == UNBOUND and h not in claimed:
-                        claim(
-                            up,
-                            h,
-                            deduction.HASH_INPUT,
-                            f"its id is an input of the generated id of {op.name!r} (which is in the checkpoint)",
-                        )
+                    if up.method == UNBOUND and h not in claimed and fits(nid, h):
+                        claim(up, h, deduction.HASH_INPUT, "its id goes into a generated id found in the checkpoint")
                         progress = True
-            if not progress:
-                break
-        if chained_outputs:
-            chained_outputs = {cand.op_of[n]: c for n, c in chained_outputs.items()}
+                if progress:
+                    break
+            if progress:
+                continue
+            if facts is not None:
+                before = sum(1 for op in ops if op.method != UNBOUND)
+                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, [])
+                if sum(1 for op in ops if op.method != UNBOUND) > before:
+                    continue
+            break
 
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
-    solutions: int | None = None
     if facts is not None and candidates:
         solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes)
     else:
@@ -732,8 +754,22 @@ def _deduce(
             return "it holds output channel state and this operator is not the end of its chain"
         return None
 
+    known = {
+        node_of[i]: op.operator_id
+        for i, op in enumerate(ops)
+        if i in node_of and op.operator_id is not None and op.in_checkpoint
+    }
+    relations = deduction.id_relations(
+        list(by_id), len(graph.nodes), max((len(graph.out_edges(n.id)) for n in graph.nodes), default=0)
+    )
     m = deduction.solve_matching(
-        graph, [node_of[i] for i in open_ops], open_facts, absent_allowed=absent_allowed, extra=extra
+        graph,
+        [node_of[i] for i in open_ops],
+        open_facts,
+        absent_allowed=absent_allowed,
+        extra=extra,
+        known=known,
+        relations=relations,
     )
     if m.count == 0:
         notes.append(

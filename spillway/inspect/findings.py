@@ -44,6 +44,10 @@ RULES: dict[str, tuple[str, str]] = {
         "the plan describes this checkpoint: operators bound by Flink's own ids have the plan's parallelism",
     ),
     "plan-unbound": (WARNING, "no operator of the plan could be found in the checkpoint by Flink's ids"),
+    "binding-uncertain": (
+        WARNING,
+        "channel state on an operator the plan cannot be bound to for certain: not checked against the plan",
+    ),
     "topology": (INFO, "what could not be checked for lack of topology, and why"),
 }
 

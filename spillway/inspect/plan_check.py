@@ -8,7 +8,8 @@ another job, or its uids differ from its names: a warning saying what would make
 
 from __future__ import annotations
 
-from spillway.inspect.topology import BoundVertex
+from spillway.flink.deduction import compatible
+from spillway.inspect.topology import BoundVertex, Topology, operator_binding, operator_facts, stores_stateless
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 
@@ -55,4 +56,50 @@ def plan_mismatches(bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> li
                 "job, or its operators' uids differ from their names (give them: --uid NAME=UID)",
             )
         )
+    return found
+
+
+def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[str, str, str]]:
+    """Certain contradictions between the plan and the state of operators bound by Flink's own ids (not by
+    deduction, which only ever picks what fits): keyed state behind no keyed edge, a source reader's state on an
+    operator that is not a source, input channel state on a gate the operator does not have; on metadata V5+
+    (every operator stored with its name) a plan operator the checkpoint does not have. And, as a warning, a
+    plan no assignment of the remaining operators fits."""
+    binding = operator_binding(topology, checkpoint)
+    graph = topology.stream_graph
+    if binding is None:
+        return []
+    found: list[tuple[str, str, str]] = []
+    facts = {f.operator_id: f for f in operator_facts(checkpoint)}
+    direct = {"stored-name", "uid-hash", "deterministic-hash", "hash-input"}
+    for b in binding.operators:
+        if graph is None or b.node_id is None or not b.exact or b.method not in direct:
+            continue
+        f = facts.get(b.operator_id or "")
+        if f is None:
+            continue
+        why = compatible(graph, graph.node(b.node_id), f, forward_keyed=True)
+        if why is not None:
+            found.append(
+                (
+                    "plan-mismatch",
+                    b.name,
+                    f"{b.name!r} is {b.operator_id} by {b.method}, but {why}: the plan does not describe this "
+                    "checkpoint",
+                )
+            )
+    if checkpoint.format_version >= 5 and stores_stateless(checkpoint):
+        names = {o.name for o in checkpoint.operators if o.name}
+        for b in binding.operators:
+            if not b.exact and b.name not in names and names:
+                found.append(
+                    (
+                        "plan-mismatch",
+                        b.name,
+                        f"the plan has {b.name!r} and the checkpoint, which stores every operator with its name "
+                        "(metadata V5+), does not: the plan is of another job",
+                    )
+                )
+    if binding.solutions == 0:
+        found.append(("plan-unbound", "-", next((n for n in binding.notes if n.startswith("no assignment")), "")))
     return found
