@@ -4,8 +4,9 @@
 write the per-key counts and per-subtask totals the known source implies (exactly-once), at the parallelism
 they were taken with and rescaled by Flink itself (count-per-key and forward-values 2 -> 3, addressed by the
 same per-vertex keys with and without uids). ``prod`` (Prod.java, unbounded) restores and keeps running, also
-with slow-count rescaled by Flink. These are the baselines the lead's binding work (issue 20) is proven
-against; nothing of spillway is involved here.
+with slow-count rescaled by Flink, and so does ``prod-finished`` (FLIP-147: Flink accepts its finished
+branches). These are the baselines the lead's binding work (issue 20) is proven against; nothing of spillway is
+involved here.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def assert_exactly_once(result: dict) -> None:
         pytest.param("1.20.3", "prod-counted", None, id="1.20.3-prod-counted"),
         pytest.param("1.20.3", "prod-counted-no-uid", None, id="1.20.3-prod-counted-no-uid"),
         pytest.param("1.15.4", "prod-counted", None, id="1.15.4-prod-counted"),
+        pytest.param("2.3.0", "prod-counted-no-uid", None, id="2.3.0-prod-counted-no-uid"),
         pytest.param("1.20.3", "prod-counted-no-uid", {"counter": 3}, id="1.20.3-prod-counted-no-uid-counter-3"),
         pytest.param("1.15.4", "prod-counted-no-uid", {"counter": 3}, id="1.15.4-prod-counted-no-uid-counter-3"),
     ],
@@ -55,9 +57,14 @@ def test_flink_restores_the_counted_job_exactly_once(release: str, scenario: str
             assert any(task.startswith(name) and "(3/3)" in task for task in result["tasks"]), result["tasks"]
 
 
-@pytest.mark.parametrize("parallelism", [None, {"slow": 3}], ids=["own", "slow-count-3"])
-def test_flink_restores_the_prod_job(parallelism) -> None:  # type: ignore[no-untyped-def]
-    result = restore("1.20.3", "prod", checkpoint_dir("1.20.3-prod"), vertex_parallelism=parallelism, run_seconds=3)
+@pytest.mark.parametrize(
+    ("scenario", "parallelism"),
+    [("prod", None), ("prod", {"slow": 3}), ("prod-finished", None)],
+    ids=["prod", "prod-slow-count-3", "prod-finished"],
+)
+def test_flink_restores_the_prod_job(scenario: str, parallelism) -> None:  # type: ignore[no-untyped-def]
+    result = restore("1.20.3", scenario, checkpoint_dir(f"1.20.3-{scenario}"), vertex_parallelism=parallelism,
+                     run_seconds=3)
     assert result["outcome"] == "restored", result.get("error")
     if parallelism:
         assert any(task.startswith("slow-count") and "(3/3)" in task for task in result["tasks"]), result["tasks"]
