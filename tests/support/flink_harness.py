@@ -152,7 +152,9 @@ def restore(
     plans (``JsonPlanGenerator`` / ``getExecutionPlan()``) in the work dir. ``plan_out`` receives another copy of
     the job-graph plan.
     Without ``workdir`` a temporary directory is used and deleted unless the outcome is "failed".
-    ``vertex_parallelism`` sets single operators' parallelism by uid (scenario "counted"); ``until_finished``
+    ``vertex_parallelism`` sets single operators' parallelism by key: the uid in "counted"; in "prod-counted" and
+    "prod-counted-no-uid" numbers, parse, counter, checker; in "prod", "prod-no-uid" and "prod-finished"
+    events-src, rules, slow, length (the keys are the same with and without uids); ``until_finished``
     waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java).
     ``debug_loggers`` (class or package names) log at DEBUG into the same flink.log (a log4j2 configuration
     written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors."""
