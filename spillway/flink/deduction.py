@@ -381,6 +381,7 @@ def solve_matching(
     extra: Callable[[int, OperatorFacts], str | None] | None = None,
     known: Mapping[int, str] | None = None,
     relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
+    known_facts: Sequence[OperatorFacts] = (),
 ) -> Matching:
     """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
     pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
@@ -389,9 +390,15 @@ def solve_matching(
 
     ``known``: nodes already bound (node -> id). ``relations``: :func:`id_relations` of the checkpoint's ids; two
     related ids sit on adjacent operators, the downstream one generated from the upstream one (so it is that
-    relation's child, has one input and takes that relation's position, which no other operator shares)."""
+    relation's child, has one input and takes that relation's position, which no other operator shares).
+    ``known_facts``: the facts of the known nodes' ids (for the finished-state rule between neighbours: a task
+    that is not a source finishes only once every channel into it has ended, so a finished downstream subtask
+    means finished upstream subtasks — all of them over an all-to-all edge, its own over a FORWARD one)."""
     for forward_keyed in (False, True):
-        m = _solve(graph, nodes, facts, absent_allowed, cap, extra, forward_keyed, known or {}, relations or {})
+        every = {f.operator_id: f for f in (*known_facts, *facts)}
+        m = _solve(
+            graph, nodes, facts, absent_allowed, cap, extra, forward_keyed, known or {}, relations or {}, every
+        )
         if m.count:
             return m
     return m
@@ -407,6 +414,7 @@ def _solve(
     forward_keyed: bool,
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
+    every: Mapping[str, OperatorFacts],
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
     related: dict[str, set[str]] = {}
@@ -427,7 +435,24 @@ def _solve(
         ps = {p for p, _ in found}
         return next(iter(ps)) if len(ps) == 1 else None
 
+    def finished_ok(up_id: str, down_id: str, e: StreamEdge) -> bool:
+        fu, fd = every.get(up_id), every.get(down_id)
+        if fu is None or fd is None or not any(fd.finished):
+            return True
+        done_up = fu.finished
+        if is_forward(e.partitioner) and len(done_up) == len(fd.finished):
+            return all(done_up[j] for j, d in enumerate(fd.finished) if d)
+        if _pointwise(e):
+            return True  # RESCALE: which upstream subtasks feed which is not checked here
+        return bool(done_up) and all(done_up)
+
     def fits_pairs(nid: int, v: str) -> bool:
+        for e in graph.in_edges(nid):
+            if e.source in assigned and not finished_ok(assigned[e.source], v, e):
+                return False
+        for e in graph.out_edges(nid):
+            if e.target in assigned and not finished_ok(v, assigned[e.target], e):
+                return False
         for partner in related.get(v, ()):
             mnode = owner.get(partner)
             if mnode is None:

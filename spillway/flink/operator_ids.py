@@ -360,6 +360,9 @@ class BoundOperator:
     node_id: int | None = None  # stream graph node
     vertex_id: str | None = None  # job vertex holding the operator (job-graph plan)
     position: int | None = None  # index in the vertex's operators, head = 0 (job-graph plan)
+    #: Not bound: every checkpoint id it takes in some consistent assignment ("-": none, it is not in the
+    #: checkpoint). What does not differ between them is certain all the same.
+    candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +402,7 @@ class _Op:
     reason: str = ""
     tried: tuple[str, ...] = ()
     uid_known: bool | None = None  # True: has a uid; False: has none; None: not known
+    candidates: tuple[str, ...] = ()
 
 
 def _norm(op_id: str) -> str:
@@ -697,6 +701,7 @@ def bind(
                 node_id=op.node_id,
                 vertex_id=op.vertex_id,
                 position=op.position,
+                candidates=op.candidates if op.method in (UNBOUND, deduction.INDISTINCT) else (),
             )
         )
     return Binding(
@@ -770,6 +775,7 @@ def _deduce(
         extra=extra,
         known=known,
         relations=relations,
+        known_facts=[by_id[h] for h in known.values() if h in by_id],
     )
     if m.count == 0:
         notes.append(
@@ -791,6 +797,7 @@ def _deduce(
         nid = node_of[i]
         values = m.values[nid]
         ruled = m.ruled_out.get(nid, {})
+        op.candidates = tuple(sorted(values)) if m.complete else ()
         if len(values) == 1 and m.complete:
             (v,) = values
             if v == deduction.ABSENT:

@@ -323,7 +323,7 @@ def operator_facts(checkpoint: Checkpoint) -> list[operator_ids.OperatorFacts]:
                 output_partitions=tuple(sorted(parts)),
                 max_subpartition=max_sub,
                 stateless=stateless,
-                finished=(True,) if o.fully_finished else finished,
+                finished=(True,) * o.parallelism if o.fully_finished else finished,
                 name=o.name,
                 uid=o.uid,
             )
@@ -345,6 +345,7 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
     memo = topology.__dict__.setdefault("_bindings", {})
     hit = memo.get(id(checkpoint))
     if hit is not None and hit[0] is checkpoint:
+        topology.vertices = hit[2]  # the chains of this checkpoint (another one may have been bound since)
         return hit[1]
     facts = operator_facts(checkpoint)
     binding = _operator_binding(topology, checkpoint, facts)
@@ -361,7 +362,7 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
         if op is not None and op.name is None:
             op.plan_name = b.name  # shown wherever the operator is named
     result = JobBinding(binding, vertices, edges, reasons)
-    memo[id(checkpoint)] = (checkpoint, result)
+    memo[id(checkpoint)] = (checkpoint, result, topology.vertices)
     return result
 
 
@@ -519,9 +520,9 @@ def _bound_vertices(
         tail = ops[tail_i] if ops else None
         complete = all(k for k, _ in found)
         problem = None
-        if not found or not found[0][0]:
+        if not found or not (found[0][0] or _side_empty(members_b[0], checkpoint, "input")):
             problem = f"the head of {v.label()!r} is not bound to a checkpoint operator"
-        elif not found[tail_i][0]:
+        elif not (found[tail_i][0] or _side_empty(members_b[tail_i], checkpoint, "output")):
             problem = f"the end of chain {v.label()!r} is not bound to a checkpoint operator"
         out[key] = BoundVertex(
             v,
@@ -535,6 +536,20 @@ def _bound_vertices(
             uncertain_edges=uncertain,
         )
     return out
+
+
+def _side_empty(b: operator_ids.BoundOperator | None, checkpoint: Checkpoint, side: str) -> bool:
+    """Whichever id an unbound operator is, it holds no channel state on ``side``: then its channels' halves on
+    that side are empty under every consistent assignment, and nothing is lost by not knowing which it is."""
+    if b is None or not b.candidates:
+        return False
+    for h in b.candidates:
+        op = checkpoint.operator(h) if h != "-" else None
+        if op is None:
+            continue
+        if any(s.input_channel_state if side == "input" else s.result_subpartition_state for s in op.subtasks):
+            return False
+    return True
 
 
 def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:

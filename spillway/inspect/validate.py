@@ -130,6 +130,8 @@ def validate(
     workers: int | None = None,
 ) -> Report:
     """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread)."""
+    if topology is not None:
+        bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
     v = _Validator(loaded, topology, progress or (lambda what, n: None), usable_cores() if workers is None else workers)
     try:
         v.run()

@@ -25,3 +25,5 @@ class RepairPlan:
     changes: list[Change] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     self_check_rebase: list[str] = field(default_factory=list)
+    #: Labels (name, uid, id) of operators removed on purpose: the plan may still show them.
+    dropped: set[str] = field(default_factory=set)

@@ -258,6 +258,7 @@ def drop_operator(
         for o in loaded.checkpoint.operators:
             if o.operator_id in ids:
                 rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
+                rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
         rp.warnings.extend(damage)
         return finish(rp, io, dry_run, plan, extra=extra)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.damaged import Copy, copy_fixture, rewrite
-from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params
+from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params, same_operator
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
@@ -234,7 +234,7 @@ def test_fault_record_length_corrupted_mid_stream(copy: Copy) -> None:
 
     where, pos, op, h = _corrupt_input(copy, change)
     hits = [f for f in copy.run().errors if f.rule == "record-length" and f.file == where and f.offset == pos]
-    assert hits and hits[0].subtask == h.subtask_index and hits[0].operator == op.label()
+    assert hits and hits[0].subtask == h.subtask_index and same_operator(hits[0].operator, op.label(), copy.root)
 
 
 def test_fault_record_tag_corrupted(copy: Copy) -> None:
@@ -481,7 +481,13 @@ def test_a_chunk_at_a_wrong_offset_is_reported_and_the_rest_of_its_handle_still_
     blob = next(str(p) for p in c.chk.iterdir() if p.name != "_metadata")
     operator, _, subtask, *pair = key
     places = {(f.operator, f.subtask, f.channel, f.file) for f in report.findings if f.rule == "chunk-offset"}
-    assert places == {(operator, subtask, f"out({pair[0]},{pair[1]})", blob)}  # V4: an operator's label is its id
+    assert len(places) == 1  # V4 stores ids only: with the plan bound, the finding names Flink's operator
+    ((shown, sub, channel, file),) = places
+    assert same_operator(shown, operator, c.root) and (sub, channel, file) == (
+        subtask,
+        f"out({pair[0]},{pair[1]})",
+        blob,
+    )
     # The handle's bytes cannot be trusted (rescale --force leaves out exactly such channels).
     assert [f.message for f in report.damage[key] if f.rule == "chunk-offset"] == [m for m, _ in wrong]
     # Only the moved chunk (its 4-byte length and payload) is nobody's: the handle's later chunks stay claimed.
@@ -524,7 +530,8 @@ def test_a_subtask_listed_twice_is_named(tmp_path: Path) -> None:
 
     rewrite(c, damage)
     hits = [(f.message, f.operator, f.subtask) for f in c.run().findings if f.rule == "subtask-index"]
-    assert hits == [(f"subtask {found['index']} appears twice", found["operator"], found["index"])]
+    assert [(m, s) for m, _, s in hits] == [(f"subtask {found['index']} appears twice", found["index"])]
+    assert same_operator(hits[0][1], found["operator"], c.root)  # the plan's name once bound
 
 
 def test_only_errors_mark_a_channel_handle_damaged(tmp_path: Path) -> None:
@@ -556,7 +563,8 @@ def test_an_output_handle_of_another_subtask_is_named_as_output(tmp_path: Path) 
     rewrite(c, damage)
     (label, index, channel, said) = found[0]
     hits = [(f.message, f.operator, f.subtask, f.channel) for f in c.run().findings if f.rule == "subtask-index"]
-    assert hits == [(f"output channel handle says subtask {said}", label, index, channel)]
+    assert [(m, i, ch) for m, _, i, ch in hits] == [(f"output channel handle says subtask {said}", index, channel)]
+    assert same_operator(hits[0][1], label, c.root)
 
 
 def test_channel_state_without_bytes_to_read_is_named_by_its_delegate(tmp_path: Path) -> None:
@@ -573,9 +581,9 @@ def test_channel_state_without_bytes_to_read_is_named_by_its_delegate(tmp_path: 
     rewrite(c, damage)
     report = c.run()
     found = {(f.message, f.operator, f.subtask, f.channel) for f in report.findings if f.rule == "chunk-offset"}
-    assert found == {
-        ("channel state with a null delegate", slow_id, 0, "in(0,0)"),
-        ("channel state with a EmptySegmentFileHandle delegate", slow_id, 1, "in(0,0)"),
+    assert found == {  # named as the plan (and Flink) names it
+        ("channel state with a null delegate", "slow", 0, "in(0,0)"),
+        ("channel state with a EmptySegmentFileHandle delegate", "slow", 1, "in(0,0)"),
     }
     for index in (0, 1):
         assert "chunk-offset" in [f.rule for f in report.damage[(slow_id, "input", index, 0, 0)]]

@@ -56,3 +56,20 @@ def fixture_named(name: str) -> Fixture:
         if f.name == name:
             return f
     raise LookupError(f"no fixture {name!r}; have {[f.name for f in all_fixtures()]}")
+
+
+def flink_names(root: Path) -> dict[str, frozenset[str]]:
+    """Operator id -> the names Flink gave the stream nodes with that id in the fixture (or copy) at ``root``
+    (its ids.json): how a bound plan operator is named in findings, from Flink's record, not spillway's."""
+    out: dict[str, set[str]] = {}
+    ids = root / "ids.json"
+    if ids.exists():
+        for n in json.loads(ids.read_text())["stream_nodes"]:
+            out.setdefault(n["operator_id"], set()).add(n["name"])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def same_operator(shown: str | None, label: str, root: Path) -> bool:
+    """``shown`` (a finding's operator) names the operator whose checkpoint label is ``label``: the label itself,
+    or, once a plan binds it, the name Flink gave that id."""
+    return shown == label or shown in flink_names(root).get(label, frozenset())
