@@ -73,6 +73,8 @@ class OperatorFacts:
     max_subpartition: int = -1
     #: No state of any kind, not finished: nothing depends on which plan operator this id is.
     stateless: bool = True
+    #: Any state (operator, keyed, channel) or coordinator state.
+    holds_state: bool = False
     #: Per subtask, whether it is finished (chained operators share their task's flags).
     finished: tuple[bool, ...] = ()
     #: Stored by Flink (metadata V5+).

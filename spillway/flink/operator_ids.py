@@ -729,6 +729,20 @@ def _evidence(f: deduction.OperatorFacts) -> str:
     return ", ".join(said)
 
 
+def _interchangeable(values: Collection[str], by_id: Mapping[str, deduction.OperatorFacts]) -> bool:
+    """Ids (or absence) that differ in nothing a command uses: no state at all, the same finished flags."""
+    kinds: set[tuple[bool, ...]] = set()
+    for v in values:
+        if v == deduction.ABSENT:
+            kinds.add(())
+            continue
+        f = by_id[v]
+        if f.holds_state:
+            return False
+        kinds.add(tuple(f.finished) if any(f.finished) else ())
+    return len(kinds) == 1
+
+
 def _deduce(
     ops: list[_Op],
     cand: _Candidate,
@@ -817,11 +831,12 @@ def _deduce(
                 f"the only checkpoint operator that fits ({_evidence(by_id[v])}) in all {how_many}"
                 + (f"; others ruled out: {why_not}" if why_not else ""),
             )
-        elif values and all(v == deduction.ABSENT or by_id[v].stateless for v in values) and m.complete:
+        elif values and m.complete and _interchangeable(values, by_id):
             op.method = deduction.INDISTINCT
             shown = ", ".join(sorted("not in the checkpoint" if v == deduction.ABSENT else v for v in values))
             op.reason = (
-                f"one of {shown}: operators that hold no state cannot be told apart, and nothing depends on which"
+                f"one of {shown}: they hold no state and finished alike, so they cannot be told apart and "
+                "nothing depends on which"
             )
         else:
             shown = ", ".join(sorted("absent" if v == deduction.ABSENT else v for v in values))

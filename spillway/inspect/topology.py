@@ -323,6 +323,7 @@ def operator_facts(checkpoint: Checkpoint) -> list[operator_ids.OperatorFacts]:
                 output_partitions=tuple(sorted(parts)),
                 max_subpartition=max_sub,
                 stateless=stateless,
+                holds_state=any(s.has_state() for s in o.subtasks) or o.coordinator_state is not None,
                 finished=(True,) * o.parallelism if o.fully_finished else finished,
                 name=o.name,
                 uid=o.uid,
@@ -474,7 +475,9 @@ def _bound_vertices(
         if b.method == operator_ids.DEDUCED and b.operator_id is None:
             return True, None
         if b.method == operator_ids.INDISTINCT:
-            return True, None  # stateless either way
+            # No state and the same finished flags whichever it is: any candidate stands for it.
+            first = next((h for h in b.candidates if h != "-"), None)
+            return True, checkpoint.operator(first) if first else None
         return False, None
 
     by_name: dict[str, list[OperatorState]] = {}

@@ -47,6 +47,8 @@ from spillway.flink.stream_graph import (
     parse_stream_plan,
     split_description,
 )
+from spillway.inspect.topology import operator_facts, stores_stateless
+from spillway.storage.load import load_checkpoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IDS = sorted(FIXTURES.glob("*/ids.json"))
@@ -243,12 +245,15 @@ def test_bind_without_stored_names_is_never_wrong(fixture: Path, mode: str) -> N
     par = {op["operator_id"]: op["parallelism"] for op in oracle["operators"]}
     graph = parse_stream_plan(_json(fixture / "plan.json"))
     job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
+    # The checkpoint's own evidence (state kinds, channel placement, finished flags), as every command has it.
+    cp = load_checkpoint(str(fixture / json.loads((fixture / "fixture.json").read_text())["checkpoint"])).checkpoint
+    evidence = {"facts": operator_facts(cp), "absent_allowed": not stores_stateless(cp)}
     if mode == "plan":
-        binding = bind(graph, ckpt, release=release, checkpoint_parallelism=par)
+        binding = bind(graph, ckpt, release=release, checkpoint_parallelism=par, **evidence)
     elif mode == "plan+jobgraph":
-        binding = bind(graph, ckpt, release=release, job_graph=job, checkpoint_parallelism=par)
+        binding = bind(graph, ckpt, release=release, job_graph=job, checkpoint_parallelism=par, **evidence)
     else:
-        binding = bind(job, ckpt, release=release, checkpoint_parallelism=par)
+        binding = bind(job, ckpt, release=release, checkpoint_parallelism=par, **evidence)
     expected = _expected_by_name(fixture)
     descriptions = {n.description: n.name for n in graph.nodes if n.description}
     for b in binding.operators:
@@ -257,10 +262,17 @@ def test_bind_without_stored_names_is_never_wrong(fixture: Path, mode: str) -> N
             assert b.operator_id == expected[name], (b.name, b.method, b.reason)
         if b.exact:
             assert b.in_checkpoint and b.operator_id in ckpt
-        assert (b.method == UNBOUND) == (b.operator_id is None)
+        if b.operator_id is None:  # unbound, stateless and interchangeable, or deduced to be absent
+            assert b.method in (UNBOUND, "indistinct", "deduced") and not b.exact and not b.in_checkpoint
+        else:
+            assert b.method != UNBOUND
     if mode != "plan":
+        # Every operator that holds state is bound; ids left open hold nothing and finished alike.
         bound = {b.operator_id for b in binding.operators if b.in_checkpoint}
-        assert bound == set(ckpt) and not binding.unclaimed
+        holding = {o.operator_id for o in cp.operators if any(s.has_state() for s in o.subtasks) or o.coordinator_state}
+        assert holding <= bound
+        open_ops = [b for b in binding.operators if b.operator_id is None and b.method != "deduced"]
+        assert all(b.method == "indistinct" for b in open_ops), [(b.name, b.reason) for b in open_ops]
 
 
 @pytest.mark.parametrize("name", NO_UID)
