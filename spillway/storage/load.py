@@ -6,15 +6,22 @@ import atexit
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from spillway import progress
+from spillway import notices, progress
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle
 from spillway.model.walk import file_path_of, leaf_stream_handles
 from spillway.safe_io import read_regular
-from spillway.storage.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
+from spillway.storage.locate import (
+    METADATA,
+    CheckpointLocation,
+    FileResolver,
+    Rebase,
+    ResolvedFile,
+    locate_checkpoint,
+)
 
 
 @dataclass
@@ -23,6 +30,7 @@ class LoadedCheckpoint:
     checkpoint: Checkpoint
     resolver: FileResolver
     size: int
+    unmatched_rebase: list[str] = field(default_factory=list)  # --rebase rules that apply to no path
 
     def resolve_files(self) -> dict[str, ResolvedFile]:
         """Every file the checkpoint references, resolved (this records any rebasing applied)."""
@@ -50,30 +58,100 @@ class LoadedCheckpoint:
         return len(absolute) + len(relative), missing
 
 
-def working_copy(uri: str, workdir: Path) -> tuple[Path, list[str]]:
-    """Copy a remote checkpoint (and every remote file it references) under ``workdir``; return the
-    local checkpoint directory and the rebase rules that lead its absolute paths to the copies."""
+def working_copy(uri: str, workdir: Path, rules: list[Rebase] | None = None) -> tuple[Path, list[str]]:
+    """Copy a remote checkpoint (and every remote file it references, after ``rules``) under ``workdir``;
+    return the local checkpoint directory and the rules that lead its absolute paths to the copies."""
     from spillway.storage import fs  # pyarrow.fs only when needed: it costs every command start-up time
 
-    copy = fs.materialize(uri, workdir)
+    copy = fs.materialize(uri, workdir, rules or [])
     return copy.checkpoint_dir, list(copy.rebase)
 
 
-def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:
-    if "://" in str(path) and not str(path).startswith("file:"):
-        # An object-store checkpoint is read from a local working copy (removed when the process ends).
-        workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
-        atexit.register(shutil.rmtree, workdir, True)
-        local, copy_rules = working_copy(str(path), workdir)
-        path, rebase = local, [*(rebase or []), *copy_rules]
-    location = locate_checkpoint(path)
-    rules = [Rebase.parse(r) for r in rebase or []]
+def remote_workdir() -> Path:
+    """A new local working directory for remote checkpoints, removed when the process ends. Checkpoints
+    of one job loaded into the same one share their files: each is downloaded once (never reused across
+    calls: the store may have changed since)."""
+    workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
+    atexit.register(shutil.rmtree, workdir, True)
+    return workdir
+
+
+def is_remote_path(path: str | os.PathLike[str]) -> bool:
+    text = str(path)
+    return "://" in text and not text.startswith("file:")
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    rebase: list[str] | None = None,
+    *,
+    internal: list[str] | None = None,
+    workdir: Path | None = None,
+) -> LoadedCheckpoint:
+    """Open a checkpoint (a local path or a URI). ``rebase``: the user's OLD=NEW rules; ``internal``:
+    spillway's own rules (to local copies, to an output being checked: applied, never shown nor warned
+    about); ``workdir``: where remote files are copied (default: a new :func:`remote_workdir`)."""
+    user = [Rebase.parse(r) for r in rebase or []]
+    copies = [Rebase.parse(r, internal=True) for r in internal or []]
+    if is_remote_path(path):
+        # An object-store checkpoint is read from a local working copy.
+        from spillway.storage import fs
+
+        workdir = workdir or remote_workdir()
+        copy = fs.materialize(str(path), workdir, user)
+        location = CheckpointLocation(copy.checkpoint_dir / METADATA, copy.note, copy.metadata_uri)
+        copies += [Rebase.parse(r, internal=True) for r in copy.rebase]
+    else:
+        location = locate_checkpoint(path)
     data = read_regular(location.metadata_path)
     # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
     bar = progress.stage("decoding _metadata", len(data), "bytes")
     try:
-        checkpoint = decode_metadata(data, str(location.metadata_path))
+        checkpoint = decode_metadata(data, location.shown)
         bar.update(len(data))
     finally:
         bar.done()
-    return LoadedCheckpoint(location, checkpoint, FileResolver(location, rules), len(data))
+    if any(is_remote_path(r.new) for r in user) and not is_remote_path(path):
+        # A local checkpoint whose files were moved to a store (--rebase file:/x=s3://b/x): copy them here.
+        from spillway.storage import fs
+
+        names = {h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_absolute_file(h)}
+        mirror = (workdir or remote_workdir()) / "mirror"
+        sink = fs.Materialized(str(path), location.checkpoint_dir, [])
+        fetched = fs.fetch_referenced(names, list(user), mirror, sink, location.shown)
+        copies += [Rebase.parse(r, internal=True) for r in fetched]
+    loaded = LoadedCheckpoint(location, checkpoint, FileResolver(location, [*user, *copies]), len(data))
+    loaded.unmatched_rebase = unmatched_rules(checkpoint, user)
+    for rule in loaded.unmatched_rebase:
+        notices.warn(f"--rebase {rule}: matches no path in {location.shown} (nothing was rebased by it)")
+    return loaded
+
+
+def is_absolute_file(handle: object) -> bool:
+    return isinstance(handle, FILE_BACKED_TYPES) and not handle.relative
+
+
+def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
+    """The rules (as ``OLD=NEW``) that apply to none of the absolute paths the checkpoint names."""
+    if not rules:
+        return []
+    names = {h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_absolute_file(h)}
+    names |= set(file_merging_dirs(checkpoint))
+    left = list(rules)
+    for name in names:
+        left = [r for r in left if not r.matches(name)]
+        if not left:
+            break
+    return [str(r) for r in left]
+
+
+def file_merging_dirs(checkpoint: Checkpoint) -> list[str]:
+    """The directories file-merging operator state names (paths too, though no handle opens them)."""
+    dirs = []
+    for op in checkpoint.operators:
+        for sub in op.subtasks:
+            for h in (sub.managed_operator_state, sub.raw_operator_state):
+                merging = getattr(h, "file_merging", None) if h is not None else None
+                if merging is not None:
+                    dirs += [merging.task_owned_dir, merging.shared_dir]
+    return dirs

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 from spillway.safe_io import real_path
+from spillway.storage.rules import PathRule
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -32,10 +33,20 @@ class LocateError(UsageError):
 class CheckpointLocation:
     metadata_path: Path
     note: str | None = None  # e.g. "picked newest of 3 checkpoints: chk-12"
+    uri: str | None = None  # a remote checkpoint: its _metadata's URI (metadata_path is a local copy)
 
     @property
     def checkpoint_dir(self) -> Path:
         return self.metadata_path.parent
+
+    @property
+    def shown(self) -> str:
+        """``_metadata`` as the user knows it: the URI of a remote one, never the local working copy."""
+        return self.uri or str(self.metadata_path)
+
+    @property
+    def shown_dir(self) -> str:
+        return self.uri.rstrip("/").rpartition("/")[0] if self.uri else str(self.checkpoint_dir)
 
 
 def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
@@ -73,16 +84,19 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
 
 
 @dataclass(frozen=True)
-class Rebase:
-    old: str
-    new: str
+class Rebase(PathRule):
+    """A ``--rebase OLD=NEW`` rule (OLD and NEW: a path or a URI; matched on any spelling of OLD's
+    location, see ``spillway.storage.rules``). ``internal`` rules are spillway's own (to the local
+    copies of remote files): they are applied like the others but never shown."""
+
+    internal: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> Rebase:
+    def parse(cls, text: str, internal: bool = False) -> Rebase:
         old, sep, new = text.partition("=")
         if not sep or not old or not new:
             raise LocateError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
-        return cls(old, new)
+        return cls(old, new, internal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,20 +199,31 @@ class FileResolver:
 
     def _resolve_path(self, original: str) -> ResolvedFile:
         for rule in self.rules:
-            if original.startswith(rule.old):
-                rewritten = rule.new + original[len(rule.old) :]
-                local_text = strip_file_scheme(rewritten)
-                if local_text is None:
-                    return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
-                if not _safe_tail(tuple(original[len(rule.old) :].lstrip("/").split("/"))):
-                    return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
-                return ResolvedFile(original, local_text, rule.old, rule.new)
+            rewritten = rule.apply(original)
+            if rewritten is None:
+                continue
+            local_text = strip_file_scheme(rewritten)
+            if local_text is None:
+                # Rebased onto another store (file: -> s3://): its local copy, when one was made.
+                local_text = self._through_internal(rewritten)
+            if local_text is None:
+                return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
+            tail = rule.tail(original) or ""
+            if not _safe_tail(tuple(tail.lstrip("/").split("/"))) and tail:
+                return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
+            return ResolvedFile(original, local_text, rule.old, rule.new)
         found = self._find(original)
         if found is not None:
             return ResolvedFile(original, *found)
         local_text = strip_file_scheme(original)
         why = "not a local path" if local_text is None else "file does not exist"
         return ResolvedFile(original, local_text or None, problem=why)
+
+    def _through_internal(self, rewritten: str) -> str | None:
+        for rule in self.rules:
+            if rule.internal and (copy := rule.apply(rewritten)) is not None:
+                return strip_file_scheme(copy)
+        return None
 
     def _find(self, original: str) -> tuple[str, str | None, str | None] | None:
         """(local path, old prefix, new prefix) of an absolute path no rule applies to, if found."""
@@ -245,7 +270,7 @@ class FileResolver:
         by_parent: dict[str, list[str]] = {}
         rules = self.rules
         for original in originals:
-            if rules and any(original.startswith(r.old) for r in rules):
+            if rules and any(r.matches(original) for r in rules):
                 self.resolve_path(original)
                 continue
             parent, _, name = original.rpartition("/")
@@ -304,5 +329,9 @@ class FileResolver:
         self.applied.setdefault((old, new), set()).add(original)
 
     def rebases(self) -> list[dict[str, object]]:
-        """Each prefix rewrite applied, with how many distinct paths it served."""
-        return [{"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items())]
+        """Each prefix rewrite applied, with how many distinct paths it served (spillway's own rules to
+        local copies of remote files are not shown: they name temporary directories)."""
+        hidden = {(r.old, r.new) for r in self.rules if r.internal}
+        return [
+            {"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items()) if (o, n) not in hidden
+        ]
