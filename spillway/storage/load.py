@@ -6,10 +6,11 @@ import atexit
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spillway import notices, progress
+from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle
 from spillway.model.walk import file_path_of, leaf_stream_handles
@@ -20,7 +21,9 @@ from spillway.storage.locate import (
     FileResolver,
     Rebase,
     ResolvedFile,
+    job_checkpoint_dirs,
     locate_checkpoint,
+    strip_file_scheme,
 )
 
 
@@ -155,3 +158,52 @@ def file_merging_dirs(checkpoint: Checkpoint) -> list[str]:
                 if merging is not None:
                     dirs += [merging.task_owned_dir, merging.shared_dir]
     return dirs
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """A checkpoint of a job directory whose ``_metadata`` does not decode: left out, reported."""
+
+    checkpoint: str  # the chk-N directory, as the user knows it (a URI for a remote one)
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"checkpoint": self.checkpoint, "error": self.error}
+
+
+def job_checkpoints(path: str | os.PathLike[str]) -> list[str]:
+    """Every ``chk-N`` (oldest first) of a job's checkpoint directory, local or remote, as paths or
+    URIs to load; empty when ``path`` names one checkpoint (a chk-N directory, a ``_metadata``)."""
+    if is_remote_path(path):
+        from spillway.storage import fs
+
+        return [loc.uri for loc in fs.checkpoint_dirs(str(path))]
+    local = strip_file_scheme(str(path))
+    return [str(c) for c in job_checkpoint_dirs(local)] if local is not None else []
+
+
+def load_newest_readable(
+    path: str | os.PathLike[str], rebase: list[str] | None = None
+) -> tuple[LoadedCheckpoint, list[Damaged]]:
+    """Like :func:`load_checkpoint`, but a job directory whose newest ``chk-N`` does not decode gives the
+    newest one that does, with the damaged newer ones (raises the newest's error when none decodes)."""
+    chks = job_checkpoints(path)
+    if len(chks) <= 1:
+        return load_checkpoint(path, rebase), []
+    damaged: list[Damaged] = []
+    first_error: CheckpointFormatError | None = None
+    for chk in reversed(chks):
+        try:
+            loaded = load_checkpoint(chk, rebase)
+        except CheckpointFormatError as exc:
+            first_error = first_error or exc
+            damaged.append(Damaged(chk, str(exc)))
+            continue
+        name = chk.rstrip("/").rpartition("/")[2]
+        note = f"picked the newest of {len(chks)} checkpoints: {name}"
+        if damaged:
+            note = f"picked the newest readable of {len(chks)} checkpoints: {name} ({len(damaged)} newer damaged)"
+        loaded.location = replace(loaded.location, note=note)
+        return loaded, damaged
+    assert first_error is not None
+    raise first_error

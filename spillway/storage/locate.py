@@ -58,14 +58,12 @@ def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+def job_checkpoint_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """The ``chk-N`` directories (oldest first) of what ``path`` names when it is a job's checkpoint
+    directory, or a checkpoint root holding exactly one job; empty for anything else."""
     p = Path(path)
-    if not p.exists():
-        raise LocateError(f"{p}: no such file or directory")
-    if p.is_file():
-        return CheckpointLocation(p)
-    if (p / METADATA).is_file():
-        return CheckpointLocation(p / METADATA)
+    if not p.is_dir() or (p / METADATA).is_file():
+        return []
     chks = _chk_dirs(p)
     if not chks:
         # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
@@ -76,10 +74,22 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
             raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
         if jobs:
             chks = jobs[0][1]
+    return [c for _, c in chks]
+
+
+def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+    p = Path(path)
+    if not p.exists():
+        raise LocateError(f"{p}: no such file or directory")
+    if p.is_file():
+        return CheckpointLocation(p)
+    if (p / METADATA).is_file():
+        return CheckpointLocation(p / METADATA)
+    chks = job_checkpoint_dirs(p)
     if not chks:
         raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
-    n, newest = chks[-1]
-    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: chk-{n}"
+    newest = chks[-1]
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {newest.name}"
     return CheckpointLocation(newest / METADATA, note)
 
 
@@ -108,6 +118,7 @@ class ResolvedFile:
     rebased_from: str | None = None  # prefix replaced, when a rewrite happened
     rebased_to: str | None = None
     problem: str | None = None
+    via: str | None = None  # the remote file (URI) ``local_text`` is a local copy of; show this, not the copy
 
     @property
     def local(self) -> Path | None:
@@ -203,15 +214,16 @@ class FileResolver:
             if rewritten is None:
                 continue
             local_text = strip_file_scheme(rewritten)
+            via = original if rule.internal else None
             if local_text is None:
                 # Rebased onto another store (file: -> s3://): its local copy, when one was made.
-                local_text = self._through_internal(rewritten)
+                local_text, via = self._through_internal(rewritten), rewritten
             if local_text is None:
                 return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
             tail = rule.tail(original) or ""
             if not _safe_tail(tuple(tail.lstrip("/").split("/"))) and tail:
                 return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
-            return ResolvedFile(original, local_text, rule.old, rule.new)
+            return ResolvedFile(original, local_text, rule.old, rule.new, via=via)
         found = self._find(original)
         if found is not None:
             return ResolvedFile(original, *found)
@@ -262,6 +274,20 @@ class FileResolver:
         if old_prefix is not None and new_prefix is not None:
             self._note(old_prefix, new_prefix, original)
         return local
+
+    def shown_text(self, handle: Handle | None) -> str | None:
+        """Where the handle's file is, as the user knows it: ``local_text`` for a file on this machine,
+        the URI for one read from a store (a remote checkpoint's, or rebased onto ``s3://…``), never
+        the temporary local copy."""
+        if not isinstance(handle, FILE_BACKED_TYPES):
+            return None
+        if handle.relative and self.location.uri is not None:
+            return f"{self.location.shown_dir.rstrip('/')}/{handle.file_name}"
+        if self.rules:
+            resolved = self.resolve(handle)
+            if resolved is not None and resolved.via is not None:
+                return resolved.via
+        return self.local_text(handle)
 
     def survey(self, originals: set[str]) -> int:
         """Resolve many absolute paths at once, recording rebases; returns how many were not found.
