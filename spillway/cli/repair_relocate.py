@@ -44,7 +44,9 @@ Examples:
 def command(
     src: SrcArg,
     out_dir: OutOpt,
-    old: Annotated[str, typer.Option("--from", help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).")],
+    old: Annotated[
+        str, typer.Option("--from", help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).")
+    ],
     new: Annotated[str, typer.Option("--to", help="Replacement prefix (a plain path keeps the file: spelling).")],
     copy_data: Annotated[
         bool, typer.Option("--copy-data", help="Also copy referenced files to their new places.")

@@ -12,7 +12,7 @@ from pathlib import Path
 from spillway import notices, progress
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle
+from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import file_path_of, leaf_stream_handles
 from spillway.safe_io import read_regular
 from spillway.storage.locate import (
@@ -118,7 +118,7 @@ def load_checkpoint(
         # A local checkpoint whose files were moved to a store (--rebase file:/x=s3://b/x): copy them here.
         from spillway.storage import fs
 
-        names = {h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_absolute_file(h)}
+        names = _absolute_names(checkpoint)
         mirror = (workdir or remote_workdir()) / "mirror"
         sink = fs.Materialized(str(path), location.checkpoint_dir, [])
         fetched = fs.fetch_referenced(names, list(user), mirror, sink, location.shown)
@@ -130,16 +130,18 @@ def load_checkpoint(
     return loaded
 
 
-def is_absolute_file(handle: object) -> bool:
-    return isinstance(handle, FILE_BACKED_TYPES) and not handle.relative
+def _absolute_names(checkpoint: Checkpoint) -> set[str]:
+    """Every absolute file path the checkpoint's handles name."""
+    return {
+        h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_file_backed(h) and not h.relative
+    }
 
 
 def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
     """The rules (as ``OLD=NEW``) that apply to none of the absolute paths the checkpoint names."""
     if not rules:
         return []
-    names = {h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_absolute_file(h)}
-    names |= set(file_merging_dirs(checkpoint))
+    names = _absolute_names(checkpoint) | set(file_merging_dirs(checkpoint))
     left = list(rules)
     for name in names:
         left = [r for r in left if not r.matches(name)]
