@@ -224,6 +224,9 @@ def locate(uri: str) -> Location:
         fs = _filesystem(_ALIASES.get(scheme, scheme), authority, timeout())
     except (OSError, ValueError) as exc:
         raise StorageError(f"{uri}: cannot open the file system: {one_line(exc)}") from None
+    except StorageError as exc:
+        # "<store>: what went wrong" -> named by the URI the user gave
+        raise StorageError(f"{uri}: {str(exc).partition(': ')[2]}") from None
     # pyarrow names object-store paths bucket-first; other file systems by absolute path
     path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _bucketed()) else "/" + key
     return Location(text, fs, path)

@@ -76,8 +76,8 @@ def test_hdfs_without_a_client_says_what_is_missing_in_one_line() -> None:
 
 def test_gcs_without_credentials_or_network_does_not_hang() -> None:
     """Was 900 s of silent retries: now bounded by the timeout (no credentials are configured here)."""
-    env = {"GOOGLE_APPLICATION_CREDENTIALS": "", "CLOUD_STORAGE_EMULATOR_ENDPOINT": ""}
-    run = spillway("--storage-timeout", "3", "files", "gs://nobucket/x/chk-1", env=env, timeout=120)
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": "", "CLOUD_STORAGE_EMULATOR_ENDPOINT": "", "SPILLWAY_STORAGE_TIMEOUT": "3"}
+    run = spillway("files", "gs://nobucket/x/chk-1", env=env, timeout=60)  # a hang fails here (TimeoutExpired)
     assert run.code == EXIT_STORAGE, run.output
     one_error_line(run.err, "gs://nobucket/x/chk-1")
     assert run.seconds < 30

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from support.endpoints import moto_s3
 from support.fixtures import fixture_named
 from typer.testing import CliRunner
 
@@ -26,58 +23,22 @@ runner = CliRunner()
 FIXTURE = "2.3.0-rocksdb-incremental"  # FileStateHandles in shared/ plus a relative channel-state file
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[pafs.S3FileSystem]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    env = {
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    fs._filesystem.cache_clear()
-    try:
-        client = pafs.S3FileSystem(
-            endpoint_override=f"127.0.0.1:{port}",
-            scheme="http",
-            access_key="testing",
-            secret_key="testing",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.create_dir("bucket-a")
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        client.create_dir("bucket-b")
-        yield client
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with moto_s3(buckets=("bucket-a", "bucket-b")) as server:
+        saved = {k: os.environ.get(k) for k in server.env()}
+        os.environ.update(server.env())
         fs._filesystem.cache_clear()
+        try:
+            assert server.client is not None
+            yield server.client
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            fs._filesystem.cache_clear()
 
 
 def repair(*args: str) -> tuple[int, str]:
