@@ -1,6 +1,7 @@
 """One error hierarchy for the whole library; each error carries the exit code the CLI gives it.
 
-Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage. Every layer raises a subclass of
+Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage, 3 storage could not be reached or read (the
+checkpoint itself may be fine: retrying later or elsewhere can succeed). Every layer raises a subclass of
 ``SpillwayError``; the CLI turns any of them into one line and ``exit_code`` without matching names.
 """
 
@@ -11,6 +12,10 @@ from typing import ClassVar
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_STORAGE = 3
+
+# What each exit code means, as ``--json`` error documents name it (``category``).
+CATEGORIES = {EXIT_FINDINGS: "findings", EXIT_USAGE: "usage", EXIT_STORAGE: "storage"}
 
 
 class SpillwayError(Exception):
@@ -23,3 +28,10 @@ class UsageError(SpillwayError):
     """The arguments are wrong: a missing path, a bad option value, a plan that cannot be read (exit 2)."""
 
     exit_code: ClassVar[int] = EXIT_USAGE
+
+
+class StorageError(SpillwayError):
+    """A file system could not be reached or read (or written) as needed: a refused or silent endpoint, a
+    timeout, missing credentials, a missing client library (exit 3). Says nothing about the checkpoint."""
+
+    exit_code: ClassVar[int] = EXIT_STORAGE

@@ -23,6 +23,7 @@ from spillway.cli import (
     validate,
 )
 from spillway.cli.help import Group
+from spillway.storage import timeouts
 
 app = typer.Typer(
     name="spillway",
@@ -59,9 +60,19 @@ app.add_typer(repair, name="repair")
 @app.callback()
 def root(
     version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+    storage_timeout: float | None = typer.Option(
+        None,
+        "--storage-timeout",
+        metavar="SECONDS",
+        min=0.001,
+        help="Give up on a remote store (s3://, gs://, hdfs://…) that does not connect or answer a read within "
+        "SECONDS (default: $SPILLWAY_STORAGE_TIMEOUT, else 30); exit code 3.",
+    ),
 ) -> None:
     # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
     output.use(None)
+    # ... and its own timeout (None: the environment's or the default).
+    timeouts.set_timeout(storage_timeout)
     if version:
         from spillway import __version__
 

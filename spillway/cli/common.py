@@ -10,13 +10,15 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.markup import escape
 
+from spillway import notices
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 from spillway.cli.progress import progress_bars
-from spillway.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
+from spillway.errors import CATEGORIES, EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, SpillwayError, UsageError
 
 __all__ = [
     "EXIT_FINDINGS",
     "EXIT_OK",
+    "EXIT_STORAGE",
     "EXIT_USAGE",
     "UsageError",
     "emit_json",
@@ -35,17 +37,36 @@ T = TypeVar("T")
 def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -> NoReturn:
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if json_out:
-        # Scripts reading --json get an answer on stdout too, never an empty stream.
-        emit_json({"schema": "spillway.error/1", "error": message, "kind": kind, "exit_code": code})
+        # Scripts reading --json get an answer on stdout too, never an empty stream. ``category`` says
+        # what the exit code says: "storage" (could not reach or read it), "usage", "findings".
+        emit_json(
+            {
+                "schema": "spillway.error/1",
+                "error": message,
+                "kind": kind,
+                "category": CATEGORIES.get(code, "findings"),
+                "exit_code": code,
+            }
+        )
     raise typer.Exit(code)
+
+
+def show_warnings(warnings: list[str]) -> None:
+    for w in warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
 
 
 def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     """Run a command body; turn every expected failure into one clear line and its exit code (with
     ``json_out`` also a ``spillway.error/1`` object on stdout)."""
     try:
-        with progress_bars():  # on stderr, when it is a terminal: every long stage of every command
-            result = action()
+        # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
+        # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
+        with progress_bars(), notices.collecting() as warnings:
+            try:
+                result = action()
+            finally:
+                show_warnings(warnings)
         # Flush here, not at exit: a reader that went away (``| head``) must end quietly, below.
         current().out.file.flush()
         return result

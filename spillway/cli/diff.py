@@ -59,7 +59,7 @@ def show(d: CheckpointDiff) -> None:
     for label, loaded in (("A", d.a), ("B", d.b)):
         cp = loaded.checkpoint
         out.print(
-            f"{label}: {escape(str(loaded.location.metadata_path))} (checkpoint {cp.checkpoint_id}, "
+            f"{label}: {escape(loaded.location.shown)} (checkpoint {cp.checkpoint_id}, "
             f"format V{cp.format_version}, {len(cp.operators)} operators)",
             soft_wrap=True,
         )

@@ -9,19 +9,23 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from spillway.cli.common import UsageError, emit_json, guarded, human_bytes, out
+from spillway import notices
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt
 from spillway.cli.wide import print_wide
 from spillway.inspect.jsonview import JsonView
 from spillway.inspect.operators import select_operators
 from spillway.inspect.summary import summarize
 from spillway.model.checkpoint import OperatorState
-from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.load import LoadedCheckpoint, load_newest_readable
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
 
-PATH is a job's checkpoint directory (the newest chk-N is picked), a chk-N directory or a _metadata
-file. Absolute paths Flink wrote that no longer exist are rebased onto PATH automatically.
+PATH is a job's checkpoint directory (the newest chk-N is picked; newer ones whose _metadata does not
+decode are reported and passed over), a chk-N directory or a _metadata file, local or a URI (s3://…).
+Absolute paths Flink wrote that no longer exist are rebased onto PATH automatically.
+Exit code 0, 1 when a chk-N of the job directory is damaged, 2 on usage errors, 3 when the storage
+cannot be reached or read.
 
 Examples:
 
@@ -43,8 +47,11 @@ def command(
     tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
     rebase: RebaseOpt = None,
 ) -> None:
-    def run() -> None:
-        loaded = load_checkpoint(path, rebase)
+    def run() -> int:
+        loaded, damaged = load_newest_readable(path, rebase)
+        for d in damaged:
+            notices.warn(f"{d.checkpoint}: damaged, passed over: {d.error}")
+        code = EXIT_FINDINGS if damaged else EXIT_OK
         operators = select_operators(loaded.checkpoint, operator)
         if subtask is not None:
             top = max((o.parallelism for o in operators), default=0)
@@ -59,17 +66,20 @@ def command(
             view = JsonView(loaded.resolver)
             doc = view.checkpoint_head(loaded.checkpoint)
             doc["source"] = {
-                "metadata_path": str(loaded.location.metadata_path),
-                "checkpoint_dir": str(loaded.location.checkpoint_dir),
+                "metadata_path": loaded.location.shown,
+                "checkpoint_dir": loaded.location.shown_dir,
                 "size": loaded.size,
+                "damaged": [d.to_json() for d in damaged],
             }
             doc["rebased"] = loaded.resolver.rebases()
+            doc["rebase_unmatched"] = loaded.unmatched_rebase
             emit_json(doc, ("operators", view.operator_docs(loaded.checkpoint, operators, subtask)))
-            return
+            return code
         _, missing = loaded.survey_files()
         show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)
+        return code
 
-    guarded(run, json_out)
+    raise typer.Exit(guarded(run, json_out))
 
 
 def show(
@@ -79,7 +89,7 @@ def show(
     if loaded.location.note:
         out.print(f"[dim]{escape(loaded.location.note)}[/]", soft_wrap=True)
     summary = summarize(cp, operators)
-    table = Table(title=escape(str(loaded.location.metadata_path)), title_justify="left", expand=False)
+    table = Table(title=escape(loaded.location.shown), title_justify="left", expand=False)
     for col, kw in (
         ("operator (uid)", {}),
         ("operator id", {}),

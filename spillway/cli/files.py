@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from spillway import notices
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
 from spillway.cli.options import RebaseOpt
 from spillway.cli.wide import print_wide
@@ -19,8 +20,10 @@ directory, or elsewhere (another job, bucket or location); with its size on disk
 
 Given several checkpoints of a job (several PATHs, or a job directory holding several chk-N, which
 stands for all of them), also which files they share and which files become unreferenced when one of
-them is dropped — what deleting a retained incremental checkpoint really frees.
-Exit code 0, 1 when a referenced file is missing, 2 on usage errors.
+them is dropped — what deleting a retained incremental checkpoint really frees. A chk-N whose _metadata
+does not decode is reported as damaged and left out; the others are still answered.
+Exit code 0, 1 when a referenced file is missing or a checkpoint is damaged, 2 on usage errors, 3 when
+the storage cannot be reached or read.
 
 Examples:
 
@@ -42,13 +45,15 @@ def command(
 ) -> None:
     def run() -> int:
         report = checkpoint_files(paths, rebase)
+        for d in report.damaged:
+            notices.warn(f"{d.checkpoint}: damaged, left out: {d.error}")
         if json_out:
             emit_json(files_json(report))
         else:
             show(report)
-        return EXIT_FINDINGS if report.missing() else EXIT_OK
+        return EXIT_FINDINGS if report.missing() or report.damaged else EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def _labels(report: FilesReport) -> dict[str, str]:

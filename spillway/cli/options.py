@@ -13,7 +13,8 @@ RebaseOpt = Annotated[
     typer.Option(
         "--rebase",
         metavar="OLD=NEW",
-        help="Rewrite paths starting with OLD (repeatable; wins over automatic rebasing).",
+        help="Rewrite paths at or below OLD to NEW (repeatable; wins over automatic rebasing). OLD and NEW are "
+        "paths or URIs; /x, file:/x and file:///x are one place. A rule that matches no path is a warning.",
     ),
 ]
 SrcArg = Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI (s3://…)")]

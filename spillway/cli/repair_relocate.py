@@ -22,12 +22,15 @@ from spillway.cli.options import (
 from spillway.cli.repair_common import show_report
 from spillway.repair import operations
 
-HELP = """Rewrite every path that starts with --from so that it starts with --to: file, segment,
+HELP = """Rewrite every path at or below --from so that it lies below --to: file, segment,
 incremental shared/private/meta, changelog, channel-state and operator-state handles, file-merging
-directories. Files relative to the checkpoint directory are copied into --out. --copy-data also
-copies every other referenced file to its new location. --relative turns files that will sit
-directly in --out into relative handles (metadata V3+). SRC is never modified; an identity
-relocation reproduces _metadata byte for byte.
+directories. --from is a path or a URI matched on whole components in any spelling (/data, file:/data
+and file:///data are one place); a plain --to keeps the file: spelling Flink wrote. Files relative to
+the checkpoint directory are copied into --out. --copy-data also copies every other referenced file to
+its new location. --relative turns files that will sit directly in --out into relative handles
+(metadata V3+). SRC is never modified; an identity relocation reproduces _metadata byte for byte.
+Exit code 0 written, 1 refused (validate errors without --force; or --from matches none of the
+checkpoint's absolute paths: nothing to relocate, nothing written), 2 usage, 3 storage unreachable.
 
 Examples:
 
@@ -41,8 +44,10 @@ Examples:
 def command(
     src: SrcArg,
     out_dir: OutOpt,
-    old: Annotated[str, typer.Option("--from", help="Path prefix to replace (as written in _metadata).")],
-    new: Annotated[str, typer.Option("--to", help="Replacement prefix.")],
+    old: Annotated[
+        str, typer.Option("--from", help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).")
+    ],
+    new: Annotated[str, typer.Option("--to", help="Replacement prefix (a plain path keeps the file: spelling).")],
     copy_data: Annotated[
         bool, typer.Option("--copy-data", help="Also copy referenced files to their new places.")
     ] = False,

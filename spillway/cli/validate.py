@@ -59,11 +59,11 @@ def command(
         report = validate(loaded, topology, advance)
         if json_out:
             binding = operator_binding(topology, loaded.checkpoint) if topology else None
-            emit_json(validate_json(report, str(loaded.location.metadata_path), loaded.resolver.rebases(), binding))
+            emit_json(validate_json(report, loaded.location.shown, loaded.resolver.rebases(), binding))
         else:
             if topology is not None:
                 show_binding(operator_binding(topology, loaded.checkpoint))
-            show(report, str(loaded.location.metadata_path), loaded.location.note, loaded.resolver.rebases())
+            show(report, loaded.location.shown, loaded.location.note, loaded.resolver.rebases())
         return EXIT_FINDINGS if report.errors else EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))

@@ -173,7 +173,7 @@ def _side(loaded: LoadedCheckpoint, path: str) -> dict[str, Any]:
     cp = loaded.checkpoint
     return {
         "path": path,
-        "metadata": str(loaded.location.metadata_path),
+        "metadata": loaded.location.shown,
         "checkpoint_id": cp.checkpoint_id,
         "format_version": cp.format_version,
         "operators": len(cp.operators),

@@ -15,10 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import all_stream_handles
-from spillway.storage.load import LoadedCheckpoint, load_checkpoint
-from spillway.storage.locate import METADATA, LocateError, strip_file_scheme
+from spillway.storage.load import (
+    Damaged,
+    LoadedCheckpoint,
+    is_remote_path,
+    job_checkpoints,
+    load_checkpoint,
+    remote_workdir,
+)
+from spillway.storage.locate import LocateError, strip_file_scheme
 
 SCHEMA = "spillway.files/1"
 _CHK = re.compile(r"^chk-\d+$")
@@ -72,13 +80,15 @@ class CheckpointFiles:
 
     @property
     def metadata_path(self) -> str:
-        return str(self.loaded.location.metadata_path)
+        """As the user knows it: a remote checkpoint's URI, never its local working copy."""
+        return self.loaded.location.shown
 
 
 @dataclass
 class FilesReport:
     checkpoints: list[CheckpointFiles]
     files: dict[str, FileEntry]
+    damaged: list[Damaged] = field(default_factory=list)  # checkpoints left out: _metadata does not decode
 
     def of(self, index: int) -> list[FileEntry]:
         return sorted((f for f in self.files.values() if index in f.checkpoints), key=_order)
@@ -112,36 +122,38 @@ def _bytes(files: Sequence[FileEntry]) -> int:
 
 
 def expand_paths(paths: Sequence[str]) -> list[str]:
-    """A job directory holding several ``chk-N`` stands for all of them (oldest first); anything else
-    (a ``chk-N`` directory, a ``_metadata`` file, a URI) for itself."""
+    """A job directory holding several ``chk-N`` stands for all of them (oldest first), local or remote;
+    anything else (a ``chk-N`` directory, a ``_metadata`` file) for itself."""
     out: list[str] = []
     for p in paths:
-        local = Path(p)
-        if "://" in p and not p.startswith("file:"):
-            out.append(p)
-            continue
-        if local.is_dir() and not (local / METADATA).is_file():
-            chks = _chk_dirs(local)
-            if not chks:
-                jobs = [c for c in sorted(local.iterdir()) if c.is_dir() and _chk_dirs(c)]
-                if len(jobs) == 1:
-                    chks = _chk_dirs(jobs[0])
-            if len(chks) > 1:
-                out.extend(str(c) for c in chks)
-                continue
-        out.append(p)
+        chks = job_checkpoints(p)
+        out.extend(chks if len(chks) > 1 else [p])
     return out
 
 
-def _chk_dirs(directory: Path) -> list[Path]:
-    found = [c for c in directory.iterdir() if _CHK.match(c.name) and (c / METADATA).is_file()]
-    return sorted(found, key=lambda c: int(c.name[4:]))
-
-
-def open_checkpoints(paths: Sequence[str], rebase: list[str] | None = None) -> list[tuple[str, LoadedCheckpoint]]:
+def open_checkpoints(
+    paths: Sequence[str], rebase: list[str] | None = None, damaged: list[Damaged] | None = None
+) -> list[tuple[str, LoadedCheckpoint]]:
+    """Load every checkpoint PATHs stand for. With ``damaged`` (a list to fill), a checkpoint whose
+    ``_metadata`` does not decode is recorded there and left out, as long as another one loads."""
     if not paths:
         raise LocateError("name at least one checkpoint")
-    return [(p, load_checkpoint(p, rebase)) for p in expand_paths(paths)]
+    workdir: Path | None = None  # remote checkpoints share one working copy: shared files come once
+    opened: list[tuple[str, LoadedCheckpoint]] = []
+    first_error: CheckpointFormatError | None = None
+    for p in expand_paths(paths):
+        if is_remote_path(p) and workdir is None:
+            workdir = remote_workdir()
+        try:
+            opened.append((p, load_checkpoint(p, rebase, workdir=workdir)))
+        except CheckpointFormatError as exc:
+            if damaged is None:
+                raise
+            first_error = first_error or exc
+            damaged.append(Damaged(p, str(exc)))
+    if not opened and first_error is not None:
+        raise first_error
+    return opened
 
 
 # --------------------------------------------------------------------------------------------------
@@ -155,9 +167,9 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
         loaded = cf.loaded
         job_dir = os.path.abspath(loaded.resolver.job_dir)
         chk_name = cf.chk_name
-        remote = _is_remote(cf.source)
+        remote = loaded.location.uri is not None
         # A remote checkpoint is read from a local working copy: its job is named by the URI.
-        chk_uri = _remote_chk_uri(cf.source, chk_name) if remote else None
+        chk_uri = loaded.location.shown_dir if remote else None
         job_id = chk_uri.rstrip("/").rsplit("/", 2)[-2] if chk_uri else os.path.basename(job_dir)
         for site, handle in all_stream_handles(loaded.checkpoint):
             if not is_file_backed(handle):
@@ -165,20 +177,28 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
             name = handle.file_name
             resolved = loaded.resolver.resolve(handle)
             local = None if resolved is None else resolved.local_text
+            # a file read from a store (a remote checkpoint's, or rebased onto s3://…) is known by its URI
+            via = None if resolved is None else resolved.via
             if local is not None:
                 local = os.path.abspath(local)
             if local is None or not _exists(local, stats):
                 local = _other_checkpoint(name, job_dir) or local
-            key = local if local is not None and not remote else _name_key(name, handle.relative, chk_uri or cf.source)
+            if via is not None:
+                key = via
+            elif local is not None and not remote:
+                key = local
+            else:
+                key = _name_key(name, handle.relative, chk_uri or cf.source)
             entry = report.files.get(key)
             if entry is None:
                 size = _size(local, stats) if local is not None else None
                 area, directory, shown = _area(
-                    name, None if remote else local, job_dir, job_id, chk_name, handle.relative
+                    name, None if remote else (via or local), job_dir, job_id, chk_name, handle.relative
                 )
                 if remote and area != "external":
                     directory = name.rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
-                entry = report.files[key] = FileEntry(key, name, area, directory, local, size, shown)
+                shown_local = None if remote or via else local  # a remote file's local copy: a temporary detail
+                entry = report.files[key] = FileEntry(key, name, area, directory, shown_local, size, shown)
             entry.handles += 1
             entry.referenced_bytes += handle.state_size
             entry.operators.add(site.operator.operator_id)
@@ -189,22 +209,12 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
 
 
 def checkpoint_files(paths: Sequence[str], rebase: list[str] | None = None) -> FilesReport:
-    """``spillway files``: open PATHs (a job directory: every ``chk-N`` in it) and collect their files."""
-    return collect_files(open_checkpoints(paths, rebase))
-
-
-def _is_remote(source: str) -> bool:
-    return "://" in source and not source.startswith("file:")
-
-
-def _remote_chk_uri(source: str, chk_name: str) -> str:
-    """The remote ``chk-N`` directory a URI given as PATH stands for."""
-    uri = source.rstrip("/")
-    if uri.endswith("/" + METADATA):
-        return uri[: -len(METADATA) - 1]
-    if uri.rsplit("/", 1)[-1] == chk_name:
-        return uri
-    return f"{uri}/{chk_name}"
+    """``spillway files``: open PATHs (a job directory: every ``chk-N`` in it) and collect their files;
+    a checkpoint whose ``_metadata`` does not decode is reported in ``damaged``, the others answered."""
+    damaged: list[Damaged] = []
+    report = collect_files(open_checkpoints(paths, rebase, damaged))
+    report.damaged = damaged
+    return report
 
 
 def _name_key(name: str, relative: bool, source: str) -> str:
@@ -293,6 +303,7 @@ def files_json(report: FilesReport) -> dict[str, object]:
                     "paths": [f.key for f in exclusive],
                 },
                 "rebased": cf.loaded.resolver.rebases(),
+                "rebase_unmatched": cf.loaded.unmatched_rebase,
             }
         )
     shared = report.shared()
@@ -319,6 +330,7 @@ def files_json(report: FilesReport) -> dict[str, object]:
         ],
         "shared": {"files": len(shared), "bytes": _bytes(shared), "paths": [f.key for f in shared]},
         "missing": [f.key for f in report.missing()],
+        "damaged": [d.to_json() for d in report.damaged],
     }
 
 

@@ -45,7 +45,7 @@ def report_document(loaded: LoadedCheckpoint, topology: Topology | None, source:
     verdict = check(topology, loaded.checkpoint) if topology else None
     binding = operator_binding(topology, loaded.checkpoint) if topology else None
     report = validate(loaded, topology)
-    metadata = str(loaded.location.metadata_path)
+    metadata = loaded.location.shown
     return {
         "schema": SCHEMA,
         "source": source,

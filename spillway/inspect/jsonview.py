@@ -87,8 +87,7 @@ class JsonView:
     def _relative_file(self, h: RelativeFileHandle) -> dict[str, Any]:
         out: dict[str, Any] = {"type": h.flink_class, "relative_path": h.relative_path, "state_size": h.state_size}
         if self.resolver is not None:
-            resolved = self.resolver.resolve(h)
-            out["path"] = resolved.local_text if resolved and resolved.local_text else None
+            out["path"] = self.resolver.shown_text(h)
         return out
 
     def _segment_file(self, h: SegmentFileHandle) -> dict[str, Any]:
@@ -106,9 +105,10 @@ class JsonView:
         return {"type": h.flink_class, "state_size": 0}
 
     def _local(self, doc: dict[str, Any], h: FileBacked) -> dict[str, Any]:
-        """spillway-only ``local_path``: where the file is on this machine (after rebasing), or null."""
+        """spillway-only ``local_path``: where the file is on this machine (after rebasing), its URI when it
+        is read from a store, or null."""
         if self.resolver is not None:
-            doc["local_path"] = self.resolver.local_text(h)
+            doc["local_path"] = self.resolver.shown_text(h)
         return doc
 
     # --- keyed handles

@@ -26,7 +26,7 @@ def validated_output(
 
     def check(tmp: Path, plan: PlannedOutput) -> list[Finding]:
         rules = [f"{plan.final_prefix}={tmp}"] if plan.final_prefix else []
-        report = validate(load_checkpoint(tmp, [*rules, *(rebase or [])]), topology)
+        report = validate(load_checkpoint(tmp, internal=[*rules, *(rebase or [])]), topology)
         if report.errors:
             first = report.errors[0]
             raise WriteError(

@@ -34,6 +34,7 @@ from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.relative import relative_copies
+from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
 from spillway.storage.workspace import Workspace, open_workspace
 
@@ -61,6 +62,14 @@ def relocate(
         if relative and not loaded.checkpoint.features.relative_file_handles:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
         result = relocate_paths(loaded.checkpoint, old, new, relative_under)
+        if not result.rewritten and result.untouched:
+            # Nothing rewritten while paths remain: the "moved" copy would still point at the old place.
+            # A script moving a checkpoint must not go on as if it had moved: refuse (exit 1), write nothing.
+            raise RepairError(
+                f"--from {old}: none of the {result.untouched} absolute paths in {loaded.location.shown} lies at "
+                "or below it; nothing to relocate, nothing written (a path or URI names the same place in any "
+                "spelling: /x, file:/x, file:///x)"
+            )
         copies = relative_copies(loaded, result.checkpoint)
         local, remote, inside = _external_copies(loaded, result.checkpoint, old, new, io) if copy_data else ([], [], {})
         # Files that land inside the output directory itself (Flink 1.10 and some backends write absolute
@@ -71,13 +80,14 @@ def relocate(
         for kind, n in sorted(result.rewritten.items()):
             rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
         if not result.rewritten:
-            rp.warnings.append(f"no path starts with {old!r}: nothing was rewritten")
+            # Every file is relative to the checkpoint (or inline): the copy stands alone wherever it goes.
+            rp.warnings.append(f"no absolute path in the checkpoint: nothing to rewrite for --from {old}")
         if result.made_relative:
             rp.changes.append(Change("file handles made relative", result.made_relative))
         if copies:
             rp.changes.append(Change("relative files copied into the output", len(copies)))
         if result.untouched:
-            rp.warnings.append(f"{result.untouched} absolute paths do not start with {old!r} and were kept")
+            rp.warnings.append(f"{result.untouched} absolute paths are not below {old!r} and were kept")
         if copy_data:
             moved = len(local) + len(remote) + len(inside)
             rp.changes.append(Change("referenced files copied to their new location", moved))
@@ -273,10 +283,11 @@ def _external_copies(
     remote: dict[str, Path] = {}
     inside: dict[Path, str] = {}
     out_prefix = io.final_prefix.rstrip("/") + "/"
-    sources: dict[str, str] = {}
-    for h in leaf_stream_handles(checkpoint):
-        if is_file_backed(h) and not h.relative and h.file_name.startswith(new):
-            sources[h.file_name] = old + h.file_name[len(new) :]
+    sources: dict[str, str] = {}  # new path -> the source's path it was rewritten from
+    rule = PathRule(old, new)
+    for h in leaf_stream_handles(loaded.checkpoint):
+        if is_file_backed(h) and not h.relative and (moved := rule.apply(h.file_name)) is not None:
+            sources[moved] = h.file_name
     for new_path, original in sources.items():
         resolved = loaded.resolver.resolve_path(original)
         if resolved.local is None or not resolved.local.is_file():

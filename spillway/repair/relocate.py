@@ -2,6 +2,10 @@
 
 Inline handles' names look like paths (``file:/…/chk-5/<uuid>``) but are identifiers Flink never
 opens; they are kept exactly as they are, like everything else that is not a path.
+
+``old`` is matched as a location (``spillway.storage.rules``): ``/srv/x``, ``file:/srv/x`` and
+``file:///srv/x`` name the same prefix, whole path components only; a plain ``new`` keeps the
+``file:`` spelling of the path it replaces.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass, field
 
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, StreamHandle, StreamLeaf, is_file_backed
 from spillway.model.walk import transform_stream_handles
+from spillway.storage.rules import PathRule
 
 
 @dataclass
@@ -27,6 +32,7 @@ def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = No
     that directory become relative handles (metadata V3+ only)."""
     out = copy.deepcopy(cp)
     result = RelocateResult(out)
+    rule = PathRule(old, new)
 
     def count(kind: str) -> None:
         result.rewritten[kind] = result.rewritten.get(kind, 0) + 1
@@ -34,8 +40,9 @@ def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = No
     def fix(h: StreamLeaf) -> StreamHandle:
         if not is_file_backed(h) or h.relative:
             return h
-        if h.file_name.startswith(old):
-            h = h.with_file_name(new + h.file_name[len(old) :])
+        moved = rule.apply(h.file_name)
+        if moved is not None:
+            h = h.with_file_name(moved)
             count(h.flink_class)
         else:
             result.untouched += 1
@@ -54,8 +61,8 @@ def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = No
                 if dirs is None:
                     continue
                 for attr in ("task_owned_dir", "shared_dir"):
-                    value = getattr(dirs, attr)
-                    if value.startswith(old):
-                        setattr(dirs, attr, new + value[len(old) :])
+                    moved = rule.apply(getattr(dirs, attr))
+                    if moved is not None:
+                        setattr(dirs, attr, moved)
                         count("FileMergingOperatorStreamStateHandle." + attr)
     return result

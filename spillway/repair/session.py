@@ -22,6 +22,7 @@ from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import WriteError, write_checkpoint
 from spillway.storage.workspace import Workspace
 
@@ -78,14 +79,16 @@ def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> li
 
 def moved_rules(old: str, new: str, source_rules: list[str]) -> list[str]:
     """Self-check rules for paths rewritten ``old`` -> ``new`` whose data has not moved (or not to
-    this machine): send ``new…`` to wherever the source's ``old…`` really is."""
+    this machine): send ``new…`` to wherever the source's ``old…`` really is. Prefixes are compared as
+    locations (``/x`` and ``file:/x`` are one place)."""
+    moved = PathRule(old, new)
     rules: list[str] = []
     for rule in source_rules:
         src_prefix, _, actual = rule.partition("=")
-        if src_prefix.startswith(old):
-            rules.append(f"{new}{src_prefix[len(old) :]}={actual}")
-        elif old.startswith(src_prefix):
-            rules.append(f"{new}={actual}{old[len(src_prefix) :]}")
+        if (renamed := moved.apply(src_prefix)) is not None:
+            rules.append(f"{renamed}={actual}")
+        elif (found := PathRule(src_prefix, actual).apply(old)) is not None:
+            rules.append(f"{new}={found}")
     rules.append(f"{new}={old}")
     return rules
 
@@ -103,7 +106,7 @@ def _plan_check(rp: RepairPlan, io: Workspace, topology: Topology) -> Callable[[
         rules = [f"{rp.output.final_prefix}={tmp}", *rp.self_check_rebase]
         errors = [
             f
-            for f in validate(load_checkpoint(tmp, rules), topology).errors
+            for f in validate(load_checkpoint(tmp, internal=rules), topology).errors
             if not (f.rule == "plan-mismatch" and f.operator in rp.dropped)
         ]
         if not errors:

@@ -142,7 +142,7 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
         new_p = {k: v.new_p for k, v in report.plan.vertices.items() if v.rescaled}
         (out / PLAN_FILE).write_text(json.dumps(topology.with_parallelism(new_p), indent=2) + "\n")
         report.plan_file = str(out / PLAN_FILE)
-    written = load_checkpoint(out, [f"{final_prefix}={out}"]).checkpoint
+    written = load_checkpoint(out, internal=[f"{final_prefix}={out}"]).checkpoint
     outside = sorted(
         {
             h.file_name

@@ -13,26 +13,40 @@ move is a server-side copy plus a delete.
 
 Credentials and endpoints come from the usual environment of each store (for S3:
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_ENDPOINT_URL`` for
-S3-compatible servers, …), as pyarrow reads them. Flink's scheme aliases ``s3a``/``s3p``/``s3n`` are
-read as ``s3``; paths in ``_metadata`` are never rewritten by this module.
+S3-compatible servers, …). Flink's scheme aliases ``s3a``/``s3p``/``s3n`` are read as ``s3``; paths
+in ``_metadata`` are never rewritten by this module.
+
+Every remote call is bounded (:func:`timeout`, ``--storage-timeout`` / ``SPILLWAY_STORAGE_TIMEOUT``,
+default 30 s): S3 gets it as its connect and read timeout with one retry at most; every call on any
+store also runs under a watchdog, because not every client has a read timeout (GCS retries for 15
+minutes by default). A store that cannot be reached or read raises :class:`StorageError` (exit 3),
+one line naming the URI, apart from a checkpoint that is damaged (exit 1).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from spillway.errors import SpillwayError
+from spillway.errors import StorageError
+from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
+from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
+from spillway.storage.locate import LocateError
+from spillway.storage.rules import PathRule, location_of
+from spillway.storage.safe_writer import WriteError
+from spillway.storage.timeouts import timeout
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -62,8 +76,44 @@ def _bucketed() -> tuple[type, ...]:
     return tuple(c for c in (getattr(pafs, "S3FileSystem", None), getattr(pafs, "GcsFileSystem", None)) if c)
 
 
-class StorageError(SpillwayError):
-    """A remote file system could not be read or written as needed; the message names the URI."""
+T = TypeVar("T")
+
+_S3_ATTEMPTS = 2  # a call and one retry: a transient error passes, a dead endpoint fails in bounded time
+
+
+def _deadline(fs: Any) -> float:
+    """How long the watchdog waits for one call: past the client's own timeouts, which give the more
+    precise message (an S3 call may be tried twice)."""
+    attempts = _S3_ATTEMPTS if isinstance(fs, getattr(pafs, "S3FileSystem", ())) else 1
+    return timeout() * attempts + 2
+
+
+def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` in a daemon thread; a StorageError when it has not returned within ``deadline``
+    seconds (the thread is left behind: a client blocked in a read cannot be interrupted, and the
+    process ends with the error)."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="spillway-storage", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (see --storage-timeout)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _remote_call(loc: Location, what: str, call: Callable[..., T], *args: Any) -> T:
+    if isinstance(loc.fs, pafs.LocalFileSystem):
+        return call(*args)
+    return bounded(loc.uri, what, _deadline(loc.fs), call, *args)
 
 
 def scheme_of(text: str) -> str | None:
@@ -98,10 +148,67 @@ class Location:
 
 
 @cache
-def _filesystem(scheme: str, authority: str) -> tuple[pafs.FileSystem, str]:
-    """One pyarrow file system per store and bucket/host (pyarrow resolves credentials and region once)."""
-    fs, root = pafs.FileSystem.from_uri(f"{scheme}://{authority}/")
-    return fs, root
+def _filesystem(scheme: str, authority: str, seconds: float) -> pafs.FileSystem:
+    """One pyarrow file system per store, bucket/host and timeout (``seconds`` on its calls)."""
+    uri = f"{scheme}://{authority}/"
+    if scheme == "s3":
+        return _s3(authority, seconds)
+    if scheme in ("gs", "gcs"):
+        from datetime import timedelta
+
+        # Without a limit the client retries a failing call for 15 minutes.
+        return pafs.GcsFileSystem(retry_time_limit=timedelta(seconds=seconds))
+    if scheme in ("hdfs", "viewfs"):
+        return _hdfs(scheme, authority, seconds)
+    fs, _ = bounded(uri, "cannot open the file system", seconds + 2, pafs.FileSystem.from_uri, uri)
+    return fs
+
+
+def _s3(bucket: str, seconds: float) -> pafs.FileSystem:
+    """S3 as ``FileSystem.from_uri`` would open it (credentials, region and endpoint from the usual
+    environment), but with connect and read timeouts and a bounded number of attempts."""
+    options: dict[str, Any] = {
+        "connect_timeout": seconds,
+        "request_timeout": seconds,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=_S3_ATTEMPTS),
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        scheme, sep, host = endpoint.partition("://")
+        options["endpoint_override"] = (host if sep else endpoint).rstrip("/")
+        options["scheme"] = scheme if sep else "https"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region and not endpoint:
+        # The bucket's own region (a bucket in another region answers only with a redirect).
+        region = bounded(
+            f"s3://{bucket}", "cannot find the bucket's region", seconds + 2, pafs.resolve_s3_region, bucket
+        )
+    if region:
+        options["region"] = region
+    return pafs.S3FileSystem(**options)
+
+
+def _hdfs(scheme: str, authority: str, seconds: float) -> pafs.FileSystem:
+    """HDFS through libhdfs (a JVM in this process): what is missing is said up front, in one line,
+    instead of the client library's dozens of failed ``dlopen`` attempts on stderr."""
+    missing = why_no_hdfs_client()
+    if missing:
+        raise StorageError(f"{scheme}://{authority}: cannot open HDFS here: {missing}")
+    host, _, port = authority.partition(":")
+    millis = str(int(seconds * 1000))
+    conf = {
+        "ipc.client.connect.timeout": millis,
+        "ipc.client.connect.max.retries": "1",
+        "ipc.client.connect.max.retries.on.timeouts": "1",
+        "dfs.client.socket-timeout": millis,
+    }
+
+    def connect() -> pafs.FileSystem:
+        return pafs.HadoopFileSystem(host or "default", int(port) if port.isdigit() else 8020, extra_conf=conf)
+
+    with quiet_stderr():
+        # seconds + 10: the JVM starts first
+        return bounded(f"{scheme}://{authority}", "cannot open the file system", seconds + 10, connect)
 
 
 def locate(uri: str) -> Location:
@@ -114,24 +221,34 @@ def locate(uri: str) -> Location:
     rest = text[len(scheme) + 3 :]
     authority, _, key = rest.partition("/")
     try:
-        fs, _ = _filesystem(_ALIASES.get(scheme, scheme), authority)
+        fs = _filesystem(_ALIASES.get(scheme, scheme), authority, timeout())
     except (OSError, ValueError) as exc:
-        raise StorageError(f"{uri}: cannot open the file system: {exc}") from None
+        raise StorageError(f"{uri}: cannot open the file system: {one_line(exc)}") from None
+    except StorageError as exc:
+        # "<store>: what went wrong" -> named by the URI the user gave
+        raise StorageError(f"{uri}: {str(exc).partition(': ')[2]}") from None
     # pyarrow names object-store paths bucket-first; other file systems by absolute path
     path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _bucketed()) else "/" + key
     return Location(text, fs, path)
 
 
+def one_line(exc: BaseException) -> str:
+    """A client's error message as one short line (they run to several, with request ids and metadata)."""
+    text = str(exc)
+    for cut in (". Detail:", " error_info={", "; Details:"):
+        text = text.split(cut)[0]
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
 def _fail(loc: Location, what: str, exc: BaseException) -> StorageError:
-    detail = str(exc).split(". Detail:")[0]
-    if isinstance(exc, FileNotFoundError):
-        detail = "does not exist"
+    detail = "does not exist" if isinstance(exc, FileNotFoundError) else one_line(exc)
     return StorageError(f"{loc.uri}: {what}: {detail}")
 
 
 def info(loc: Location) -> pafs.FileInfo:
     try:
-        return loc.fs.get_file_info(loc.path)
+        return _remote_call(loc, "cannot look it up", loc.fs.get_file_info, loc.path)
     except (OSError, ValueError) as exc:
         raise _fail(loc, "cannot look it up", exc) from None
 
@@ -147,8 +264,9 @@ def exists(loc: Location) -> bool:
 
 
 def _list(loc: Location) -> list[pafs.FileInfo]:
+    selector = pafs.FileSelector(loc.path, recursive=True, allow_not_found=True)
     try:
-        return loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True, allow_not_found=True))
+        return _remote_call(loc, "cannot list it", loc.fs.get_file_info, selector)
     except (OSError, ValueError) as exc:
         raise _fail(loc, "cannot list it", exc) from None
 
@@ -159,10 +277,20 @@ def list_files(loc: Location) -> dict[str, int]:
     return {i.path[len(base) :]: i.size for i in _list(loc) if i.type == pafs.FileType.File}
 
 
+def _chunks(loc: Location, what: str) -> Iterable[bytes]:
+    """The file's bytes in chunks, each read bounded by the timeout (a stalled read fails, a slow
+    large download does not)."""
+    stream = _remote_call(loc, what, loc.fs.open_input_stream, loc.path)
+    try:
+        while chunk := _remote_call(loc, what, stream.read, _CHUNK):
+            yield chunk
+    finally:
+        stream.close()
+
+
 def read_bytes(loc: Location) -> bytes:
     try:
-        with loc.fs.open_input_stream(loc.path) as fh:
-            return fh.read()
+        return b"".join(_chunks(loc, "cannot read it"))
     except (OSError, ValueError) as exc:
         raise _fail(loc, "cannot read it", exc) from None
 
@@ -170,18 +298,25 @@ def read_bytes(loc: Location) -> bytes:
 def download(loc: Location, local: Path) -> None:
     local.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with loc.fs.open_input_stream(loc.path) as src, open(local, "wb") as dst:
-            while chunk := src.read(_CHUNK):
+        with open(local, "wb") as dst:
+            for chunk in _chunks(loc, "cannot download it"):
                 dst.write(chunk)
-    except (OSError, ValueError) as exc:
-        raise _fail(loc, "cannot download it", exc) from None
+    except BaseException as exc:
+        local.unlink(missing_ok=True)  # no partial copy may pass for the file
+        if isinstance(exc, (OSError, ValueError)):
+            raise _fail(loc, "cannot download it", exc) from None
+        raise
 
 
 def upload(local: Path, loc: Location) -> None:
     try:
-        with open(local, "rb") as src, loc.fs.open_output_stream(loc.path) as dst:
-            while chunk := src.read(_CHUNK):
-                dst.write(chunk)
+        with open(local, "rb") as src:
+            dst = _remote_call(loc, "cannot write it", loc.fs.open_output_stream, loc.path)
+            try:
+                while chunk := src.read(_CHUNK):
+                    _remote_call(loc, "cannot write it", dst.write, chunk)
+            finally:
+                _remote_call(loc, "cannot write it", dst.close)
     except (OSError, ValueError) as exc:
         raise _fail(loc, "cannot write it", exc) from None
 
@@ -189,9 +324,8 @@ def upload(local: Path, loc: Location) -> None:
 def sha256_of(loc: Location) -> str:
     h = hashlib.sha256()
     try:
-        with loc.fs.open_input_stream(loc.path) as fh:
-            while chunk := fh.read(_CHUNK):
-                h.update(chunk)
+        for chunk in _chunks(loc, "cannot read it back"):
+            h.update(chunk)
     except (OSError, ValueError) as exc:
         raise _fail(loc, "cannot read it back", exc) from None
     return h.hexdigest()
@@ -208,7 +342,7 @@ def _sha256_local(path: Path) -> str:
 def move(src: Location, dst: Location) -> None:
     """A rename where the store has one; copy + delete on object stores."""
     try:
-        src.fs.move(src.path, dst.path)
+        _remote_call(dst, f"cannot move {src.uri} here", src.fs.move, src.path, dst.path)
     except (OSError, ValueError) as exc:
         raise _fail(dst, f"cannot move {src.uri} here", exc) from None
 
@@ -216,12 +350,12 @@ def move(src: Location, dst: Location) -> None:
 def delete_quietly(loc: Location) -> None:
     """Best-effort clean-up after a failure (the original error is what the user needs to see)."""
     try:
-        i = loc.fs.get_file_info(loc.path)
+        i = info(loc)
         if i.type == pafs.FileType.Directory:
-            loc.fs.delete_dir(loc.path)
+            _remote_call(loc, "cannot delete it", loc.fs.delete_dir, loc.path)
         elif i.type == pafs.FileType.File:
-            loc.fs.delete_file(loc.path)
-    except (OSError, ValueError):
+            _remote_call(loc, "cannot delete it", loc.fs.delete_file, loc.path)
+    except (OSError, ValueError, StorageError):
         pass
 
 
@@ -229,8 +363,10 @@ def require_container(loc: Location) -> None:
     """Fail early and clearly when an object store's bucket does not exist (writes would fail late)."""
     if isinstance(loc.fs, _bucketed()):
         bucket = loc.path.split("/", 1)[0]
+        # A bucket the store says is not there is a wrong path (exit 2, like a missing local directory);
+        # one it refuses to show raises a StorageError from info() (exit 3).
         if info(Location(loc.uri, loc.fs, bucket)).type != pafs.FileType.Directory:
-            raise StorageError(f"{loc.uri}: bucket {bucket!r} does not exist (or is not accessible)")
+            raise LocateError(f"{loc.uri}: bucket {bucket!r} does not exist")
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -245,74 +381,110 @@ class Materialized:
     rebase: list[str]  # OLD=NEW rules sending absolute remote paths to their downloaded copies
     files: int = 0  # files downloaded, _metadata included
     bytes: int = 0
+    note: str | None = None  # "picked the newest of 3 checkpoints: chk-12" for a job directory
+    missing: int = 0  # referenced remote files that do not exist (reported by the commands, not here)
+
+    @property
+    def metadata_uri(self) -> str:
+        return f"{self.uri.rstrip('/')}/{METADATA}"
 
 
-def find_metadata(uri: str) -> Location:
-    """``_metadata`` of what ``uri`` names: the file itself, a chk-N/savepoint directory, or a job's
-    checkpoint directory (newest chk-N), like local paths."""
+def checkpoint_dirs(uri: str) -> list[Location]:
+    """The ``chk-N`` directories holding a ``_metadata`` directly under ``uri`` (a job's checkpoint
+    directory), oldest first; empty for anything else."""
     loc = locate(uri)
-    require_container(loc)
-    i = info(loc)
-    if i.type == pafs.FileType.File:
-        return loc
-    if i.type == pafs.FileType.NotFound:
-        raise StorageError(f"{uri}: no such file or directory")
-    meta = loc.child(METADATA)
-    if info(meta).type == pafs.FileType.File:
-        return meta
+    if info(loc).type != pafs.FileType.Directory:
+        return []
     chks = []
     for rel in list_files(loc):
         parts = rel.split("/")
         if len(parts) == 2 and parts[1] == METADATA and (m := _CHK.match(parts[0])):
             chks.append((int(m.group(1)), parts[0]))
+    return [loc.child(name) for _, name in sorted(chks)]
+
+
+def find_metadata(uri: str) -> tuple[Location, str | None]:
+    """``_metadata`` of what ``uri`` names: the file itself, a chk-N/savepoint directory, or a job's
+    checkpoint directory (newest chk-N, with a note saying so), like local paths."""
+    loc = locate(uri)
+    require_container(loc)
+    i = info(loc)
+    if i.type == pafs.FileType.File:
+        return loc, None
+    if i.type == pafs.FileType.NotFound:
+        raise LocateError(f"{uri}: no such file or directory")
+    meta = loc.child(METADATA)
+    if info(meta).type == pafs.FileType.File:
+        return meta, None
+    chks = checkpoint_dirs(uri)
     if not chks:
-        raise StorageError(f"{uri}: no _metadata here, and no chk-N directory holding one")
-    return loc.child(max(chks)[1]).child(METADATA)
+        raise LocateError(f"{uri}: no _metadata here, and no chk-N directory holding one")
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {chks[-1].name}"
+    return chks[-1].child(METADATA), note
 
 
-def materialize(uri: str, workdir: Path) -> Materialized:
+def _key(uri: str) -> str:
+    return hashlib.sha256(uri.encode()).hexdigest()[:12]
+
+
+def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Materialized:
     """Download ``_metadata``, the files it names relative to its directory, and every absolute remote
-    file it references, into ``workdir``. Absolute local paths are left to the usual resolution."""
-    meta = find_metadata(uri)
+    file it references (after ``rules``: a ``file:`` path rebased onto ``s3://`` is downloaded too),
+    into ``workdir``. Several checkpoints may share one ``workdir``: a file they share is fetched once.
+    Absolute local paths are left to the usual resolution."""
+    meta, note = find_metadata(uri)
     chk = meta.parent
-    local_chk = workdir / "checkpoint" / (chk.name or "checkpoint")
+    local_chk = workdir / "checkpoint" / _key(chk.uri) / (chk.name or "checkpoint")
     data = read_bytes(meta)
+    checkpoint = decode_metadata(data, meta.uri)  # a damaged _metadata fails before anything is written
     local_chk.mkdir(parents=True, exist_ok=True)
     (local_chk / METADATA).write_bytes(data)
-    result = Materialized(chk.uri, local_chk, [], 1, len(data))
-    checkpoint = decode_metadata(data, meta.uri)
+    result = Materialized(chk.uri, local_chk, [], 1, len(data), note)
     relative: set[str] = set()
     absolute: set[str] = set()
     for h in leaf_stream_handles(checkpoint, coordinator=True):
-        if not is_file_backed(h):
-            continue
-        if h.relative:
-            relative.add(h.file_name)
-        elif is_remote(h.file_name):
-            absolute.add(h.file_name)
+        if is_file_backed(h):
+            (relative if h.relative else absolute).add(h.file_name)
     for rel in sorted(relative):
         parts = PurePosixPath(rel).parts
         if PurePosixPath(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
-            raise StorageError(f"{meta.uri}: relative path {rel!r} escapes the checkpoint directory")
+            raise CheckpointFormatError(meta.uri, None, "", f"relative path {rel!r} escapes the checkpoint directory")
         _fetch(chk.child(rel), local_chk / rel, result)
-    mirror = workdir / "mirror"
-    schemes: set[str] = set()
-    for path in sorted(absolute):
-        scheme = path.split("://", 1)[0]
-        rest = path.split("://", 1)[1]
-        if any(p in ("", ".", "..") for p in rest.split("/")):
-            raise StorageError(f"{meta.uri}: referenced path {path!r} is not a plain file path")
-        schemes.add(scheme)
-        _fetch(locate(path), mirror / scheme / rest, result)
-    result.rebase = [f"{s}://={mirror / s}/" for s in sorted(schemes)]
+    result.rebase = fetch_referenced(absolute, list(rules), workdir / "mirror", result, meta.uri)
     return result
 
 
+def fetch_referenced(
+    names: Iterable[str], rules: list[PathRule], mirror: Path, result: Materialized, source: str
+) -> list[str]:
+    """Download every remote file among ``names`` (each after the first rule that applies to it) under
+    ``mirror``; return the rules sending those remote paths to their copies."""
+    schemes: set[str] = set()
+    for name in sorted(names):
+        target = next((new for r in rules if (new := r.apply(name)) is not None), name)
+        if not is_remote(target):
+            continue
+        scheme, rest = location_of(target)
+        if any(p in ("", ".", "..") for p in rest.split("/")):
+            raise CheckpointFormatError(source, None, "", f"referenced path {target!r} is not a plain file path")
+        schemes.add(scheme)
+        _fetch(locate(target), mirror / scheme / rest, result)
+    return [f"{s}://={mirror / s}/" for s in sorted(schemes)]
+
+
 def _fetch(loc: Location, local: Path, result: Materialized) -> None:
-    if not local.exists():
+    if local.exists():
+        return
+    try:
         download(loc, local)
-        result.files += 1
-        result.bytes += local.stat().st_size
+    except StorageError:
+        if info(loc).type == pafs.FileType.NotFound:
+            # A missing file is a finding about the checkpoint, reported like a missing local file.
+            result.missing += 1
+            return
+        raise
+    result.files += 1
+    result.bytes += local.stat().st_size
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -327,7 +499,7 @@ def check_target(uri: str) -> Location:
     loc = locate(uri)
     require_container(loc)
     if exists(loc):
-        raise StorageError(f"{uri}: already exists; spillway never overwrites (choose a new --out)")
+        raise WriteError(f"{uri}: already exists; spillway never overwrites (choose a new --out)")
     return loc
 
 
@@ -338,7 +510,7 @@ def publish_dir(local_dir: Path, uri: str) -> int:
     target = check_target(uri)
     files = sorted(p.relative_to(local_dir).as_posix() for p in local_dir.rglob("*") if p.is_file())
     if METADATA not in files:
-        raise StorageError(f"{local_dir}: no _metadata to publish")
+        raise WriteError(f"{local_dir}: no _metadata to publish")
     order = [f for f in files if f != METADATA] + [METADATA]
     tmp = _temporary_sibling(target)
     moved: list[Location] = []
@@ -377,7 +549,7 @@ def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
             if existing.type == pafs.FileType.File:
                 if existing.size == local.stat().st_size and sha256_of(dst) == digest:
                     continue
-                raise StorageError(f"{uri}: exists with different content; not overwritten")
+                raise WriteError(f"{uri}: exists with different content; not overwritten")
             tmp = dst.parent.child(f".{dst.name}.spillway-{uuid.uuid4().hex[:8]}.partial")
             try:
                 upload(local, tmp)

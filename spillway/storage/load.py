@@ -6,15 +6,25 @@ import atexit
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from spillway import progress
+from spillway import notices, progress
+from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle
+from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import file_path_of, leaf_stream_handles
 from spillway.safe_io import read_regular
-from spillway.storage.locate import CheckpointLocation, FileResolver, Rebase, ResolvedFile, locate_checkpoint
+from spillway.storage.locate import (
+    METADATA,
+    CheckpointLocation,
+    FileResolver,
+    Rebase,
+    ResolvedFile,
+    job_checkpoint_dirs,
+    locate_checkpoint,
+    strip_file_scheme,
+)
 
 
 @dataclass
@@ -23,6 +33,7 @@ class LoadedCheckpoint:
     checkpoint: Checkpoint
     resolver: FileResolver
     size: int
+    unmatched_rebase: list[str] = field(default_factory=list)  # --rebase rules that apply to no path
 
     def resolve_files(self) -> dict[str, ResolvedFile]:
         """Every file the checkpoint references, resolved (this records any rebasing applied)."""
@@ -50,30 +61,151 @@ class LoadedCheckpoint:
         return len(absolute) + len(relative), missing
 
 
-def working_copy(uri: str, workdir: Path) -> tuple[Path, list[str]]:
-    """Copy a remote checkpoint (and every remote file it references) under ``workdir``; return the
-    local checkpoint directory and the rebase rules that lead its absolute paths to the copies."""
+def working_copy(uri: str, workdir: Path, rules: list[Rebase] | None = None) -> tuple[Path, list[str]]:
+    """Copy a remote checkpoint (and every remote file it references, after ``rules``) under ``workdir``;
+    return the local checkpoint directory and the rules that lead its absolute paths to the copies."""
     from spillway.storage import fs  # pyarrow.fs only when needed: it costs every command start-up time
 
-    copy = fs.materialize(uri, workdir)
+    copy = fs.materialize(uri, workdir, rules or [])
     return copy.checkpoint_dir, list(copy.rebase)
 
 
-def load_checkpoint(path: str | os.PathLike[str], rebase: list[str] | None = None) -> LoadedCheckpoint:
-    if "://" in str(path) and not str(path).startswith("file:"):
-        # An object-store checkpoint is read from a local working copy (removed when the process ends).
-        workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
-        atexit.register(shutil.rmtree, workdir, True)
-        local, copy_rules = working_copy(str(path), workdir)
-        path, rebase = local, [*(rebase or []), *copy_rules]
-    location = locate_checkpoint(path)
-    rules = [Rebase.parse(r) for r in rebase or []]
+def remote_workdir() -> Path:
+    """A new local working directory for remote checkpoints, removed when the process ends. Checkpoints
+    of one job loaded into the same one share their files: each is downloaded once (never reused across
+    calls: the store may have changed since)."""
+    workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
+    atexit.register(shutil.rmtree, workdir, True)
+    return workdir
+
+
+def is_remote_path(path: str | os.PathLike[str]) -> bool:
+    text = str(path)
+    return "://" in text and not text.startswith("file:")
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    rebase: list[str] | None = None,
+    *,
+    internal: list[str] | None = None,
+    workdir: Path | None = None,
+) -> LoadedCheckpoint:
+    """Open a checkpoint (a local path or a URI). ``rebase``: the user's OLD=NEW rules; ``internal``:
+    spillway's own rules (to local copies, to an output being checked: applied, never shown nor warned
+    about); ``workdir``: where remote files are copied (default: a new :func:`remote_workdir`)."""
+    user = [Rebase.parse(r) for r in rebase or []]
+    copies = [Rebase.parse(r, internal=True) for r in internal or []]
+    if is_remote_path(path):
+        # An object-store checkpoint is read from a local working copy.
+        from spillway.storage import fs
+
+        workdir = workdir or remote_workdir()
+        copy = fs.materialize(str(path), workdir, user)
+        location = CheckpointLocation(copy.checkpoint_dir / METADATA, copy.note, copy.metadata_uri)
+        copies += [Rebase.parse(r, internal=True) for r in copy.rebase]
+    else:
+        location = locate_checkpoint(path)
     data = read_regular(location.metadata_path)
     # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
     bar = progress.stage("decoding _metadata", len(data), "bytes")
     try:
-        checkpoint = decode_metadata(data, str(location.metadata_path))
+        checkpoint = decode_metadata(data, location.shown)
         bar.update(len(data))
     finally:
         bar.done()
-    return LoadedCheckpoint(location, checkpoint, FileResolver(location, rules), len(data))
+    if any(is_remote_path(r.new) for r in user) and not is_remote_path(path):
+        # A local checkpoint whose files were moved to a store (--rebase file:/x=s3://b/x): copy them here.
+        from spillway.storage import fs
+
+        names = _absolute_names(checkpoint)
+        mirror = (workdir or remote_workdir()) / "mirror"
+        sink = fs.Materialized(str(path), location.checkpoint_dir, [])
+        fetched = fs.fetch_referenced(names, list(user), mirror, sink, location.shown)
+        copies += [Rebase.parse(r, internal=True) for r in fetched]
+    loaded = LoadedCheckpoint(location, checkpoint, FileResolver(location, [*user, *copies]), len(data))
+    loaded.unmatched_rebase = unmatched_rules(checkpoint, user)
+    for rule in loaded.unmatched_rebase:
+        notices.warn(f"--rebase {rule}: matches no path in {location.shown} (nothing was rebased by it)")
+    return loaded
+
+
+def _absolute_names(checkpoint: Checkpoint) -> set[str]:
+    """Every absolute file path the checkpoint's handles name."""
+    return {
+        h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_file_backed(h) and not h.relative
+    }
+
+
+def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
+    """The rules (as ``OLD=NEW``) that apply to none of the absolute paths the checkpoint names."""
+    if not rules:
+        return []
+    names = _absolute_names(checkpoint) | set(file_merging_dirs(checkpoint))
+    left = list(rules)
+    for name in names:
+        left = [r for r in left if not r.matches(name)]
+        if not left:
+            break
+    return [str(r) for r in left]
+
+
+def file_merging_dirs(checkpoint: Checkpoint) -> list[str]:
+    """The directories file-merging operator state names (paths too, though no handle opens them)."""
+    dirs = []
+    for op in checkpoint.operators:
+        for sub in op.subtasks:
+            for h in (sub.managed_operator_state, sub.raw_operator_state):
+                merging = getattr(h, "file_merging", None) if h is not None else None
+                if merging is not None:
+                    dirs += [merging.task_owned_dir, merging.shared_dir]
+    return dirs
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """A checkpoint of a job directory whose ``_metadata`` does not decode: left out, reported."""
+
+    checkpoint: str  # the chk-N directory, as the user knows it (a URI for a remote one)
+    error: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"checkpoint": self.checkpoint, "error": self.error}
+
+
+def job_checkpoints(path: str | os.PathLike[str]) -> list[str]:
+    """Every ``chk-N`` (oldest first) of a job's checkpoint directory, local or remote, as paths or
+    URIs to load; empty when ``path`` names one checkpoint (a chk-N directory, a ``_metadata``)."""
+    if is_remote_path(path):
+        from spillway.storage import fs
+
+        return [loc.uri for loc in fs.checkpoint_dirs(str(path))]
+    local = strip_file_scheme(str(path))
+    return [str(c) for c in job_checkpoint_dirs(local)] if local is not None else []
+
+
+def load_newest_readable(
+    path: str | os.PathLike[str], rebase: list[str] | None = None
+) -> tuple[LoadedCheckpoint, list[Damaged]]:
+    """Like :func:`load_checkpoint`, but a job directory whose newest ``chk-N`` does not decode gives the
+    newest one that does, with the damaged newer ones (raises the newest's error when none decodes)."""
+    chks = job_checkpoints(path)
+    if len(chks) <= 1:
+        return load_checkpoint(path, rebase), []
+    damaged: list[Damaged] = []
+    first_error: CheckpointFormatError | None = None
+    for chk in reversed(chks):
+        try:
+            loaded = load_checkpoint(chk, rebase)
+        except CheckpointFormatError as exc:
+            first_error = first_error or exc
+            damaged.append(Damaged(chk, str(exc)))
+            continue
+        name = chk.rstrip("/").rpartition("/")[2]
+        note = f"picked the newest of {len(chks)} checkpoints: {name}"
+        if damaged:
+            note = f"picked the newest readable of {len(chks)} checkpoints: {name} ({len(damaged)} newer damaged)"
+        loaded.location = replace(loaded.location, note=note)
+        return loaded, damaged
+    assert first_error is not None
+    raise first_error

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 from spillway.safe_io import real_path
+from spillway.storage.rules import PathRule
 
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
@@ -32,10 +33,20 @@ class LocateError(UsageError):
 class CheckpointLocation:
     metadata_path: Path
     note: str | None = None  # e.g. "picked newest of 3 checkpoints: chk-12"
+    uri: str | None = None  # a remote checkpoint: its _metadata's URI (metadata_path is a local copy)
 
     @property
     def checkpoint_dir(self) -> Path:
         return self.metadata_path.parent
+
+    @property
+    def shown(self) -> str:
+        """``_metadata`` as the user knows it: the URI of a remote one, never the local working copy."""
+        return self.uri or str(self.metadata_path)
+
+    @property
+    def shown_dir(self) -> str:
+        return self.uri.rstrip("/").rpartition("/")[0] if self.uri else str(self.checkpoint_dir)
 
 
 def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
@@ -47,14 +58,12 @@ def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+def job_checkpoint_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """The ``chk-N`` directories (oldest first) of what ``path`` names when it is a job's checkpoint
+    directory, or a checkpoint root holding exactly one job; empty for anything else."""
     p = Path(path)
-    if not p.exists():
-        raise LocateError(f"{p}: no such file or directory")
-    if p.is_file():
-        return CheckpointLocation(p)
-    if (p / METADATA).is_file():
-        return CheckpointLocation(p / METADATA)
+    if not p.is_dir() or (p / METADATA).is_file():
+        return []
     chks = _chk_dirs(p)
     if not chks:
         # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
@@ -65,24 +74,39 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
             raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
         if jobs:
             chks = jobs[0][1]
+    return [c for _, c in chks]
+
+
+def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
+    p = Path(path)
+    if not p.exists():
+        raise LocateError(f"{p}: no such file or directory")
+    if p.is_file():
+        return CheckpointLocation(p)
+    if (p / METADATA).is_file():
+        return CheckpointLocation(p / METADATA)
+    chks = job_checkpoint_dirs(p)
     if not chks:
         raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
-    n, newest = chks[-1]
-    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: chk-{n}"
+    newest = chks[-1]
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {newest.name}"
     return CheckpointLocation(newest / METADATA, note)
 
 
 @dataclass(frozen=True)
-class Rebase:
-    old: str
-    new: str
+class Rebase(PathRule):
+    """A ``--rebase OLD=NEW`` rule (OLD and NEW: a path or a URI; matched on any spelling of OLD's
+    location, see ``spillway.storage.rules``). ``internal`` rules are spillway's own (to the local
+    copies of remote files): they are applied like the others but never shown."""
+
+    internal: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> Rebase:
+    def parse(cls, text: str, internal: bool = False) -> Rebase:
         old, sep, new = text.partition("=")
         if not sep or not old or not new:
             raise LocateError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
-        return cls(old, new)
+        return cls(old, new, internal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +118,7 @@ class ResolvedFile:
     rebased_from: str | None = None  # prefix replaced, when a rewrite happened
     rebased_to: str | None = None
     problem: str | None = None
+    via: str | None = None  # the remote file (URI) ``local_text`` is a local copy of; show this, not the copy
 
     @property
     def local(self) -> Path | None:
@@ -185,20 +210,32 @@ class FileResolver:
 
     def _resolve_path(self, original: str) -> ResolvedFile:
         for rule in self.rules:
-            if original.startswith(rule.old):
-                rewritten = rule.new + original[len(rule.old) :]
-                local_text = strip_file_scheme(rewritten)
-                if local_text is None:
-                    return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
-                if not _safe_tail(tuple(original[len(rule.old) :].lstrip("/").split("/"))):
-                    return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
-                return ResolvedFile(original, local_text, rule.old, rule.new)
+            rewritten = rule.apply(original)
+            if rewritten is None:
+                continue
+            local_text = strip_file_scheme(rewritten)
+            via = original if rule.internal else None
+            if local_text is None:
+                # Rebased onto another store (file: -> s3://): its local copy, when one was made.
+                local_text, via = self._through_internal(rewritten), rewritten
+            if local_text is None:
+                return ResolvedFile(original, None, rule.old, rule.new, f"rebased path {rewritten!r} is not local")
+            tail = rule.tail(original) or ""
+            if not _safe_tail(tuple(tail.lstrip("/").split("/"))) and tail:
+                return ResolvedFile(original, None, problem="rebased path escapes its new prefix")
+            return ResolvedFile(original, local_text, rule.old, rule.new, via=via)
         found = self._find(original)
         if found is not None:
             return ResolvedFile(original, *found)
         local_text = strip_file_scheme(original)
         why = "not a local path" if local_text is None else "file does not exist"
         return ResolvedFile(original, local_text or None, problem=why)
+
+    def _through_internal(self, rewritten: str) -> str | None:
+        for rule in self.rules:
+            if rule.internal and (copy := rule.apply(rewritten)) is not None:
+                return strip_file_scheme(copy)
+        return None
 
     def _find(self, original: str) -> tuple[str, str | None, str | None] | None:
         """(local path, old prefix, new prefix) of an absolute path no rule applies to, if found."""
@@ -238,6 +275,20 @@ class FileResolver:
             self._note(old_prefix, new_prefix, original)
         return local
 
+    def shown_text(self, handle: Handle | None) -> str | None:
+        """Where the handle's file is, as the user knows it: ``local_text`` for a file on this machine,
+        the URI for one read from a store (a remote checkpoint's, or rebased onto ``s3://…``), never
+        the temporary local copy."""
+        if not isinstance(handle, FILE_BACKED_TYPES):
+            return None
+        if handle.relative and self.location.uri is not None:
+            return f"{self.location.shown_dir.rstrip('/')}/{handle.file_name}"
+        if self.rules:
+            resolved = self.resolve(handle)
+            if resolved is not None and resolved.via is not None:
+                return resolved.via
+        return self.local_text(handle)
+
     def survey(self, originals: set[str]) -> int:
         """Resolve many absolute paths at once, recording rebases; returns how many were not found.
 
@@ -245,7 +296,7 @@ class FileResolver:
         by_parent: dict[str, list[str]] = {}
         rules = self.rules
         for original in originals:
-            if rules and any(original.startswith(r.old) for r in rules):
+            if rules and any(r.matches(original) for r in rules):
                 self.resolve_path(original)
                 continue
             parent, _, name = original.rpartition("/")
@@ -304,5 +355,9 @@ class FileResolver:
         self.applied.setdefault((old, new), set()).add(original)
 
     def rebases(self) -> list[dict[str, object]]:
-        """Each prefix rewrite applied, with how many distinct paths it served."""
-        return [{"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items())]
+        """Each prefix rewrite applied, with how many distinct paths it served (spillway's own rules to
+        local copies of remote files are not shown: they name temporary directories)."""
+        hidden = {(r.old, r.new) for r in self.rules if r.internal}
+        return [
+            {"from": o, "to": n, "paths": len(c)} for (o, n), c in sorted(self.applied.items()) if (o, n) not in hidden
+        ]

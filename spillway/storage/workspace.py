@@ -18,7 +18,7 @@ from pathlib import Path
 from spillway.errors import UsageError
 from spillway.safe_io import real_path
 from spillway.storage import fs
-from spillway.storage.load import LoadedCheckpoint, load_checkpoint, working_copy
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
 
 _CHK_NAME = re.compile(r"^chk-\d+$")
@@ -64,10 +64,9 @@ def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator
         if fs.is_remote(src) or fs.is_remote(out_dir):
             workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
         if fs.is_remote(src):
-            assert workdir is not None
-            local, copied_rules = working_copy(src, workdir / "source")
-            rules += copied_rules
-            loaded = load_checkpoint(local, rules)
+            loaded = load_checkpoint(src, rules)
+            # the output's self-check reads the source's remote files from the same local copies
+            rules += [str(r) for r in loaded.resolver.rules if r.internal]
         else:
             loaded = load_checkpoint(strip_file_scheme(src) or src, rules)
         if fs.is_remote(out_dir):

@@ -143,7 +143,9 @@ def test_streamed_json_is_the_whole_document_at_once(tmp_path: Path, args: list[
         "metadata_path": str(loaded.location.metadata_path),
         "checkpoint_dir": str(loaded.location.checkpoint_dir),
         "size": loaded.size,
+        "damaged": [],
     }
     doc["rebased"] = loaded.resolver.rebases()
+    doc["rebase_unmatched"] = []
     assert doc["rebased"] and doc["rebased"][0]["paths"] > 1
     assert result.output == json.dumps(doc, separators=(",", ":")) + "\n"

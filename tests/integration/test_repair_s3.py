@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from support.endpoints import moto_s3
 from support.fixtures import fixture_named
 from typer.testing import CliRunner
 
@@ -26,58 +23,22 @@ runner = CliRunner()
 FIXTURE = "2.3.0-rocksdb-incremental"  # FileStateHandles in shared/ plus a relative channel-state file
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[pafs.S3FileSystem]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    env = {
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    fs._filesystem.cache_clear()
-    try:
-        client = pafs.S3FileSystem(
-            endpoint_override=f"127.0.0.1:{port}",
-            scheme="http",
-            access_key="testing",
-            secret_key="testing",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.create_dir("bucket-a")
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        client.create_dir("bucket-b")
-        yield client
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with moto_s3(buckets=("bucket-a", "bucket-b")) as server:
+        saved = {k: os.environ.get(k) for k in server.env()}
+        os.environ.update(server.env())
         fs._filesystem.cache_clear()
+        try:
+            assert server.client is not None
+            yield server.client
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            fs._filesystem.cache_clear()
 
 
 def repair(*args: str) -> tuple[int, str]:
@@ -173,13 +134,13 @@ def test_strip_from_s3_to_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
 def test_failures_are_clear_and_leave_nothing(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
     before = {b: objects(s3, b) for b in ("bucket-a", "bucket-b")}
 
-    # missing bucket for the output
+    # missing bucket for the output: a wrong path, exit 2 like a missing local path (not 3: the store answered)
     code, output = repair("strip-channel-state", in_bucket_a, "--out", "s3://no-such-bucket/x/chk-3")
-    assert code == 1 and "bucket 'no-such-bucket' does not exist" in output and "Traceback" not in output
+    assert code == 2 and "bucket 'no-such-bucket' does not exist" in output and "Traceback" not in output
 
-    # missing source object
+    # missing source object: exit 2, as for a local path that does not exist
     code, output = repair("strip-channel-state", "s3://bucket-a/nothing/chk-9", "--out", "s3://bucket-b/y/chk-9")
-    assert code == 1 and "s3://bucket-a/nothing/chk-9: no such file or directory" in output
+    assert code == 2 and "s3://bucket-a/nothing/chk-9: no such file or directory" in output
 
     # the output exists already
     code, output = repair("strip-channel-state", in_bucket_a, "--out", in_bucket_a)
@@ -202,8 +163,9 @@ def test_failures_are_clear_and_leave_nothing(s3: pafs.S3FileSystem, in_bucket_a
             "s3://bucket-b/broken",
             "--copy-data",
         )
+        # The missing object is a finding about the source (validate: missing file), not a storage failure.
         assert code == 1, output
-        assert f"s3://bucket-a/{shared[0]}" in output and "does not exist" in output
+        assert "missing file" in output and "Traceback" not in output
     finally:
         s3.move("bucket-a/keep-aside", f"bucket-a/{shared[0]}")
     assert {b: objects(s3, b) for b in ("bucket-a", "bucket-b")} == before
@@ -227,7 +189,7 @@ def test_rescale_between_buckets_equals_local_rescale(s3: pafs.S3FileSystem, tmp
     remote = {k[len("rescaled/") :]: v for k, v in objects(s3, "bucket-b").items() if k.startswith("rescaled/")}
     assert remote == {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
     res = runner.invoke(app, ["rescale", f"s3://bucket-a/counted/{chk.name}", "--out", "s3://no-such-bucket/x", *args])
-    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output
 
 
 def test_files_and_diff_on_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:

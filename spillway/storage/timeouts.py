@@ -1,0 +1,36 @@
+"""How long any remote call may take: ``--storage-timeout``, else ``SPILLWAY_STORAGE_TIMEOUT``, else 30 s.
+
+Kept apart from ``fs`` (which loads pyarrow) so the command line can set it at no cost."""
+
+from __future__ import annotations
+
+import os
+
+from spillway.errors import UsageError
+
+TIMEOUT_ENV = "SPILLWAY_STORAGE_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+_timeout: float | None = None  # --storage-timeout; None: the environment or the default
+
+
+def parse_timeout(text: str, source: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"{source} {text!r}: expected a number of seconds greater than 0")
+    return seconds
+
+
+def set_timeout(seconds: float | None) -> None:
+    """The timeout of every remote call from now on (None: ``SPILLWAY_STORAGE_TIMEOUT`` or 30 s)."""
+    global _timeout
+    _timeout = None if seconds is None else parse_timeout(str(seconds), "--storage-timeout")
+
+
+def timeout() -> float:
+    if _timeout is not None:
+        return _timeout
+    env = os.environ.get(TIMEOUT_ENV)
+    return parse_timeout(env, TIMEOUT_ENV) if env else DEFAULT_TIMEOUT
