@@ -844,6 +844,17 @@ def _deduce(
                 f"could be any of {shown} ({how_many}); give its uid (--uid {_quote(op.name)}=UID) if it has one, "
                 "or the job-graph plan (REST /jobs/<job-id>/plan)"
             )
+    for i in open_ops:
+        op = ops[i]
+        ins = graph.in_edges(node_of[i])
+        if op.method != deduction.DEDUCED or op.operator_id is None or len(ins) != 1:
+            continue
+        up = next((o for j, o in enumerate(ops) if node_of.get(j) == ins[0].source), None)
+        found = relations.get((op.operator_id, up.operator_id)) if up is not None and up.operator_id else None
+        if found:
+            op.uid_known = False
+            positions = "/".join(str(p) for p in sorted({p for p, _ in found}))
+            op.reason += f"; no uid: the id is the one Flink generates from its input's id (position {positions})"
     return m.count
 
 
