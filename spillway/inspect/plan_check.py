@@ -9,7 +9,14 @@ another job, or its uids differ from its names: a warning saying what would make
 from __future__ import annotations
 
 from spillway.flink.deduction import compatible
-from spillway.inspect.topology import BoundVertex, Topology, operator_binding, operator_facts, stores_stateless
+from spillway.inspect.topology import (
+    BoundVertex,
+    Topology,
+    bind,
+    operator_binding,
+    operator_facts,
+    stores_stateless,
+)
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 
@@ -88,6 +95,24 @@ def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[s
                     "checkpoint",
                 )
             )
+    # Keyed state lives on an operator whose input is keyed: a vertex fed only by other edges (or by none) cannot
+    # hold it. Checked per vertex, so job-graph plans are covered too (FORWARD admitted: reinterpretAsKeyedStream).
+    seen = {m[1] for m in found}
+    for bv in bind(topology, checkpoint).values():
+        keyed_input = any(e.ship_strategy.upper().startswith(("HASH", "FORWARD")) for e in bv.vertex.inputs)
+        for op in bv.members:
+            if keyed_input or op.label() in seen:
+                continue
+            if any(s.managed_keyed_state or s.raw_keyed_state for s in op.subtasks):
+                inputs = ", ".join(sorted({e.ship_strategy for e in bv.vertex.inputs})) or "none"
+                found.append(
+                    (
+                        "plan-mismatch",
+                        op.label(),
+                        f"{op.label()} holds keyed state, but the plan feeds its vertex {bv.vertex.label()!r} by no "
+                        f"keyed edge (inputs: {inputs}): the plan does not describe this checkpoint",
+                    )
+                )
     if checkpoint.format_version >= 5 and stores_stateless(checkpoint):
         names = {o.name for o in checkpoint.operators if o.name}
         for b in binding.operators:
