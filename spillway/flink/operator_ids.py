@@ -757,7 +757,11 @@ def _deduce(
     assignments there are."""
     by_id = {f.operator_id: f for f in facts}
     node_of = {i: nid for nid, i in cand.op_of.items()}
-    open_ops = [i for i, op in enumerate(ops) if op.method == UNBOUND and not _is_known_absent(op) and i in node_of]
+    open_ops = [
+        i
+        for i, op in enumerate(ops)
+        if op.method in (UNBOUND, deduction.INDISTINCT) and not _is_known_absent(op) and i in node_of
+    ]
     open_facts = [by_id[h] for h in ckpt if h not in claimed and h in by_id]
     if not open_facts and not open_ops:
         return 1

@@ -475,10 +475,16 @@ def _bound_vertices(
         if b.method == operator_ids.DEDUCED and b.operator_id is None:
             return True, None
         if b.method == operator_ids.INDISTINCT:
-            # No state and the same finished flags whichever it is: any candidate stands for it.
-            first = next((h for h in b.candidates if h != "-"), None)
-            return True, checkpoint.operator(first) if first else None
+            return True, None  # no state whichever it is (its finished flags: see stand_in)
         return False, None
+
+    def stand_in(b: operator_ids.BoundOperator | None, op: OperatorState | None) -> OperatorState | None:
+        """For the finished-state classes only: an indistinct operator's candidates finished alike, so any of
+        them shows its flags (never used as its identity: head, tail and members stay unknown)."""
+        if op is None and b is not None and b.method == operator_ids.INDISTINCT:
+            first = next((h for h in b.candidates if h != "-"), None)
+            return checkpoint.operator(first) if first else None
+        return op
 
     by_name: dict[str, list[OperatorState]] = {}
     for op in checkpoint.operators:
@@ -521,6 +527,8 @@ def _bound_vertices(
         if head is None and v.vertex_id is not None:
             head = checkpoint.operator(v.vertex_id)
         tail = ops[tail_i] if ops else None
+        members = [o for o in ops if o is not None]
+        ops = [stand_in(b, o) for b, o in zip(members_b, ops, strict=False)] if members_b else ops
         complete = all(k for k, _ in found)
         problem = None
         if not found or not (found[0][0] or _side_empty(members_b[0], checkpoint, "input")):
@@ -532,7 +540,7 @@ def _bound_vertices(
             head,
             tail,
             problem,
-            members=[o for o in ops if o is not None],
+            members=members,
             operators=ops,
             known=[k for k, _ in found],
             complete=complete,
