@@ -3,6 +3,7 @@ a table of the rest otherwise."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -12,7 +13,7 @@ from rich.table import Table
 from spillway.cli.output import out
 from spillway.cli.wide import print_wide
 from spillway.flink.operator_ids import Binding
-from spillway.inspect.reports import binding_json
+from spillway.inspect.reports import binding_json, uid_map_template
 
 
 def show_binding(binding: Binding | None) -> None:
@@ -37,3 +38,10 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     for b in rest:
         table.add_row(escape(b["operator"]), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
     print_wide(table)
+    template = uid_map_template(rows)
+    if template:
+        out.print(
+            "[dim]a uid map to fill in with the uids of those that have one, then pass it as --uid-map FILE "
+            "(empty entries are ignored):[/]"
+        )
+        out.print(escape(json.dumps(template, indent=2)), soft_wrap=True)

@@ -10,10 +10,12 @@ def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
     """All operators when ``wanted`` is None; else those whose id, uid or name is ``wanted``.
 
     Before metadata V5 a checkpoint stores ids only; a uid given here still finds its operator
-    through Flink's uid hash."""
+    through Flink's uid hash, and once a plan is bound to the checkpoint the plan's name finds it too."""
     if wanted is None:
         return cp.operators
     hits = [o for o in cp.operators if wanted in (o.operator_id, o.uid, o.name)]
+    if not hits:
+        hits = [o for o in cp.operators if o.name is None and o.plan_name == wanted]
     if not hits:
         hashed = _uid_hash(wanted)
         hits = [o for o in cp.operators if o.operator_id == hashed]

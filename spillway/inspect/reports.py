@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
     """How each plan operator was bound to the checkpoint: ``method`` is one of stored-name, uid-hash,
-    deterministic-hash, vertex-id (Flink's own ids: ``exact``), elimination (a structural guess) or
-    unbound; ``reason`` says what would make an inexact binding certain."""
+    deterministic-hash, hash-input, vertex-id, deduced (``exact``: Flink's own ids, or the only assignment the
+    checkpoint's evidence allows), indistinct (holds no state; cannot be told apart, nothing depends on it),
+    elimination (a structural guess, only without the checkpoint's facts) or unbound; ``reason`` says what decided
+    it or what would; ``candidates`` the ids an operator not bound could still be ("-": none)."""
     if binding is None:
         return None
     return [
@@ -33,9 +35,16 @@ def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
             "in_checkpoint": b.in_checkpoint,
             "uid": b.uid,
             "reason": b.reason,
+            "candidates": list(b.candidates),
         }
         for b in binding.operators
     ]
+
+
+def uid_map_template(rows: list[dict[str, Any]] | None) -> dict[str, str]:
+    """A uid map to fill in (``--uid-map FILE``): every plan operator the binding leaves open, with an empty uid
+    (empty entries are ignored when the map is read)."""
+    return {b["operator"]: "" for b in rows or () if b["method"] == "unbound"}
 
 
 def validate_json(

@@ -126,7 +126,7 @@ def load_uid_map(path: str | Path) -> dict[str, str]:
         raise PlanError(f"{path}: not a readable JSON uid map ({exc})") from None
     if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
         raise PlanError(f'{path}: a uid map is a JSON object {{"operator name": "uid", …}}')
-    return doc
+    return {name: uid for name, uid in doc.items() if uid}  # the template's entries left empty say nothing
 
 
 def parse_plan(doc: Any, source: str = "plan") -> Topology:

@@ -181,9 +181,9 @@ def clear_finished(
         loaded = io.loaded
         damage = source_damage(loaded, None, force)
         cp = loaded.checkpoint
-        ids = operator_ids(cp, operators)
         topology = as_topology(plan) if plan else None
-        verdict = check(topology, cp) if topology is not None else None
+        verdict = check(topology, cp) if topology is not None else None  # binds first: plan names resolve
+        ids = operator_ids(cp, operators)
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (--operator) or give the new job's --plan")

@@ -8,6 +8,7 @@ Flink accepts these checkpoints for their own job)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from support.fixtures import Fixture, all_fixtures
@@ -118,3 +119,25 @@ def test_analyze_binds_once(monkeypatch: pytest.MonkeyPatch) -> None:
     names = {o["operator_id"]: o["name"] for o in doc["operators"]}
     flink = _flink(fx)
     assert names[flink["slow-count"]] == "slow-count"  # the plan's name, not null, on a V4 checkpoint
+
+
+def test_the_uid_map_template_names_what_is_open_and_filling_it_binds_it(tmp_path: Path) -> None:
+    """1.20.3-prod-counted leaves two operators open (a stateless sink and an operator with state, both with uids,
+    same parallelism, adjacent): the template lists them; the uid Flink had for one (ids.json) settles both."""
+    from support.console import spillway
+
+    fx = next(f for f in PROD_1X if f.name == "1.20.3-prod-counted")
+    run = spillway("validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"))
+    assert run.code == 0, run.output
+    start = run.out.index("{", run.out.index("a uid map to fill in"))
+    template = json.loads(run.out[start : run.out.index("}", start) + 1])
+    assert template == {"check-totals": "", "discard: Writer": ""}
+    uids = {n["name"]: n["uid"] for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}
+    template["check-totals"] = uids["check-totals"]
+    uid_map = tmp_path / "uids.json"
+    uid_map.write_text(json.dumps(template))
+    run = spillway("validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--uid-map", str(uid_map),
+                   "--json")  # fmt: skip
+    binding = {b["operator"]: b for b in json.loads(run.out)["binding"]}
+    flink = _flink(fx)
+    assert all(b["exact"] and b["operator_id"] == flink[name] for name, b in binding.items()), binding
