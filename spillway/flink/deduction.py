@@ -95,6 +95,22 @@ def _base_digests(positions: int, max_chained: int) -> np.ndarray:
     return out
 
 
+def _rows_in(rows: np.ndarray, wanted: set[bytes]) -> list[int]:
+    """Indexes of the 16-byte ``rows`` that are in ``wanted``: first on their low 8 bytes with numpy, then each
+    candidate whole (keeps the per-row Python work to the few rows that can match)."""
+    if not wanted or rows.size == 0:
+        return []
+    rows = np.ascontiguousarray(rows)
+    low = rows[:, :8].copy().view(np.uint64).ravel()
+    keys = np.sort(np.frombuffer(b"".join(w[:8] for w in wanted), dtype=np.uint64))
+    at = np.minimum(np.searchsorted(keys, low), len(keys) - 1)  # few keys, many rows: no sort of the rows
+    hits = np.flatnonzero(keys[at] == low)
+    if hits.size == 0:
+        return []
+    raw = rows.tobytes()
+    return [int(i) for i in hits if raw[16 * i : 16 * i + 16] in wanted]
+
+
 def _mix(digests: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Flink's per-input step ``hash[j] = (byte) (hash[j] * 37 ^ input[j])`` for every digest x every input
     candidate: (..., 16) x (M, 16) -> (..., M, 16). The low eight bits of the product depend only on the low
@@ -124,7 +140,7 @@ def hash_search(
     nodes: Collection[int],
     *,
     fits: Callable[[int, str], bool] | None = None,
-    budget: int = 4_000_000,
+    budget: int = 250_000,
 ) -> list[HashHit]:
     """Every way a node of ``nodes`` can be a generated id: for each position (0 .. nodes-1), each chained-output
     count (0 .. out-degree) and each assignment of ids to its inputs (a ``known`` input's id, else any id of
@@ -173,7 +189,7 @@ def hash_search(
             flat = np.ascontiguousarray(mixed.reshape(-1, 16))
             raw = flat.tobytes()
             shape = mixed.shape[:-1]
-            for idx in (i for i in range(flat.shape[0]) if raw[16 * i : 16 * i + 16] in wanted):
+            for idx in _rows_in(flat, wanted):
                 coords = np.unravel_index(idx, shape)
                 p, c = int(coords[0]), int(coords[1])
                 used = tuple((e.source, pools[k][1][int(coords[2 + k])]) for k, e in enumerate(edges))
@@ -203,10 +219,8 @@ def id_relations(ids: Sequence[str], positions: int, max_chained: int) -> dict[t
     where = {bytes.fromhex(i): i for i in ids}
     out: dict[tuple[str, str], set[tuple[int, int]]] = {}
     shape = mixed.shape[:-1]
-    for idx in range(mixed.size // 16):
-        child = where.get(raw[16 * idx : 16 * idx + 16])
-        if child is None:
-            continue
+    for idx in _rows_in(mixed.reshape(-1, 16), set(where)):
+        child = where[raw[16 * idx : 16 * idx + 16]]
         p, c, m = (int(x) for x in np.unravel_index(idx, shape))
         if ids[m] != child:
             out.setdefault((child, ids[m]), set()).add((p, c))
@@ -362,9 +376,11 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
 class Matching:
     """The consistent matchings of the open plan nodes onto the open checkpoint ids."""
 
-    #: Node id -> every value it takes over all consistent matchings (an operator id or :data:`ABSENT`).
+    #: Node id -> every value it takes in some consistent matching (an operator id or :data:`ABSENT`); when
+    #: ``complete`` is False a search ran out of budget and the set may hold values no matching has — never
+    #: fewer than the true ones, so a single value is certain either way.
     values: dict[int, set[str]] = field(default_factory=dict)
-    #: How many consistent matchings there are (capped: ``complete`` is False then).
+    #: How many distinct consistent matchings were met (0: there is none).
     count: int = 0
     complete: bool = True
     #: Node id -> why each id was ruled out for it (id -> reason), for the ones ruled out by a fact.
@@ -379,7 +395,8 @@ def solve_matching(
     facts: Sequence[OperatorFacts],
     *,
     absent_allowed: bool,
-    cap: int = 5000,
+    budget: int = 4000,
+    total_budget: int = 200_000,
     extra: Callable[[int, OperatorFacts], str | None] | None = None,
     known: Mapping[int, str] | None = None,
     relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
@@ -399,7 +416,16 @@ def solve_matching(
     for forward_keyed in (False, True):
         every = {f.operator_id: f for f in (*known_facts, *facts)}
         m = _solve(
-            graph, nodes, facts, absent_allowed, cap, extra, forward_keyed, known or {}, relations or {}, every
+            graph,
+            nodes,
+            facts,
+            absent_allowed,
+            (budget, total_budget),
+            extra,
+            forward_keyed,
+            known or {},
+            relations or {},
+            every,
         )
         if m.count:
             return m
@@ -411,7 +437,7 @@ def _solve(
     nodes: Sequence[int],
     facts: Sequence[OperatorFacts],
     absent_allowed: bool,
-    cap: int,
+    budgets: tuple[int, int],
     extra: Callable[[int, OperatorFacts], str | None] | None,
     forward_keyed: bool,
     known: Mapping[int, str],
@@ -419,6 +445,7 @@ def _solve(
     every: Mapping[str, OperatorFacts],
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
+    budget, total_budget = budgets  # steps per search, and over all searches
     related: dict[str, set[str]] = {}
     for child, parent in relations:
         related.setdefault(child, set()).add(parent)
@@ -531,53 +558,98 @@ def _solve(
     ids = [f.operator_id for f in facts]
     if len(ids) > len(nodes):
         return m  # more checkpoint operators than plan operators: no matching covers them all
-    order = sorted(nodes, key=lambda n: len(domains[n]))
     taken: set[str] = set()
     choice: dict[int, str] = {}
     needed = set(ids)
 
-    def feasible(rest: int) -> bool:
-        # every id still untaken must be reachable by some unassigned node
-        left = needed - taken
-        if len(left) > len(order) - rest:
-            return False
-        free_nodes = order[rest:]
-        return all(any(i in domains[n] for n in free_nodes) for i in left)
+    class _Budget(Exception):
+        pass
 
-    def walk(k: int) -> None:
-        if m.count >= cap:
-            m.complete = False
-            return
-        if k == len(order):
-            if needed <= taken:
-                m.count += 1
-                for n, v in choice.items():
-                    m.values[n].add(v)
-            return
-        nid = order[k]
+    def first(order: list[int], doms: Mapping[int, list[str]]) -> dict[int, str] | None:
+        """One consistent assignment over ``order`` with domains ``doms``, or None when there is none; raises
+        _Budget when the search takes more than ``budget`` steps."""
+        steps = 0
+        limit = min(budget, spent[1] - spent[0])
+
+        reach = {n: set(doms[n]) for n in order}
+
+        def feasible(rest: int) -> bool:
+            # every id still untaken must be reachable by some unassigned node
+            left = needed - taken
+            if len(left) > len(order) - rest:
+                return False
+            free: set[str] = set()
+            for n in order[rest:]:
+                free |= reach[n]
+            return left <= free
+
+        def rec(k: int) -> dict[int, str] | None:
+            nonlocal steps
+            steps += 1
+            spent[0] += 1
+            if steps > limit:
+                raise _Budget
+            if k == len(order):
+                return dict(choice) if needed <= taken else None
+            nid = order[k]
+            for v in doms[nid]:
+                if v != ABSENT and v in taken:
+                    continue
+                claimed_here: list[int] | None = []
+                if v != ABSENT:
+                    if not fits_pairs(nid, v):
+                        continue
+                    claimed_here = place(nid, v)
+                    if claimed_here is None:
+                        continue
+                    taken.add(v)
+                choice[nid] = v
+                try:
+                    found = rec(k + 1) if feasible(k + 1) else None
+                finally:
+                    del choice[nid]
+                    if v != ABSENT:
+                        taken.discard(v)
+                        unplace(nid, v, claimed_here or [])
+                if found is not None:
+                    return found
+            return None
+
+        return rec(0) if feasible(0) else None
+
+    # Which (node, id) pairs occur in some consistent assignment: each assignment found supports all its pairs,
+    # and a pair not yet supported gets a search of its own. A search that runs out of budget counts its pair
+    # as possible: the answer can only be less certain, never wrong.
+    order = sorted(nodes, key=lambda n: len(domains[n]))
+    spent = [0, total_budget]  # steps taken over all searches, and the most they may take
+    solutions: set[tuple[tuple[int, str], ...]] = set()
+    try:
+        sol = first(order, domains)
+    except _Budget:
+        m.complete = False
+        for n in nodes:
+            m.values[n] = set(domains[n])
+        m.count = 1  # not proven, not refuted
+        return m
+    if sol is None:
+        return m
+    solutions.add(tuple(sorted(sol.items())))
+    for n, v in sol.items():
+        m.values[n].add(v)
+    for nid in order:
         for v in domains[nid]:
-            if v != ABSENT and v in taken:
+            if v in m.values[nid]:
                 continue
-            claimed_here: list[int] | None = []
-            if v != ABSENT:
-                if not fits_pairs(nid, v):
-                    continue
-                claimed_here = place(nid, v)
-                if claimed_here is None:
-                    continue
-            choice[nid] = v
-            if v != ABSENT:
-                taken.add(v)
-            if feasible(k + 1):
-                walk(k + 1)
-            if v != ABSENT:
-                taken.discard(v)
-                unplace(nid, v, claimed_here or [])
-            del choice[nid]
-            if m.count >= cap:
+            doms = {**domains, nid: [v]}
+            try:
+                found = first([nid, *(n for n in order if n != nid)], doms)
+            except _Budget:
+                m.values[nid].add(v)
                 m.complete = False
-                return
-
-    if feasible(0):
-        walk(0)
+                continue
+            if found is not None:
+                solutions.add(tuple(sorted(found.items())))
+                for n, val in found.items():
+                    m.values[n].add(val)
+    m.count = len(solutions)
     return m

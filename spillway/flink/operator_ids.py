@@ -809,14 +809,14 @@ def _deduce(
         return 0
     if m.forward_keyed:
         notes.append("keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)")
-    how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s)"
+    how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s) met"
     for i in open_ops:
         op = ops[i]
         nid = node_of[i]
         values = m.values[nid]
         ruled = m.ruled_out.get(nid, {})
-        op.candidates = tuple(sorted(values)) if m.complete else ()
-        if len(values) == 1 and m.complete:
+        op.candidates = tuple(sorted(values))
+        if len(values) == 1:
             (v,) = values
             if v == deduction.ABSENT:
                 op.method, op.reason = (
@@ -832,10 +832,10 @@ def _deduce(
                 op,
                 v,
                 deduction.DEDUCED,
-                f"the only checkpoint operator that fits ({_evidence(by_id[v])}) in all {how_many}"
-                + (f"; others ruled out: {why_not}" if why_not else ""),
+                f"the only checkpoint operator that fits ({_evidence(by_id[v])}) in every consistent assignment "
+                f"({how_many})" + (f"; others ruled out: {why_not}" if why_not else ""),
             )
-        elif values and m.complete and _interchangeable(values, by_id):
+        elif values and _interchangeable(values, by_id):
             op.method = deduction.INDISTINCT
             shown = ", ".join(sorted("not in the checkpoint" if v == deduction.ABSENT else v for v in values))
             op.reason = (
