@@ -123,6 +123,7 @@ class Placement:
     where: dict[str, tuple[str, int]]  # checkpoint operator id -> (vertex key, position in chain, head = 0)
     unknown: list[str]  # plan operators whose Flink operator id is not known, each with why
     guessed: list[str]  # plan operators bound by a structural guess, not Flink's rule
+    old_parallelism: dict[str, int] = field(default_factory=dict)  # vertex key -> its operators' parallelism
 
 
 def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
@@ -163,7 +164,8 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
             where[b.operator_id] = spot
     if binding is None:
         unknown.append("the plan could not be bound to the checkpoint at all")
-    return Placement(vertices, where, unknown, guessed)
+    old = {key: op.parallelism for op in checkpoint.operators for key, _ in [where.get(op.operator_id, ("", 0))] if key}
+    return Placement(vertices, where, unknown, guessed, old)
 
 
 # ------------------------------------------------------------------------------------------------- the checks
@@ -184,18 +186,27 @@ def has_state(op: OperatorState) -> bool:
     return op.coordinator_state is not None or any(s.has_state() for s in op.subtasks)
 
 
-def _channel_parts(op: OperatorState) -> tuple[set[int], set[int]]:
-    """(input gates, output partitions) holding in-flight data: a channel handle with at least one chunk."""
-    gates: set[int] = set()
-    partitions: set[int] = set()
+def _channel_parts(op: OperatorState) -> tuple[dict[int, int], dict[int, int]]:
+    """In-flight data of the operator: input gate -> highest channel index, output partition -> highest
+    subpartition index, over the channel handles with at least one chunk (Flink's test for channel state)."""
+    gates: dict[int, int] = {}
+    partitions: dict[int, int] = {}
     for s in op.subtasks:
         for h in channel_handles(s.input_channel_state):
             if h.offsets:
-                gates.add(h.gate_index)  # type: ignore[union-attr]
+                g, c = h.gate_index, h.input_channel_index  # type: ignore[union-attr]
+                gates[g] = max(gates.get(g, 0), c)
         for h in channel_handles(s.result_subpartition_state):
             if h.offsets:
-                partitions.add(h.partition_index)  # type: ignore[union-attr]
+                p, c = h.partition_index, h.subpartition_index  # type: ignore[union-attr]
+                partitions[p] = max(partitions.get(p, 0), c)
     return gates, partitions
+
+
+def pointwise_channels(senders: int, receivers: int) -> tuple[int, int]:
+    """(input channels of a receiving subtask, subpartitions of a sending subtask) at most, on a pointwise
+    (FORWARD / RESCALE) exchange: each side connects to ceil(other / this) of the other side, at least one."""
+    return max(1, -(-senders // receivers)), max(1, -(-receivers // senders))
 
 
 def _mapper_unsupported(strategy: str) -> bool:
@@ -324,6 +335,12 @@ def _dropped_channel_state(op: OperatorState, place: Placement, cp: Checkpoint) 
     ]
 
 
+def _vertex_id(place: Placement, v: NewVertex) -> str:
+    """Flink's job-vertex id: its head operator's id (the plan's key for job-graph plans)."""
+    heads = [op_id for op_id, (key, pos) in place.where.items() if key == v.key and pos == 0]
+    return heads[0] if heads else v.key
+
+
 def _configured_max(settings: Settings, vertex: NewVertex) -> int | None:
     return settings.max_parallelism.get(vertex.key, settings.max_parallelism.get(None))
 
@@ -335,7 +352,14 @@ def _max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> li
     with_state: set[str] = set()
     for op in cp.operators:
         if op.operator_id in place.where and has_state(op):
-            with_state.add(place.where[op.operator_id][0])
+            key = place.where[op.operator_id][0]
+            with_state.add(key)
+            # A stateless vertex next to channel state gets an (empty) assignment too, to filter what its
+            # neighbour re-sends (seen on 2.0.0: Flink names the stateless "len -> sink" vertex).
+            gates, partitions = _channel_parts(op)
+            v = place.vertices[key]
+            with_state |= {down for down, i, _ in v.outputs if i in partitions}
+            with_state |= {up for up, g, _ in v.inputs if g in gates}
     for v in place.vertices.values():
         configured = _configured_max(settings, v)
         if configured is not None and v.parallelism > configured:
@@ -374,7 +398,7 @@ def _max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> li
                     REFUSED,
                     f"{_label(op)}: new parallelism {v.parallelism} of vertex {v.label} is above the checkpoint's max "
                     f"parallelism {op.max_parallelism} (the number of key groups)",
-                    MSG_ABOVE_MAX.format(vertex=v.key, old=op.max_parallelism, new=v.parallelism),
+                    MSG_ABOVE_MAX.format(vertex=_vertex_id(place, v), old=op.max_parallelism, new=v.parallelism),
                     operator=op.operator_id,
                 )
             )
@@ -410,6 +434,7 @@ def _channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list
             chained.append(op)
             continue
         if op.parallelism == v.parallelism:
+            out += _pointwise_channel_counts(op, place, v, gates, partitions)
             continue
         sides = []
         if gates:
@@ -472,6 +497,45 @@ def _channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list
             )
         )
     return out
+
+
+def _pointwise_channel_counts(
+    op: OperatorState, place: Placement, v: NewVertex, gates: dict[int, int], partitions: dict[int, int]
+) -> list[Reason]:
+    """Without rescaling Flink hands each subtask its channel state as stored: an exchange that is pointwise now
+    has fewer channels than one that was all-to-all, and a stored channel index past them fails the task
+    (seen as "Index 1 out of bounds for length 1")."""
+    out: list[Reason] = []
+    sides = [("input", g, up, s, gates[g]) for up, g, s in v.inputs if g in gates]
+    sides += [("output", i, down, s, partitions[i]) for down, i, s in v.outputs if i in partitions]
+    for side, index, other_key, strategy, highest in sides:
+        other = place.vertices[other_key]
+        if not _mapper_unsupported(strategy) or strategy.upper() == "BROADCAST":
+            continue
+        if other.parallelism != other_parallelism_in_checkpoint(place, other_key, other.parallelism):
+            continue  # the other side is rescaled: Flink builds virtual channels, checked elsewhere
+        ins, outs = pointwise_channels(
+            *((other.parallelism, v.parallelism) if side == "input" else (v.parallelism, other.parallelism))
+        )
+        have = ins if side == "input" else outs
+        if highest >= have:
+            out.append(
+                Reason(
+                    "channel-state-channels",
+                    REFUSED,
+                    f"{_label(op)}: its {side} {index} is {strategy} (pointwise) in the new job, with at most {have} "
+                    f"channel(s) per subtask, but the checkpoint holds channel state for channel index {highest}: "
+                    "the exchange was not pointwise when checkpointed. Flink accepts the restore and the task then "
+                    "fails",
+                    f"Index {highest} out of bounds for length {have}",
+                    operator=op.operator_id,
+                )
+            )
+    return out
+
+
+def other_parallelism_in_checkpoint(place: Placement, key: str, default: int) -> int:
+    return place.old_parallelism.get(key, default)
 
 
 def _finished(topology: Topology, cp: Checkpoint) -> list[Reason]:
