@@ -157,7 +157,8 @@ def restore(
     waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java).
     ``debug_loggers`` (class or package names) log at DEBUG into the same flink.log (a log4j2 configuration
     written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors.
-    ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the scenario's own)."""
+    ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the
+    scenario's own)."""
     lib, classes = prepare(release)
     gen = _generator()
     own_workdir = workdir is None

@@ -8,12 +8,12 @@ import re
 from typing import Any
 
 import pytest
+from support.fixtures import fixture_named
+from support.preflight_matrix import CASES, RELEASES, job_uids, load_recorded, recorded, recorded_dir
 
 from spillway.inspect.preflight import REFUSED, UNKNOWN, Result, Settings, check
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
-from support.fixtures import fixture_named
-from support.preflight_matrix import CASES, RELEASES, job_uids, load_recorded, recorded, recorded_dir
 
 # Flink's message -> the preflight check that must name it (docs/format/restore-checks.md)
 FLINK_CHECKS = {
