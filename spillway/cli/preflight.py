@@ -152,18 +152,14 @@ def command(
 def show(result: Any, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
     answer = {True: "[bold green]yes[/]", False: "[bold red]no[/]", None: "[yellow]unknown[/]"}[result.restorable]
     out.print(f"restorable: {answer}")
-    t = Table(show_edge=False, pad_edge=False)
-    for col in ("verdict", "check", "reason", "Flink says"):
-        t.add_column(col, overflow="fold")
+    # one reason per paragraph, not a table: the messages and Flink's words are long and must not be cut
     for r in result.reasons:
         style = VERDICT_STYLE.get(r.verdict, "")
-        t.add_row(
-            f"[{style}]{r.verdict}[/]" if style else r.verdict,
-            r.check,
-            escape(r.message + (f" [{r.flink_issue}]" if r.flink_issue else "")),
-            escape(r.flink_message or ""),
-        )
-    print_wide(t)
+        verdict = f"[{style}]{r.verdict:8}[/]" if style else f"{r.verdict:8}"
+        issue = f" [{r.flink_issue}]" if r.flink_issue else ""
+        out.print(f"{verdict} {escape(r.check)}: {escape(r.message + issue)}", soft_wrap=True)
+        if r.flink_message:
+            out.print("         Flink: " + escape(r.flink_message.replace("\n", " ")), soft_wrap=True)
     v = Table(title="the new job's vertices and the checkpoint state they get", title_justify="left")
     for col in ("vertex", "parallelism", "checkpoint", "input channel state", "output channel state"):
         v.add_column(col, no_wrap=col != "vertex", justify="left" if col == "vertex" else "right")
