@@ -170,10 +170,62 @@ def record(release: str, name: str) -> dict[str, Any]:
     return doc
 
 
-if __name__ == "__main__":  # python tests/support/preflight_matrix.py RELEASE [CASE ...]
+def preflight_settings(release: str, name: str, checkpoint: str) -> Any:
+    """What a user of the case's job knows and gives preflight: allow-non-restored-state, the max parallelism
+    the job sets (the counted job calls setMaxParallelism(128), Counted.java; the unaligned job sets none), the
+    restoring release."""
+    from spillway.inspect.preflight import Settings
+
+    c = CASES[name]
+    mp = c.max_parallelism or (128 if c.fixture == "counted" else None)
+    version = tuple(map(int, release.split(".")))
+    return Settings(c.allow_non_restored, {} if mp is None else {None: mp}, version, checkpoint)  # type: ignore[arg-type]
+
+
+def preflight_row(release: str, name: str, flavour: str = "jobgraph.json", uids: bool = True) -> Any:
+    """spillway preflight's result for a recorded row (the recorded submitted plan, the fixture's checkpoint)."""
+    from spillway.inspect.preflight import check
+    from spillway.inspect.topology import load_plan
+    from spillway.storage.load import load_checkpoint
+    from support.fixtures import fixture_named
+
+    c = CASES[name]
+    fx = fixture_named(f"{release}-{c.fixture}")
+    plan = load_plan(recorded_dir(release, name) / flavour, job_uids(release, c.fixture) if uids else None)
+    return check(
+        plan, load_checkpoint(fx.checkpoint_dir).checkpoint, preflight_settings(release, name, str(fx.checkpoint_dir))
+    )
+
+
+def table() -> str:
+    """The matrix as a Markdown table: per case and release, Flink's outcome (and message) beside preflight's."""
+    answer = {True: "restorable", False: "not restorable", None: "unknown"}
+    lines = [
+        "| case | release | Flink | Flink's message | preflight | preflight's checks |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, case in CASES.items():
+        for release in RELEASES:
+            if not (recorded_dir(release, name) / "flink.json").is_file():
+                continue
+            f = load_recorded(release, name)
+            r = preflight_row(release, name)
+            checks = sorted({x.check for x in r.reasons if x.verdict in ("refused", "unknown")})
+            msg = (f["error"] or "").replace("\n", " ").replace("|", "\\|")
+            msg = msg if len(msg) < 110 else msg[:107] + "…"
+            what = f"`{name}`: {case.what}" if release == RELEASES[0] else ""
+            outcome = f["outcome"] + (f" ({f['stage']})" if f["stage"] else "")
+            lines.append(f"| {what} | {release} | {outcome} | {msg} | {answer[r.restorable]} | {', '.join(checks)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python tests/support/preflight_matrix.py RELEASE [CASE ...] | --table
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if sys.argv[1:] == ["--table"]:
+        print(table())
+        sys.exit(0)
     release, *names = sys.argv[1:]
     for name in names or list(CASES):
         doc = record(release, name)

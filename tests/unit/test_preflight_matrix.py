@@ -8,12 +8,9 @@ import re
 from typing import Any
 
 import pytest
-from support.fixtures import fixture_named
-from support.preflight_matrix import CASES, RELEASES, job_uids, load_recorded, recorded, recorded_dir
+from support.preflight_matrix import CASES, RELEASES, load_recorded, preflight_row, recorded
 
-from spillway.inspect.preflight import REFUSED, UNKNOWN, Result, Settings, check
-from spillway.inspect.topology import load_plan
-from spillway.storage.load import load_checkpoint
+from spillway.inspect.preflight import REFUSED, UNKNOWN, Result
 
 # Flink's message -> the preflight check that must name it (docs/format/restore-checks.md)
 FLINK_CHECKS = {
@@ -33,24 +30,9 @@ DATA_DEPENDENT = {"removed-stateful-allowed", "removed-keyed-allowed"}
 ROWS = recorded()
 
 
-def settings(release: str, case: str, checkpoint: str) -> Settings:
-    c = CASES[case]
-    # what the job sets: the counted job calls setMaxParallelism(128) (Counted.java), the unaligned job sets none
-    mp = c.max_parallelism or (128 if c.fixture == "counted" else None)
-    return Settings(
-        c.allow_non_restored,
-        {} if mp is None else {None: mp},
-        tuple(map(int, release.split("."))),  # type: ignore[arg-type]
-        checkpoint,
-    )
-
-
 def run(release: str, case: str, flavour: str, uids: bool) -> Result:
-    c = CASES[case]
-    fx = fixture_named(f"{release}-{c.fixture}")
-    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
-    plan = load_plan(recorded_dir(release, case) / flavour, job_uids(release, c.fixture) if uids else None)
-    return check(plan, cp, settings(release, case, str(fx.checkpoint_dir)))
+    """preflight on the recorded submitted plan, with what the job's user knows (preflight_settings)."""
+    return preflight_row(release, case, flavour, uids)
 
 
 def flink_check(flink: dict[str, Any]) -> str:
