@@ -119,7 +119,7 @@ def command(
         if counts:
             topology = with_parallelism(topology, counts)
         loaded = load_checkpoint(checkpoint, rebase)
-        result = check(topology, loaded.checkpoint, settings)
+        result = check(topology, loaded.checkpoint, settings, loaded)
         forecast: dict[str, Any] | None = None
         forecast_note = None
         if result.restorable is not False:

@@ -19,6 +19,7 @@ from typing import Any
 from spillway.inspect import finished
 from spillway.inspect.topology import Topology, operator_binding
 from spillway.model.checkpoint import Checkpoint, OperatorState, channel_handles
+from spillway.storage.load import LoadedCheckpoint
 
 SCHEMA = "spillway.preflight/1"
 
@@ -225,12 +226,17 @@ def flink_38267_fixed(version: tuple[int, int, int] | None) -> bool | None:
     return {(1, 20): patch >= 3, (2, 0): patch >= 1, (2, 1): patch >= 1}.get(line, False)
 
 
-def check(topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None) -> Result:
+def check(
+    topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None, loaded: LoadedCheckpoint | None = None
+) -> Result:
+    """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
+    (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""
     settings = settings or Settings()
     place = place_operators(topology, checkpoint)
+    cuts = _record_cuts(loaded) if loaded is not None else None
     reasons: list[Reason] = _binding(place)
     for name, found in (
-        ("operator-mapping", _mapping(place, checkpoint, settings)),
+        ("operator-mapping", _mapping(place, checkpoint, settings, cuts)),
         ("max-parallelism", _max_parallelism(place, checkpoint, settings)),
         ("channel-state", _channel_state(place, checkpoint, settings)),
         ("finished-state", _finished(topology, checkpoint)),
@@ -262,7 +268,7 @@ def _label(op: OperatorState) -> str:
     return f"{named} ({op.operator_id})" if named else op.operator_id
 
 
-def _mapping(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reason]:
+def _mapping(place: Placement, cp: Checkpoint, settings: Settings, cuts: dict[str, list[str]] | None) -> list[Reason]:
     """``Checkpoints.loadAndValidateCheckpoint``: every operator of the checkpoint must be in the new job, unless
     its state is empty or non-restored state is allowed."""
     out: list[Reason] = []
@@ -299,7 +305,7 @@ def _mapping(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reaso
                     operator=op.operator_id,
                 )
             )
-            out += _dropped_channel_state(op, place, cp)
+            out += _dropped_channel_state(op, place, cp, cuts)
         else:
             out.append(
                 Reason(
@@ -314,22 +320,64 @@ def _mapping(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reaso
     return out
 
 
-def _dropped_channel_state(op: OperatorState, place: Placement, cp: Checkpoint) -> list[Reason]:
+def _record_cuts(loaded: LoadedCheckpoint) -> dict[str, list[str]]:
+    """Operator id -> its input channels whose in-flight data ends inside a record (the rest of that record is
+    the first thing in the upstream's output state of the same channel: docs/format/record-framing.md)."""
+    from spillway.inspect.analyze import analyze
+
+    cuts: dict[str, list[str]] = {}
+    for c in analyze(loaded).channels:
+        if c.junction_record is None:
+            continue
+        for key in c.part_keys:
+            if key[1] == "input":
+                cuts.setdefault(key[0], []).append(f"{c.label} ({c.junction_record['input_bytes']} bytes)")
+    return cuts
+
+
+def _dropped_channel_state(
+    op: OperatorState, place: Placement, cp: Checkpoint, cuts: dict[str, list[str]] | None
+) -> list[Reason]:
     """A dropped operator's input channel state goes, while its upstream's output state of the same exchange is
-    restored into whatever consumes it now: a record cut between the two arrives cut (seen in Flink as a failing
-    task, e.g. "Corrupt stream, found tag: …"). Whether a record is cut there depends on the data: unknown."""
+    restored into whatever consumes it now. Where a record is cut between the two, the new consumer reads the
+    record's rest as if a record started there: Flink fails the task ("Corrupt stream, found tag: …") or misreads
+    it. Where no record is cut, only the dropped records are lost."""
     gates, _ = _channel_parts(op)
     senders = [o for o in cp.operators if o.operator_id in place.where and _channel_parts(o)[1]]
     if not gates or not senders:
         return []
+    restored = ", ".join(_label(o) for o in senders)
+    if cuts is None:
+        return [
+            Reason(
+                "dropped-channel-state",
+                UNKNOWN,
+                f"{_label(op)} is dropped with its input channel state while output channel state of {restored} is "
+                "restored; whether a record is cut between the two needs the channel-state files read",
+                operator=op.operator_id,
+            )
+        ]
+    cut = cuts.get(op.operator_id, [])
+    if cut:
+        return [
+            Reason(
+                "dropped-channel-state",
+                UNKNOWN,
+                f"{_label(op)} is dropped with its input channel state, and its in-flight data ends inside a record "
+                f"on {len(cut)} channel(s) ({'; '.join(cut[:4])}{'; …' if len(cut) > 4 else ''}): the rest of each "
+                f"such record is in the restored output channel state of {restored} and reaches the new consumer as "
+                'if a record started there. Flink then fails the task (seen: "Corrupt stream, found tag: -128") '
+                "or misreads the bytes. Clear the in-flight data first (spillway repair strip-channel-state) to be "
+                "sure",
+                operator=op.operator_id,
+            )
+        ]
     return [
         Reason(
             "dropped-channel-state",
-            UNKNOWN,
-            f"{_label(op)} is dropped with its input channel state (records in flight are lost), while output "
-            "channel state of " + ", ".join(_label(o) for o in senders) + " is restored: a record split between "
-            "the two reaches its new consumer cut and that task fails. Clear the in-flight data first (spillway "
-            "repair drop-operator / strip) to be sure",
+            WARNING,
+            f"{_label(op)} is dropped with its input channel state: its records in flight are lost (no record is "
+            f"cut between them and the restored output state of {restored})",
             operator=op.operator_id,
         )
     ]

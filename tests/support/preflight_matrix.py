@@ -192,9 +192,8 @@ def preflight_row(release: str, name: str, flavour: str = "jobgraph.json", uids:
     c = CASES[name]
     fx = fixture_named(f"{release}-{c.fixture}")
     plan = load_plan(recorded_dir(release, name) / flavour, job_uids(release, c.fixture) if uids else None)
-    return check(
-        plan, load_checkpoint(fx.checkpoint_dir).checkpoint, preflight_settings(release, name, str(fx.checkpoint_dir))
-    )
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    return check(plan, loaded.checkpoint, preflight_settings(release, name, str(fx.checkpoint_dir)), loaded)
 
 
 def table() -> str:

@@ -22,10 +22,10 @@ FLINK_CHECKS = {
     "data exchanges with persisted data are now chained": "channel-state-chained",
     "out of bounds for length": "channel-state-channels",
 }
-# Rows that drop an operator's input channel state while its upstream's output state is restored: whether a record
-# is cut between the two depends on the data (Flink restored some of these and failed others with "Corrupt
-# stream"); where the dropped operator holds input channel state preflight must say unknown, and why.
-DATA_DEPENDENT = {"removed-stateful-allowed", "removed-keyed-allowed"}
+# Rows that drop an operator's input channel state while its upstream's output state is restored: where a record is
+# cut between the two, preflight says unknown (Flink failed with "Corrupt stream" on most such rows and accepted
+# one, 2.0.0 removed-keyed-allowed, reading the cut bytes as records); where none is cut, restorable.
+DROPPING = {"removed-stateful-allowed", "removed-keyed-allowed"}
 
 ROWS = recorded()
 
@@ -69,12 +69,13 @@ def test_preflight_agrees_with_flink(release: str, case: str) -> None:
         refused = [r for r in result.reasons if r.verdict == REFUSED]
         unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
         where = (flavour, [r.to_doc() for r in refused + unknown], flink["error"])
-        if case in DATA_DEPENDENT and (unknown or flink["outcome"] == "failed"):
-            assert flink["outcome"] in ("restored", "failed"), flink
-            assert result.restorable is None, where
+        if flink["outcome"] == "failed" and "Corrupt stream" in flink["error"]:
+            # Flink read a cut record: preflight found the cut in the dropped channel state
+            assert case in DROPPING and result.restorable is None, where
             assert [r.check for r in unknown] == ["dropped-channel-state"], where
-            if flink["outcome"] == "failed":
-                assert "Corrupt stream" in flink["error"], flink
+        elif result.restorable is None:
+            assert case in DROPPING and flink["outcome"] == "restored", where
+            assert [r.check for r in unknown] == ["dropped-channel-state"], where
         elif flink["outcome"] == "restored":
             assert result.restorable is True, where
         else:
@@ -91,7 +92,7 @@ def test_without_uids_never_contradicts_flink(release: str, case: str) -> None:
     flink = load_recorded(release, case)
     for flavour in ("jobgraph.json", "plan.json"):
         answer = run(release, case, flavour, uids=False).restorable
-        if flink["outcome"] == "restored" and case not in DATA_DEPENDENT:
+        if flink["outcome"] == "restored" and case not in DROPPING:
             assert answer is not False, (flavour, flink)
         elif flink["outcome"] != "restored":
             assert answer is not True, (flavour, flink)
