@@ -37,7 +37,9 @@ give --max-parallelism N (job-wide) or VERTEX=N if the new job sets one. If only
 forecast (bytes and records each new subtask replays, Flink's virtual channels and buffers) is added; keyBy edges
 with records in flight need --key/--key-fn as for rescale.
 
-Exit code 0 restorable, 1 not restorable (Flink refuses), 4 unknown, 2 usage errors.
+--plan http://HOST:PORT/jobs/JOB_ID fetches a running job's plan from its JobManager's REST API.
+
+Exit code 0 restorable, 1 not restorable (Flink refuses), 4 unknown, 2 usage errors, 3 JobManager unreachable.
 
 Examples:
 
@@ -69,9 +71,31 @@ def _version(value: str | None) -> tuple[int, int, int] | None:
     return major, minor, patch[0] if patch else 0
 
 
+def _plan(plan: str, uid: list[str] | None, uid_map: str | None) -> Any:
+    """--plan as a file, or a running job's plan from its JobManager (http://HOST:PORT/jobs/JOB_ID)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from spillway.storage.rest import fetch_plan, is_job_url
+
+    if not is_job_url(plan):
+        return plan_with_uids(plan, uid, uid_map)
+    doc = fetch_plan(plan)
+    with tempfile.TemporaryDirectory(prefix="spillway-plan-") as tmp:
+        path = Path(tmp) / "plan.json"
+        path.write_text(json.dumps(doc))
+        return plan_with_uids(str(path), uid, uid_map)
+
+
 def command(
     checkpoint: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    plan: Annotated[str, typer.Option("--plan", help="The new job's plan JSON (either flavour).")],
+    plan: Annotated[
+        str,
+        typer.Option(
+            "--plan", help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID."
+        ),
+    ],
     parallelism: Annotated[
         list[str] | None, typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism.")
     ] = None,
@@ -114,8 +138,7 @@ def command(
             checkpoint,
         )
         buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
-        topology = plan_with_uids(plan, uid, uid_map)
-        assert topology is not None
+        topology = _plan(plan, uid, uid_map)
         if counts:
             topology = with_parallelism(topology, counts)
         loaded = load_checkpoint(checkpoint, rebase)
