@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,17 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     )
     assert res.returncode == 2, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_unreachable_jobmanager_exits_3() -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = spillway("preflight", checkpoint("2.3.0-counted"), "--plan", f"http://127.0.0.1:{port}/jobs/{'a' * 32}")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "cannot reach the JobManager" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_job_url_without_a_job_id_is_a_usage_error() -> None:
+    res = spillway("preflight", checkpoint("2.3.0-counted"), "--plan", "http://127.0.0.1:8081/jobs/latest")
+    assert res.returncode == 2, res.stdout + res.stderr
