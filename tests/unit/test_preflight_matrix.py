@@ -8,9 +8,13 @@ import re
 from typing import Any
 
 import pytest
+from support import finished_variants
+from support.fixtures import fixture_named
 from support.preflight_matrix import CASES, RELEASES, load_recorded, preflight_row, recorded
 
-from spillway.inspect.preflight import REFUSED, UNKNOWN, Result
+from spillway.inspect.preflight import REFUSED, UNKNOWN, Result, Settings, check
+from spillway.inspect.topology import load_plan
+from spillway.storage.load import load_checkpoint
 
 # Flink's message -> the preflight check that must name it (docs/format/restore-checks.md)
 FLINK_CHECKS = {
@@ -96,3 +100,30 @@ def test_without_uids_never_contradicts_flink(release: str, case: str) -> None:
             assert answer is not False, (flavour, flink)
         elif flink["outcome"] != "restored":
             assert answer is not True, (flavour, flink)
+
+
+# The FLIP-147 restore proofs (tests/fixtures/finished-variants/: "a chain changed after tasks finished" and more)
+# are matrix rows too: preflight on the recorded job-graph plan with the job's uids gives Flink's outcome.
+FINISHED = finished_variants.recorded()
+
+
+@pytest.mark.parametrize(("release", "variant"), FINISHED, ids=[f"{r}-{v}" for r, v in FINISHED])
+def test_preflight_agrees_with_flink_on_the_finished_variants(release: str, variant: str) -> None:
+    flink = finished_variants.load_recorded(release, variant)
+    rule, allow = finished_variants.VARIANTS[variant]
+    fx = fixture_named(f"{release}-finished")
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    plan = load_plan(
+        finished_variants.recorded_dir(release, variant) / "jobgraph.json", finished_variants.job_uids(release)
+    )
+    version = tuple(map(int, release.split(".")))
+    result = check(plan, loaded.checkpoint, Settings(allow, {}, version, str(fx.checkpoint_dir)), loaded)  # type: ignore[arg-type]
+    refused = [r for r in result.reasons if r.verdict == REFUSED]
+    if flink["outcome"] == "restored":
+        assert rule is None and result.restorable is True, [r.to_doc() for r in result.reasons]
+    else:
+        assert flink["outcome"] == "refused" and rule is not None, flink
+        assert result.restorable is False, [r.to_doc() for r in result.reasons]
+        # Flink checks FLIP-147 before assigning state, so that is the refusal it names; preflight lists every one
+        # (the rewired variants also chain slow, which holds output channel state, in front of tolong)
+        assert "finished-state" in {r.check for r in refused}, [r.to_doc() for r in refused]
