@@ -116,6 +116,8 @@ class NewVertex:
     chain_length: int
     inputs: list[tuple[str, int, str]]  # (upstream vertex key, gate, ship strategy)
     outputs: list[tuple[str, int, str]]  # (downstream vertex key, output index, ship strategy)
+    # chain positions without a chained successor; None: the plan does not show the chain's shape
+    leaves: list[int] | None = None
 
 
 @dataclass
@@ -146,6 +148,7 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
         )
         for pos, node in enumerate(v.node_ids):
             node_vertex[node] = (key, pos)
+        vertices[key].leaves = _chain_leaves(topology, key)
     where: dict[str, tuple[str, int]] = {}
     unknown: list[str] = []
     guessed: list[str] = []
@@ -167,6 +170,22 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
         unknown.append("the plan could not be bound to the checkpoint at all")
     old = {key: op.parallelism for op in checkpoint.operators for key, _ in [where.get(op.operator_id, ("", 0))] if key}
     return Placement(vertices, where, unknown, guessed, old)
+
+
+def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
+    """Positions (head = 0, plan order) of the chain's operators that chain to nothing further."""
+    v = topology.vertices[key]
+    if topology.job_graph is not None and v.vertex_id is not None:
+        try:
+            parents = topology.job_graph.vertex(v.vertex_id).parents
+        except (KeyError, LookupError, ValueError):
+            return None
+        return [i for i in range(len(parents)) if i not in set(parents)]
+    if topology.stream_graph is not None and v.node_ids:
+        inside = set(v.node_ids)
+        feeding = {e.source for e in topology.stream_graph.edges if e.source in inside and e.target in inside}
+        return [i for i, n in enumerate(v.node_ids) if n not in feeding]
+    return None
 
 
 # ------------------------------------------------------------------------------------------------- the checks
@@ -468,6 +487,7 @@ def _channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list
     needs a partitioner Flink can map (not FORWARD, RESCALE or BROADCAST)."""
     out: list[Reason] = []
     chained: list[OperatorState] = []
+    branching: list[OperatorState] = []
     fixed = flink_38267_fixed(settings.flink_version)
     for op in cp.operators:
         spot = place.where.get(op.operator_id)
@@ -478,9 +498,19 @@ def _channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list
             continue
         v = place.vertices[spot[0]]
         position = spot[1]
-        if (gates and position != 0) or (partitions and position != v.chain_length - 1):
+        if gates and position != 0:
             chained.append(op)
             continue
+        if partitions:
+            # Flink's output operator is the first leaf of the chain in depth-first order (its operator list is
+            # built post-order): certain for a chain with one leaf; with several, the plan's order may not be
+            # Flink's, so only a non-leaf is certainly wrong.
+            leaves = v.leaves if v.leaves is not None else [v.chain_length - 1]
+            if position not in leaves:
+                chained.append(op)
+                continue
+            if len(leaves) > 1:
+                branching.append(op)
         if op.parallelism == v.parallelism:
             out += _pointwise_channel_counts(op, place, v, gates, partitions)
             continue
@@ -532,6 +562,17 @@ def _channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list
                         flink_issue="FLINK-38267",
                     )
                 )
+    if branching:
+        out.append(
+            Reason(
+                "channel-state-chained",
+                UNKNOWN,
+                "output channel state of "
+                + ", ".join(_label(o) for o in branching)
+                + " ends a branch of a chain with several ends: Flink restores it only if that branch is the first "
+                "in its own order of the chain's outputs, which the plan does not show for sure",
+            )
+        )
     if chained:
         out.append(
             Reason(
