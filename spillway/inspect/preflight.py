@@ -261,6 +261,8 @@ def check(
         ("finished-state", _finished(topology, checkpoint)),
     ):
         reasons += found or [Reason(name, OK, PASSED[name])]
+    if loaded is not None:
+        reasons += _files(loaded, place, settings) or [Reason("files", OK, PASSED["files"])]
     reasons += _known_bugs(checkpoint, settings)
     return Result(reasons, _vertex_table(place, checkpoint))
 
@@ -270,7 +272,11 @@ PASSED = {
     "max-parallelism": "every new parallelism fits the checkpoint's max parallelism",
     "channel-state": "channel state stays at chain ends; no rescaled exchange with it is pointwise",
     "finished-state": "no finished operators in the checkpoint (FLIP-147 rules do not apply)",
+    "files": "every file the restored state needs exists, and its channel state is sound (spillway validate)",
 }
+
+# validate rules whose errors make Flink's read of the state fail for certain: the bytes are not there
+UNREADABLE = {"file-exists", "file-size", "path-escape"}
 
 
 def _binding(place: Placement) -> list[Reason]:
@@ -336,6 +342,34 @@ def _mapping(place: Placement, cp: Checkpoint, settings: Settings, cuts: dict[st
                     operator=op.operator_id,
                 )
             )
+    return out
+
+
+def _files(loaded: LoadedCheckpoint, place: Placement, settings: Settings) -> list[Reason]:
+    """``spillway validate`` (without the old job's plan) on the state the new job restores: a missing or short
+    file fails the task that reads it; other damage (framing, chunk chains) may or may not be read."""
+    from spillway.inspect.validate import validate
+
+    dropped = set()
+    if settings.allow_non_restored_state:
+        dropped = {o.label() for o in loaded.checkpoint.operators if o.operator_id not in place.where}
+    out = []
+    for f in validate(loaded).errors:
+        holder = (f.operator or "").split("#", 1)[0]
+        if holder and holder in dropped:
+            continue  # state Flink skips
+        where = ", ".join(str(x) for x in (f.operator, f.file, f.offset) if x is not None)
+        certain = f.rule in UNREADABLE
+        out.append(
+            Reason(
+                "files",
+                REFUSED if certain else UNKNOWN,
+                f"{f.rule}: {f.message}"
+                + (f" ({where})" if where else "")
+                + ("" if certain else ": Flink fails where it reads these bytes, if it does"),
+                operator=f.operator,
+            )
+        )
     return out
 
 

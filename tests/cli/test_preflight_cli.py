@@ -155,3 +155,26 @@ def test_unreachable_jobmanager_exits_3() -> None:
 def test_a_job_url_without_a_job_id_is_a_usage_error() -> None:
     res = spillway("preflight", checkpoint("2.3.0-counted"), "--plan", "http://127.0.0.1:8081/jobs/latest")
     assert res.returncode == 2, res.stdout + res.stderr
+
+
+MISSING = "df5c04a7-2c53-4ce9-b955-0d92013988d7"  # the channel-state file of count#1, check#1 … in 2.3.0-counted
+
+
+def counted_without_a_file(tmp_path: Path) -> Path:
+    """A copy of 2.3.0-counted whose checkpoint lacks one channel-state file (tests/integration/
+    test_preflight_flink.py restores the same copy in real Flink, which fails)."""
+    from support.damaged import copy_fixture
+
+    copy = copy_fixture("2.3.0-counted", tmp_path)
+    (copy.chk / MISSING).unlink()
+    return copy.chk
+
+
+def test_missing_file_is_not_restorable(tmp_path: Path) -> None:
+    chk = counted_without_a_file(tmp_path)
+    plan = str(MATRIX / "2.3.0" / "same" / "jobgraph.json")
+    res = spillway("preflight", str(chk), "--plan", plan, *UIDS, "--max-parallelism", "128", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    files = [r for r in doc["reasons"] if r["check"] == "files" and r["verdict"] == "refused"]
+    assert files and all(MISSING in r["message"] for r in files), doc["reasons"]

@@ -76,3 +76,16 @@ def test_live_restore_matches_the_recording_and_preflight(release: str, case: st
         if "now chained" in tail:
             tail = tail.split("[")[0]
         assert any(tail in m for m in messages), (tail, messages)
+
+
+def test_flink_fails_on_the_missing_file_preflight_names(tmp_path: Path) -> None:
+    """The damaged copy of tests/cli/test_preflight_cli.py (a channel-state file deleted): Flink accepts the restore
+    and the tasks reading that file fail, naming it."""
+    from support.damaged import copy_fixture
+
+    copy = copy_fixture("2.3.0-counted", tmp_path / "copy")
+    missing = "df5c04a7-2c53-4ce9-b955-0d92013988d7"
+    (copy.chk / missing).unlink()
+    res = restore("2.3.0", "counted", copy.chk, run_seconds=3, workdir=tmp_path / "work")
+    assert res["outcome"] == "failed", res
+    assert any(missing in c for c in res["causes"]), res["causes"]
