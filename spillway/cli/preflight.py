@@ -126,7 +126,14 @@ def command(
 ) -> None:
     def run() -> int:
         from spillway.cli.rescale import _counts, _key_specs
-        from spillway.inspect.preflight import Settings, check, checkpoint_parallelism_plan, to_doc, with_parallelism
+        from spillway.inspect.preflight import (
+            Settings,
+            check,
+            checkpoint_parallelism_plan,
+            forecast_reasons,
+            to_doc,
+            with_parallelism,
+        )
         from spillway.storage.load import load_checkpoint
 
         counts = _counts(parallelism, "-p")
@@ -155,6 +162,8 @@ def command(
                     forecast = forecast_rescale(loaded, old_plan, new_p, keys, fns, buffers)
                 except SpillwayError as exc:
                     forecast_note = f"no restore forecast: {exc}"
+                else:
+                    result.reasons += forecast_reasons(forecast)
         restorable = result.restorable
         if json_out:
             extra: dict[str, Any] = {"checkpoint": checkpoint, "plan": plan}

@@ -783,3 +783,33 @@ def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Top
     plan = parse_plan(topology.with_parallelism(old))
     plan.uids = dict(topology.uids)
     return plan, new
+
+
+def forecast_reasons(forecast: dict[str, Any]) -> list[Reason]:
+    """What the restore forecast (``spillway.rescale.forecast``) says the recovery will need, as reasons: gates
+    recovering more buffers than they get (the stalls of FLINK-22946 / FLINK-39519), and the bytes Flink's
+    restore-time filtering reads, which an offline ``spillway rescale`` first avoids."""
+    flink = forecast.get("flink", {})
+    out: list[Reason] = []
+    if flink.get("over_budget"):
+        out.append(
+            Reason(
+                "recovery",
+                WARNING,
+                f"{flink['over_budget']} gate(s) recover more network buffers than the gate gets "
+                "(see the forecast): risk of a stalled or spilling recovery",
+                flink_issue="FLINK-22946",
+            )
+        )
+    if flink.get("bytes_filtered"):
+        out.append(
+            Reason(
+                "recovery",
+                NOTE,
+                f"Flink will read {flink['bytes_read']} bytes of channel state over {flink['virtual_channels']} "
+                f"virtual channels and pass {flink['bytes_filtered']} of them through its record filter (records "
+                "of old subtasks that now feed several new ones); a `spillway rescale` first writes the channel "
+                "state at the new parallelism: Flink then restores it as-is, without virtual channels or filtering",
+            )
+        )
+    return out

@@ -111,6 +111,11 @@ def test_rescale_with_forecast_exits_0() -> None:
     edges = {e["edge"]: e for e in doc["forecast"]["flink"]["edges"]}
     hashed = next(e for name, e in edges.items() if "HASH" in name)
     assert [s["subtask"] for s in hashed["subtasks"]] == [0, 1, 2]
+    # the forecast's filtering is named as what a rescale first would avoid, with the forecast's own numbers
+    fl = doc["forecast"]["flink"]
+    assert fl["bytes_filtered"] > 0
+    advice = [r for r in doc["reasons"] if r["check"] == "recovery"]
+    assert len(advice) == 1 and f"pass {fl['bytes_filtered']} of them" in advice[0]["message"]
 
 
 def test_text_output_names_the_answer_and_flinks_words() -> None:
