@@ -37,7 +37,8 @@ give --max-parallelism N (job-wide) or VERTEX=N if the new job sets one. If only
 forecast (bytes and records each new subtask replays, Flink's virtual channels and buffers) is added; keyBy edges
 with records in flight need --key/--key-fn as for rescale.
 
---plan http://HOST:PORT/jobs/JOB_ID fetches a running job's plan from its JobManager's REST API.
+--plan http://HOST:PORT/jobs/JOB_ID fetches a running job's plan from its JobManager's REST API; CHECKPOINT given
+the same way is that job's latest completed checkpoint.
 
 Exit code 0 restorable, 1 not restorable (Flink refuses), 4 unknown, 2 usage errors, 3 JobManager unreachable.
 
@@ -89,7 +90,13 @@ def _plan(plan: str, uid: list[str] | None, uid_map: str | None) -> Any:
 
 
 def command(
-    checkpoint: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
+    checkpoint: Annotated[
+        str,
+        typer.Argument(
+            help="job checkpoint dir, chk-N dir or _metadata file, or http://HOST:PORT/jobs/JOB_ID for that job's "
+            "latest completed checkpoint"
+        ),
+    ],
     plan: Annotated[
         str,
         typer.Option(
@@ -148,7 +155,11 @@ def command(
         topology = _plan(plan, uid, uid_map)
         if counts:
             topology = with_parallelism(topology, counts)
-        loaded = load_checkpoint(checkpoint, rebase)
+        from spillway.storage.rest import is_job_url, latest_checkpoint
+
+        path = latest_checkpoint(checkpoint) if is_job_url(checkpoint) else checkpoint
+        settings.checkpoint_path = path
+        loaded = load_checkpoint(path, rebase)
         result = check(topology, loaded.checkpoint, settings, loaded)
         forecast: dict[str, Any] | None = None
         forecast_note = None
@@ -166,7 +177,7 @@ def command(
                     result.reasons += forecast_reasons(forecast)
         restorable = result.restorable
         if json_out:
-            extra: dict[str, Any] = {"checkpoint": checkpoint, "plan": plan}
+            extra: dict[str, Any] = {"checkpoint": path, "plan": plan}
             if forecast is not None:
                 extra["forecast"] = forecast
             if forecast_note is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, ClassVar
 
@@ -39,7 +40,24 @@ def plan_url(job_url: str) -> str:
 
 def fetch_plan(job_url: str, timeout: float = TIMEOUT) -> dict[str, Any]:
     """The job-graph plan JSON of the job at ``job_url``."""
-    url = plan_url(job_url)
+    return _get(plan_url(job_url), timeout)
+
+
+def latest_checkpoint(job_url: str, timeout: float = TIMEOUT) -> str:
+    """The external path of the job's latest completed checkpoint (REST ``/jobs/<id>/checkpoints``,
+    ``latest.completed.external_path``); a ``file:`` URI as a local path."""
+    url = plan_url(job_url).rsplit("/", 1)[0] + "/checkpoints"
+    doc = _get(url, timeout)
+    latest = (doc.get("latest") or {}).get("completed") if isinstance(doc.get("latest"), dict) else None
+    path = latest.get("external_path") if isinstance(latest, dict) else None
+    if not isinstance(path, str) or not path or path == "<checkpoint-not-externally-addressable>":
+        raise RestUnreachable(f"{url}: the job has no completed checkpoint with an external path yet")
+    if path.startswith("file:"):  # Flink names local checkpoints as file: URIs; the loaders take paths
+        return urllib.parse.unquote(urllib.parse.urlparse(path).path)
+    return path
+
+
+def _get(url: str, timeout: float) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:  # http(s) only: plan_url checked it
             body = answer.read(MAX_BYTES + 1)

@@ -1,9 +1,11 @@
-"""``spillway preflight --plan http://HOST:PORT/jobs/JOB_ID`` against a real Flink MiniCluster's REST API on loopback.
+"""``spillway preflight [http://HOST:PORT/jobs/JOB_ID] --plan http://HOST:PORT/jobs/JOB_ID`` against a real Flink
+MiniCluster's REST API on loopback.
 
 The restore harness runs the 2.3.0-unaligned job restored from its own checkpoint with the REST endpoint on a free
 127.0.0.1 port; while it runs, preflight fetches the job's plan from ``/jobs/<id>/plan``. The plan Flink serves must
 be the fixture's job-graph plan (what the fixture was written by), and preflight's answer on the URL must be its
-answer on that file, word for word.
+answer on that file, word for word. Then the running job's own latest completed checkpoint, named by the job's URL,
+checked against the job's plan: restorable.
 """
 
 from __future__ import annotations
@@ -49,7 +51,17 @@ def running_job(port: int, deadline: float) -> str:
     raise AssertionError(f"no RUNNING job on 127.0.0.1:{port}")
 
 
-def preflight(checkpoint: Path, plan: str) -> tuple[int, dict[str, Any]]:
+def completed_checkpoint(port: int, job_id: str, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/{job_id}/checkpoints", timeout=5) as answer:
+            latest = json.loads(answer.read()).get("latest") or {}
+        if latest.get("completed"):
+            return str(latest["completed"]["external_path"])
+        time.sleep(0.5)
+    raise AssertionError("no completed checkpoint")
+
+
+def preflight(checkpoint: Path | str, plan: str) -> tuple[int, dict[str, Any]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run(
         [str(SPILLWAY), "preflight", str(checkpoint), "--plan", plan, "--uid", "Source: seq=src", "--json"],
@@ -86,7 +98,11 @@ def test_plan_from_a_running_jobmanager(tmp_path: Path) -> None:
         job_id = running_job(port, time.monotonic() + 100)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/{job_id}/plan", timeout=10) as answer:
             served = json.loads(answer.read())["plan"]
-        code_url, doc_url = preflight(fx.checkpoint_dir, f"http://127.0.0.1:{port}/jobs/{job_id}")
+        job_url = f"http://127.0.0.1:{port}/jobs/{job_id}"
+        code_url, doc_url = preflight(fx.checkpoint_dir, job_url)
+        # the running job's own latest checkpoint, named by the job's URL, into the job's own plan
+        written = completed_checkpoint(port, job_id, time.monotonic() + 60)
+        code_live, doc_live = preflight(job_url, job_url)
     finally:
         job.join(timeout=180)
     assert outcome.get("outcome") == "restored", outcome
@@ -97,3 +113,9 @@ def test_plan_from_a_running_jobmanager(tmp_path: Path) -> None:
     doc_url.pop("plan"), doc_file.pop("plan")
     assert (code_url, doc_url) == (code_file, doc_file)
     assert code_url == 0 and doc_url["restorable"] is True
+    assert code_live == 0 and doc_live["restorable"] is True, doc_live
+    # a checkpoint of the job at least as new as the one seen completed, under the job's checkpoint directory
+    seen = Path(written.removeprefix("file:"))
+    used = Path(doc_live["checkpoint"])
+    assert used.parent == seen.parent and int(used.name[4:]) >= int(seen.name[4:]), (used, seen)
+    assert used.is_relative_to(tmp_path / "work" / "checkpoints")
