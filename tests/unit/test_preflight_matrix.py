@@ -94,6 +94,11 @@ def test_preflight_agrees_with_flink(release: str, case: str) -> None:
 def test_without_uids_never_contradicts_flink(release: str, case: str) -> None:
     """Without the uids a plan cannot show, the binding may be unsure: then unknown, never the wrong answer."""
     flink = load_recorded(release, case)
+    # the job-graph plan binds every operator by Flink's ids without help: the same answer as with the uids
+    assert (
+        run(release, case, "jobgraph.json", uids=False).restorable
+        == run(release, case, "jobgraph.json", True).restorable
+    )
     for flavour in ("jobgraph.json", "plan.json"):
         answer = run(release, case, flavour, uids=False).restorable
         if flink["outcome"] == "restored" and case not in DROPPING:
