@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support import finished_variants
 from support.fixtures import fixture_named
-from support.preflight_matrix import CASES, RELEASES, load_recorded, preflight_row, recorded
+from support.preflight_matrix import CASES, RELEASES, job_uids, load_recorded, preflight_row, recorded, recorded_dir
 
 from spillway.inspect.preflight import REFUSED, UNKNOWN, Result, Settings, check
 from spillway.inspect.topology import load_plan
@@ -132,3 +132,17 @@ def test_preflight_agrees_with_flink_on_the_finished_variants(release: str, vari
         # Flink checks FLIP-147 before assigning state, so that is the refusal it names; preflight lists every one
         # (the rewired variants also chain slow, which holds output channel state, in front of tolong)
         assert "finished-state" in {r.check for r in refused}, [r.to_doc() for r in refused]
+
+
+def test_flink_38267_without_the_release_is_unknown() -> None:
+    """The same job and checkpoint were refused by 1.15.4 and 2.0.0 and restored by 1.20.3 and 2.3.0: without
+    --flink-version preflight cannot tell which, and says so."""
+    outcomes = {r: load_recorded(r, "mixed-inputs-rescaled")["outcome"] for r in RELEASES}
+    assert outcomes == {"1.15.4": "refused", "1.20.3": "restored", "2.0.0": "refused", "2.3.0": "restored"}
+    for release in RELEASES:
+        fx = fixture_named(f"{release}-counted")
+        loaded = load_checkpoint(fx.checkpoint_dir)
+        plan = load_plan(recorded_dir(release, "mixed-inputs-rescaled") / "jobgraph.json", job_uids(release, "counted"))
+        result = check(plan, loaded.checkpoint, Settings(max_parallelism={None: 128}), loaded)
+        unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
+        assert result.restorable is None and {r.flink_issue for r in unknown} == {"FLINK-38267"}, unknown
