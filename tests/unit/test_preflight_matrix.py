@@ -146,3 +146,19 @@ def test_flink_38267_without_the_release_is_unknown() -> None:
         result = check(plan, loaded.checkpoint, Settings(max_parallelism={None: 128}), loaded)
         unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
         assert result.restorable is None and {r.flink_issue for r in unknown} == {"FLINK-38267"}, unknown
+
+
+def test_the_python_api_gives_flinks_answer() -> None:
+    import spillway
+    from spillway.inspect.preflight import to_doc
+
+    recorded_error = load_recorded("2.3.0", "removed-stateful")["error"]
+    fx = fixture_named("2.3.0-counted")
+    plan = load_plan(recorded_dir("2.3.0", "removed-stateful") / "jobgraph.json", job_uids("2.3.0", "counted"))
+    result = spillway.preflight(fx.checkpoint_dir, plan, Settings(max_parallelism={None: 128}))
+    doc = to_doc(result)
+    assert doc["schema"] == "spillway.preflight/1" and doc["restorable"] is False
+    refused = [r for r in doc["reasons"] if r["verdict"] == "refused"]
+    assert [r["check"] for r in refused] == ["operator-mapping"]
+    assert refused[0]["operator"] in recorded_error
+    assert spillway.preflight(fx.checkpoint_dir, recorded_dir("2.3.0", "same") / "jobgraph.json").restorable is True
