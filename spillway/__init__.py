@@ -25,6 +25,7 @@ _API = {
     "analyze_json",
     "files",
     "diff",
+    "preflight",
 }
 
 

@@ -22,6 +22,9 @@ from spillway.inspect.analyze import analyze as _analyze
 from spillway.inspect.diff import CheckpointDiff, diff_checkpoints
 from spillway.inspect.files import FilesReport, collect_files, open_checkpoints
 from spillway.inspect.finished import Verdict, check
+from spillway.inspect.preflight import Result as PreflightResult
+from spillway.inspect.preflight import Settings as PreflightSettings
+from spillway.inspect.preflight import check as _preflight
 from spillway.inspect.reports import analyze_json, validate_json
 from spillway.inspect.topology import Topology, load_plan
 from spillway.inspect.validate import Progress, Report
@@ -76,6 +79,22 @@ def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | Pa
     topology = _plan(plan)
     assert topology is not None
     return check(topology, _loaded(checkpoint, None).checkpoint)
+
+
+def preflight(
+    checkpoint: LoadedCheckpoint | PathLike,
+    plan: Topology | PathLike,
+    settings: PreflightSettings | None = None,
+    *,
+    rebase: list[str] | None = None,
+) -> PreflightResult:
+    """Would Flink restore ``checkpoint`` into the job of ``plan`` (``spillway preflight``)? ``.restorable`` is
+    True / False / None (unknown), ``.reasons`` says why; ``settings`` carries what a plan does not show
+    (allow-non-restored-state, the max parallelism the job sets, the restoring release)."""
+    topology = _plan(plan)
+    assert topology is not None
+    loaded = _loaded(checkpoint, rebase)
+    return _preflight(topology, loaded.checkpoint, settings, loaded)
 
 
 def files(

@@ -14,6 +14,7 @@ from spillway.cli import (
     files,
     keygroup,
     output,
+    preflight,
     repair_clear,
     repair_drop,
     repair_relocate,
@@ -43,6 +44,7 @@ app.command("rescale", help=rescale.HELP)(rescale.command)
 app.command("files", help=files.HELP)(files.command)
 app.command("diff", help=diff.HELP)(diff.command)
 app.command("report", help=report.HELP)(report.command)
+app.command("preflight", help=preflight.HELP)(preflight.command)
 
 
 repair = typer.Typer(

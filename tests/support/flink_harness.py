@@ -144,6 +144,8 @@ def restore(
     vertex_parallelism: dict[str, int] | None = None,
     until_finished: bool = False,
     debug_loggers: tuple[str, ...] = (),
+    max_parallelism: int | None = None,
+    rest_port: int | None = None,
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
@@ -157,7 +159,9 @@ def restore(
     events-src, rules, slow, length (the keys are the same with and without uids); ``until_finished``
     waits for a bounded job to finish, and ``results`` then holds the lines the job reported (Counted.java).
     ``debug_loggers`` (class or package names) log at DEBUG into the same flink.log (a log4j2 configuration
-    written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors."""
+    written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors.
+    ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the
+    scenario's own). ``rest_port`` serves the MiniCluster's REST API on 127.0.0.1:PORT while the job runs."""
     lib, classes = prepare(release)
     gen = _generator()
     own_workdir = workdir is None
@@ -205,6 +209,10 @@ def restore(
         cmd += ["--vertex-parallelism", f"{uid}={n}"]
     if until_finished:
         cmd.append("--until-finished")
+    if max_parallelism is not None:
+        cmd += ["--max-parallelism", str(max_parallelism)]
+    if rest_port is not None:
+        cmd += ["--rest-port", str(rest_port)]
     if plan_out is not None:
         cmd += ["--plan-out", str(Path(plan_out).resolve())]
     t0 = time.monotonic()

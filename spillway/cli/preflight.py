@@ -1,0 +1,221 @@
+"""``spillway preflight``: will Flink restore this checkpoint into this job, and what will recovery need."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.forecast import (
+    DEFAULTS,
+    BuffersPerChannelOpt,
+    FloatingBuffersOpt,
+    SegmentSizeOpt,
+    buffer_settings,
+    show_forecast,
+)
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.wide import print_wide
+from spillway.errors import SpillwayError, UsageError
+
+# 0 and 1 as everywhere; 2 usage; 3 is kept for "storage unreachable" (issue 21). Unknown is neither a yes a
+# deploy script may act on nor Flink's refusal: its own code.
+EXIT_UNKNOWN = 4
+
+HELP = """Will Flink restore CHECKPOINT into the job of --plan? Answers offline with Flink's own restore-time checks
+(docs/format/restore-checks.md): state of operators the new job lacks, max parallelism, channel state on exchanges
+the new job chains or makes pointwise while rescaling, FLIP-147 finished-state rules, known restore bugs. Each
+reason carries Flink's own message where Flink has one. Where the plan cannot tell which checkpoint operator a plan
+operator is, the answer is "unknown" with what would make it certain (usually --uid NAME=UID).
+
+--plan is the new job's plan: either flavour (REST /jobs/<id>/plan, JsonPlanGenerator, or
+env.getExecutionPlan()); -p VERTEX=N changes a vertex's parallelism in it. A plan does not show max parallelism:
+give --max-parallelism N (job-wide) or VERTEX=N if the new job sets one. If only parallelism changed, the restore
+forecast (bytes and records each new subtask replays, Flink's virtual channels and buffers) is added; keyBy edges
+with records in flight need --key/--key-fn as for rescale.
+
+--plan http://HOST:PORT/jobs/JOB_ID fetches a running job's plan from its JobManager's REST API; CHECKPOINT given
+the same way is that job's latest completed checkpoint.
+
+Exit code 0 restorable, 1 not restorable (Flink refuses), 4 unknown, 2 usage errors, 3 JobManager unreachable.
+
+Examples:
+
+  spillway preflight chk-42 --plan new-job-plan.json --uid 'Source: seq=src'
+
+  spillway preflight chk-42 --plan plan.json -p count=4 --max-parallelism 128 --flink-version 2.3.0 --json
+"""
+
+VERDICT_STYLE = {"refused": "bold red", "unknown": "yellow", "warning": "yellow", "ok": "green", "note": "dim"}
+
+
+def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
+    out: dict[str | None, int] = {}
+    for item in values or []:
+        name, sep, n = item.rpartition("=")
+        if not n.isdigit() or int(n) < 1 or (sep and not name):
+            raise UsageError(f"--max-parallelism {item!r}: expected N or VERTEX=N with N a positive integer")
+        out[name if sep else None] = int(n)
+    return out
+
+
+def _version(value: str | None) -> tuple[int, int, int] | None:
+    if value is None:
+        return None
+    parts = value.split(".")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--flink-version {value!r}: expected X.Y.Z (e.g. 2.3.0)")
+    major, minor, *patch = map(int, parts)
+    return major, minor, patch[0] if patch else 0
+
+
+def _plan(plan: str, uid: list[str] | None, uid_map: str | None) -> Any:
+    """--plan as a file, or a running job's plan from its JobManager (http://HOST:PORT/jobs/JOB_ID)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from spillway.storage.rest import fetch_plan, is_job_url
+
+    if not is_job_url(plan):
+        return plan_with_uids(plan, uid, uid_map)
+    doc = fetch_plan(plan)
+    with tempfile.TemporaryDirectory(prefix="spillway-plan-") as tmp:
+        path = Path(tmp) / "plan.json"
+        path.write_text(json.dumps(doc))
+        return plan_with_uids(str(path), uid, uid_map)
+
+
+def command(
+    checkpoint: Annotated[
+        str,
+        typer.Argument(
+            help="job checkpoint dir, chk-N dir or _metadata file, or http://HOST:PORT/jobs/JOB_ID for that job's "
+            "latest completed checkpoint"
+        ),
+    ],
+    plan: Annotated[
+        str,
+        typer.Option(
+            "--plan", help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID."
+        ),
+    ],
+    parallelism: Annotated[
+        list[str] | None, typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism.")
+    ] = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
+    allow_non_restored_state: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-restored-state", help="As Flink's option: state of operators not in the job is dropped."
+        ),
+    ] = False,
+    max_parallelism: Annotated[
+        list[str] | None,
+        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
+    ] = None,
+    flink_version: Annotated[
+        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
+    ] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", help="Forecast: VERTEX=EXTRACTOR (as for rescale).")] = None,
+    key_fn: Annotated[
+        list[str] | None, typer.Option("--key-fn", help="Forecast: VERTEX=module:function (as for rescale).")
+    ] = None,
+    segment_size: SegmentSizeOpt = DEFAULTS[0],
+    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
+    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
+    rebase: RebaseOpt = None,
+) -> None:
+    def run() -> int:
+        from spillway.cli.rescale import _counts, _key_specs
+        from spillway.inspect.preflight import (
+            Settings,
+            check,
+            checkpoint_parallelism_plan,
+            forecast_reasons,
+            to_doc,
+            with_parallelism,
+        )
+        from spillway.storage.load import load_checkpoint
+
+        counts = _counts(parallelism, "-p")
+        keys, fns = _key_specs(key, key_fn)
+        settings = Settings(
+            allow_non_restored_state,
+            _max_parallelism(max_parallelism),
+            _version(flink_version),
+            checkpoint,
+        )
+        buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
+        topology = _plan(plan, uid, uid_map)
+        if counts:
+            topology = with_parallelism(topology, counts)
+        from spillway.storage.rest import is_job_url, latest_checkpoint
+
+        path = latest_checkpoint(checkpoint) if is_job_url(checkpoint) else checkpoint
+        settings.checkpoint_path = path
+        loaded = load_checkpoint(path, rebase)
+        result = check(topology, loaded.checkpoint, settings, loaded)
+        forecast: dict[str, Any] | None = None
+        forecast_note = None
+        if result.restorable is not False:
+            rescaled = checkpoint_parallelism_plan(topology, result)
+            if rescaled is not None:
+                from spillway.rescale.rescale import forecast_rescale
+
+                old_plan, new_p = rescaled
+                try:
+                    forecast = forecast_rescale(loaded, old_plan, new_p, keys, fns, buffers)
+                except SpillwayError as exc:
+                    forecast_note = f"no restore forecast: {exc}"
+                else:
+                    result.reasons += forecast_reasons(forecast)
+        restorable = result.restorable
+        if json_out:
+            extra: dict[str, Any] = {"checkpoint": path, "plan": plan}
+            if forecast is not None:
+                extra["forecast"] = forecast
+            if forecast_note is not None:
+                extra["forecast_note"] = forecast_note
+            emit_json(to_doc(result, extra))
+        else:
+            show(result, forecast, forecast_note)
+        if restorable is None:
+            return EXIT_UNKNOWN
+        return EXIT_OK if restorable else EXIT_FINDINGS
+
+    raise typer.Exit(guarded(run, json_out))
+
+
+def show(result: Any, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
+    answer = {True: "[bold green]yes[/]", False: "[bold red]no[/]", None: "[yellow]unknown[/]"}[result.restorable]
+    out.print(f"restorable: {answer}")
+    # one reason per paragraph, not a table: the messages and Flink's words are long and must not be cut
+    for r in result.reasons:
+        style = VERDICT_STYLE.get(r.verdict, "")
+        verdict = f"[{style}]{r.verdict:8}[/]" if style else f"{r.verdict:8}"
+        issue = f" [{r.flink_issue}]" if r.flink_issue else ""
+        out.print(f"{verdict} {escape(r.check)}: {escape(r.message + issue)}", soft_wrap=True)
+        if r.flink_message:
+            out.print("         Flink: " + escape(r.flink_message.replace("\n", " ")), soft_wrap=True)
+    v = Table(title="the new job's vertices and the checkpoint state they get", title_justify="left")
+    for col in ("vertex", "parallelism", "checkpoint", "input channel state", "output channel state"):
+        v.add_column(col, no_wrap=col != "vertex", justify="left" if col == "vertex" else "right")
+    for row in result.vertices:
+        v.add_row(
+            escape(row["vertex"]),
+            str(row["parallelism"]),
+            "-" if row["checkpoint_parallelism"] is None else str(row["checkpoint_parallelism"]),
+            human_bytes(row["input_channel_bytes"]),
+            human_bytes(row["output_channel_bytes"]),
+        )
+    print_wide(v)
+    if forecast is not None:
+        show_forecast(forecast)
+    if forecast_note:
+        out.print(escape(forecast_note), soft_wrap=True)

@@ -1,0 +1,237 @@
+"""Will Flink restore this checkpoint into this job? Flink's restore-time checks, answered offline.
+
+Each check is one Flink refuses a restore on (docs/format/restore-checks.md, per release line): state of an
+operator the new job lacks (``Checkpoints.loadAndValidateCheckpoint``), max parallelism changed or below the new
+parallelism (``Checkpoints`` / ``StateAssignmentOperation``), channel state of an exchange that is now chained or
+pointwise and rescaled (``StateAssignmentOperation``, FLINK-38267), and the FLIP-147 finished-state rules
+(``VertexFinishedStateChecker``, :mod:`spillway.inspect.finished`). Where the plan cannot tell which checkpoint
+operator a plan operator is, the checks that depend on it answer "unknown", never "restorable".
+
+Everything this module needs from the plan-to-checkpoint binding comes through :func:`place_operators`, the one
+adapter over :mod:`spillway.inspect.topology` (so the binding can be replaced in one place).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spillway.inspect.restore_checks import (
+    NOTE,
+    OK,
+    PASSED,
+    REFUSED,
+    UNKNOWN,
+    WARNING,
+    NewVertex,
+    Placement,
+    Reason,
+    Settings,
+    binding_notes,
+    channel_state,
+    dropped_state_cuts,
+    files,
+    finished_state,
+    known_bugs,
+    mapping,
+    max_parallelism,
+    vertex_table,
+)
+from spillway.inspect.topology import Topology, operator_binding
+from spillway.model.checkpoint import Checkpoint
+from spillway.storage.load import LoadedCheckpoint
+
+__all__ = ["NOTE", "OK", "REFUSED", "SCHEMA", "UNKNOWN", "WARNING", "Reason", "Result", "Settings", "check"]
+
+SCHEMA = "spillway.preflight/1"
+
+
+@dataclass
+class Result:
+    reasons: list[Reason]
+    vertices: list[dict[str, Any]]  # the new job's vertices and what of the checkpoint each gets
+
+    @property
+    def restorable(self) -> bool | None:
+        verdicts = {r.verdict for r in self.reasons}
+        if REFUSED in verdicts:
+            return False
+        return None if UNKNOWN in verdicts else True
+
+
+# ------------------------------------------------------------------------------------------------- the adapter
+
+
+def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
+    """Where each checkpoint operator sits in the new job, as far as Flink's own ids tell.
+
+    The only use of the plan-to-checkpoint binding (:func:`spillway.inspect.topology.operator_binding`): a plan
+    operator whose Flink id is computed (uid hash, generated hash, vertex id, stored name) is placed, or known
+    to be absent from the checkpoint; any other is listed in ``unknown`` (or ``guessed``)."""
+    vertices: dict[str, NewVertex] = {}
+    node_vertex: dict[int, tuple[str, int]] = {}
+    for key, v in topology.vertices.items():
+        vertices[key] = NewVertex(
+            key,
+            v.label(),
+            v.parallelism,
+            max(len(v.names), len(v.node_ids), 1),
+            [(e.upstream, e.gate, e.ship_strategy) for e in v.inputs],
+            [(e.downstream, i, e.ship_strategy) for i, e in enumerate(v.outputs)],
+        )
+        for pos, node in enumerate(v.node_ids):
+            node_vertex[node] = (key, pos)
+        vertices[key].leaves = _chain_leaves(topology, key)
+    where: dict[str, tuple[str, int]] = {}
+    unknown: list[str] = []
+    guessed: list[str] = []
+    binding = operator_binding(topology, checkpoint)
+    for b in binding.operators if binding is not None else ():
+        if b.node_id is not None and b.node_id in node_vertex:
+            spot: tuple[str, int] | None = node_vertex[b.node_id]
+        elif b.vertex_id is not None and b.position is not None and b.vertex_id.lower() in vertices:
+            spot = (b.vertex_id.lower(), b.position)
+        else:
+            spot = None
+        if b.operator_id is None or spot is None:
+            unknown.append(f"{b.name!r}: {b.reason}")
+        elif b.method == "elimination":
+            guessed.append(f"{b.name!r}: {b.reason}")
+        elif b.in_checkpoint:
+            where[b.operator_id] = spot
+    if binding is None:
+        unknown.append("the plan could not be bound to the checkpoint at all")
+    old = {key: op.parallelism for op in checkpoint.operators for key, _ in [where.get(op.operator_id, ("", 0))] if key}
+    return Placement(vertices, where, unknown, guessed, old)
+
+
+def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
+    """Positions (head = 0, plan order) of the chain's operators that chain to nothing further."""
+    v = topology.vertices[key]
+    if topology.job_graph is not None and v.vertex_id is not None:
+        try:
+            parents = topology.job_graph.vertex(v.vertex_id).parents
+        except (KeyError, LookupError, ValueError):
+            return None
+        return [i for i in range(len(parents)) if i not in set(parents)]
+    if topology.stream_graph is not None and v.node_ids:
+        inside = set(v.node_ids)
+        feeding = {e.source for e in topology.stream_graph.edges if e.source in inside and e.target in inside}
+        return [i for i, n in enumerate(v.node_ids) if n not in feeding]
+    return None
+
+
+def check(
+    topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None, loaded: LoadedCheckpoint | None = None
+) -> Result:
+    """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
+    (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""
+    settings = settings or Settings()
+    place = place_operators(topology, checkpoint)
+    cuts = dropped_state_cuts(loaded) if loaded is not None else None
+    reasons: list[Reason] = binding_notes(place)
+    for name, found in (
+        ("operator-mapping", mapping(place, checkpoint, settings, cuts)),
+        ("max-parallelism", max_parallelism(place, checkpoint, settings)),
+        ("channel-state", channel_state(place, checkpoint, settings)),
+        ("finished-state", finished_state(topology, checkpoint)),
+    ):
+        reasons += found or [Reason(name, OK, PASSED[name])]
+    if loaded is not None:
+        reasons += files(loaded, place, settings) or [Reason("files", OK, PASSED["files"])]
+    reasons += known_bugs(checkpoint, settings)
+    return Result(reasons, vertex_table(place, checkpoint))
+
+
+def to_doc(result: Result, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "restorable": result.restorable,
+        "reasons": [r.to_doc() for r in result.reasons],
+        "vertices": result.vertices,
+    }
+    doc |= extra or {}
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------- plan changes
+
+
+def find_vertex(topology: Topology, name: str) -> str:
+    """A vertex of the plan by key (job-vertex id / stream node id of the head), operator name or given uid."""
+    from spillway.inspect.topology import PlanError
+
+    uid_names = {uid: n for n, uid in topology.uids.items()}
+    hits = [
+        key
+        for key, v in topology.vertices.items()
+        if name in (key, v.vertex_id) or name in v.names or uid_names.get(name) in v.names
+    ]
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(sorted(v.label() for v in topology.vertices.values()))
+    if not hits:
+        raise PlanError(f"no vertex {name!r} in the plan (vertex id, operator name or --uid); vertices: {known}")
+    raise PlanError(f"{name!r} names {len(hits)} vertices of the plan; use a vertex id")
+
+
+def with_parallelism(topology: Topology, parallelism: dict[str, int]) -> Topology:
+    """The plan with the named vertices' parallelism changed (``-p VERTEX=N``), same flavour and uids."""
+    from spillway.inspect.topology import parse_plan
+
+    changed = topology.with_parallelism({find_vertex(topology, k): n for k, n in parallelism.items()})
+    out = parse_plan(changed)
+    out.uids = dict(topology.uids)
+    return out
+
+
+def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Topology, dict[str, int]] | None:
+    """The plan at the checkpoint's parallelism and the new parallelism per vertex key, when the new job is the
+    checkpoint's job rescaled (every vertex with operators in the checkpoint has one old parallelism); else None."""
+    from spillway.inspect.topology import parse_plan
+
+    old: dict[str, int] = {}
+    new: dict[str, int] = {}
+    for row in result.vertices:
+        if row["checkpoint_parallelism"] is None:
+            if row["operators"]:
+                return None
+            continue
+        if row["checkpoint_parallelism"] != row["parallelism"]:
+            old[row["key"]] = row["checkpoint_parallelism"]
+            new[row["key"]] = row["parallelism"]
+    if not new:
+        return None
+    plan = parse_plan(topology.with_parallelism(old))
+    plan.uids = dict(topology.uids)
+    return plan, new
+
+
+def forecast_reasons(forecast: dict[str, Any]) -> list[Reason]:
+    """What the restore forecast (``spillway.rescale.forecast``) says the recovery will need, as reasons: gates
+    recovering more buffers than they get (the stalls of FLINK-22946 / FLINK-39519), and the bytes Flink's
+    restore-time filtering reads, which an offline ``spillway rescale`` first avoids."""
+    flink = forecast.get("flink", {})
+    out: list[Reason] = []
+    if flink.get("over_budget"):
+        out.append(
+            Reason(
+                "recovery",
+                WARNING,
+                f"{flink['over_budget']} gate(s) recover more network buffers than the gate gets "
+                "(see the forecast): risk of a stalled or spilling recovery",
+                flink_issue="FLINK-22946",
+            )
+        )
+    if flink.get("bytes_filtered"):
+        out.append(
+            Reason(
+                "recovery",
+                NOTE,
+                f"Flink will read {flink['bytes_read']} bytes of channel state over {flink['virtual_channels']} "
+                f"virtual channels and pass {flink['bytes_filtered']} of them through its record filter (records "
+                "of old subtasks that now feed several new ones); a `spillway rescale` first writes the channel "
+                "state at the new parallelism: Flink then restores it as-is, without virtual channels or filtering",
+            )
+        )
+    return out

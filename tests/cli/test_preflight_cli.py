@@ -1,0 +1,185 @@
+"""``spillway preflight`` through the installed console script, on recorded real restores (tests/fixtures/
+preflight-matrix/): exit codes and the ``spillway.preflight/1`` document say what Flink did (flink.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+MATRIX = FIXTURES / "preflight-matrix"
+SPILLWAY = Path(sys.executable).parent / "spillway"
+UIDS = ["--uid", "Source: seq=src", "--uid", "sink: Writer=sink"]
+
+
+def checkpoint(fixture: str) -> str:
+    return str(next((FIXTURES / fixture).glob("checkpoints/*/chk-*")))
+
+
+def spillway(*args: str) -> subprocess.CompletedProcess[str]:
+    if not SPILLWAY.exists():
+        pytest.fail(f"no console script at {SPILLWAY}: install the package (pip install -e .)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    return subprocess.run([str(SPILLWAY), *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def flink(release: str, case: str) -> dict[str, Any]:
+    return json.loads((MATRIX / release / case / "flink.json").read_text())
+
+
+def preflight_json(release: str, case: str, fixture: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    plan = str(MATRIX / release / case / "jobgraph.json")
+    res = spillway("preflight", checkpoint(f"{release}-{fixture}"), "--plan", plan, *UIDS, *extra, "--json")
+    assert res.stderr == "" or res.returncode in (0, 1, 4), res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def test_refused_restore_exits_1_with_flinks_message() -> None:
+    recorded = flink("2.3.0", "removed-stateful")
+    assert recorded["outcome"] == "refused"
+    code, doc = preflight_json("2.3.0", "removed-stateful", "counted", "--max-parallelism", "128")
+    assert code == 1 and doc["schema"] == "spillway.preflight/1" and doc["restorable"] is False
+    refused = [r for r in doc["reasons"] if r["verdict"] == "refused"]
+    assert [r["check"] for r in refused] == ["operator-mapping"]
+    # Flink's words after the restore path it names
+    tail = recorded["error"].split("chk-3. ", 1)[1]
+    assert refused[0]["flink_message"].endswith(tail)
+    assert refused[0]["operator"] in recorded["error"]
+
+
+def test_restored_restore_exits_0() -> None:
+    assert flink("2.3.0", "added-operator")["outcome"] == "restored"
+    code, doc = preflight_json("2.3.0", "added-operator", "counted", "--max-parallelism", "128")
+    assert code == 0 and doc["restorable"] is True
+    assert {r["verdict"] for r in doc["reasons"]} <= {"ok", "note"}
+
+
+def test_data_dependent_restore_exits_4_unknown() -> None:
+    # Flink 2.3.0 accepted this restore and the task then failed ("Corrupt stream"): preflight cannot promise either
+    assert flink("2.3.0", "removed-stateful-allowed")["outcome"] == "failed"
+    code, doc = preflight_json(
+        "2.3.0", "removed-stateful-allowed", "counted", "--max-parallelism", "128", "--allow-non-restored-state"
+    )
+    assert code == 4 and doc["restorable"] is None
+    assert [r["check"] for r in doc["reasons"] if r["verdict"] == "unknown"] == ["dropped-channel-state"]
+
+
+def test_p_changes_the_plan_like_the_submitted_job() -> None:
+    """-p on the fixture's own plan gives the answer Flink gave for the job submitted at that parallelism."""
+    recorded = flink("2.3.0", "above-max-parallelism")
+    assert recorded["outcome"] == "refused"
+    res = spillway(
+        "preflight",
+        checkpoint("2.3.0-unaligned"),
+        "--plan",
+        str(FIXTURES / "2.3.0-unaligned" / "jobgraph.json"),
+        *(a for name in ("Source: seq", "slow", "len") for a in ("-p", f"{name}=129")),
+        "--json",
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert recorded["error"] in [r.get("flink_message") for r in doc["reasons"]]
+    assert {v["parallelism"] for v in doc["vertices"]} == {129}
+
+
+def test_rescale_with_forecast_exits_0() -> None:
+    assert flink("2.3.0", "keyed-up")["outcome"] == "restored"
+    res = spillway(
+        "preflight",
+        checkpoint("2.3.0-counted"),
+        "--plan",
+        str(FIXTURES / "2.3.0-counted" / "jobgraph.json"),
+        "-p",
+        "count=3",
+        "--max-parallelism",
+        "128",
+        "--key",
+        "count=tuple:0:long",
+        "--json",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["restorable"] is True
+    edges = {e["edge"]: e for e in doc["forecast"]["flink"]["edges"]}
+    hashed = next(e for name, e in edges.items() if "HASH" in name)
+    assert [s["subtask"] for s in hashed["subtasks"]] == [0, 1, 2]
+    # the forecast's filtering is named as what a rescale first would avoid, with the forecast's own numbers
+    fl = doc["forecast"]["flink"]
+    assert fl["bytes_filtered"] > 0
+    advice = [r for r in doc["reasons"] if r["check"] == "recovery"]
+    assert len(advice) == 1 and f"pass {fl['bytes_filtered']} of them" in advice[0]["message"]
+
+
+def test_text_output_names_the_answer_and_flinks_words() -> None:
+    res = spillway(
+        "preflight",
+        checkpoint("2.3.0-counted"),
+        "--plan",
+        str(MATRIX / "2.3.0" / "max-parallelism-changed" / "jobgraph.json"),
+        "--max-parallelism",
+        "256",
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "restorable: no" in res.stdout
+    assert "Max parallelism mismatch between checkpoint/savepoint state and new program" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-p", "nosuchvertex=3"],
+        ["--max-parallelism", "x"],
+        ["--flink-version", "two"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    res = spillway(
+        "preflight", checkpoint("2.3.0-counted"), "--plan", str(FIXTURES / "2.3.0-counted" / "jobgraph.json"), *args
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_unreachable_jobmanager_exits_3() -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = spillway("preflight", checkpoint("2.3.0-counted"), "--plan", f"http://127.0.0.1:{port}/jobs/{'a' * 32}")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "cannot reach the JobManager" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_job_url_without_a_job_id_is_a_usage_error() -> None:
+    res = spillway("preflight", checkpoint("2.3.0-counted"), "--plan", "http://127.0.0.1:8081/jobs/latest")
+    assert res.returncode == 2, res.stdout + res.stderr
+
+
+MISSING = "df5c04a7-2c53-4ce9-b955-0d92013988d7"  # the channel-state file of count#1, check#1 … in 2.3.0-counted
+
+
+def counted_without_a_file(tmp_path: Path) -> Path:
+    """A copy of 2.3.0-counted whose checkpoint lacks one channel-state file (tests/integration/
+    test_preflight_flink.py restores the same copy in real Flink, which fails)."""
+    from support.damaged import copy_fixture
+
+    copy = copy_fixture("2.3.0-counted", tmp_path)
+    (copy.chk / MISSING).unlink()
+    return copy.chk
+
+
+def test_missing_file_is_not_restorable(tmp_path: Path) -> None:
+    chk = counted_without_a_file(tmp_path)
+    plan = str(MATRIX / "2.3.0" / "same" / "jobgraph.json")
+    res = spillway("preflight", str(chk), "--plan", plan, *UIDS, "--max-parallelism", "128", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    files = [r for r in doc["reasons"] if r["check"] == "files" and r["verdict"] == "refused"]
+    assert files and all(MISSING in r["message"] for r in files), doc["reasons"]

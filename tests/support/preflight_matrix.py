@@ -1,0 +1,231 @@
+"""The preflight matrix: real restores of fixture checkpoints into changed jobs, and what spillway preflight must say.
+
+``tests/fixtures/preflight-matrix/<release>/<case>/`` holds what the restore harness recorded for each case
+(``RestoreCheck``, tests/fixtures/generator/README.md): the submitted job's ``jobgraph.json`` (``JsonPlanGenerator``)
+and ``plan.json`` (``getExecutionPlan()``), and ``flink.json`` (Flink's outcome, stage, error class and message, and
+the case's restore options). The unit test (tests/unit/test_preflight_matrix.py) runs preflight on every recorded row
+without a JVM; the integration test (tests/integration/test_preflight_flink.py, marker ``flink``) restores a few rows
+live. Re-record with ``python tests/support/preflight_matrix.py RELEASE [CASE ...]`` (one restore at a time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "preflight-matrix"
+RELEASES = ("1.15.4", "1.20.3", "2.0.0", "2.3.0")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One restore: fixture ``<release>-<fixture>``, the job (scenario or variant) and its settings."""
+
+    fixture: str  # fixture suffix: "counted", "unaligned"
+    what: str  # one line for the docs and the report
+    variant: str | None = None
+    parallelism: int | None = None  # the whole job (RestoreCheck --parallelism)
+    vertex_parallelism: dict[str, int] = field(default_factory=dict)  # uid -> N (scenario "counted")
+    allow_non_restored: bool = False
+    max_parallelism: int | None = None  # set explicitly in the new job (RestoreCheck --max-parallelism)
+
+
+CASES: dict[str, Case] = {
+    "same": Case("counted", "the same job, same parallelism"),
+    "keyed-up": Case(
+        "counted", "count (keyed state, HASH input with channel state) 2 -> 3", vertex_parallelism={"count": 3}
+    ),
+    "keyed-down": Case("counted", "count 2 -> 1", vertex_parallelism={"count": 1}),
+    "rebalance-up": Case(
+        "counted", "parse (REBALANCE input with channel state) 2 -> 3", vertex_parallelism={"parse": 3}
+    ),
+    "all-down": Case("counted", "every vertex 2 -> 1", parallelism=1),
+    "above-max-parallelism": Case(
+        "unaligned",
+        "every vertex 2 -> 129, above the checkpoint's max parallelism 128 (not set in the job)",
+        parallelism=129,
+    ),
+    "count-above-max-parallelism": Case(
+        "counted", "count 2 -> 129 in a job that sets max parallelism 128", vertex_parallelism={"count": 129}
+    ),
+    "max-parallelism-changed": Case(
+        "counted", "the job's max parallelism set to 256 (checkpoint: 128, set explicitly too)", max_parallelism=256
+    ),
+    "max-parallelism-set-same": Case(
+        "unaligned", "the job sets max parallelism 128 explicitly (checkpoint: 128, derived)", max_parallelism=128
+    ),
+    "removed-stateful": Case("counted", "check (operator list state) removed", variant="without-check"),
+    "removed-stateful-allowed": Case(
+        "counted", "check removed, --allow-non-restored-state", variant="without-check", allow_non_restored=True
+    ),
+    "removed-stateless": Case("counted", "the stateless sink removed", variant="without-sink"),
+    "removed-keyed": Case("unaligned", "slow (keyed state, input channel state) removed", variant="without-slow"),
+    "removed-keyed-allowed": Case(
+        "unaligned", "slow removed, --allow-non-restored-state", variant="without-slow", allow_non_restored=True
+    ),
+    "added-operator": Case("counted", "a new stateless map chained between check and sink", variant="added-operator"),
+    "pointwise-rescaled": Case(
+        "counted",
+        "src -> parse becomes RESCALE (pointwise; parse holds its channel state), parse 2 -> 3",
+        variant="src-rescale",
+        vertex_parallelism={"parse": 3},
+    ),
+    "pointwise-same-parallelism": Case(
+        "counted", "src -> parse becomes RESCALE (pointwise), parallelism unchanged", variant="src-rescale"
+    ),
+    "chained-edge-with-state": Case(
+        "counted", "src -> parse chained (FORWARD): parse's input channel state inside a chain", variant="src-chained"
+    ),
+    "mixed-inputs-rescaled": Case(
+        "counted",
+        "parse gets a second input (new source over RESCALE) next to its REBALANCE input with channel state; "
+        "parse 2 -> 3 (FLINK-38267)",
+        variant="mixed-inputs",
+        vertex_parallelism={"parse": 3},
+    ),
+}
+
+# What a plan does not show and a user knows: the job's uids (operator name -> uid, for --uid), per fixture job.
+# Sinks are Sink V2 writers from 1.19 on ("sink: Writer"), SinkFunctions before (FixtureJob.java, Shims.discard).
+
+
+def job_uids(release: str, fixture: str) -> dict[str, str]:
+    sink_v2 = tuple(map(int, release.split(".")[:2])) >= (1, 19)
+    sink = "sink: Writer" if sink_v2 else "Sink: sink"
+    if fixture == "counted":
+        return {
+            "Source: seq": "src",
+            "Source: extra": "extra",
+            "parse": "parse",
+            "count": "count",
+            "check": "check",
+            "added": "added",
+            sink: "sink",
+        }
+    return {"Source: seq": "src", "tostr": "tostr", "slow": "slow", "len": "len", sink: "sink"}
+
+
+def recorded() -> list[tuple[str, str]]:
+    return sorted((d.parent.name, d.name) for d in RECORDED.glob("*/*") if (d / "flink.json").is_file())
+
+
+def recorded_dir(release: str, case: str) -> Path:
+    return RECORDED / release / case
+
+
+def load_recorded(release: str, case: str) -> dict[str, Any]:
+    return json.loads((recorded_dir(release, case) / "flink.json").read_text())
+
+
+RECORDED_KEYS = (
+    "flink_version",
+    "scenario",
+    "variant",
+    "parallelism",
+    "vertex_parallelism",
+    "max_parallelism",
+    "allow_non_restored_state",
+    "outcome",
+    "stage",
+    "error_class",
+    "error",
+    "causes",
+)
+
+
+def record(release: str, name: str) -> dict[str, Any]:
+    """Restore the case with real Flink and (re)write its recorded plans and outcome."""
+    import shutil
+    import tempfile
+
+    from support.fixtures import fixture_named
+    from support.flink_harness import restore
+
+    case = CASES[name]
+    fx = fixture_named(f"{release}-{case.fixture}")
+    with tempfile.TemporaryDirectory(prefix="spillway-preflight-") as tmp:
+        res = restore(
+            release,
+            fx.info["scenario"],
+            fx.checkpoint_dir,
+            variant=case.variant,
+            parallelism=case.parallelism,
+            allow_non_restored=case.allow_non_restored,
+            vertex_parallelism=case.vertex_parallelism or None,
+            max_parallelism=case.max_parallelism,
+            run_seconds=3,
+            workdir=Path(tmp) / "work",
+        )
+        out = recorded_dir(release, name)
+        out.mkdir(parents=True, exist_ok=True)
+        for src, dst in ((res["jobgraph_plan"], "jobgraph.json"), (res["stream_plan"], "plan.json")):
+            if Path(src).is_file():
+                shutil.copy(src, out / dst)
+    doc: dict[str, Any] = {"case": name, "fixture": f"{release}-{case.fixture}", "what": case.what}
+    doc |= {k: res.get(k) for k in RECORDED_KEYS}
+    doc["causes"] = [c[:600] for c in (doc["causes"] or [])][:6]
+    (out / "flink.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def preflight_settings(release: str, name: str, checkpoint: str) -> Any:
+    """What a user of the case's job knows and gives preflight: allow-non-restored-state, the max parallelism
+    the job sets (the counted job calls setMaxParallelism(128), Counted.java; the unaligned job sets none), the
+    restoring release."""
+    from spillway.inspect.preflight import Settings
+
+    c = CASES[name]
+    mp = c.max_parallelism or (128 if c.fixture == "counted" else None)
+    version = tuple(map(int, release.split(".")))
+    return Settings(c.allow_non_restored, {} if mp is None else {None: mp}, version, checkpoint)  # type: ignore[arg-type]
+
+
+def preflight_row(release: str, name: str, flavour: str = "jobgraph.json", uids: bool = True) -> Any:
+    """spillway preflight's result for a recorded row (the recorded submitted plan, the fixture's checkpoint)."""
+    from spillway.inspect.preflight import check
+    from spillway.inspect.topology import load_plan
+    from spillway.storage.load import load_checkpoint
+    from support.fixtures import fixture_named
+
+    c = CASES[name]
+    fx = fixture_named(f"{release}-{c.fixture}")
+    plan = load_plan(recorded_dir(release, name) / flavour, job_uids(release, c.fixture) if uids else None)
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    return check(plan, loaded.checkpoint, preflight_settings(release, name, str(fx.checkpoint_dir)), loaded)
+
+
+def table() -> str:
+    """The matrix as a Markdown table: per case and release, Flink's outcome (and message) beside preflight's."""
+    answer = {True: "restorable", False: "not restorable", None: "unknown"}
+    lines = [
+        "| case | release | Flink | Flink's message | preflight | preflight's checks |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, case in CASES.items():
+        for release in RELEASES:
+            if not (recorded_dir(release, name) / "flink.json").is_file():
+                continue
+            f = load_recorded(release, name)
+            r = preflight_row(release, name)
+            checks = sorted({x.check for x in r.reasons if x.verdict in ("refused", "unknown")})
+            msg = (f["error"] or "").replace("\n", " ").replace("|", "\\|")
+            msg = msg if len(msg) < 110 else msg[:107] + "…"
+            what = f"`{name}`: {case.what}" if release == RELEASES[0] else ""
+            outcome = f["outcome"] + (f" ({f['stage']})" if f["stage"] else "")
+            lines.append(f"| {what} | {release} | {outcome} | {msg} | {answer[r.restorable]} | {', '.join(checks)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python tests/support/preflight_matrix.py RELEASE [CASE ...] | --table
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    if sys.argv[1:] == ["--table"]:
+        print(table())
+        sys.exit(0)
+    release, *names = sys.argv[1:]
+    for name in names or list(CASES):
+        doc = record(release, name)
+        print(name, doc["outcome"], doc["stage"], (doc["error"] or "")[:300], flush=True)

@@ -1,0 +1,164 @@
+"""spillway preflight on every recorded real restore (tests/fixtures/preflight-matrix/): the answer agrees with what
+Flink did, row by row, without a JVM. The expected outcome of each row is Flink's own (flink.json, written by
+tests/support/preflight_matrix.py from a real restore); nothing here is derived from the code under test."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from support import finished_variants
+from support.fixtures import fixture_named
+from support.preflight_matrix import CASES, RELEASES, job_uids, load_recorded, preflight_row, recorded, recorded_dir
+
+from spillway.inspect.preflight import REFUSED, UNKNOWN, Result, Settings, check
+from spillway.inspect.topology import load_plan
+from spillway.storage.load import load_checkpoint
+
+# Flink's message -> the preflight check that must name it (docs/format/restore-checks.md)
+FLINK_CHECKS = {
+    "Cannot map checkpoint/savepoint state for operator": "operator-mapping",
+    "Max parallelism mismatch between checkpoint/savepoint state and new program": "max-parallelism",
+    "of the restored state is lower than the configured parallelism": "max-parallelism",
+    "is higher than the max parallelism": "parallelism",
+    "Cannot rescale the given pointwise partitioner": "channel-state-rescale",
+    "data exchanges with persisted data are now chained": "channel-state-chained",
+    "out of bounds for length": "channel-state-channels",
+}
+# Rows that drop an operator's input channel state while its upstream's output state is restored: where a record is
+# cut between the two, preflight says unknown (Flink failed with "Corrupt stream" on most such rows and accepted
+# one, 2.0.0 removed-keyed-allowed, reading the cut bytes as records); where none is cut, restorable.
+DROPPING = {"removed-stateful-allowed", "removed-keyed-allowed"}
+
+ROWS = recorded()
+
+
+def run(release: str, case: str, flavour: str, uids: bool) -> Result:
+    """preflight on the recorded submitted plan, with what the job's user knows (preflight_settings)."""
+    return preflight_row(release, case, flavour, uids)
+
+
+def flink_check(flink: dict[str, Any]) -> str:
+    hits = [name for fragment, name in FLINK_CHECKS.items() if fragment in (flink["error"] or "")]
+    assert len(hits) == 1, flink["error"]
+    return hits[0]
+
+
+def _normal(message: str) -> str:
+    """Flink names the restore path (or "Checkpoint Metadata") in some messages: not part of the check."""
+    return re.sub(r"checkpoint/savepoint \S.*?\. (Cannot|Max)", r"checkpoint/savepoint <path>. \1", message)
+
+
+def same_message(flink_error: str, ours: str) -> bool:
+    if "now chained" in flink_error:
+        # Flink lists the operators of the first side it checks (output before input); preflight lists both
+        head = flink_error.split("[")[0]
+        theirs = set(re.findall(r"[0-9a-f]{32}", flink_error))
+        return ours.startswith(head) and theirs <= set(re.findall(r"[0-9a-f]{32}", ours))
+    return _normal(flink_error) == _normal(ours)
+
+
+def test_every_release_and_case_is_recorded() -> None:
+    assert sorted(ROWS) == sorted((r, c) for r in RELEASES for c in CASES)
+
+
+@pytest.mark.parametrize(("release", "case"), ROWS, ids=[f"{r}-{c}" for r, c in ROWS])
+def test_preflight_agrees_with_flink(release: str, case: str) -> None:
+    flink = load_recorded(release, case)
+    c = CASES[case]
+    assert flink["variant"] == c.variant and flink["allow_non_restored_state"] == c.allow_non_restored
+    for flavour in ("jobgraph.json", "plan.json"):
+        result = run(release, case, flavour, uids=True)
+        refused = [r for r in result.reasons if r.verdict == REFUSED]
+        unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
+        where = (flavour, [r.to_doc() for r in refused + unknown], flink["error"])
+        if flink["outcome"] == "failed" and "Corrupt stream" in flink["error"]:
+            # Flink read a cut record: preflight found the cut in the dropped channel state
+            assert case in DROPPING and result.restorable is None, where
+            assert [r.check for r in unknown] == ["dropped-channel-state"], where
+        elif result.restorable is None:
+            assert case in DROPPING and flink["outcome"] == "restored", where
+            assert [r.check for r in unknown] == ["dropped-channel-state"], where
+        elif flink["outcome"] == "restored":
+            assert result.restorable is True, where
+        else:
+            name = flink_check(flink)
+            assert result.restorable is False, where
+            mine = [r for r in refused if r.check == name]
+            assert mine, where
+            assert any(same_message(flink["error"], r.flink_message or "") for r in mine), where
+
+
+@pytest.mark.parametrize(("release", "case"), ROWS, ids=[f"{r}-{c}" for r, c in ROWS])
+def test_without_uids_never_contradicts_flink(release: str, case: str) -> None:
+    """Without the uids a plan cannot show, the binding may be unsure: then unknown, never the wrong answer."""
+    flink = load_recorded(release, case)
+    # the job-graph plan binds every operator by Flink's ids without help: the same answer as with the uids
+    assert (
+        run(release, case, "jobgraph.json", uids=False).restorable
+        == run(release, case, "jobgraph.json", True).restorable
+    )
+    for flavour in ("jobgraph.json", "plan.json"):
+        answer = run(release, case, flavour, uids=False).restorable
+        if flink["outcome"] == "restored" and case not in DROPPING:
+            assert answer is not False, (flavour, flink)
+        elif flink["outcome"] != "restored":
+            assert answer is not True, (flavour, flink)
+
+
+# The FLIP-147 restore proofs (tests/fixtures/finished-variants/: "a chain changed after tasks finished" and more)
+# are matrix rows too: preflight on the recorded job-graph plan with the job's uids gives Flink's outcome.
+FINISHED = finished_variants.recorded()
+
+
+@pytest.mark.parametrize(("release", "variant"), FINISHED, ids=[f"{r}-{v}" for r, v in FINISHED])
+def test_preflight_agrees_with_flink_on_the_finished_variants(release: str, variant: str) -> None:
+    flink = finished_variants.load_recorded(release, variant)
+    rule, allow = finished_variants.VARIANTS[variant]
+    fx = fixture_named(f"{release}-finished")
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    plan = load_plan(
+        finished_variants.recorded_dir(release, variant) / "jobgraph.json", finished_variants.job_uids(release)
+    )
+    version = tuple(map(int, release.split(".")))
+    result = check(plan, loaded.checkpoint, Settings(allow, {}, version, str(fx.checkpoint_dir)), loaded)  # type: ignore[arg-type]
+    refused = [r for r in result.reasons if r.verdict == REFUSED]
+    if flink["outcome"] == "restored":
+        assert rule is None and result.restorable is True, [r.to_doc() for r in result.reasons]
+    else:
+        assert flink["outcome"] == "refused" and rule is not None, flink
+        assert result.restorable is False, [r.to_doc() for r in result.reasons]
+        # Flink checks FLIP-147 before assigning state, so that is the refusal it names; preflight lists every one
+        # (the rewired variants also chain slow, which holds output channel state, in front of tolong)
+        assert "finished-state" in {r.check for r in refused}, [r.to_doc() for r in refused]
+
+
+def test_flink_38267_without_the_release_is_unknown() -> None:
+    """The same job and checkpoint were refused by 1.15.4 and 2.0.0 and restored by 1.20.3 and 2.3.0: without
+    --flink-version preflight cannot tell which, and says so."""
+    outcomes = {r: load_recorded(r, "mixed-inputs-rescaled")["outcome"] for r in RELEASES}
+    assert outcomes == {"1.15.4": "refused", "1.20.3": "restored", "2.0.0": "refused", "2.3.0": "restored"}
+    for release in RELEASES:
+        fx = fixture_named(f"{release}-counted")
+        loaded = load_checkpoint(fx.checkpoint_dir)
+        plan = load_plan(recorded_dir(release, "mixed-inputs-rescaled") / "jobgraph.json", job_uids(release, "counted"))
+        result = check(plan, loaded.checkpoint, Settings(max_parallelism={None: 128}), loaded)
+        unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
+        assert result.restorable is None and {r.flink_issue for r in unknown} == {"FLINK-38267"}, unknown
+
+
+def test_the_python_api_gives_flinks_answer() -> None:
+    import spillway
+    from spillway.inspect.preflight import to_doc
+
+    recorded_error = load_recorded("2.3.0", "removed-stateful")["error"]
+    fx = fixture_named("2.3.0-counted")
+    plan = load_plan(recorded_dir("2.3.0", "removed-stateful") / "jobgraph.json", job_uids("2.3.0", "counted"))
+    result = spillway.preflight(fx.checkpoint_dir, plan, Settings(max_parallelism={None: 128}))
+    doc = to_doc(result)
+    assert doc["schema"] == "spillway.preflight/1" and doc["restorable"] is False
+    refused = [r for r in doc["reasons"] if r["verdict"] == "refused"]
+    assert [r["check"] for r in refused] == ["operator-mapping"]
+    assert refused[0]["operator"] in recorded_error
+    assert spillway.preflight(fx.checkpoint_dir, recorded_dir("2.3.0", "same") / "jobgraph.json").restorable is True
