@@ -127,6 +127,9 @@ def check(
     """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
     (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""
     settings = settings or Settings()
+    # The new job's plan: only Flink's own ids bind it to the checkpoint (no deduction that assumes the job that
+    # wrote the checkpoint, no chains from the checkpoint's evidence).
+    topology.describes_checkpoint = False
     place = place_operators(topology, checkpoint)
     cuts = dropped_state_cuts(loaded) if loaded is not None else None
     reasons: list[Reason] = binding_notes(place)

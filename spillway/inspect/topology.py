@@ -77,6 +77,9 @@ class Topology:
     # operator name -> uid, given by the user (--uid NAME=UID, --uid-map): a plan does not show uids
     uids: dict[str, str] = field(default_factory=dict)
     source_doc: Any = None  # the plan JSON as read (unwrapped), to write a changed copy of it
+    # The plan is of the job that wrote the checkpoint (validate, analyze, rescale, repair). False for a new job's
+    # plan (preflight): then only Flink's own ids bind, and its chains are its own, not the checkpoint's evidence.
+    describes_checkpoint: bool = True
 
     def with_parallelism(self, new_p: dict[str, int]) -> dict[str, Any]:
         """The plan JSON as read, with the parallelism of vertices ``new_p`` (vertex key -> N) changed:
@@ -349,10 +352,15 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
         topology.vertices = hit[2]  # the chains of this checkpoint (another one may have been bound since)
         return hit[1]
     facts = operator_facts(checkpoint)
-    binding = _operator_binding(topology, checkpoint, facts)
+    binding = _operator_binding(topology, checkpoint, facts if topology.describes_checkpoint else None)
     edges: dict[tuple[int, int], str] = {}
     reasons: dict[tuple[int, int], str] = {}
-    if topology.stream_graph is not None and binding is not None and topology.source_doc is not None:
+    if (
+        topology.describes_checkpoint
+        and topology.stream_graph is not None
+        and binding is not None
+        and topology.source_doc is not None
+    ):
         edges, reasons = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
         chained = {e for e, state in edges.items() if state != CUT}
         rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
@@ -368,7 +376,7 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
 
 
 def _operator_binding(
-    topology: Topology, checkpoint: Checkpoint, facts: list[operator_ids.OperatorFacts]
+    topology: Topology, checkpoint: Checkpoint, facts: list[operator_ids.OperatorFacts] | None
 ) -> operator_ids.Binding | None:
     plan: StreamGraph | JobGraphPlan | None = topology.stream_graph or topology.job_graph
     if plan is None:
