@@ -165,8 +165,13 @@ def _header(doc: dict[str, Any]) -> str:
     counts = v["summary"]
     mine = f["checkpoints"][0] if f["checkpoints"] else {"files": 0, "bytes": 0, "missing": 0}
     verdict = a["restore_verdict"]
-    if v["ok"]:
+    if v["ok"] and v["complete"]:
         banner = '<div class="banner ok" id="validate-banner">validate: sound — no errors</div>'
+    elif v["ok"]:
+        banner = (
+            f'<div class="banner warn" id="validate-banner">validate: no errors found, not all checked — '
+            f"{len(v['unchecked'])} part(s) unchecked (see Validate findings)</div>"
+        )
     else:
         banner = (
             f'<div class="banner bad" id="validate-banner">validate: {counts["error"]} error(s) — '
@@ -439,15 +444,37 @@ def _verdict(a: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _validate_verdict(v: dict[str, Any]) -> str:
+    if not v["ok"]:
+        return f"{v['summary']['error']} errors"
+    return "sound" if v["complete"] else "no errors found, not all checked"
+
+
+def _unchecked(v: dict[str, Any]) -> str:
+    """What validate could not check, one row per reason (the full list is in the validate document)."""
+    counts: dict[tuple[str, str], int] = {}
+    for u in v["unchecked"]:
+        counts[u["what"], u["why"]] = counts.get((u["what"], u["why"]), 0) + 1
+    if not counts:
+        return ""
+    rows = "".join(
+        f'<tr class="unchecked"><td class="n">{n}</td><td class="mono">{_e(what)}</td>'
+        f'<td class="name">{_e(why)}</td></tr>'
+        for (what, why), n in counts.items()
+    )
+    return f'<table id="unchecked"><tr><th class="n">unchecked</th><th>what</th><th>why</th></tr>{rows}</table>'
+
+
 def _validate(v: dict[str, Any]) -> str:
     s = v["summary"]
     parts = [
         '<h2 id="validate">Validate findings</h2>',
         f'<p id="validate-summary" data-errors="{s["error"]}" data-warnings="{s["warning"]}">'
-        f"<b>{'sound' if v['ok'] else str(s['error']) + ' errors'}</b> · {s['warning']} warnings · "
+        f"<b>{_validate_verdict(v)}</b> · {s['warning']} warnings · "
         f"{s['info']} notes · {_num(s['files_checked'])} files · {_num(s['channel_state_blobs'])} channel-state "
         f"blobs, {_num(s['chunks'])} chunks · {_num(s['logical_channels_framed'])} logical channels framed · "
         f"{_num(s['records'])} records, {_num(s['payload_bytes_read'])} payload bytes</p>",
+        _unchecked(v),
     ]
     if v["findings"]:
         rows = []

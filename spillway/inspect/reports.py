@@ -46,6 +46,7 @@ def validate_json(
         "schema": "spillway.validate/1",
         "metadata_path": metadata,
         "ok": not report.errors,
+        "complete": report.complete,
         "summary": {
             **report.counts(),
             "files_checked": report.files_checked,
@@ -57,6 +58,7 @@ def validate_json(
             "payload_bytes_read": report.bytes_read,
         },
         "findings": [f.to_json() for f in report.findings],
+        "unchecked": [u.to_json() for u in report.unchecked],
         "rebased": rebased,
         "binding": binding_json(binding),
         "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},

@@ -65,13 +65,37 @@ from spillway.storage.locate import FileResolver
 if TYPE_CHECKING:
     from spillway.formats.native import FrameBatch
 
-UNBOUNDED = 1 << 62
+# Said after a record-length fault of an input part framed alone: what the "bytes left" were.
+_ALONE_CONTEXT = "; framed without its output side, the bytes left are this part's and all output-side state's"
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
 AHEAD = 4  # framing batches in flight per worker thread: enough to keep them busy, few enough to stay small
 # A batch of channels is framed in one C call: up to this many channels or (at least) this much payload, so
 # tiny channels do not cost a Python round trip each, and big ones still spread over the threads.
 BATCH_CHANNELS = 256
 BATCH_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """Part of the checkpoint validate could not check, and why: ``what`` is ``channel-handle`` (a handle whose
+    records were not framed) or ``file`` (a file that was not read)."""
+
+    what: str
+    why: str
+    operator: str | None = None
+    subtask: int | None = None
+    channel: str | None = None
+    file: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "what": self.what,
+            "why": self.why,
+            "operator": self.operator,
+            "subtask": self.subtask,
+            "channel": self.channel,
+            "file": self.file,
+        }
 
 
 @dataclass
@@ -87,6 +111,22 @@ class Report:
     # Channel handles whose bytes cannot be trusted, with the error findings that say so (for
     # ``rescale --force``, which drops exactly these logical channels and must name why).
     damage: dict[ChannelKey, list[Finding]] = field(default_factory=dict)
+    # What was not checked (files not read, channel handles not framed), in the order found: a report
+    # with no errors is "sound" only when this is empty.
+    unchecked: list[Unchecked] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every byte validate checks was checked (nothing is in ``unchecked``)."""
+        return not self.unchecked
+
+    def unchecked_summary(self) -> list[tuple[str, str, int]]:
+        """(what, why, how many) for each distinct reason something was left unchecked, in the order first
+        seen."""
+        counts: dict[tuple[str, str], int] = {}
+        for u in self.unchecked:
+            counts[u.what, u.why] = counts.get((u.what, u.why), 0) + 1
+        return [(what, why, n) for (what, why), n in counts.items()]
 
     @property
     def errors(self) -> list[Finding]:
@@ -359,6 +399,7 @@ class _Validator:
             key = resolved.local_text
             if key is None:
                 rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+                first = resolved.original not in self.path_faults
                 self.path_faults[resolved.original] = self.add(
                     rule,
                     f"{resolved.original}: {resolved.problem}",
@@ -366,6 +407,10 @@ class _Validator:
                     subtask=site.subtask.index if site.subtask else None,
                     file=resolved.original,
                 )
+                if rule == "file-not-local" and first:
+                    self.report.unchecked.append(
+                        Unchecked("file", "not local and not rebased: not read", file=resolved.original)
+                    )
                 continue
             end = h.start_pos + h.state_size
             prev = needed.get(key)
@@ -607,25 +652,82 @@ class _Validator:
                     f"{outputs} output-side channel handles were not framed: output state may "
                     "start mid-record and only continues an input-side stream; pass --plan to check them",
                 )
+        # A record that starts in an input-side part framed alone may continue only in output-side state (the
+        # rest of its logical channel): its length cannot exceed that part plus all output-side payload.
+        output_payload = sum(self.payload(x.handle) for x in located if x.handle.side == "output")
         self.progress("logical channels", -(len(cmap.channels) + len(located)))
-        jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]] = [
-            (lc.label(), [(p.operator, p.handle) for p in lc.parts], True) for lc in cmap.channels
-        ]
+        jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]] = []
+        framed: set[ChannelKey] = set()
+        for lc in cmap.channels:
+            parts = [(p.operator, p.handle) for p in lc.parts]
+            readable = [(o, h) for o, h in parts if self.unreadable(h) is None]
+            if len(readable) == len(parts):
+                jobs.append((lc.label(), parts, None))
+                framed.update(channel_key(o, h) for o, h in parts)
+            elif readable and readable[0][1].side == "input":
+                # The output part's file is broken: its input part still starts on a record boundary.
+                o, h = readable[0]
+                jobs.append((h.label(), [(o, h)], self.payload(h) + output_payload))
+                framed.add(channel_key(o, h))
         for x in located:
-            if x.key in cmap.used or x.handle.side != "input":
+            if x.key in cmap.used or x.handle.side != "input" or self.unreadable(x.handle) is not None:
                 continue
             # Input state starts on a record boundary; alone it may end mid-record (the rest is upstream).
-            jobs.append((x.label(), [(x.operator, x.handle)], False))
-        for n, ((label, parts, complete), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
-            self.frame(label, parts, complete, fast)
-            if complete:
+            jobs.append((x.label(), [(x.operator, x.handle)], self.payload(x.handle) + output_payload))
+            framed.add(x.key)
+        for x in located:
+            if x.key not in framed:
+                self.not_framed(x, cmap)
+        for n, ((label, parts, bound_alone), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
+            self.frame(label, parts, bound_alone, fast)
+            if bound_alone is None:
                 self.report.channels_framed += 1
             else:
                 self.report.handles_framed_alone += 1
             self.progress("logical channels", n)
 
+    def payload(self, h: ChannelHandle) -> int:
+        """A handle's payload bytes as measured from its file's chunks (its stated size where unknown)."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        if info is None or info.blob is None or not all(o in info.chunks for o in h.offsets):
+            return max(h.state_size, 0)
+        return sum(info.chunks[o] for o in h.offsets)
+
+    def unreadable(self, h: ChannelHandle) -> str | None:
+        """Why the records of a handle cannot be framed at all (its file was not read, or its header is not a
+        channel-state header: any record fault found there would only restate that), or None."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        if info is None or info.blob is None:
+            fault = info.fault if info is not None else None
+            if fault is not None and fault.rule == "file-not-local":
+                return "its file is not local and was not read (pass --rebase to a local copy)"
+            return f"its file could not be read ({fault.rule})" if fault is not None else "its file could not be read"
+        if info.fault is not None and info.fault.rule == "channel-header":
+            return "its file has no valid channel-state header (channel-header)"
+        return None
+
+    def not_framed(self, x: _Located, cmap: ChannelMap) -> None:
+        why = self.unreadable(x.handle)
+        if why is None:
+            if self.topology is None:
+                why = "output side: not framed without --plan (it may start mid-record)"
+            else:
+                why = "output side: in no logical channel of the plan (see the topology notes)"
+        self.report.unchecked.append(
+            Unchecked(
+                "channel-handle",
+                why,
+                operator=x.operator.label(),
+                subtask=x.handle.subtask_index,
+                channel=x.label(),
+                file=self.blobs[self.blob_key(x.handle.delegate)].display
+                if self.blob_key(x.handle.delegate) in self.blobs
+                else None,
+            )
+        )
+
     def run_ahead(
-        self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]]
+        self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]]
     ) -> Iterator[tuple[int, int] | None]:
         """The native framing result of each job, in job order — (records, payload bytes), or None where the
         caller must frame it itself: computed in batches on the pool a few batches ahead of the caller, or
@@ -656,14 +758,14 @@ class _Validator:
                 yield None if found is None else (found, size)
 
         batch, entries, size = FrameBatch(), [], 0
-        for _, parts, complete in jobs:
+        for _, parts, bound_alone in jobs:
             plan = self.native_plan(parts)
             if plan is None:
                 entries.append((-1, 0))
                 continue
             chunks, total = plan
             entries.append((len(batch), total))
-            batch.add(chunks, total if complete else UNBOUNDED, complete)
+            batch.add(chunks, total if bound_alone is None else bound_alone, bound_alone is None)
             size += total
             if len(batch) >= BATCH_CHANNELS or size >= BATCH_BYTES:
                 groups.append((submit(batch), entries))
@@ -716,11 +818,13 @@ class _Validator:
         self,
         label: str,
         parts: list[tuple[OperatorState, ChannelHandle]],
-        complete: bool,
+        bound_alone: int | None,
         fast: tuple[int, int] | None,
     ) -> None:
         """Count the channel's records; ``fast``: the native result, if it framed the channel cleanly. Else
-        frame it again piece by piece, to say where each fault is."""
+        frame it again piece by piece, to say where each fault is. ``bound_alone``: None for a whole logical
+        channel (it must end on a record boundary); for an input part framed alone, the most payload its
+        logical channel can have (a record may run past the part, not past that)."""
         if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
             return
         if fast is not None:
@@ -731,8 +835,9 @@ class _Validator:
         for _, h in parts:
             info = self.blobs[self.blob_key(h.delegate)]
             total += sum(info.chunks[o] for o in h.offsets if o in info.chunks)
-        if not complete:
-            total = UNBOUNDED  # the stream continues elsewhere: a record may run past this part
+        complete = bound_alone is None
+        if bound_alone is not None:
+            total = bound_alone  # the stream continues upstream: a record may run past this part, not past that
         framer = make_framer(total, self.tags)
         where: list[tuple[str, Blob | None, int]] = []
         try:
@@ -751,10 +856,11 @@ class _Validator:
             rule = {"length": "record-length", "tag": "record-tag", "size": "record-tag"}.get(
                 fault.kind, "record-truncated"
             )
+            context = "" if complete or fault.kind != "length" else _ALONE_CONTEXT
             self.add_to(
                 tuple(channel_key(o, h) for o, h in parts),
                 rule,
-                f"{fault.message} (in {part_label})",
+                f"{fault.message} (in {part_label}){context}",
                 operator=op.label(),
                 subtask=first.subtask_index,
                 channel=label,
