@@ -114,6 +114,9 @@ class Report:
     # What was not checked (files not read, channel handles not framed), in the order found: a report
     # with no errors is "sound" only when this is empty.
     unchecked: list[Unchecked] = field(default_factory=list)
+    # Records of each whole logical channel that framed without a fault, by the keys of its parts in stream
+    # order: what ``rescale --force`` says it leaves out when such a channel is condemned for another reason.
+    counted: dict[tuple[ChannelKey, ...], int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -161,6 +164,7 @@ class _BlobInfo:
     complete: bool  # the chunk chain was walked to the end without a break
     display: str
     fault: Finding | None = None  # an error that makes every handle in this blob untrustworthy
+    also: list[Finding] = field(default_factory=list)  # earlier such errors (a short file, then its broken chain)
 
 
 def validate(
@@ -517,6 +521,8 @@ class _Validator:
             info.complete = True
         else:
             # Conservative: past a break nothing in the file can be trusted, so every handle in it is damaged.
+            if info.fault is not None:  # the file is short: that error damages the handles too
+                info.also.append(info.fault)
             info.fault = self.add(
                 "chunk-chain", f"chunk chain breaks: {error}", file=info.display, offset=blob.physical(error.offset)
             )
@@ -535,8 +541,9 @@ class _Validator:
                 self.progress("channel-state files", done)
             info = self.open_blob(x.handle.delegate, x)
             blob_keys.setdefault(key)
-            if info.fault is not None:
-                self.damaged(info.fault, x.key)
+            for fault in (*info.also, info.fault):
+                if fault is not None:
+                    self.damaged(fault, x.key)
             if info.blob is None:
                 continue
             self.check_handle_chunks(x, info, claimed.setdefault(key, {}))
@@ -693,6 +700,13 @@ class _Validator:
             return max(h.state_size, 0)
         return sum(info.chunks[o] for o in h.offsets)
 
+    def measured(self, h: ChannelHandle) -> int | None:
+        """A handle's payload bytes if every one of its offsets starts a chunk of its file, else None."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        if info is None or not all(o in info.chunks for o in h.offsets):
+            return None
+        return sum(info.chunks[o] for o in h.offsets)
+
     def unreadable(self, h: ChannelHandle) -> str | None:
         """Why the records of a handle cannot be framed at all (its file was not read, or its header is not a
         channel-state header: any record fault found there would only restate that), or None."""
@@ -827,9 +841,12 @@ class _Validator:
         logical channel can have (a record may run past the part, not past that)."""
         if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
             return
+        keys = tuple(channel_key(o, h) for o, h in parts)
         if fast is not None:
             self.report.records += fast[0]
             self.report.bytes_read += fast[1]
+            if bound_alone is None:
+                self.report.counted[keys] = fast[0]
             return
         total = 0
         for _, h in parts:
@@ -850,6 +867,8 @@ class _Validator:
         if complete:
             framer.finish()
         self.report.records += framer.records
+        if complete and not framer.faults and all(self.payload(h) == self.measured(h) for _, h in parts):
+            self.report.counted[keys] = framer.records  # every chunk read: the count is the channel's
         op, first = parts[0]
         for fault in framer.faults:
             part_label, in_blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)
@@ -858,7 +877,7 @@ class _Validator:
             )
             context = "" if complete or fault.kind != "length" else _ALONE_CONTEXT
             self.add_to(
-                tuple(channel_key(o, h) for o, h in parts),
+                keys,
                 rule,
                 f"{fault.message} (in {part_label}){context}",
                 operator=op.label(),
