@@ -77,7 +77,7 @@ def human_bytes(n: int | None) -> str:
 
 
 def _num(n: int | None) -> str:
-    return "?" if n is None else f"{n:,}"
+    return "not parsed" if n is None else f"{n:,}"
 
 
 def _shade(frac: float) -> tuple[str, str]:
@@ -314,13 +314,15 @@ def _topology(a: dict[str, Any]) -> str:
             f'<td class="n" data-f="records">{_num(e["records"])}</td>'
             f'<td class="n" data-f="bytes">{_num(e["bytes"])}</td>'
             f'<td class="n">{_e(human_bytes(e["bytes"]))}</td>'
-            f'<td class="n" data-f="watermarks">{_num(e["watermarks"])}</td></tr>'
+            f'<td class="n" data-f="watermarks">{_num(e["watermarks"])}</td>'
+            f'<td class="n" data-f="other_elements">{_num(e["other_elements"])}</td></tr>'
         )
     parts.append(
         '<table id="edges"><tr><th>upstream</th><th>downstream</th><th>gate</th><th>ship strategy</th>'
         '<th class="n">parallelism</th><th class="n">channels</th><th class="n">buffers</th>'
         '<th class="n">records</th><th class="n">bytes</th><th class="n">in flight</th>'
-        f'<th class="n">watermarks</th></tr>{"".join(rows)}</table>'
+        '<th class="n">watermarks</th><th class="n">other events</th></tr>'
+        f"{''.join(rows)}</table>"
         '<p class="sub">Edges are shown where the checkpoint holds channel state on them.</p>'
     )
     return "".join(parts)
@@ -554,12 +556,12 @@ def _channels(a: dict[str, Any]) -> str:
             f'<td class="n">{_num(len(c["buffer_sequence"]))}</td><td class="n">{_num(c["records"])}</td>'
             f'<td class="n">{_num(c["bytes"])}</td>'
             f'<td class="n">{_num(c["input_bytes"])} / {_num(c["output_bytes"])}</td><td>{_e(wm)}</td>'
-            f'<td class="name">{_e(c["problem"] or "")}</td></tr>'
+            f'<td class="n">{_num(c["other_elements"])}</td><td class="name">{_e(c["problem"] or "")}</td></tr>'
         )
     parts.append(
         '<table id="channels-table"><tr><th>channel</th><th>edge</th><th class="n">buffers</th>'
         '<th class="n">records</th><th class="n">bytes</th><th class="n">input / output bytes</th>'
-        f"<th>watermarks</th><th>problem</th></tr>{''.join(rows)}</table>"
+        f'<th>watermarks</th><th class="n">other events</th><th>problem</th></tr>{"".join(rows)}</table>'
     )
     for s in a.get("skipped") or []:
         parts.append(f'<p class="sub">{_e(s)}</p>')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spillway.formats.values import render_value
+from spillway.formats.values import value_data
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, edges
 from spillway.inspect.findings import RULES
 from spillway.inspect.finished import Verdict
@@ -66,8 +66,8 @@ def validate_json(
 
 
 def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
-    text, problem = render_value(r["value"], value_type)
-    doc = {**r, "value": text}
+    value, problem = value_data(r["value"], value_type)
+    doc = {**r, "value": value}
     if problem:
         doc["value_error"] = problem
     return doc
@@ -87,6 +87,7 @@ def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, 
         "output_bytes": c.output_bytes,
         "elements": c.elements,
         "watermarks": c.watermarks,
+        "other_elements": c.other_elements,
         "last_watermark": c.last_watermark,
         "junction_record": c.junction_record,
         "first_record": vars(c.first_record) if c.first_record else None,
@@ -110,6 +111,7 @@ def edge_json(e: EdgeSummary) -> dict[str, Any]:
         "records": e.records,
         "bytes": e.bytes,
         "watermarks": e.watermarks,
+        "other_elements": e.other_elements,
     }
 
 
