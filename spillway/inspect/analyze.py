@@ -168,7 +168,8 @@ def analyze(
                     if channel_key(op, h) in placed:
                         continue
                     first, second = h.info  # (gate, input channel) or (partition, subpartition)
-                    lc = LogicalChannel(None, "?", "?", -1, -1, first if h.side == "input" else -1)
+                    other = UNKNOWN_END_NO_PLAN if topology is None else UNKNOWN_END_UNBOUND
+                    lc = LogicalChannel(None, other, other, -1, -1, first if h.side == "input" else -1)
                     if h.side == "input":
                         lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, second
                     else:
@@ -184,6 +185,11 @@ def analyze(
         return Analysis(cp, list(ops.values()), channels, skipped)
     finally:
         blobs.close()
+
+
+# The end of a channel analysed alone that no plan names (its operator is shown in its place, never "?").
+UNKNOWN_END_NO_PLAN = "(other end unknown: no --plan)"
+UNKNOWN_END_UNBOUND = "(other end not bound to the plan)"
 
 
 def _operator(op: OperatorState, features: FormatFeatures) -> OperatorAnalysis:
@@ -353,7 +359,7 @@ def edges(a: Analysis) -> list[EdgeSummary]:
     found: dict[tuple, EdgeSummary] = {}
     for c in a.channels:
         up, down = c.upstream, c.downstream
-        if up["operator"] == "?" or down["operator"] == "?" or up["subtask"] < 0 or down["subtask"] < 0:
+        if up["operator_id"] is None or down["operator_id"] is None or up["subtask"] < 0 or down["subtask"] < 0:
             continue
         key = (up["operator"], down["operator"], c.gate, c.ship_strategy)
         e = found.get(key)
