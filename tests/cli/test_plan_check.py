@@ -19,10 +19,31 @@ def _validate(fx_name: str, plan_of: str, flavour: str) -> dict:
 
 
 def test_plan_of_another_job_is_never_sound() -> None:
-    # counted shares only the source's uid with this job: its other vertices cannot hold this state
+    """counted shares only the source's uid with this job: none of its vertices is slow, so the input state
+    Flink stored on slow (oracle.json) sits on no chain head of that plan — each handle is named — and the
+    output side, in no logical channel of that plan, is left unchecked."""
+    oracle = json.loads(fixture_named("2.3.0-unaligned").oracle.read_text())
+    slow = next(o for o in oracle["operators"] if o["name"] == "slow")
+    inputs = sorted(
+        (sub["index"], f"in({ch['gate_index']},{ch['input_channel_index']})")
+        for sub in slow["subtasks"]
+        for h in sub["input_channel_state"]
+        for ch in h["channels"]
+    )
+    outputs = sum(
+        len(h["channels"]) for o in oracle["operators"] for s in o["subtasks"] for h in s["result_subpartition_state"]
+    )
     for flavour in ("jobgraph.json", "plan.json"):
         doc = _validate("2.3.0-unaligned", "2.3.0-counted", flavour)
         assert doc["exit_code"] == 1 and not doc["ok"], flavour
+        holders = sorted(
+            (f["subtask"], f["channel"])
+            for f in doc["findings"]
+            if f["rule"] == "channel-holder" and f["operator"] == "slow"
+        )
+        assert holders == inputs, flavour
+        assert doc["complete"] is False
+        assert sum(1 for u in doc["unchecked"] if u["channel"].startswith("out(")) == outputs, flavour
 
 
 def test_job_graph_plan_sharing_no_id_is_a_plan_mismatch() -> None:
