@@ -160,6 +160,10 @@ def test_strip_selected_operator_drops_whole_channels_and_reports_the_loss(tmp_p
     assert doc["records_dropped"] == sum(_elements(p) for p in into_len.values()) > 0  # no fixture has watermarks
     assert doc["bytes_dropped"] == sum(len(p) for p in into_len.values())
     assert sorted(c["channel"] for c in doc["channels"]) == sorted(into_len)
+    # Handles removed: len holds no input side, so exactly slow's output-side channel handles go, while the
+    # rest of each of slow's merged handles stays (oracle.json counts them).
+    removed = next(ch["count"] for ch in doc["changes"] if ch["what"] == "channel handles removed")
+    assert removed == len(into_len) == len(_oracle_channel_handles(fx, "slow", "result_subpartition_state"))
     before = analyze(load_checkpoint(fx.checkpoint_dir), load_plan(plan))
     after = analyze(load_checkpoint(tmp_path / "s"), load_plan(plan))
     assert {c.label for c in after.channels} == {c.label for c in before.channels} - set(into_len)
