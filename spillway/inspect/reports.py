@@ -54,6 +54,9 @@ def validate_json(
             "chunks": report.chunks,
             "logical_channels_framed": report.channels_framed,
             "handles_framed_alone": report.handles_framed_alone,
+            # validate frames stream elements (records, watermarks and the other events alike); ``records`` is
+            # the same number, kept for compatibility ("analyze" counts records apart)
+            "elements": report.records,
             "records": report.records,
             "payload_bytes_read": report.bytes_read,
         },

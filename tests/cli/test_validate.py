@@ -401,7 +401,8 @@ def test_summary_counts_what_flink_wrote() -> None:
         **common,
         "logical_channels_framed": len(channels),
         "handles_framed_alone": 0,
-        "records": sum(_whole_elements(stream) for stream in channels.values()),
+        "elements": sum(_whole_elements(stream) for stream in channels.values()),
+        "records": sum(_whole_elements(stream) for stream in channels.values()),  # the same (compatibility)
         "payload_bytes_read": sum(payload.values()),
     }
     alone = _summary([str(fx.checkpoint_dir)])
@@ -412,6 +413,7 @@ def test_summary_counts_what_flink_wrote() -> None:
         **common,
         "logical_channels_framed": 0,
         "handles_framed_alone": len(inputs),
+        "elements": sum(_whole_elements(_payload(fx.checkpoint_dir, h)) for h in inputs),
         "records": sum(_whole_elements(_payload(fx.checkpoint_dir, h)) for h in inputs),
         "payload_bytes_read": sum(payload[id(h)] for h in inputs),
     }
