@@ -205,6 +205,12 @@ def _thread_buffer() -> bytearray:
 NativePlan = list[tuple[int, int, list[int], list[int]]]
 
 
+def _short(info: _BlobInfo) -> bool:
+    """The blob's file is shorter than its handles need (a file-size finding): chunks past its end are missing
+    because of that, and are not reported one by one."""
+    return any(f is not None and f.rule == "file-size" for f in (info.fault, *info.also))
+
+
 def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[int | None]:
     """Records of each channel of the batch, None where it did not frame cleanly (runs on a worker thread:
     touches nothing shared but the batch, which the caller no longer changes)."""
@@ -575,6 +581,8 @@ class _Validator:
             footprint = self.check_offsets(x, info, claimed)
         inline = isinstance(h.delegate, ByteStreamHandle)
         expected = blob.size if inline else footprint
+        if _short(info) and footprint < h.state_size:
+            return  # its chunks past the end are missing: the file-size finding says so, once for the file
         if h.state_size != expected:
             what = "the inline blob's length" if inline else "the sum of its chunks"
             self.add_to(
@@ -604,6 +612,8 @@ class _Validator:
         for off in h.offsets:
             length = info.chunks.get(off)
             if length is None:
+                if off >= blob.size and _short(info):
+                    continue  # past the end of a file cut short: the file-size finding says so, once
                 if off < HEADER_SIZE or off >= blob.size:
                     self.add_to(
                         damage,
@@ -624,7 +634,8 @@ class _Validator:
                 try:  # still measure it, so the size check stays meaningful
                     length = read_chunk_header(blob, off).length
                 except BlobError as exc:
-                    self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
+                    if not _short(info):  # in a short file: the chunk the file was cut in (file-size says so)
+                        self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
                     continue
             other = claimed.get(off)
             if other is not None:
@@ -665,17 +676,23 @@ class _Validator:
         self.progress("logical channels", -(len(cmap.channels) + len(located)))
         jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]] = []
         framed: set[ChannelKey] = set()
+        orphans: dict[ChannelKey, str] = {}  # readable parts whose logical channel cannot be framed whole
         for lc in cmap.channels:
             parts = [(p.operator, p.handle) for p in lc.parts]
             readable = [(o, h) for o, h in parts if self.unreadable(h) is None]
             if len(readable) == len(parts):
                 jobs.append((lc.label(), parts, None))
                 framed.update(channel_key(o, h) for o, h in parts)
-            elif readable and readable[0][1].side == "input":
+                continue
+            if readable and readable[0][1].side == "input":
                 # The output part's file is broken: its input part still starts on a record boundary.
                 o, h = readable[0]
                 jobs.append((h.label(), [(o, h)], self.payload(h) + output_payload))
                 framed.add(channel_key(o, h))
+            for o, h in readable:
+                orphans[channel_key(o, h)] = (
+                    f"output side of {lc.label()}: its input side cannot be framed, and it may start mid-record"
+                )
         for x in located:
             if x.key in cmap.used or x.handle.side != "input" or self.unreadable(x.handle) is not None:
                 continue
@@ -684,7 +701,7 @@ class _Validator:
             framed.add(x.key)
         for x in located:
             if x.key not in framed:
-                self.not_framed(x, cmap)
+                self.not_framed(x, orphans.get(x.key))
         for n, ((label, parts, bound_alone), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
             self.frame(label, parts, bound_alone, fast)
             if bound_alone is None:
@@ -718,10 +735,13 @@ class _Validator:
             return f"its file could not be read ({fault.rule})" if fault is not None else "its file could not be read"
         if info.fault is not None and info.fault.rule == "channel-header":
             return "its file has no valid channel-state header (channel-header)"
+        if info.fault is not None and not info.complete and self.measured(h) is None:
+            # Some of its chunks lie past the break: framing what is left would only restate the break.
+            return f"some of its chunks lie past where its file's chunk chain breaks ({info.fault.rule})"
         return None
 
-    def not_framed(self, x: _Located, cmap: ChannelMap) -> None:
-        why = self.unreadable(x.handle)
+    def not_framed(self, x: _Located, orphaned: str | None) -> None:
+        why = self.unreadable(x.handle) or orphaned
         if why is None:
             if self.topology is None:
                 why = "output side: not framed without --plan (it may start mid-record)"

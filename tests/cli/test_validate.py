@@ -239,9 +239,18 @@ def test_fault_record_length_corrupted_mid_stream(copy: Copy) -> None:
 
 def test_fault_record_tag_corrupted(copy: Copy) -> None:
     def change(data: bytearray, h) -> int:
-        pos = h.offsets[0] + 4
-        data[pos + 4] = 0x2A  # tag of the first record
-        return pos
+        # The first record's tag is the 5th byte of the handle's stream (its chunks' payloads in order); a
+        # first chunk may be shorter than that (Flink 1.11 writes a 3-byte one), so map it back to the file.
+        logical, at = 4, None
+        for off in h.offsets:
+            length = struct.unpack(">i", data[off : off + 4])[0]
+            if logical < length:
+                at = off + 4 + logical
+                break
+            logical -= length
+        assert at is not None
+        data[at] = 0x2A  # tag of the first record
+        return h.offsets[0] + 4  # the record (its length field) starts the handle's first chunk
 
     where, pos, _, _ = _corrupt_input(copy, change)
     assert [f for f in copy.run().errors if f.rule == "record-tag" and f.file == where and f.offset == pos]

@@ -161,3 +161,22 @@ def _stream_handles(node: object) -> list[dict]:
         for v in node:
             found.extend(_stream_handles(v))
     return found
+
+
+def test_a_short_channel_file_is_reported_once_not_per_handle(tmp_path: Path) -> None:
+    """Cut inside a chunk: the file is short (file-size, at the cut) and its chain breaks at that chunk
+    (chunk-chain) — two findings. Handles whose chunks lie past the cut are damaged and unchecked, not each
+    reported again as a bad offset, a wrong size or a record that runs past the end."""
+    fx = fixture_named(BASE)
+    handles = _oracle_handles(fx)
+    c = copy_fixture(BASE, tmp_path)
+    path = c.chk / handles[0][4]["delegate"]["relative_path"]
+    data = path.read_bytes()
+    victim = next(ch for op, sub, side, ch, _ in handles if side == "output" and len(ch["offsets"]) > 3)
+    broken = victim["offsets"][2]
+    path.write_bytes(data[: broken + 10])
+    report = c.run()
+    assert sorted((f.rule, f.offset) for f in report.errors) == [("chunk-chain", broken), ("file-size", broken + 10)]
+    past = [ch for _, _, _, ch, _ in handles if max(ch["offsets"]) >= broken]
+    assert len(report.damage) == len(handles)  # one file: every handle in it is distrusted
+    assert len([u for u in report.unchecked if "past where its file's chunk chain breaks" in u.why]) == len(past)
