@@ -5,12 +5,13 @@ Expected handles and offsets come from Flink's own view of each fixture (oracle.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
 
 import pytest
-from support.damaged import copy_fixture
+from support.damaged import copy_fixture, rewrite
 from support.fixtures import Fixture, fixture_named, fixture_params
 from typer.testing import CliRunner
 
@@ -126,27 +127,23 @@ def test_a_bad_channel_file_header_is_reported_once_and_its_handles_unchecked(tm
     assert len(report.damage) == len(handles)  # every channel in the file is damaged, by that one finding
 
 
-def test_files_that_are_not_local_are_unchecked() -> None:
-    """The RocksDB job's _metadata names its shared files by absolute file: paths; rebased to a remote scheme
-    they are not read, and validate says so instead of "sound"."""
-    fx = fixture_named("2.3.0-rocksdb-incremental")
-    doc = json.loads(fx.oracle.read_text())
-    job_dir = fx.info["settings"]["execution.checkpointing.dir"] + fx.info["job_id"]
-    named = {h["path"] for h in _stream_handles(doc) if h["path"].startswith(job_dir + "/")}
-    assert named
-    code, text = _run(
-        str(fx.checkpoint_dir),
-        "--plan",
-        str(fx.root / "jobgraph.json"),
-        "--rebase",
-        f"{job_dir}=s3://bucket/elsewhere",
-        "--json",
-    )
+def test_files_that_are_not_local_are_unchecked(tmp_path: Path) -> None:
+    """A keyed-state file named by a remote URI in _metadata is not read when validating a local checkpoint
+    (file-not-local): validate says so instead of "sound", and --strict exits 1."""
+    c = copy_fixture("1.10.3-aligned", tmp_path)  # slow's keyed state in files named by absolute path
+    remote = "hdfs://namenode:8020/flink/chk-3/keyed"
+
+    def elsewhere(cp) -> None:  # type: ignore[no-untyped-def]
+        op = next(o for o in cp.operators if any(s.managed_keyed_state for s in o.subtasks))
+        h = min(op.subtasks, key=lambda s: s.index).managed_keyed_state
+        h.delegate = dataclasses.replace(h.delegate, path=remote)
+
+    rewrite(c, elsewhere)
+    code, text = _run(str(c.chk), "--plan", str(c.plan), "--json")
     out = json.loads(text)
     assert code == 0 and out["ok"] is True and out["complete"] is False
-    files = sorted(u["file"] for u in out["unchecked"] if u["what"] == "file")
-    assert files == sorted(named)  # named as _metadata names them, like the file-not-local findings
-    assert _run(str(fx.checkpoint_dir), "--rebase", f"{job_dir}=s3://bucket/elsewhere", "--strict")[0] == 1
+    assert [(u["what"], u["file"]) for u in out["unchecked"]] == [("file", remote)]
+    assert _run(str(c.chk), "--plan", str(c.plan), "--strict")[0] == 1
 
 
 def _stream_handles(node: object) -> list[dict]:
