@@ -100,7 +100,7 @@ def show(report: Report, metadata: str, note: str | None, rebased: list) -> None
     if report.errors:
         verdict = f"[bold red]{c['error']} errors[/]"
     elif report.unchecked:
-        verdict = "[bold yellow]no errors found, not all checked[/]"
+        verdict = f"[bold yellow]no errors found, not all checked ({len(report.unchecked)} unchecked)[/]"
     else:
         verdict = "[bold green]sound[/]"
     out.print(
