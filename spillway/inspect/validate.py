@@ -711,11 +711,11 @@ class _Validator:
             self.progress("logical channels", n)
 
     def payload(self, h: ChannelHandle) -> int:
-        """A handle's payload bytes as measured from its file's chunks (its stated size where unknown)."""
+        """A handle's payload bytes as measured from its file's chunks (its stated size where unknown: an upper
+        bound, which is what the alone framing's record-length limit needs)."""
         info = self.blobs.get(self.blob_key(h.delegate))
-        if info is None or info.blob is None or not all(o in info.chunks for o in h.offsets):
-            return max(h.state_size, 0)
-        return sum(info.chunks[o] for o in h.offsets)
+        measured = self.measured(h) if info is not None and info.blob is not None else None
+        return max(h.state_size, 0) if measured is None else measured
 
     def measured(self, h: ChannelHandle) -> int | None:
         """A handle's payload bytes if every one of its offsets starts a chunk of its file, else None."""
