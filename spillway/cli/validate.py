@@ -107,7 +107,8 @@ def show(report: Report, metadata: str, note: str | None, rebased: list) -> None
         f"{verdict} · {c['warning']} warnings · {c['info']} notes · {report.files_checked} files · "
         f"{report.blobs_checked} channel-state blobs, {report.chunks} chunks · "
         f"{report.channels_framed} logical channels framed ({report.handles_framed_alone} handles alone) · "
-        f"{report.records} stream elements, {report.bytes_read} payload bytes"
+        f"{report.records} records and {report.elements - report.records} other stream elements, "
+        f"{report.bytes_read} payload bytes"
     )
     for what, why, n in report.unchecked_summary():
         noun = what.replace("-", " ") + ("s" if n != 1 else "")

@@ -475,7 +475,8 @@ def _validate(v: dict[str, Any]) -> str:
         f"<b>{_validate_verdict(v)}</b> · {s['warning']} warnings · "
         f"{s['info']} notes · {_num(s['files_checked'])} files · {_num(s['channel_state_blobs'])} channel-state "
         f"blobs, {_num(s['chunks'])} chunks · {_num(s['logical_channels_framed'])} logical channels framed · "
-        f"{_num(s['elements'])} stream elements, {_num(s['payload_bytes_read'])} payload bytes</p>",
+        f"{_num(s['records'])} records and {_num(s['elements'] - s['records'])} other stream elements, "
+        f"{_num(s['payload_bytes_read'])} payload bytes</p>",
         _unchecked(v),
     ]
     if v["findings"]:

@@ -54,10 +54,8 @@ def validate_json(
             "chunks": report.chunks,
             "logical_channels_framed": report.channels_framed,
             "handles_framed_alone": report.handles_framed_alone,
-            # validate frames stream elements (records, watermarks and the other events alike); ``records`` is
-            # the same number, kept for compatibility ("analyze" counts records apart)
-            "elements": report.records,
-            "records": report.records,
+            "elements": report.elements,  # stream elements framed: records, watermarks and other events
+            "records": report.records,  # of them, stream records
             "payload_bytes_read": report.bytes_read,
         },
         "findings": [f.to_json() for f in report.findings],

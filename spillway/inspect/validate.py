@@ -106,7 +106,8 @@ class Report:
     chunks: int = 0
     channels_framed: int = 0
     handles_framed_alone: int = 0
-    records: int = 0
+    elements: int = 0  # stream elements framed: records, watermarks and other events
+    records: int = 0  # of them, stream records
     bytes_read: int = 0
     # Channel handles whose bytes cannot be trusted, with the error findings that say so (for
     # ``rescale --force``, which drops exactly these logical channels and must name why).
@@ -211,8 +212,9 @@ def _short(info: _BlobInfo) -> bool:
     return any(f is not None and f.rule == "file-size" for f in (info.fault, *info.also))
 
 
-def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[int | None]:
-    """Records of each channel of the batch, None where it did not frame cleanly (runs on a worker thread:
+def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[tuple[int, int] | None]:
+    """(Stream elements, of them records) of each channel of the batch, None where it did not frame cleanly
+    (runs on a worker thread:
     touches nothing shared but the batch, which the caller no longer changes)."""
     from spillway.formats.native import frame_batch, framer_rules
 
@@ -762,8 +764,8 @@ class _Validator:
 
     def run_ahead(
         self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]]
-    ) -> Iterator[tuple[int, int] | None]:
-        """The native framing result of each job, in job order — (records, payload bytes), or None where the
+    ) -> Iterator[tuple[int, int, int] | None]:
+        """The native framing result of each job, in job order — (elements, records, payload bytes), or None where the
         caller must frame it itself: computed in batches on the pool a few batches ahead of the caller, or
         here without one."""
         from spillway.formats.native import FrameBatch, library
@@ -773,23 +775,23 @@ class _Validator:
             return
         pool = self.start_pool()
         # per batch: its result, and per job (index in the batch or -1: not framed natively, payload bytes)
-        groups: deque[tuple[Future[list[int | None]] | None, list[tuple[int, int]]]] = deque()
+        groups: deque[tuple[Future[list[tuple[int, int] | None]] | None, list[tuple[int, int]]]] = deque()
 
-        def submit(batch: FrameBatch) -> Future[list[int | None]]:
+        def submit(batch: FrameBatch) -> Future[list[tuple[int, int] | None]]:
             if pool is not None:
                 return pool.submit(_frame_batch, batch, self.tags)
-            done: Future[list[int | None]] = Future()
+            done: Future[list[tuple[int, int] | None]] = Future()
             done.set_result(_frame_batch(batch, self.tags))
             return done
 
         def results(
-            group: tuple[Future[list[int | None]] | None, list[tuple[int, int]]],
-        ) -> Iterator[tuple[int, int] | None]:
+            group: tuple[Future[list[tuple[int, int] | None]] | None, list[tuple[int, int]]],
+        ) -> Iterator[tuple[int, int, int] | None]:
             future, entries = group
-            records = future.result() if future is not None else []
+            counts = future.result() if future is not None else []
             for index, size in entries:
-                found = records[index] if index >= 0 else None
-                yield None if found is None else (found, size)
+                found = counts[index] if index >= 0 else None
+                yield None if found is None else (*found, size)
 
         batch, entries, size = FrameBatch(), [], 0
         for _, parts, bound_alone in jobs:
@@ -853,9 +855,10 @@ class _Validator:
         label: str,
         parts: list[tuple[OperatorState, ChannelHandle]],
         bound_alone: int | None,
-        fast: tuple[int, int] | None,
+        fast: tuple[int, int, int] | None,
     ) -> None:
-        """Count the channel's records; ``fast``: the native result, if it framed the channel cleanly. Else
+        """Count the channel's elements and records; ``fast``: the native result (elements, records, payload
+        bytes), if it framed the channel cleanly. Else
         frame it again piece by piece, to say where each fault is. ``bound_alone``: None for a whole logical
         channel (it must end on a record boundary); for an input part framed alone, the most payload its
         logical channel can have (a record may run past the part, not past that)."""
@@ -863,10 +866,11 @@ class _Validator:
             return
         keys = tuple(channel_key(o, h) for o, h in parts)
         if fast is not None:
-            self.report.records += fast[0]
-            self.report.bytes_read += fast[1]
+            self.report.elements += fast[0]
+            self.report.records += fast[1]
+            self.report.bytes_read += fast[2]
             if bound_alone is None:
-                self.report.counted[keys] = fast[0]
+                self.report.counted[keys] = fast[1]
             return
         total = 0
         for _, h in parts:
@@ -886,9 +890,10 @@ class _Validator:
             return  # already reported by the chunk checks
         if complete:
             framer.finish()
-        self.report.records += framer.records
+        self.report.elements += framer.records
+        self.report.records += framer.stream_records
         if complete and not framer.faults and all(self.payload(h) == self.measured(h) for _, h in parts):
-            self.report.counted[keys] = framer.records  # every chunk read: the count is the channel's
+            self.report.counted[keys] = framer.stream_records  # every chunk read: the count is the channel's
         op, first = parts[0]
         for fault in framer.faults:
             part_label, in_blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)

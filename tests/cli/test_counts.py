@@ -132,3 +132,14 @@ def test_the_html_report_counts_records_apart(marked, tmp_path: Path) -> None:  
     assert total is not None and int(total.group(1)) == records["tostr"] + records["slow"]
     row = re.search(r'data-upstream="tostr".*?data-f="records">([\d,]+)<.*?data-f="watermarks">(\d+)<', html, re.S)
     assert row is not None and (int(row.group(1).replace(",", "")), int(row.group(2))) == (records["tostr"], 1)
+
+
+def test_validate_counts_records_and_other_elements_apart(marked) -> None:  # type: ignore[no-untyped-def]
+    c, records = marked
+    code, out = _run("validate", str(c.chk), "--plan", str(c.plan), "--json")
+    assert code == 0, out
+    summary = json.loads(out)["summary"]
+    total = records["tostr"] + records["slow"]
+    assert (summary["records"], summary["elements"]) == (total, total + 2)  # + the watermark and the status
+    code, text = _run("validate", str(c.chk), "--plan", str(c.plan))
+    assert f"{total} records and 2 other stream elements" in " ".join(text.split())
