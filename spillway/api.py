@@ -59,7 +59,7 @@ def validate(
     rebase: list[str] | None = None,
     progress: Progress | None = None,
 ) -> Report:
-    """Every check of ``spillway validate``; ``report.errors`` empty means sound."""
+    """Every check of ``spillway validate``; sound when ``report.errors`` is empty and ``report.complete``."""
     return _validate(_loaded(checkpoint, rebase), _plan(plan), progress)
 
 

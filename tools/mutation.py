@@ -80,7 +80,22 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "validate": (
         "spillway/inspect/validate.py",
-        ["tests/cli/test_validate.py", "tests/cli/test_validate_rules.py", "tests/unit/test_binding.py"],
+        [
+            "tests/cli/test_validate.py",
+            "tests/cli/test_validate_rules.py",
+            "tests/cli/test_validate_boundaries.py",
+            "tests/cli/test_validate_unchecked.py",
+            "tests/unit/test_binding.py",
+        ],
+    ),
+    # rescale planning: edge rules, byte-balanced segments, refusals (pure Python, no Spark)
+    "rescale_plan": (
+        "spillway/rescale/plan.py",
+        ["tests/unit/test_rescale_plan.py", "tests/cli/test_rescale_force.py"],
+    ),
+    "repair_transforms": (
+        "spillway/repair/transforms.py",
+        ["tests/cli/test_repair.py", "tests/cli/test_repair_releases.py"],
     ),
     # test_stream_elements.py also frames (against the reference walk) but its generated streams made each
     # mutant that loops in Framer.feed run to mutmut's timeout: minutes per mutant on a shared machine.

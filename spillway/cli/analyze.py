@@ -251,7 +251,8 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
         ch = Table(
             title="logical channels (replay order: input state, then upstream output state)", title_justify="left"
         )
-        for col in ("channel", "edge", "buffers", "records", "bytes", "in / out", "watermarks", "junction", "volume"):
+        cols = ("channel", "edge", "buffers", "records", "bytes", "in / out", "watermarks", "other events")
+        for col in (*cols, "junction", "volume"):
             ch.add_column(col, no_wrap=True)
         ctop = max(c.bytes for c in a.channels)
         for c in a.channels:
@@ -259,10 +260,11 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
                 escape(c.label),
                 escape(c.ship_strategy or "-"),
                 str(len(c.buffers)),
-                "?" if c.records is None else str(c.records),
+                ("unreadable" if c.problem else "not parsed") if c.records is None else str(c.records),
                 human_bytes(c.bytes),
                 f"{human_bytes(c.input_bytes)} / {human_bytes(c.output_bytes)}",
                 f"{c.watermarks} (last {c.last_watermark})" if c.watermarks else "-",
+                str(c.other_elements) if c.other_elements else "-",
                 f"{c.junction_record['input_bytes']} B" if c.junction_record else "-",
                 _bar(c.bytes, ctop, 20),
             )
@@ -283,7 +285,7 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
                 continue
             out.print(f"[bold]{escape(c.label)}[/]")
             for r in c.record_list[:decode]:
-                ts = "" if r["timestamp"] is None else f" ts={r['timestamp']}"
+                ts = " ts=none" if r["timestamp"] is None else f" ts={r['timestamp']}"
                 text, problem = render_value(r["value"], value_type)
                 why = f" [dim]({escape(problem)})[/]" if problem else ""
                 out.print(f"  #{r['seq']} {r['tag']}{ts} {escape(text)}{why}")
@@ -294,7 +296,12 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
         out.print(f"[dim]{escape(s)}[/]")
     total = sum(c.bytes for c in a.channels)
     recs = sum(c.records or 0 for c in a.channels)
-    out.print(f"{len(a.channels)} channels · {human_bytes(total)} in flight · {recs} records")
+    marks = sum(c.watermarks for c in a.channels)
+    others = sum(c.other_elements for c in a.channels)
+    out.print(
+        f"{len(a.channels)} channels · {human_bytes(total)} in flight · {recs} records · {marks} watermarks · "
+        f"{others} other stream events"
+    )
     if verdict is not None:
         if verdict.restorable and not verdict.certain:
             out.print("[bold yellow]restore check: no refusal found, but the verdict is uncertain (see below)[/]")

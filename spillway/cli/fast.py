@@ -18,6 +18,7 @@ OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--rebase": ("rebase", True, True),
     "--uid": ("uid", True, True),
     "--uid-map": ("uid_map", True, False),
+    "--strict": ("strict", False, False),
 }
 
 
@@ -31,6 +32,7 @@ def parse_validate(argv: list[str]) -> dict[str, Any] | None:
         "rebase": None,
         "uid": None,
         "uid_map": None,
+        "strict": False,
     }
     seen: set[str] = set()
     args = argv[1:]

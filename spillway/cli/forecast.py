@@ -69,7 +69,10 @@ def show_forecast(f: dict[str, Any]) -> None:
         ),
         title_justify="left",
     )
-    for col in ("edge", "sub", "old", "virtual ch", "read", "filtered", "records kept", "buffers need/gate"):
+    # "through filter": bytes of ambiguous old subtasks, which Flink deserializes and filters record by record;
+    # "kept": what it keeps of all it read (bytes and records).
+    cols = ("edge", "sub", "old", "virtual ch", "read", "through filter", "kept", "records kept", "buffers need/gate")
+    for col in cols:
         t.add_column(col, justify="left" if col in ("edge", "old") else "right", no_wrap=True)
     for e in fl["edges"]:
         for x in e["subtasks"]:
@@ -81,13 +84,15 @@ def show_forecast(f: dict[str, Any]) -> None:
                 str(x["virtual_channels"]),
                 human_bytes(x["bytes_read"]),
                 human_bytes(x["bytes_filtered"]),
+                human_bytes(x["bytes_kept"]),
                 f"{x['records_kept']}/{x['records_read']}",
                 f"[red]{need} OVER[/]" if x["over_budget"] else need,
             )
     print_wide(t)
     out.print(
-        f"Flink: {fl['virtual_channels']} virtual channels, reads {human_bytes(fl['bytes_read'])}, filters "
-        f"{human_bytes(fl['bytes_filtered'])} (* ambiguous old subtasks); "
+        f"Flink: {fl['virtual_channels']} virtual channels, reads {human_bytes(fl['bytes_read'])}, of which "
+        f"{human_bytes(fl['bytes_filtered'])} through its record filter (* ambiguous old subtasks), keeps "
+        f"{human_bytes(fl['bytes_kept'])}; "
         + (
             f"[red]{fl['over_budget']} gate(s) recover more buffers than the gate gets[/] (risk of stalled "
             "recovery / out of network memory: FLINK-22946, FLINK-39519)"

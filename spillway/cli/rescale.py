@@ -102,17 +102,33 @@ def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[st
     return keys, fns
 
 
+def lost_records_text(doc: dict) -> str:
+    """What ``--force`` leaves out, in records (counted where validate framed a channel whole) and bytes."""
+    counted, uncounted, total = doc["lost_records"], doc["lost_uncounted_bytes"], doc["lost_bytes"]
+    if not uncounted:
+        return f"{counted} records, {total} bytes"
+    if uncounted == total:
+        return f"records unknown, {total} bytes"
+    return f"{counted} records + unknown records in {uncounted} bytes, {total} bytes in all"
+
+
 def show_lost(doc: dict, dry_run: bool) -> None:
     lost = doc["lost_channels"]
     t = Table(
         title=f"[bold red]{'would leave' if dry_run else 'left'} out {len(lost)} damaged logical channels "
-        f"(--force): {doc['lost_bytes']} bytes of in-flight records the restored job will never see[/]",
+        f"(--force): {lost_records_text(doc)} of in-flight data the restored job will never see[/]",
         title_justify="left",
     )
-    for col in ("channel", "edge", "bytes (as stated)", "why"):
+    for col in ("channel", "edge", "records", "bytes (as stated)", "why"):
         t.add_column(col, no_wrap=col != "why")
     for x in lost:
-        t.add_row(escape(x["channel"]), escape(x["edge"]), str(x["stated_bytes"]), escape("; ".join(x["reasons"])))
+        t.add_row(
+            escape(x["channel"]),
+            escape(x["edge"]),
+            "unknown" if x["records"] is None else str(x["records"]),
+            str(x["stated_bytes"]),
+            escape("; ".join(x["reasons"])),
+        )
     print_wide(t)
 
 

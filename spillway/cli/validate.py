@@ -20,10 +20,13 @@ from spillway.storage.load import load_checkpoint
 
 HELP = """Check _metadata, every referenced file, every channel-state file and the record framing of
 every logical channel. Each fault is reported with rule, file, byte offset, operator, subtask and
-channel. Exit code 0 when clean, 1 when any error is found, 2 on usage errors.
+channel. Exit code 0 when no error is found, 1 when any error is found (or, with --strict, when
+anything was left unchecked), 2 on usage errors. "sound" means no error and nothing unchecked;
+otherwise the summary names what was not checked (--json: "complete": false and "unchecked").
 
 Without --plan, output-side channel state cannot be joined to its input side and is only checked
-chunk by chunk; pass the job's plan (REST /jobs/:id/plan or env.getExecutionPlan()) for the rest.
+chunk by chunk (listed as unchecked); pass the job's plan (REST /jobs/:id/plan or
+env.getExecutionPlan()) for the rest.
 
 Examples:
 
@@ -44,6 +47,10 @@ def command(
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Exit 1 also when no error was found but something was left unchecked."),
+    ] = False,
 ) -> None:
     def run() -> int:
         topology = plan_with_uids(plan, uid, uid_map)
@@ -64,7 +71,7 @@ def command(
             if topology is not None:
                 show_binding(operator_binding(topology, loaded.checkpoint))
             show(report, loaded.location.shown, loaded.location.note, loaded.resolver.rebases())
-        return EXIT_FINDINGS if report.errors else EXIT_OK
+        return EXIT_FINDINGS if report.errors or (strict and not report.complete) else EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))
 
@@ -90,13 +97,22 @@ def show(report: Report, metadata: str, note: str | None, rebased: list) -> None
             )
         print_wide(table)
     c = report.counts()
-    verdict = "[bold green]sound[/]" if not report.errors else f"[bold red]{c['error']} errors[/]"
+    if report.errors:
+        verdict = f"[bold red]{c['error']} errors[/]"
+    elif report.unchecked:
+        verdict = f"[bold yellow]no errors found, not all checked ({len(report.unchecked)} unchecked)[/]"
+    else:
+        verdict = "[bold green]sound[/]"
     out.print(
         f"{verdict} · {c['warning']} warnings · {c['info']} notes · {report.files_checked} files · "
         f"{report.blobs_checked} channel-state blobs, {report.chunks} chunks · "
         f"{report.channels_framed} logical channels framed ({report.handles_framed_alone} handles alone) · "
-        f"{report.records} records, {report.bytes_read} payload bytes"
+        f"{report.records} records and {report.elements - report.records} other stream elements, "
+        f"{report.bytes_read} payload bytes"
     )
+    for what, why, n in report.unchecked_summary():
+        noun = what.replace("-", " ") + ("s" if n != 1 else "")
+        out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]", soft_wrap=True)
     for r in rebased:
         out.print(
             f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from spillway.cache import cache_root
-from spillway.formats.stream_elements import INT32_MAX, size_bounds
+from spillway.formats.stream_elements import INT32_MAX, RECORD_TAGS, size_bounds
 
 SOURCE = Path(__file__).with_name("native") / "framer.c"
 
@@ -30,6 +30,7 @@ class FramerRules(ctypes.Structure):
         ("min_len", ctypes.c_int32 * 256),
         ("max_len", ctypes.c_int32 * 256),
         ("limit", ctypes.c_int64),
+        ("is_record", ctypes.c_uint8 * 256),
     ]
 
 
@@ -54,6 +55,7 @@ class FramerState(ctypes.Structure):
         ("fault_piece", ctypes.c_int64),
         ("fault_pos", ctypes.c_int64),
         ("fault_remaining", ctypes.c_int64),
+        ("tag", ctypes.c_int32),
     ]
 
 
@@ -69,6 +71,8 @@ def framer_rules(tags: frozenset[int], limit: int | None) -> FramerRules:
         rules.min_len[tag] = low
         rules.max_len[tag] = high
     rules.limit = INT32_MAX if limit is None else limit
+    for tag in RECORD_TAGS:
+        rules.is_record[tag] = 1
     return rules
 
 
@@ -141,9 +145,12 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,  # lengths (int32)
         ctypes.c_void_p,  # buf
         ctypes.c_int64,
-        ctypes.c_void_p,  # records (int64, out)
+        ctypes.c_void_p,  # records (int64, out): stream elements
         ctypes.c_void_p,  # status (int32, out)
+        ctypes.c_void_p,  # stream_records (int64, out): of them, records
     ]
+    lib.spw_stream_records.restype = ctypes.c_int64
+    lib.spw_stream_records.argtypes = [ctypes.POINTER(FramerState)]
     lib.spw_crc_rows.restype = None
     lib.spw_crc_rows.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
     return lib
@@ -179,14 +186,15 @@ class FrameBatch:
         self.complete.append(complete)
 
 
-def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> list[int | None]:
-    """Records per channel of the batch, None where the channel did not frame cleanly (see spw_frame_batch).
-    The C loop releases the GIL."""
+def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> list[tuple[int, int] | None]:
+    """(stream elements, of them records) per channel of the batch, None where the channel did not frame
+    cleanly (see spw_frame_batch). The C loop releases the GIL."""
     lib = library()
     assert lib is not None
     n = len(batch)
     records = array("q", [0]) * n
     status = array("i", [0]) * n
+    stream_records = array("q", [0]) * n
 
     def address(a: array) -> int:
         return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
@@ -206,8 +214,9 @@ def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> lis
         len(buffer),
         address(records),
         address(status),
+        address(stream_records),
     )
-    return [r if s == 0 else None for r, s in zip(records, status, strict=True)]
+    return [(r, d) if s == 0 else None for r, d, s in zip(records, stream_records, status, strict=True)]
 
 
 WALK_ERRORS = {

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from spillway.formats.stream_elements import (
     ALL_TAGS,
+    RECORD_TAGS,
     TAGS_BEFORE_1_19,
     element_fault,
     length_fault,
@@ -43,7 +44,8 @@ class Framer:
     total: int
     tags: frozenset[int] = ALL_TAGS
     limit: int | None = None
-    records: int = 0
+    records: int = 0  # whole stream elements passed (records, watermarks, other events)
+    stream_records: int = 0  # of them, stream records
     elements: dict[int, int] = field(default_factory=dict)  # tag -> count
     consumed: int = 0
     faults: list[FramingFault] = field(default_factory=list)
@@ -52,6 +54,7 @@ class Framer:
     _left: int = 0  # payload bytes still to come
     _length: int = 0
     _need_tag: bool = False
+    _tag: int = -1  # tag of the element in progress, once read
     _start: tuple[int, int] = (0, 0)  # (piece, position) of the current record's length field
     _piece: int = -1
     _dead: bool = False  # after a length fault the boundaries are lost: stop checking
@@ -99,6 +102,8 @@ class Framer:
             self._left -= take
             if self._left == 0 and not self._need_tag:
                 self.records += 1
+                if self._tag in RECORD_TAGS:
+                    self.stream_records += 1
         self.consumed += n
 
     def _begin(self, length: int, position_after_prefix: int) -> bool:
@@ -113,6 +118,7 @@ class Framer:
         return True
 
     def _check_tag(self, tag: int) -> None:
+        self._tag = tag
         self.elements[tag] = self.elements.get(tag, 0) + 1
         low, high = self._bounds[tag]
         if not low <= self._length <= high:
@@ -219,6 +225,10 @@ class NativeFramer:
     @property
     def records(self) -> int:
         return self._st.records
+
+    @property
+    def stream_records(self) -> int:
+        return self._lib.spw_stream_records(self._st_ref)  # type: ignore[attr-defined]
 
     @property
     def elements(self) -> dict[int, int]:

@@ -584,6 +584,49 @@ def render_value(raw: bytes | memoryview | None, spec: str) -> tuple[str, str | 
         return raw.hex(), str(exc)
 
 
+def json_data(value: object) -> object:
+    """A decoded value as JSON data, not its Python text: strings, numbers, booleans and null as themselves,
+    tuples as arrays, rows as ``{"kind": "+I", "fields": [...]}``, raw bytes and fields of unknown type as
+    ``{"hex": "..."}``."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, Float32):
+        return float(repr(value)) if math.isfinite(value) else repr(value)  # JSON has no NaN or infinity
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, bytes | bytearray):
+        return {"hex": bytes(value).hex()}
+    if isinstance(value, Undecoded):
+        return {"hex": value.raw.hex()}
+    if isinstance(value, RowValue):
+        return {"kind": value.kind, "fields": [json_data(f) for f in value.fields]}
+    if isinstance(value, tuple | list):
+        return [json_data(f) for f in value]
+    return repr(value)
+
+
+def value_data(raw: bytes | memoryview | None, spec: str) -> tuple[object, str | None]:
+    """(value as JSON data, problem) — ``render_value``'s decoding, for documents: the value itself, or
+    ``{"hex": …}`` for ``hex``, for bytes ``auto`` cannot read, and for bytes that do not fit ``spec`` (with
+    the reason as ``problem``)."""
+    if raw is None:
+        return None, None
+    raw = bytes(raw)
+    if spec == "hex":
+        return {"hex": raw.hex()}, None
+    if spec == "auto":
+        for kind in AUTO_ORDER:
+            try:
+                return json_data(decode(ScalarType(SCALARS[kind]), raw)), None
+            except ValueSpecError:
+                continue
+        return {"hex": raw.hex()}, None
+    try:
+        return json_data(decode(parse_value_spec(spec), raw)), None
+    except ValueSpecError as exc:
+        return {"hex": raw.hex()}, str(exc)
+
+
 def check_display_spec(spec: str) -> None:
     """Raise ValueSpecError unless ``spec`` is auto, hex or a value spec."""
     if spec not in ("auto", "hex"):

@@ -19,6 +19,7 @@ from spillway.formats.record_reader import Record, RecordReader
 from spillway.formats.stream_elements import (
     ALL_TAGS,
     ELEMENTS,
+    RECORD_TAGS,
     TAG_WATERMARK,
     element_fault,
     element_name,
@@ -75,10 +76,11 @@ class ChannelAnalysis:
     gate: int | None
     ship_strategy: str | None
     buffers: list[Buffer] = field(default_factory=list)
-    records: int | None = 0
-    record_bytes: int = 0  # payload + length prefixes of whole records
-    elements: dict[str, int] = field(default_factory=dict)
+    records: int | None = 0  # stream records only (tags 0 and 1); None: not parsed
+    record_bytes: int = 0  # payload + length prefixes of whole elements (records and the other elements)
+    elements: dict[str, int] = field(default_factory=dict)  # every element by kind
     watermarks: int = 0
+    other_elements: int = 0  # neither a record nor a watermark: watermark status, latency markers, …
     last_watermark: int | None = None
     input_bytes: int = 0
     output_bytes: int = 0
@@ -166,7 +168,8 @@ def analyze(
                     if channel_key(op, h) in placed:
                         continue
                     first, second = h.info  # (gate, input channel) or (partition, subpartition)
-                    lc = LogicalChannel(None, "?", "?", -1, -1, first if h.side == "input" else -1)
+                    other = UNKNOWN_END_NO_PLAN if topology is None else UNKNOWN_END_UNBOUND
+                    lc = LogicalChannel(None, other, other, -1, -1, first if h.side == "input" else -1)
                     if h.side == "input":
                         lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, second
                     else:
@@ -182,6 +185,11 @@ def analyze(
         return Analysis(cp, list(ops.values()), channels, skipped)
     finally:
         blobs.close()
+
+
+# The end of a channel analysed alone that no plan names (its operator is shown in its place, never "?").
+UNKNOWN_END_NO_PLAN = "(other end unknown: no --plan)"
+UNKNOWN_END_UNBOUND = "(other end not bound to the plan)"
 
 
 def _operator(op: OperatorState, features: FormatFeatures) -> OperatorAnalysis:
@@ -237,7 +245,7 @@ def _channel(
             if parse:
                 op_a.in_flight_records += (ca.records or 0) - records_before
             if side == "input" and reader.leftover:
-                input_end_seq = ca.records
+                input_end_seq = sum(ca.elements.values())  # element sequence numbers (Record.seq) count them all
                 ca.junction_record = {"input_bytes": reader.leftover}
         if not parse:
             ca.records = None
@@ -246,12 +254,23 @@ def _channel(
             ca.problem = f"corrupt record length {length} at {token[1].name}:{token[1].physical(token[2] + pos)}"
         elif reader.leftover and not alone:
             ca.problem = f"channel ends inside a record ({reader.leftover} bytes of it present)"
-        if ca.junction_record is not None and input_end_seq is not None and ca.records and ca.records > input_end_seq:
+        if ca.junction_record is not None and input_end_seq is not None and sum(ca.elements.values()) > input_end_seq:
             ca.junction_record["record_seq"] = input_end_seq
     except BlobError as exc:
         ca.problem = str(exc)
         ca.records = None
     return ca
+
+
+# Long.MIN_VALUE: the timestamp a record without event time carries (FLIP-27 sources without a timestamp
+# assigner send tag-0 records with it: docs/format/record-framing.md); shown as "none" / null.
+NO_TIMESTAMP = -(1 << 63)
+
+
+def record_timestamp(rec: Record) -> int | None:
+    """The element's event time, None when it has none (a record of tag 1, or of tag 0 with Long.MIN_VALUE)."""
+    ts = rec.timestamp
+    return None if ts == NO_TIMESTAMP and rec.tag in RECORD_TAGS else ts
 
 
 def value_bytes(rec: Record) -> bytes | None:
@@ -263,9 +282,12 @@ def value_bytes(rec: Record) -> bytes | None:
 
 
 def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | None, tags: frozenset[int]) -> None:
-    ca.records = (ca.records or 0) + 1
-    ca.record_bytes += 4 + rec.length
     tag = rec.tag
+    if tag in RECORD_TAGS:
+        ca.records = (ca.records or 0) + 1
+    elif tag != TAG_WATERMARK:
+        ca.other_elements += 1
+    ca.record_bytes += 4 + rec.length
     name = element_name(tag)
     ca.elements[name] = ca.elements.get(name, 0) + 1
     side, blob, base = rec.start
@@ -286,7 +308,7 @@ def _count(ca: ChannelAnalysis, rec: Record, keep: int, on_record: RecordSink | 
             {
                 "seq": rec.seq,
                 "tag": name,
-                "timestamp": rec.timestamp,
+                "timestamp": record_timestamp(rec),
                 "length": rec.length,
                 "position": {"side": pos.side, "file": pos.file, "offset": pos.offset},
                 "value": value_bytes(rec),
@@ -322,6 +344,10 @@ class EdgeSummary:
     def watermarks(self) -> int:
         return sum(c.watermarks for c in self.channels)
 
+    @property
+    def other_elements(self) -> int:
+        return sum(c.other_elements for c in self.channels)
+
     def grid(self) -> dict[tuple[int, int], ChannelAnalysis]:
         """(upstream subtask, downstream subtask) → channel."""
         return {(c.upstream["subtask"], c.downstream["subtask"]): c for c in self.channels}
@@ -333,7 +359,7 @@ def edges(a: Analysis) -> list[EdgeSummary]:
     found: dict[tuple, EdgeSummary] = {}
     for c in a.channels:
         up, down = c.upstream, c.downstream
-        if up["operator"] == "?" or down["operator"] == "?" or up["subtask"] < 0 or down["subtask"] < 0:
+        if up["operator_id"] is None or down["operator_id"] is None or up["subtask"] < 0 or down["subtask"] < 0:
             continue
         key = (up["operator"], down["operator"], c.gate, c.ship_strategy)
         e = found.get(key)

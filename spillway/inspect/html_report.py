@@ -77,7 +77,7 @@ def human_bytes(n: int | None) -> str:
 
 
 def _num(n: int | None) -> str:
-    return "?" if n is None else f"{n:,}"
+    return "not parsed" if n is None else f"{n:,}"
 
 
 def _shade(frac: float) -> tuple[str, str]:
@@ -165,8 +165,13 @@ def _header(doc: dict[str, Any]) -> str:
     counts = v["summary"]
     mine = f["checkpoints"][0] if f["checkpoints"] else {"files": 0, "bytes": 0, "missing": 0}
     verdict = a["restore_verdict"]
-    if v["ok"]:
+    if v["ok"] and v["complete"]:
         banner = '<div class="banner ok" id="validate-banner">validate: sound — no errors</div>'
+    elif v["ok"]:
+        banner = (
+            f'<div class="banner warn" id="validate-banner">validate: no errors found, not all checked — '
+            f"{len(v['unchecked'])} part(s) unchecked (see Validate findings)</div>"
+        )
     else:
         banner = (
             f'<div class="banner bad" id="validate-banner">validate: {counts["error"]} error(s) — '
@@ -309,13 +314,15 @@ def _topology(a: dict[str, Any]) -> str:
             f'<td class="n" data-f="records">{_num(e["records"])}</td>'
             f'<td class="n" data-f="bytes">{_num(e["bytes"])}</td>'
             f'<td class="n">{_e(human_bytes(e["bytes"]))}</td>'
-            f'<td class="n" data-f="watermarks">{_num(e["watermarks"])}</td></tr>'
+            f'<td class="n" data-f="watermarks">{_num(e["watermarks"])}</td>'
+            f'<td class="n" data-f="other_elements">{_num(e["other_elements"])}</td></tr>'
         )
     parts.append(
         '<table id="edges"><tr><th>upstream</th><th>downstream</th><th>gate</th><th>ship strategy</th>'
         '<th class="n">parallelism</th><th class="n">channels</th><th class="n">buffers</th>'
         '<th class="n">records</th><th class="n">bytes</th><th class="n">in flight</th>'
-        f'<th class="n">watermarks</th></tr>{"".join(rows)}</table>'
+        '<th class="n">watermarks</th><th class="n">other events</th></tr>'
+        f"{''.join(rows)}</table>"
         '<p class="sub">Edges are shown where the checkpoint holds channel state on them.</p>'
     )
     return "".join(parts)
@@ -439,15 +446,38 @@ def _verdict(a: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _validate_verdict(v: dict[str, Any]) -> str:
+    if not v["ok"]:
+        return f"{v['summary']['error']} errors"
+    return "sound" if v["complete"] else "no errors found, not all checked"
+
+
+def _unchecked(v: dict[str, Any]) -> str:
+    """What validate could not check, one row per reason (the full list is in the validate document)."""
+    counts: dict[tuple[str, str], int] = {}
+    for u in v["unchecked"]:
+        counts[u["what"], u["why"]] = counts.get((u["what"], u["why"]), 0) + 1
+    if not counts:
+        return ""
+    rows = "".join(
+        f'<tr class="unchecked"><td class="n">{n}</td><td class="mono">{_e(what)}</td>'
+        f'<td class="name">{_e(why)}</td></tr>'
+        for (what, why), n in counts.items()
+    )
+    return f'<table id="unchecked"><tr><th class="n">unchecked</th><th>what</th><th>why</th></tr>{rows}</table>'
+
+
 def _validate(v: dict[str, Any]) -> str:
     s = v["summary"]
     parts = [
         '<h2 id="validate">Validate findings</h2>',
         f'<p id="validate-summary" data-errors="{s["error"]}" data-warnings="{s["warning"]}">'
-        f"<b>{'sound' if v['ok'] else str(s['error']) + ' errors'}</b> · {s['warning']} warnings · "
+        f"<b>{_validate_verdict(v)}</b> · {s['warning']} warnings · "
         f"{s['info']} notes · {_num(s['files_checked'])} files · {_num(s['channel_state_blobs'])} channel-state "
         f"blobs, {_num(s['chunks'])} chunks · {_num(s['logical_channels_framed'])} logical channels framed · "
-        f"{_num(s['records'])} records, {_num(s['payload_bytes_read'])} payload bytes</p>",
+        f"{_num(s['records'])} records and {_num(s['elements'] - s['records'])} other stream elements, "
+        f"{_num(s['payload_bytes_read'])} payload bytes</p>",
+        _unchecked(v),
     ]
     if v["findings"]:
         rows = []
@@ -527,12 +557,12 @@ def _channels(a: dict[str, Any]) -> str:
             f'<td class="n">{_num(len(c["buffer_sequence"]))}</td><td class="n">{_num(c["records"])}</td>'
             f'<td class="n">{_num(c["bytes"])}</td>'
             f'<td class="n">{_num(c["input_bytes"])} / {_num(c["output_bytes"])}</td><td>{_e(wm)}</td>'
-            f'<td class="name">{_e(c["problem"] or "")}</td></tr>'
+            f'<td class="n">{_num(c["other_elements"])}</td><td class="name">{_e(c["problem"] or "")}</td></tr>'
         )
     parts.append(
         '<table id="channels-table"><tr><th>channel</th><th>edge</th><th class="n">buffers</th>'
         '<th class="n">records</th><th class="n">bytes</th><th class="n">input / output bytes</th>'
-        f"<th>watermarks</th><th>problem</th></tr>{''.join(rows)}</table>"
+        f'<th>watermarks</th><th class="n">other events</th><th>problem</th></tr>{"".join(rows)}</table>'
     )
     for s in a.get("skipped") or []:
         parts.append(f'<p class="sub">{_e(s)}</p>')

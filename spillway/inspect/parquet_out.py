@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from spillway.formats.record_reader import Record
 from spillway.formats.stream_elements import element_name
-from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, value_bytes
+from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, record_timestamp, value_bytes
 from spillway.inspect.topology import Topology
 from spillway.storage.load import LoadedCheckpoint
 
@@ -52,7 +52,7 @@ class RecordRows:
         c["channel"].append(channel.label)
         c["seq"].append(rec.seq)
         c["tag"].append(element_name(tag))
-        c["timestamp"].append(rec.timestamp)
+        c["timestamp"].append(record_timestamp(rec))
         c["length"].append(rec.length)
         c["side"].append(pos.side)
         c["file"].append(pos.file)
@@ -124,6 +124,7 @@ def write_channels(a: Analysis, directory: Path) -> Path:
             "input_bytes": pa.array([c.input_bytes for c in a.channels], pa.int64()),
             "output_bytes": pa.array([c.output_bytes for c in a.channels], pa.int64()),
             "watermarks": pa.array([c.watermarks for c in a.channels], pa.int64()),
+            "other_elements": pa.array([c.other_elements for c in a.channels], pa.int64()),
             "last_watermark": pa.array([c.last_watermark for c in a.channels], pa.int64()),
             "junction_bytes": pa.array(
                 [c.junction_record["input_bytes"] if c.junction_record else None for c in a.channels], pa.int64()

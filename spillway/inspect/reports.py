@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spillway.formats.values import render_value
+from spillway.formats.values import value_data
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, edges
 from spillway.inspect.findings import RULES
 from spillway.inspect.finished import Verdict
@@ -55,6 +55,7 @@ def validate_json(
         "schema": "spillway.validate/1",
         "metadata_path": metadata,
         "ok": not report.errors,
+        "complete": report.complete,
         "summary": {
             **report.counts(),
             "files_checked": report.files_checked,
@@ -62,10 +63,12 @@ def validate_json(
             "chunks": report.chunks,
             "logical_channels_framed": report.channels_framed,
             "handles_framed_alone": report.handles_framed_alone,
-            "records": report.records,
+            "elements": report.elements,  # stream elements framed: records, watermarks and other events
+            "records": report.records,  # of them, stream records
             "payload_bytes_read": report.bytes_read,
         },
         "findings": [f.to_json() for f in report.findings],
+        "unchecked": [u.to_json() for u in report.unchecked],
         "rebased": rebased,
         "binding": binding_json(binding),
         "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},
@@ -73,8 +76,8 @@ def validate_json(
 
 
 def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
-    text, problem = render_value(r["value"], value_type)
-    doc = {**r, "value": text}
+    value, problem = value_data(r["value"], value_type)
+    doc = {**r, "value": value}
     if problem:
         doc["value_error"] = problem
     return doc
@@ -94,6 +97,7 @@ def channel_json(c: ChannelAnalysis, decode: int, value_type: str) -> dict[str, 
         "output_bytes": c.output_bytes,
         "elements": c.elements,
         "watermarks": c.watermarks,
+        "other_elements": c.other_elements,
         "last_watermark": c.last_watermark,
         "junction_record": c.junction_record,
         "first_record": vars(c.first_record) if c.first_record else None,
@@ -117,6 +121,7 @@ def edge_json(e: EdgeSummary) -> dict[str, Any]:
         "records": e.records,
         "bytes": e.bytes,
         "watermarks": e.watermarks,
+        "other_elements": e.other_elements,
     }
 
 

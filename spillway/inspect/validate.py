@@ -65,13 +65,37 @@ from spillway.storage.locate import FileResolver
 if TYPE_CHECKING:
     from spillway.formats.native import FrameBatch
 
-UNBOUNDED = 1 << 62
+# Said after a record-length fault of an input part framed alone: what the "bytes left" were.
+_ALONE_CONTEXT = "; framed without its output side, the bytes left are this part's and all output-side state's"
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
 AHEAD = 4  # framing batches in flight per worker thread: enough to keep them busy, few enough to stay small
 # A batch of channels is framed in one C call: up to this many channels or (at least) this much payload, so
 # tiny channels do not cost a Python round trip each, and big ones still spread over the threads.
 BATCH_CHANNELS = 256
 BATCH_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Unchecked:
+    """Part of the checkpoint validate could not check, and why: ``what`` is ``channel-handle`` (a handle whose
+    records were not framed) or ``file`` (a file that was not read)."""
+
+    what: str
+    why: str
+    operator: str | None = None
+    subtask: int | None = None
+    channel: str | None = None
+    file: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "what": self.what,
+            "why": self.why,
+            "operator": self.operator,
+            "subtask": self.subtask,
+            "channel": self.channel,
+            "file": self.file,
+        }
 
 
 @dataclass
@@ -82,11 +106,31 @@ class Report:
     chunks: int = 0
     channels_framed: int = 0
     handles_framed_alone: int = 0
-    records: int = 0
+    elements: int = 0  # stream elements framed: records, watermarks and other events
+    records: int = 0  # of them, stream records
     bytes_read: int = 0
     # Channel handles whose bytes cannot be trusted, with the error findings that say so (for
     # ``rescale --force``, which drops exactly these logical channels and must name why).
     damage: dict[ChannelKey, list[Finding]] = field(default_factory=dict)
+    # What was not checked (files not read, channel handles not framed), in the order found: a report
+    # with no errors is "sound" only when this is empty.
+    unchecked: list[Unchecked] = field(default_factory=list)
+    # Records of each whole logical channel that framed without a fault, by the keys of its parts in stream
+    # order: what ``rescale --force`` says it leaves out when such a channel is condemned for another reason.
+    counted: dict[tuple[ChannelKey, ...], int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every byte validate checks was checked (nothing is in ``unchecked``)."""
+        return not self.unchecked
+
+    def unchecked_summary(self) -> list[tuple[str, str, int]]:
+        """(what, why, how many) for each distinct reason something was left unchecked, in the order first
+        seen."""
+        counts: dict[tuple[str, str], int] = {}
+        for u in self.unchecked:
+            counts[u.what, u.why] = counts.get((u.what, u.why), 0) + 1
+        return [(what, why, n) for (what, why), n in counts.items()]
 
     @property
     def errors(self) -> list[Finding]:
@@ -121,6 +165,7 @@ class _BlobInfo:
     complete: bool  # the chunk chain was walked to the end without a break
     display: str
     fault: Finding | None = None  # an error that makes every handle in this blob untrustworthy
+    also: list[Finding] = field(default_factory=list)  # earlier such errors (a short file, then its broken chain)
 
 
 def validate(
@@ -163,8 +208,15 @@ def _thread_buffer() -> bytearray:
 NativePlan = list[tuple[int, int, list[int], list[int]]]
 
 
-def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[int | None]:
-    """Records of each channel of the batch, None where it did not frame cleanly (runs on a worker thread:
+def _short(info: _BlobInfo) -> bool:
+    """The blob's file is shorter than its handles need (a file-size finding): chunks past its end are missing
+    because of that, and are not reported one by one."""
+    return any(f is not None and f.rule == "file-size" for f in (info.fault, *info.also))
+
+
+def _frame_batch(batch: FrameBatch, tags: frozenset[int]) -> list[tuple[int, int] | None]:
+    """(Stream elements, of them records) of each channel of the batch, None where it did not frame cleanly
+    (runs on a worker thread:
     touches nothing shared but the batch, which the caller no longer changes)."""
     from spillway.formats.native import frame_batch, framer_rules
 
@@ -361,6 +413,7 @@ class _Validator:
             key = resolved.local_text
             if key is None:
                 rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+                first = resolved.original not in self.path_faults
                 self.path_faults[resolved.original] = self.add(
                     rule,
                     f"{resolved.original}: {resolved.problem}",
@@ -368,6 +421,10 @@ class _Validator:
                     subtask=site.subtask.index if site.subtask else None,
                     file=resolved.original,
                 )
+                if rule == "file-not-local" and first:
+                    self.report.unchecked.append(
+                        Unchecked("file", "not local and not rebased: not read", file=resolved.original)
+                    )
                 continue
             end = h.start_pos + h.state_size
             prev = needed.get(key)
@@ -474,6 +531,8 @@ class _Validator:
             info.complete = True
         else:
             # Conservative: past a break nothing in the file can be trusted, so every handle in it is damaged.
+            if info.fault is not None:  # the file is short: that error damages the handles too
+                info.also.append(info.fault)
             info.fault = self.add(
                 "chunk-chain", f"chunk chain breaks: {error}", file=info.display, offset=blob.physical(error.offset)
             )
@@ -492,8 +551,9 @@ class _Validator:
                 self.progress("channel-state files", done)
             info = self.open_blob(x.handle.delegate, x)
             blob_keys.setdefault(key)
-            if info.fault is not None:
-                self.damaged(info.fault, x.key)
+            for fault in (*info.also, info.fault):
+                if fault is not None:
+                    self.damaged(fault, x.key)
             if info.blob is None:
                 continue
             self.check_handle_chunks(x, info, claimed.setdefault(key, {}))
@@ -525,6 +585,8 @@ class _Validator:
             footprint = self.check_offsets(x, info, claimed)
         inline = isinstance(h.delegate, ByteStreamHandle)
         expected = blob.size if inline else footprint
+        if _short(info) and footprint < h.state_size:
+            return  # its chunks past the end are missing: the file-size finding says so, once for the file
         if h.state_size != expected:
             what = "the inline blob's length" if inline else "the sum of its chunks"
             self.add_to(
@@ -554,6 +616,8 @@ class _Validator:
         for off in h.offsets:
             length = info.chunks.get(off)
             if length is None:
+                if off >= blob.size and _short(info):
+                    continue  # past the end of a file cut short: the file-size finding says so, once
                 if off < HEADER_SIZE or off >= blob.size:
                     self.add_to(
                         damage,
@@ -574,7 +638,8 @@ class _Validator:
                 try:  # still measure it, so the size check stays meaningful
                     length = read_chunk_header(blob, off).length
                 except BlobError as exc:
-                    self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
+                    if not _short(info):  # in a short file: the chunk the file was cut in (file-size says so)
+                        self.add_to(damage, "chunk-offset", f"offset {off}: {exc}", offset=blob.physical(off), **where)
                     continue
             other = claimed.get(off)
             if other is not None:
@@ -609,27 +674,100 @@ class _Validator:
                     f"{outputs} output-side channel handles were not framed: output state may "
                     "start mid-record and only continues an input-side stream; pass --plan to check them",
                 )
+        # A record that starts in an input-side part framed alone may continue only in output-side state (the
+        # rest of its logical channel): its length cannot exceed that part plus all output-side payload.
+        output_payload = sum(self.payload(x.handle) for x in located if x.handle.side == "output")
         self.progress("logical channels", -(len(cmap.channels) + len(located)))
-        jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]] = [
-            (lc.label(), [(p.operator, p.handle) for p in lc.parts], True) for lc in cmap.channels
-        ]
+        jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]] = []
+        framed: set[ChannelKey] = set()
+        orphans: dict[ChannelKey, str] = {}  # readable parts whose logical channel cannot be framed whole
+        for lc in cmap.channels:
+            parts = [(p.operator, p.handle) for p in lc.parts]
+            readable = [(o, h) for o, h in parts if self.unreadable(h) is None]
+            if len(readable) == len(parts):
+                jobs.append((lc.label(), parts, None))
+                framed.update(channel_key(o, h) for o, h in parts)
+                continue
+            if readable and readable[0][1].side == "input":
+                # The output part's file is broken: its input part still starts on a record boundary.
+                o, h = readable[0]
+                jobs.append((h.label(), [(o, h)], self.payload(h) + output_payload))
+                framed.add(channel_key(o, h))
+            for o, h in readable:
+                orphans[channel_key(o, h)] = (
+                    f"output side of {lc.label()}: its input side cannot be framed, and it may start mid-record"
+                )
         for x in located:
-            if x.key in cmap.used or x.handle.side != "input":
+            if x.key in cmap.used or x.handle.side != "input" or self.unreadable(x.handle) is not None:
                 continue
             # Input state starts on a record boundary; alone it may end mid-record (the rest is upstream).
-            jobs.append((x.label(), [(x.operator, x.handle)], False))
-        for n, ((label, parts, complete), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
-            self.frame(label, parts, complete, fast)
-            if complete:
+            jobs.append((x.label(), [(x.operator, x.handle)], self.payload(x.handle) + output_payload))
+            framed.add(x.key)
+        for x in located:
+            if x.key not in framed:
+                self.not_framed(x, orphans.get(x.key))
+        for n, ((label, parts, bound_alone), fast) in enumerate(zip(jobs, self.run_ahead(jobs), strict=True), 1):
+            self.frame(label, parts, bound_alone, fast)
+            if bound_alone is None:
                 self.report.channels_framed += 1
             else:
                 self.report.handles_framed_alone += 1
             self.progress("logical channels", n)
 
+    def payload(self, h: ChannelHandle) -> int:
+        """A handle's payload bytes as measured from its file's chunks (its stated size where unknown: an upper
+        bound, which is what the alone framing's record-length limit needs)."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        measured = self.measured(h) if info is not None and info.blob is not None else None
+        return max(h.state_size, 0) if measured is None else measured
+
+    def measured(self, h: ChannelHandle) -> int | None:
+        """A handle's payload bytes if every one of its offsets starts a chunk of its file, else None."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        if info is None or not all(o in info.chunks for o in h.offsets):
+            return None
+        return sum(info.chunks[o] for o in h.offsets)
+
+    def unreadable(self, h: ChannelHandle) -> str | None:
+        """Why the records of a handle cannot be framed at all (its file was not read, or its header is not a
+        channel-state header: any record fault found there would only restate that), or None."""
+        info = self.blobs.get(self.blob_key(h.delegate))
+        if info is None or info.blob is None:
+            fault = info.fault if info is not None else None
+            if fault is not None and fault.rule == "file-not-local":
+                return "its file is not local and was not read (pass --rebase to a local copy)"
+            return f"its file could not be read ({fault.rule})" if fault is not None else "its file could not be read"
+        if info.fault is not None and info.fault.rule == "channel-header":
+            return "its file has no valid channel-state header (channel-header)"
+        if info.fault is not None and not info.complete and self.measured(h) is None:
+            # Some of its chunks lie past the break: framing what is left would only restate the break.
+            return f"some of its chunks lie past where its file's chunk chain breaks ({info.fault.rule})"
+        return None
+
+    def not_framed(self, x: _Located, orphaned: str | None) -> None:
+        why = self.unreadable(x.handle) or orphaned
+        if why is None:
+            if self.topology is None:
+                why = "output side: not framed without --plan (it may start mid-record)"
+            else:
+                why = "output side: in no logical channel of the plan (see the topology notes)"
+        self.report.unchecked.append(
+            Unchecked(
+                "channel-handle",
+                why,
+                operator=x.operator.label(),
+                subtask=x.handle.subtask_index,
+                channel=x.label(),
+                file=self.blobs[self.blob_key(x.handle.delegate)].display
+                if self.blob_key(x.handle.delegate) in self.blobs
+                else None,
+            )
+        )
+
     def run_ahead(
-        self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], bool]]
-    ) -> Iterator[tuple[int, int] | None]:
-        """The native framing result of each job, in job order — (records, payload bytes), or None where the
+        self, jobs: list[tuple[str, list[tuple[OperatorState, ChannelHandle]], int | None]]
+    ) -> Iterator[tuple[int, int, int] | None]:
+        """The native framing result of each job, in job order — (elements, records, payload bytes), or None where the
         caller must frame it itself: computed in batches on the pool a few batches ahead of the caller, or
         here without one."""
         from spillway.formats.native import FrameBatch, library
@@ -639,33 +777,33 @@ class _Validator:
             return
         pool = self.start_pool()
         # per batch: its result, and per job (index in the batch or -1: not framed natively, payload bytes)
-        groups: deque[tuple[Future[list[int | None]] | None, list[tuple[int, int]]]] = deque()
+        groups: deque[tuple[Future[list[tuple[int, int] | None]] | None, list[tuple[int, int]]]] = deque()
 
-        def submit(batch: FrameBatch) -> Future[list[int | None]]:
+        def submit(batch: FrameBatch) -> Future[list[tuple[int, int] | None]]:
             if pool is not None:
                 return pool.submit(_frame_batch, batch, self.tags)
-            done: Future[list[int | None]] = Future()
+            done: Future[list[tuple[int, int] | None]] = Future()
             done.set_result(_frame_batch(batch, self.tags))
             return done
 
         def results(
-            group: tuple[Future[list[int | None]] | None, list[tuple[int, int]]],
-        ) -> Iterator[tuple[int, int] | None]:
+            group: tuple[Future[list[tuple[int, int] | None]] | None, list[tuple[int, int]]],
+        ) -> Iterator[tuple[int, int, int] | None]:
             future, entries = group
-            records = future.result() if future is not None else []
+            counts = future.result() if future is not None else []
             for index, size in entries:
-                found = records[index] if index >= 0 else None
-                yield None if found is None else (found, size)
+                found = counts[index] if index >= 0 else None
+                yield None if found is None else (*found, size)
 
         batch, entries, size = FrameBatch(), [], 0
-        for _, parts, complete in jobs:
+        for _, parts, bound_alone in jobs:
             plan = self.native_plan(parts)
             if plan is None:
                 entries.append((-1, 0))
                 continue
             chunks, total = plan
             entries.append((len(batch), total))
-            batch.add(chunks, total if complete else UNBOUNDED, complete)
+            batch.add(chunks, total if bound_alone is None else bound_alone, bound_alone is None)
             size += total
             if len(batch) >= BATCH_CHANNELS or size >= BATCH_BYTES:
                 groups.append((submit(batch), entries))
@@ -718,23 +856,31 @@ class _Validator:
         self,
         label: str,
         parts: list[tuple[OperatorState, ChannelHandle]],
-        complete: bool,
-        fast: tuple[int, int] | None,
+        bound_alone: int | None,
+        fast: tuple[int, int, int] | None,
     ) -> None:
-        """Count the channel's records; ``fast``: the native result, if it framed the channel cleanly. Else
-        frame it again piece by piece, to say where each fault is."""
+        """Count the channel's elements and records; ``fast``: the native result (elements, records, payload
+        bytes), if it framed the channel cleanly. Else
+        frame it again piece by piece, to say where each fault is. ``bound_alone``: None for a whole logical
+        channel (it must end on a record boundary); for an input part framed alone, the most payload its
+        logical channel can have (a record may run past the part, not past that)."""
         if any(self.blobs.get(self.blob_key(h.delegate)) is None for _, h in parts):
             return
+        keys = tuple(channel_key(o, h) for o, h in parts)
         if fast is not None:
-            self.report.records += fast[0]
-            self.report.bytes_read += fast[1]
+            self.report.elements += fast[0]
+            self.report.records += fast[1]
+            self.report.bytes_read += fast[2]
+            if bound_alone is None:
+                self.report.counted[keys] = fast[1]
             return
         total = 0
         for _, h in parts:
             info = self.blobs[self.blob_key(h.delegate)]
             total += sum(info.chunks[o] for o in h.offsets if o in info.chunks)
-        if not complete:
-            total = UNBOUNDED  # the stream continues elsewhere: a record may run past this part
+        complete = bound_alone is None
+        if bound_alone is not None:
+            total = bound_alone  # the stream continues upstream: a record may run past this part, not past that
         framer = make_framer(total, self.tags)
         where: list[tuple[str, Blob | None, int]] = []
         try:
@@ -746,17 +892,21 @@ class _Validator:
             return  # already reported by the chunk checks
         if complete:
             framer.finish()
-        self.report.records += framer.records
+        self.report.elements += framer.records
+        self.report.records += framer.stream_records
+        if complete and not framer.faults and all(self.payload(h) == self.measured(h) for _, h in parts):
+            self.report.counted[keys] = framer.stream_records  # every chunk read: the count is the channel's
         op, first = parts[0]
         for fault in framer.faults:
             part_label, in_blob, pos = where[fault.piece] if fault.piece < len(where) else ("?", None, 0)
             rule = {"length": "record-length", "tag": "record-tag", "size": "record-tag"}.get(
                 fault.kind, "record-truncated"
             )
+            context = "" if complete or fault.kind != "length" else _ALONE_CONTEXT
             self.add_to(
-                tuple(channel_key(o, h) for o, h in parts),
+                keys,
                 rule,
-                f"{fault.message} (in {part_label})",
+                f"{fault.message} (in {part_label}){context}",
                 operator=op.label(),
                 subtask=first.subtask_index,
                 channel=label,

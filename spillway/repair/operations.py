@@ -145,12 +145,17 @@ def strip_channel_state(
         rp.changes.append(Change("channel handles removed", result.handles_removed))
         rp.changes.append(Change("logical channels dropped", len(result.losses)))
         dropped = result.records_dropped
-        unknown = "unknown: output-side state without --plan"
+        unknown = (
+            "unknown: output-side state without --plan"
+            if plan is None
+            else "unknown: output-side state of channels the plan does not bind"
+        )
         rp.changes.append(Change("records dropped", dropped, "" if dropped is not None else unknown))
         rp.changes.append(Change("bytes dropped", result.bytes_dropped))
         edges: dict[str, dict[str, int | None]] = {}
         for loss in result.losses:
-            e = edges.setdefault(f"{loss.upstream} -> {loss.downstream} ({loss.edge})", {"records": 0, "bytes": 0})
+            name = f"{loss.upstream} -> {loss.downstream}" + (f" ({loss.edge})" if loss.edge else "")
+            e = edges.setdefault(name, {"records": 0, "bytes": 0})
             e["records"] = None if e["records"] is None or loss.records is None else e["records"] + loss.records
             e["bytes"] = (e["bytes"] or 0) + loss.bytes
         extra: dict[str, Any] = {

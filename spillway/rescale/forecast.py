@@ -108,6 +108,7 @@ class _Source:
     records: int = 0
     bytes: int = 0
     to: dict[int, int] = field(default_factory=dict)  # new downstream subtask -> records routed there
+    to_bytes: dict[int, int] = field(default_factory=dict)  # new downstream subtask -> framed bytes routed there
 
 
 def _input_buffers(src: SourceChannel, segment: int) -> int:
@@ -143,6 +144,7 @@ def forecast(plan: RescalePlan, settings: BufferSettings | None = None) -> dict[
             acc[0] += run.records
             acc[1] += len(run.data)
             seen.to[run.down] = seen.to.get(run.down, 0) + run.records
+            seen.to_bytes[run.down] = seen.to_bytes.get(run.down, 0) + len(run.data)
         finish_report(src, stats, 0)  # refuses a channel that ends inside a record, as the rescale does
         seen.records, seen.bytes = stats.records, src.payload_bytes
         per_source[src.sid] = seen
@@ -189,6 +191,7 @@ def forecast(plan: RescalePlan, settings: BufferSettings | None = None) -> dict[
             "virtual_channels": sum(s["virtual_channels"] for e in flink for s in e["subtasks"]),
             "bytes_read": sum(s["bytes_read"] for e in flink for s in e["subtasks"]),
             "bytes_filtered": sum(s["bytes_filtered"] for e in flink for s in e["subtasks"]),
+            "bytes_kept": sum(s["bytes_kept"] for e in flink for s in e["subtasks"]),
             "over_budget": sum(1 for e in flink for s in e["subtasks"] if s["over_budget"]),
         },
     }
@@ -216,6 +219,10 @@ def _flink_edge(
         filtered = [s for s in mine if s.down in amb]
         kept = sum(per_source[s.sid].records for s in mine if s.down not in amb)
         kept += sum(per_source[s.sid].to.get(n, 0) for s in filtered)
+        # Bytes of what the filter lets through: an unambiguous old subtask's channels whole, an ambiguous
+        # one's the elements the partitioner puts on this subtask (what the router routes here).
+        kept_bytes = sum(s.payload_bytes for s in mine if s.down not in amb)
+        kept_bytes += sum(per_source[s.sid].to_bytes.get(n, 0) for s in filtered)
         recovered = sum(_input_buffers(s, settings.segment_size) for s in mine)
         subtasks.append(
             {
@@ -226,6 +233,7 @@ def _flink_edge(
                 "virtual_channels": virtual,
                 "bytes_read": sum(s.payload_bytes for s in mine),
                 "bytes_filtered": sum(s.payload_bytes for s in filtered),
+                "bytes_kept": kept_bytes,
                 "records_read": sum(per_source[s.sid].records for s in mine),
                 "records_kept": kept,
                 "recovered_buffers": recovered,

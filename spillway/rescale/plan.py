@@ -104,6 +104,7 @@ class LostChannel:
     downstream_subtask: int
     stated_bytes: int  # payload as its handles state it (the bytes themselves are not trusted)
     reasons: list[str]  # the validate errors that make it untrustworthy
+    records: int | None = None  # its records, where validate framed every byte of it cleanly; None: unknown
 
 
 @dataclass
@@ -166,10 +167,12 @@ def build_plan(
     key_fns: dict[str, str] | None = None,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     damaged: dict[ChannelKey, list[str]] | None = None,
+    counted: dict[tuple[ChannelKey, ...], int] | None = None,
 ) -> RescalePlan:
     """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
     ``damaged``: channel handles that cannot be trusted (``rescale --force``), with why; every old logical
-    channel to be moved that touches one is left out and listed in ``RescalePlan.lost``."""
+    channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
+    where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
     if buffer_size < 64 or buffer_size > 64 * 1024 * 1024:
         raise RescaleRefused(f"--buffer-size {buffer_size} is outside [64 B, 64 MiB]")
     bound = bind(topology, cp)
@@ -258,6 +261,7 @@ def build_plan(
                     lc.downstream_subtask,
                     payload,
                     list(dict.fromkeys(reasons)),
+                    (counted or {}).get(tuple(part_keys)),
                 )
             )
             lost_keys.update(part_keys)

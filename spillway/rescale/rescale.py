@@ -43,10 +43,11 @@ class SourceDamage:
 
     errors: list[Finding]
     damage: dict[ChannelKey, list[Finding]]
+    counted: dict[tuple[ChannelKey, ...], int] = field(default_factory=dict)  # records of clean channels
 
     @classmethod
     def of(cls, report: Report) -> SourceDamage:
-        return cls(report.errors, report.damage)
+        return cls(report.errors, report.damage, report.counted)
 
     def reasons(self) -> dict[ChannelKey, list[str]]:
         return {k: [_where(f) for f in fs] for k, fs in self.damage.items()}
@@ -105,6 +106,9 @@ class RescaleReport:
             "schema": "spillway.rescale/1",
             "lost_channels": [vars(lost) for lost in self.plan.lost],
             "lost_bytes": sum(lost.stated_bytes for lost in self.plan.lost),
+            # records of the lost channels where counted; the bytes of those whose records cannot be counted
+            "lost_records": sum(lost.records or 0 for lost in self.plan.lost),
+            "lost_uncounted_bytes": sum(lost.stated_bytes for lost in self.plan.lost if lost.records is None),
             "out": str(self.out) if self.out else None,
             "vertices": [
                 {"vertex": v.label, "old_parallelism": v.old_p, "new_parallelism": v.new_p}
@@ -113,10 +117,11 @@ class RescaleReport:
             ],
             "edges": [{"edge": e.label, "rule": e.rule, "key": e.key, "key_fn": e.key_fn} for e in self.plan.edges],
             "source_channels": len(self.plan.sources),
-            "records_moved": records,
-            "channel_files": len(self.move.files) if self.move else 0,
-            "markers_kept": kept,
-            "dropped": dropped,
+            # What was moved; null in a dry run, which moves nothing (its ``forecast`` says what would move).
+            "records_moved": records if self.move else None,
+            "channel_files": len(self.move.files) if self.move else None,
+            "markers_kept": kept if self.move else None,
+            "dropped": dropped if self.move else None,
             "notes": self.plan.notes + self.notes,
             "plan_file": self.plan_file,
             "binding": self.binding,
@@ -228,6 +233,7 @@ def rescale(
         key_fns,
         buffer_size,
         damage.reasons() if damage is not None else None,
+        damage.counted if damage is not None else None,
     )
     if damage is not None:
         refuse_damaged(damage.not_covered(plan.lost_keys), force=True)

@@ -48,8 +48,12 @@ def test_analyze_json_schema_and_truth() -> None:
     ch = next(c for c in doc["channels"] if c["ship_strategy"] == "HASH")
     assert {"buffers", "records", "bytes", "upstream", "downstream"} <= set(ch)
     assert ch["upstream"]["subtask"] in (0, 1) and ch["downstream"]["subtask"] in (0, 1)
-    first = ch["first_records"][0]["value"]
-    assert first.startswith("'") and first.count(":") == 2
+    # The job's tostr maps each number to the String "key:subtask:seq" (fixture.json): the JSON value is that
+    # String as data, not its Python text ('1:0:1'), and the record (tag 0, no event time) has a null timestamp.
+    record = ch["first_records"][0]
+    key, subtask, seq = record["value"].split(":")
+    assert int(subtask) == ch["upstream"]["subtask"] and int(key) >= 0 and int(seq) > 0
+    assert record["timestamp"] is None
     assert doc["restore_verdict"]["restorable"] is True
 
 
@@ -217,11 +221,15 @@ def test_value_type_specs_through_the_cli() -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     firsts = [r for c in doc["channels"] for r in c["first_records"]]
-    assert firsts and all(r["value"].startswith("+I[") and "value_error" not in r for r in firsts)
+    # JSON data, not text: a RowData value is its kind and its fields (an int and a bigint)
+    assert firsts and all(
+        r["value"]["kind"] == "+I" and [type(f) for f in r["value"]["fields"]] == [int, int] and "value_error" not in r
+        for r in firsts
+    )
     res = runner.invoke(app, [*base, "--value-type", "tuple(long,long,long)"])
     doc = json.loads(res.output)
     r = doc["channels"][0]["first_records"][0]
-    assert "left over" in r["value_error"] and len(r["value"]) == 2 * 28  # hex of the 28-byte value
+    assert "left over" in r["value_error"] and len(r["value"]["hex"]) == 2 * 28  # hex of the 28-byte value
     bad = runner.invoke(app, [*base, "--value-type", "tuple(long,strin)"])
     assert bad.exit_code == 2 and "strin" in bad.output
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fixtures import Fixture, fixture_named
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
-from tests.support.fixtures import Fixture, fixture_named
 
 CHANNEL_KINDS = {"input_channel_state", "result_subpartition_state"}
 STATE_KINDS = ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state", *CHANNEL_KINDS)

@@ -62,7 +62,8 @@ def test_dry_run_predicts_every_new_channel_the_rescale_writes(dry_and_real) -> 
     }  # the channels of the new channel-state files (edges between unchanged vertices keep their old files)
     assert predicted == actual
     assert dry["forecast"]["spillway"]["records"] == sum(r for r, _ in actual.values()) > 0
-    assert dry["records_moved"] == 0  # the dry run's own counter stays what it was: nothing moved
+    # A dry run moves nothing: no "moved" counter beside the forecast (issue 21: records_moved 0 next to 91)
+    assert [dry[k] for k in ("records_moved", "channel_files", "markers_kept", "dropped")] == [None] * 4
 
 
 def test_dry_run_predicts_the_channel_state_files(dry_and_real) -> None:  # type: ignore[no-untyped-def]
@@ -88,7 +89,8 @@ def test_flink_side_follows_flinks_mappers(dry_and_real) -> None:  # type: ignor
         # DemultiplexingRecordDeserializer: old subtasks x old channels of each of parse's 2 (unchanged) channels
         assert s["virtual_channels"] == len(olds) * 2
         assert s["records_kept"] <= s["records_read"]
-        assert s["bytes_filtered"] == s["bytes_read"] > 0
+        assert s["bytes_filtered"] == s["bytes_read"] > 0  # every old subtask is ambiguous: all goes through
+        assert s["bytes_kept"] < s["bytes_read"]  # ... and the filter keeps only what belongs here
         assert s["gate_buffers"] == 2 * 2 + 8
         assert s["over_budget"] is False
     # count's records kept by Flink's filter per new subtask = what spillway routes there (same key-group math)
@@ -98,6 +100,15 @@ def test_flink_side_follows_flinks_mappers(dry_and_real) -> None:  # type: ignor
         if c["vertex"] == "count":
             routed[c["subtask"]] = routed.get(c["subtask"], 0) + c["records"]
     assert per_sub == routed
+    # ... and the bytes it keeps are those the real rescale wrote into each new subtask's channels (read back)
+    _, written, _ = dry_and_real
+    count_id = next(c["operator_id"] for c in dry["forecast"]["spillway"]["channels"] if c["vertex"] == "count")
+    wrote: dict[int, int] = {}
+    for c in written["channels"]:
+        if c["downstream"]["operator_id"] == count_id:
+            wrote[c["downstream"]["subtask"]] = wrote.get(c["downstream"]["subtask"], 0) + c["bytes"]
+    assert {s["subtask"]: s["bytes_kept"] for s in hash_edge["subtasks"]} == wrote
+    assert flink["bytes_kept"] == sum(s["bytes_kept"] for e in flink["edges"] for s in e["subtasks"])
     # count -> check: check keeps parallelism 2; count's output mapping 2 -> 4 is Flink's identity: no demultiplexing
     rebalance = edges["count -> check -> sink: Writer (REBALANCE)"]
     assert rebalance["rescaling"] is False

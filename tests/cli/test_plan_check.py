@@ -19,10 +19,33 @@ def _validate(fx_name: str, plan_of: str, flavour: str) -> dict:
 
 
 def test_plan_of_another_job_is_never_sound() -> None:
-    # counted shares only the source's uid with this job: its other vertices cannot hold this state
+    """counted shares only its source and sink with this job (oracle.json of each: the names Flink stored, V6).
+    The verdict names the misfit exactly — each plan operator the checkpoint does not have (plan-mismatch), or,
+    where that is not decided, each input handle Flink stored on slow as held by no chain head of that plan
+    (channel-holder) — and the output side, in no logical channel of that plan, is left unchecked."""
+    mine = json.loads(fixture_named("2.3.0-unaligned").oracle.read_text())
+    theirs = json.loads(fixture_named("2.3.0-counted").oracle.read_text())
+    absent = {o["name"] for o in theirs["operators"]} - {o["name"] for o in mine["operators"]}
+    assert absent == {"parse", "count", "check"}
+    slow = next(o for o in mine["operators"] if o["name"] == "slow")
+    inputs = sorted(
+        (sub["index"], f"in({ch['gate_index']},{ch['input_channel_index']})")
+        for sub in slow["subtasks"]
+        for h in sub["input_channel_state"]
+        for ch in h["channels"]
+    )
+    outputs = sum(
+        len(h["channels"]) for o in mine["operators"] for s in o["subtasks"] for h in s["result_subpartition_state"]
+    )
     for flavour in ("jobgraph.json", "plan.json"):
         doc = _validate("2.3.0-unaligned", "2.3.0-counted", flavour)
         assert doc["exit_code"] == 1 and not doc["ok"], flavour
+        errors = [f for f in doc["findings"] if f["severity"] == "error"]
+        mismatched = {f["operator"] for f in errors if f["rule"] == "plan-mismatch"}
+        holders = sorted((f["subtask"], f["channel"]) for f in errors if f["rule"] == "channel-holder")
+        assert mismatched == absent or holders == inputs, (flavour, errors)
+        assert doc["complete"] is False
+        assert sum(1 for u in doc["unchecked"] if u["channel"].startswith("out(")) == outputs, flavour
 
 
 def test_job_graph_plan_sharing_no_id_is_a_plan_mismatch() -> None:

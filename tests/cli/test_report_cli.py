@@ -73,6 +73,23 @@ def test_without_plan_the_page_says_there_is_no_verdict(tmp_path: Path) -> None:
     assert "no plan given" in page.read_text()
 
 
+def test_without_plan_the_page_does_not_call_the_checkpoint_sound(tmp_path: Path) -> None:
+    """Without a plan the output side is not framed: the banner says so instead of "sound" (issue 21)."""
+    page = tmp_path / "r.html"
+    assert _run("report", str(UNALIGNED / "checkpoints"), "--html", str(page))[0] == 0
+    html = page.read_text()
+    banner = re.search(r'<div class="banner (\w+)" id="validate-banner">([^<]*)</div>', html)
+    assert banner is not None and banner.group(1) == "warn" and "sound" not in banner.group(2)
+    outputs = sum(
+        len(h.get("channels", [h]))
+        for op in json.loads((UNALIGNED / "oracle.json").read_text())["operators"]
+        for sub in op["subtasks"]
+        for h in sub["result_subpartition_state"]
+    )
+    assert f"{outputs} part(s) unchecked" in banner.group(2)
+    assert re.search(rf'<tr class="unchecked"><td class="n">{outputs}</td>', html)
+
+
 def test_damaged_checkpoint_exit_1_and_the_page_lists_the_errors(tmp_path: Path) -> None:
     src = tmp_path / "cp"
     shutil.copytree(UNALIGNED / "checkpoints", src)

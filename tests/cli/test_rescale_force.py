@@ -200,3 +200,56 @@ def test_a_missing_keyed_state_file_is_refused_even_with_force(tmp_path: Path) -
     flat = " ".join(output.split())
     assert "--force cannot leave out" in flat and "file-exists" in flat and victim.name in flat
     assert not out.exists()
+
+
+def _elements(payload: bytes) -> int:
+    """Length-prefixed StreamElements in a whole logical channel (docs/format/record-framing.md)."""
+    count = pos = 0
+    while pos < len(payload):
+        pos += 4 + int.from_bytes(payload[pos : pos + 4], "big", signed=True)
+        count += 1
+    assert pos == len(payload)
+    return count
+
+
+def test_a_short_channel_file_loses_its_channels_with_force_counted_where_whole(tmp_path: Path) -> None:
+    """docs/rescale.md: a short channel file's channels are left out. The file is cut inside tostr#1's output
+    chunks: every channel in it is distrusted; the one channel whose bytes all lie before the cut
+    (tostr#0 -> slow#0: only tostr#0's output side, no input side on slow#0 for channel 0) is reported in
+    records, counted here from Flink's handle offsets on the intact bytes; the others as unknown, in bytes."""
+    root = tmp_path / "fx"
+    shutil.copytree(FX.root, root)
+    (channel_file,) = [p for p in (root / FX.info["checkpoint"]).iterdir() if p.name != "_metadata"]
+    intact = channel_file.read_bytes()
+    cut = _oracle_handle("tostr", 1, "output", 0, 0)["offsets"][2] + 10
+    channel_file.write_bytes(intact[:cut])
+    out = tmp_path / "out"
+    assert _run(*_rescale(root, out, "-p", "slow=3"))[0] == 1 and not out.exists()
+    code, output = _run(*_rescale(root, out, "-p", "slow=3", "--force", "--json"))
+    assert code == 0, output
+    doc = json.loads(output)
+    whole = _oracle_handle("tostr", 0, "output", 0, 0)
+    assert max(whole["offsets"]) < cut
+    payload = b"".join(
+        intact[o + 4 : o + 4 + int.from_bytes(intact[o : o + 4], "big", signed=True)] for o in whole["offsets"]
+    )
+    by_channel = {lost["channel"]: lost for lost in doc["lost_channels"]}
+    assert len(by_channel) == 8  # every logical channel of the fixture has a part in the file
+    assert by_channel["tostr#0 -> slow#0 (gate 0)"]["records"] == _elements(payload)
+    assert [c for c, lost in by_channel.items() if lost["records"] is not None] == ["tostr#0 -> slow#0 (gate 0)"]
+    assert doc["lost_records"] == _elements(payload)
+    assert doc["lost_uncounted_bytes"] == doc["lost_bytes"] - len(payload)
+    assert any(r.startswith("file-size:") for lost in by_channel.values() for r in lost["reasons"])
+    code, output = _run("validate", str(out), "--plan", str(out / "rescaled-plan.json"))
+    assert code == 0, output
+
+
+def test_force_text_names_the_lost_records_and_bytes(tmp_path: Path) -> None:
+    root = _damaged_copy(tmp_path)
+    code, output = _run(*_rescale(root, tmp_path / "out", "-p", "slow=3", "--force", "--dry-run"))
+    assert code == 0, output
+    inp, outp = _oracle_handle("slow", 1, "input", 0, 0), _oracle_handle("tostr", 0, "output", 0, 1)
+    stated = sum(h["state_size"] - 4 * len(h["offsets"]) for h in (inp, outp))
+    flat = " ".join(output.split())
+    # The channel's framing broke at its first record: its records cannot be counted.
+    assert f"(--force): records unknown, {stated} bytes of in-flight data" in flat

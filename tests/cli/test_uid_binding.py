@@ -79,26 +79,26 @@ def test_rescale_with_a_stream_graph_plan_and_the_uid(tmp_path: Path) -> None:
 
 
 def test_uid_map_file_equals_uid_option(tmp_path: Path) -> None:
+    """--uid-map FILE and --uid NAME=UID are one input in two spellings: the two rescales bind the same way and
+    write the same checkpoint, byte for byte."""
     uid_map = tmp_path / "uids.json"
     uid_map.write_text(json.dumps({"Source: seq": "src"}))
-    code, out = run(
-        "rescale",
-        CHK,
-        "--plan",
-        PLAN,
-        "--uid-map",
-        str(uid_map),
-        "-p",
-        "slow=3",
-        "--key-fn",
-        "slow=support.keyfns:key_of",  # KeyOf: the String's prefix; --key string is refused (wrong key)
-        "--out",
-        str(tmp_path / "o"),
-        "--master",
-        "inprocess",
-        "--dry-run",
-    )
-    assert code == 0, out
+    common = ["-p", "slow=3", "--key-fn", "slow=support.keyfns:key_of", "--master", "inprocess", "--json"]
+    outs = {"map": tmp_path / "by-map", "option": tmp_path / "by-option"}
+    docs = {}
+    for how, given in (("map", ["--uid-map", str(uid_map)]), ("option", ["--uid", "Source: seq=src"])):
+        code, out = run("rescale", CHK, "--plan", PLAN, *given, *common, "--out", str(outs[how]))
+        assert code == 0, out
+        docs[how] = json.loads(out)
+    assert docs["map"]["binding"] == docs["option"]["binding"]
+    assert any(b["uid"] == "src" and b["exact"] for b in docs["map"]["binding"])  # the source bound by its uid
+    for key in ("records_moved", "vertices", "edges", "channel_files", "lost_channels"):
+        assert docs["map"][key] == docs["option"][key], key
+    files = {how: sorted(p.name for p in out.iterdir()) for how, out in outs.items()}
+    assert files["map"] == files["option"]
+    assert "_metadata" in files["map"] and any(n.endswith(".channels") for n in files["map"])
+    for name in files["map"]:  # _metadata, the new channel-state files, the rescaled plan
+        assert (outs["map"] / name).read_bytes() == (outs["option"] / name).read_bytes(), name
 
 
 def test_strip_with_a_stream_graph_plan_reports_the_exact_loss(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def test_report_renders_with_the_numbers_of_analyze_json(case: str, chromium: st
         f = _fields(row)
         assert f["upstream"] == edge["upstream"] and f["downstream"] == edge["downstream"]
         assert f["ship_strategy"] == edge["ship_strategy"]
-        for key in ("channels", "buffers", "records", "bytes", "watermarks"):
+        for key in ("channels", "buffers", "records", "bytes", "watermarks", "other_elements"):
             assert _int(f[key]) == edge[key], (edge["upstream"], key)
 
     # Every heat-map cell is one channel of that edge, with its bytes and records.

@@ -10,12 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from spillway.cli.app import app
-from spillway.errors import UsageError
 from spillway.formats.channel_file import FileBlob, read_chunk_header
 from spillway.formats.record_reader import RecordReader
 from spillway.inspect.channels import logical_channels
 from spillway.inspect.topology import bind, load_plan
-from spillway.rescale.plan import BALANCED, KEEP, RescaleRefused, build_plan
 from spillway.rescale.rescale import rescale, rescaled_topology
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import load_checkpoint
@@ -69,42 +67,6 @@ def records_by_edge(path: Path, topology) -> dict[str, list[bytes]]:  # type: ig
     for edge, _, elements in channel_records(path, topology):
         out.setdefault(edge, []).extend(e for e in elements if e[0] in (0, 1))
     return out
-
-
-def test_plan_rules_and_balanced_segments() -> None:
-    ld = loaded()
-    plan = build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 3})
-    rules = {e.label: e.rule for e in plan.edges}
-    assert rules == {"parse -> count (HASH)": KEEP, "Source: seq -> parse (REBALANCE)": BALANCED}
-    # byte-balanced: each new parse subtask gets a third of the rebalance edge's bytes (± one source cut)
-    edge = next(e for e in plan.edges if e.rule == BALANCED)
-    per_target: dict[int, int] = {}
-    for s in plan.sources:
-        if s.edge != edge.index:
-            continue
-        start = 0
-        for limit, target in s.segments:
-            per_target[target] = per_target.get(target, 0) + limit - start
-            start = limit
-    total = sum(per_target.values())
-    assert sorted(per_target) == [0, 1, 2]
-    assert max(per_target.values()) - min(per_target.values()) <= total // 3 // 10 + 8
-
-
-def test_hash_edge_without_key_is_refused() -> None:
-    ld = loaded()
-    with pytest.raises(RescaleRefused, match="--key"):
-        build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"count": 3})
-
-
-def test_plan_refusals() -> None:
-    ld = loaded()
-    with pytest.raises(RescaleRefused, match="max parallelism 128"):
-        build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 129})
-    with pytest.raises(UsageError, match="no vertex"):  # a mistaken argument: exit 2, like repair's
-        build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"nope": 2})
-    with pytest.raises(RescaleRefused, match="at least 1"):
-        build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 0})
 
 
 def test_rescale_moves_every_record_exactly_once(tmp_path: Path) -> None:
@@ -246,54 +208,6 @@ def test_spark_backend_writes_the_same_bytes_as_inprocess(tmp_path: Path) -> Non
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     assert report.to_doc()["records_moved"] > 0
-
-
-def _element_stream(elements: list[bytes]) -> bytes:
-    return b"".join(len(e).to_bytes(4, "big") + e for e in elements)
-
-
-def _inline_source(sid: int, up: int, down: int, elements: list[bytes], chunk: int = 7):  # type: ignore[no-untyped-def]
-    from spillway.formats.channel_file import build_channel_file
-    from spillway.rescale.plan import PartRef, SourceChannel
-
-    stream = _element_stream(elements)
-    data, offsets = build_channel_file([stream[i : i + chunk] for i in range(0, len(stream), chunk)])
-    return SourceChannel(sid, 0, up, down, (PartRef(None, 0, len(data), tuple(offsets), data),), len(stream), "t")
-
-
-def _edge(rule: str, new_up: int, new_down: int):  # type: ignore[no-untyped-def]
-    from spillway.rescale.plan import EdgePlan
-
-    return EdgePlan(0, "a -> b", "REBALANCE", rule, 0, 0, 2, new_up, 2, new_down, 128, "b" * 32, "a" * 32)
-
-
-def test_watermarks_kept_only_where_one_old_channel_feeds_the_new_one() -> None:
-    from spillway.rescale.plan import _with_segments_and_watermarks
-    from spillway.rescale.route import RouteStats, route_source
-
-    record = lambda v: b"\x01" + v.to_bytes(8, "big")  # noqa: E731
-    watermark = lambda t: b"\x02" + t.to_bytes(8, "big")  # noqa: E731
-    latency = b"\x03" + bytes(28)
-    elements = [record(1), watermark(10), record(2), latency, watermark(20), record(3)]
-    # Upstream 2 -> 4 (each old upstream alone on its new channel), downstream kept: watermarks survive.
-    edge = _edge(KEEP, 4, 2)
-    sources = _with_segments_and_watermarks(
-        [_inline_source(0, 0, 0, elements), _inline_source(1, 1, 0, elements)], [edge]
-    )
-    stats = RouteStats()
-    runs = list(route_source(sources[0], edge, stats))
-    framed = b"".join(r.data for r in runs)
-    assert framed == _element_stream([record(1), watermark(10), record(2), watermark(20), record(3)])
-    assert stats.records == 3 and stats.kept_markers == 2 and stats.dropped == {"latency marker": 1}
-    # Upstream 2 -> 1: both old channels share the new one, so a watermark could overtake the other's records.
-    edge = _edge(KEEP, 1, 2)
-    sources = _with_segments_and_watermarks(
-        [_inline_source(0, 0, 0, elements), _inline_source(1, 1, 0, elements)], [edge]
-    )
-    stats = RouteStats()
-    framed = b"".join(r.data for r in route_source(sources[1], edge, stats))
-    assert framed == _element_stream([record(1), record(2), record(3)])
-    assert stats.dropped == {"watermark": 2, "latency marker": 1}
 
 
 def test_finished_vertices_stay_finished_and_refusals_name_the_reason(tmp_path: Path) -> None:

@@ -25,17 +25,66 @@ def test_open_checkpoint_decodes_what_flink_loaded() -> None:
     assert cp.location.metadata_path == fx.metadata
 
 
+def _logical_streams(fx) -> dict[tuple[str, int, int], bytes]:  # type: ignore[no-untyped-def]
+    """The job's logical channels from Flink's own handles (oracle.json) and the bytes: (edge's upstream,
+    upstream subtask, downstream subtask) -> the downstream's input side, then the upstream's output side."""
+    doc = json.loads(fx.oracle.read_text())
+    chk = fx.checkpoint_dir
+    upstream_of = {"slow": "tostr"}
+    parts: dict[tuple[str, int, int], list[tuple[int, bytes]]] = {}
+    for op in doc["operators"]:
+        for sub in op["subtasks"]:
+            for key, order in (("input_channel_state", 0), ("result_subpartition_state", 1)):
+                for holder in sub[key]:
+                    blob = (chk / holder["delegate"]["relative_path"]).read_bytes()
+                    for ch in holder.get("channels", [holder]):
+                        data = b"".join(
+                            blob[o + 4 : o + 4 + int.from_bytes(blob[o : o + 4], "big")] for o in ch["offsets"]
+                        )
+                        if order == 0:
+                            k = (upstream_of[op["name"]], ch["input_channel_index"], sub["index"])
+                        else:
+                            k = (op["name"], sub["index"], ch["subpartition_index"])
+                        parts.setdefault(k, []).append((order, data))
+    return {k: b"".join(d for _, d in sorted(ps)) for k, ps in parts.items()}
+
+
+def _records(stream: bytes) -> list[bytes]:
+    """Each element's payload (tag first) of a whole logical channel."""
+    out, pos = [], 0
+    while pos < len(stream):
+        n = int.from_bytes(stream[pos : pos + 4], "big", signed=True)
+        out.append(stream[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    assert pos == len(stream)
+    return out
+
+
 def test_validate_and_analyze_take_paths_or_loaded_checkpoints() -> None:
     fx = fixture_named("2.3.0-unaligned")
     plan = fx.root / "jobgraph.json"
     loaded = spillway.open_checkpoint(fx.checkpoint_dir)
-    assert spillway.validate(loaded, plan).errors == []
-    assert spillway.validate(str(fx.checkpoint_dir), str(plan)).errors == []
-    doc = spillway.validate_json(spillway.validate(loaded, plan), "m", [])
-    assert doc["schema"] == "spillway.validate/1" and doc["ok"] is True
-    analysis = spillway.analyze(loaded, plan)
-    # Records carry "key:subtask:seq": every record on the keyBy edge is one the job produced.
-    assert sum(c.records for c in analysis.channels) > 0
+    by_object = spillway.validate(loaded, plan)
+    by_path = spillway.validate(str(fx.checkpoint_dir), str(plan))
+    assert by_object == by_path and by_object.errors == [] and by_object.complete
+    streams = _logical_streams(fx)
+    assert by_object.records == sum(len(_records(s)) for s in streams.values())  # every element, framed
+    doc = spillway.validate_json(by_object, "m", [])
+    assert doc["schema"] == "spillway.validate/1" and doc["ok"] is True and doc["complete"] is True
+    analysis = spillway.analyze(loaded, plan, keep_records=3)
+    assert spillway.analyze(str(fx.checkpoint_dir), str(plan)).channels[0].records == analysis.channels[0].records
+    expected = {
+        f"{up}#{u} -> {'slow' if up == 'tostr' else 'len'}#{d} (gate 0)": _records(s)
+        for (up, u, d), s in streams.items()
+    }
+    assert {c.label: c.records for c in analysis.channels} == {k: len(v) for k, v in expected.items()}
+    # Records on the keyBy edge are tostr's "key:subtask:seq" Strings, sent by the channel's upstream subtask.
+    for c in analysis.channels:
+        if c.ship_strategy == "HASH":
+            for r in c.record_list:
+                assert r["value"] in {rec[9:] for rec in expected[c.label]}  # after tag and i64 timestamp
+                # a Flink String: a length varint, then "key:subtask:seq" (ASCII): the middle field is the sender
+                assert r["value"].split(b":")[1] == str(c.upstream["subtask"]).encode()
     assert spillway.analyze_json(analysis, None, 0, "hex")["schema"] == "spillway.analyze/1"
 
 

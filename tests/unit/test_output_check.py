@@ -45,9 +45,37 @@ def test_the_final_prefix_sends_absolute_paths_to_the_temporary_directory(tmp_pa
 
 
 def test_rebase_rules_are_passed_on(tmp_path: Path) -> None:
+    """Without the final prefix the keyed-state files are found only through the given rule: the self-check
+    then sees exactly what validate sees with that rule — every file found, Flink's checkpoint clean."""
     tmp, plan = _as_partial(tmp_path)
     no_prefix = PlannedOutput(plan.checkpoint)
-    assert validated_output(rebase=[f"{FINAL}={tmp}"])(tmp, no_prefix) is not None
+    rule = f"{FINAL}={tmp}"
+    found = validated_output(rebase=[rule])(tmp, no_prefix)
+    expected = validate(load_checkpoint(tmp, [rule]))
+    assert found == expected.findings and not expected.errors
+    assert expected.files_checked == sum(  # every file Flink's loader listed (oracle.json) was looked at
+        1 for _ in _file_handles(json.loads(OLD.oracle.read_text()))
+    )
+    with pytest.raises(WriteError, match="file-exists: missing file"):
+        validated_output(rebase=[f"{FINAL}-elsewhere={tmp}"])(tmp, no_prefix)  # a rule that matches nothing
+
+
+def _file_handles(node: object) -> list[str]:
+    """The distinct files of the FileStateHandles in a dump (oracle.json nests them at several depths)."""
+    found: set[str] = set()
+
+    def walk(n: object) -> None:
+        if isinstance(n, dict):
+            if n.get("type") == "FileStateHandle":
+                found.add(n["path"])
+            for v in n.values():
+                walk(v)
+        elif isinstance(n, list):
+            for v in n:
+                walk(v)
+
+    walk(node)
+    return sorted(found)
 
 
 def test_a_validate_error_refuses_the_output_naming_the_first(tmp_path: Path) -> None:

@@ -162,9 +162,11 @@ def _chunks(blob: bytes, offsets: list[int]) -> list[tuple[int, int]]:
     return [(o, struct.unpack_from(">i", blob, o)[0]) for o in offsets]
 
 
-def _frame_batch(channels: list[tuple[list[tuple[int, int, list[int], list[int]]], int, bool]]) -> list[int | None]:
+def _frame_batch(
+    channels: list[tuple[list[tuple[int, int, list[int], list[int]]], int, bool]],
+) -> list[tuple[int, int] | None]:
     """validate's fast path: several channels, each (parts, payload length, must end on a boundary), in one
-    native call; records per channel or None where it did not frame cleanly."""
+    native call; (elements, of them records) per channel or None where it did not frame cleanly."""
     batch = FrameBatch()
     for parts, total, complete in channels:
         batch.add(parts, total, complete)
@@ -184,17 +186,18 @@ def test_whole_file_chunks_frame_like_the_pieces() -> None:
         blob = path.read_bytes()
         chunks = _chunks(blob, h["offsets"])
         payload = b"".join(blob[o + 4 : o + 4 + n] for o, n in chunks)
-        elements, pos = 0, 0
+        elements, records, pos = 0, 0, 0
         while pos + 4 <= len(payload) and pos + 4 + struct.unpack_from(">i", payload, pos)[0] <= len(payload):
+            records += payload[pos + 4] in (0, 1)  # tags of stream records (stream-elements.md)
             pos += 4 + struct.unpack_from(">i", payload, pos)[0]
             elements += 1
         files.append(path.open("rb"))
         parts = [(files[-1].fileno(), 0, [o for o, _ in chunks], [n for _, n in chunks])]
         channels.append((parts, 1 << 62, False))  # alone, input state may end mid-record
-        expected.append(elements)
+        expected.append((elements, records))
     try:
         assert _frame_batch(channels) == expected
-        assert min(expected) > 0
+        assert min(r for _, r in expected) > 0
     finally:
         for f in files:
             f.close()
@@ -213,7 +216,7 @@ def test_whole_file_chunks_count_as_pieces(tmp_path) -> None:
         whole = [(fd, 0, [4, second], [len(one), len(two)])]
         assert _frame_batch(
             [
-                (whole, len(one) + len(two), True),  # 3 elements, ends on a boundary
+                (whole, len(one) + len(two), True),  # 3 elements (2 records, a watermark), ends on a boundary
                 # An offset one byte off reads a length field of 0x00000900 (2304): more than the channel holds.
                 ([(fd, 0, [5], [len(one)])], len(one), False),
                 ([], 0, True),  # nothing to read
@@ -222,7 +225,7 @@ def test_whole_file_chunks_count_as_pieces(tmp_path) -> None:
                 ([(fd, 0, [second], [len(two) + 1])], 1 << 62, False),  # runs past the end of the file
                 ([(fd, 0, [4], [len(one)]), (fd, 0, [second], [len(two)])], len(one) + len(two), True),  # 2 parts
             ]
-        ) == [3, None, 0, None, 0, None, 3]
+        ) == [(3, 2), None, (0, 0), None, (0, 0), None, (3, 2)]
 
 
 def test_make_framer_keeps_the_rules_it_is_given() -> None:
@@ -256,9 +259,9 @@ def test_both_implementations_agree_on_damaged_streams(seed: int) -> None:
     for framer in _framers(total):
         _run(framer, bytes(data), cuts, finish=finish)
         faults = [(f.kind, f.message, f.piece, f.position) for f in framer.faults]
-        results.append((framer.records, framer.elements, faults, framer.in_record))
+        results.append((framer.records, framer.stream_records, framer.elements, faults, framer.in_record))
     assert results[0] == results[1]
-    assert results[0][2], "the damage must show"
+    assert results[0][3], "the damage must show"
 
 
 def test_make_framer_falls_back_to_python_without_the_native_library(monkeypatch) -> None:
@@ -306,3 +309,21 @@ def test_bytes_and_bytearrays_frame_alike() -> None:
             framer.finish()
             results.append((framer.records, framer.faults, framer.elements))
     assert results[0][0] == 30 and all(r == results[0] for r in results)
+
+
+def test_stream_records_leave_out_watermarks_other_events_and_a_record_in_progress() -> None:
+    """Records are tags 0 and 1 (docs/format/stream-elements.md): a watermark (2), a watermark status (4) and a
+    latency marker (3) are elements, not records; a record whose bytes have not all arrived is not counted yet
+    (input state alone may end inside one)."""
+    stream = (
+        _record(0, struct.pack(">q", 1) + b"a")
+        + _record(2, struct.pack(">q", 5))
+        + _record(1, b"b")
+        + _record(4, struct.pack(">i", 0))
+        + _record(3, bytes(28))
+        + _record(1, b"c")
+    )
+    cut = _record(0, struct.pack(">q", 2) + b"xyz")[:9]  # a record with timestamp, its value not yet here
+    for framer in _both(1 << 40):
+        _run(framer, stream + cut, [3, 20, 31], finish=False)
+        assert (framer.records, framer.stream_records, framer.in_record) == (6, 3, True)

@@ -13,10 +13,13 @@ import pytest
 from support.moved import moved_counted
 
 import spillway.rescale.verify as verify
+from spillway.inspect.analyze import analyze
+from spillway.inspect.topology import load_plan
 from spillway.rescale.channel_writer import WrittenFile
 from spillway.rescale.execute import MoveResult
 from spillway.rescale.plan import BROADCAST, HASH
 from spillway.rescale.verify import check_file, check_totals, self_check
+from spillway.storage.load import load_checkpoint
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "2.3.0-counted"
 
@@ -69,24 +72,41 @@ def test_every_channel_with_missing_chunks_is_reported(rescaled, tmp_path: Path)
         assert any(p.startswith(where) and "(byte offset " in p for p in problems), (where, problems)
 
 
-def _per_edge(plan, move: MoveResult) -> dict[int, int]:  # type: ignore[no-untyped-def]
-    read: dict[int, int] = {}
-    for rep in move.sources:
-        edge = plan.sources[rep.sid].edge
-        read[edge] = read.get(edge, 0) + rep.records
-    return read
+def _per_edge(plan, move: MoveResult, out: Path) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    """Records written per edge, counted from the files on disk (not from what the move reports it read): each
+    new channel's chunks ([i32 length][payload]) joined and walked element by element, records being tags 0
+    and 1 (docs/format/stream-elements.md); a channel belongs to the edge into its (operator, gate)."""
+    edge_of = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
+    written: dict[int, int] = {}
+    for f in move.files:
+        data = (out / f.name).read_bytes()
+        for ch in f.channels:
+            stream = b"".join(
+                data[o + 4 : o + 4 + int.from_bytes(data[o : o + 4], "big", signed=True)] for o in ch.offsets
+            )
+            pos = records = 0
+            while pos < len(stream):
+                records += stream[pos + 4] in (0, 1)
+                pos += 4 + int.from_bytes(stream[pos : pos + 4], "big", signed=True)
+            assert pos == len(stream)
+            edge = edge_of[(f.operator_id, ch.gate)]
+            written[edge] = written.get(edge, 0) + records
+    return written
 
 
 def test_totals_balance_exactly_once(rescaled) -> None:  # type: ignore[no-untyped-def]
-    _, plan, move = rescaled
-    written = _per_edge(plan, move)  # exactly once: every record read is written once
+    out, plan, move = rescaled
+    written = _per_edge(plan, move, out)  # exactly once: every record read is written once
+    source = analyze(load_checkpoint(next(FIXTURE.glob("checkpoints/*/chk-*"))), load_plan(FIXTURE / "jobgraph.json"))
+    # parse and count are rescaled: every edge (src -> parse -> count -> check) is moved, every record once
+    assert sum(written.values()) == sum(c.records or 0 for c in source.channels) > 0
     assert check_totals(plan, move, written) == []
     assert check_totals(plan, MoveResult([], []), {}) == []  # nothing read, nothing written: nothing wrong
 
 
 def test_a_lost_record_is_reported_per_source_and_per_edge(rescaled) -> None:  # type: ignore[no-untyped-def]
-    _, plan, move = rescaled
-    written = _per_edge(plan, move)
+    out, plan, move = rescaled
+    written = _per_edge(plan, move, out)
     rep = max(move.sources, key=lambda r: r.records)
     short = MoveResult(move.files, [replace(r, copies=r.copies - 1) if r is rep else r for r in move.sources])
     ep = plan.edges[plan.sources[rep.sid].edge]

@@ -61,19 +61,40 @@ def test_writes_flinks_bytes_and_copies_then_renames(tmp_path: Path) -> None:
     assert _siblings(out) == {"chk-3"}, "no temporary directory left beside the output"
 
 
-def test_every_written_file_is_fsynced_before_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_written_file_is_fsynced_before_the_check_and_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In order: every file of the output (its _metadata and each copy, by name) is fsynced, then the caller's
+    check runs, then the one rename publishes the directory — a crash can never leave a renamed output whose
+    bytes are not on disk, nor a check that read bytes not yet synced."""
     out = tmp_path / "o"
-    synced: list[int] = []
-    real = os.fsync
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
 
     def fsync(fd: int) -> None:
-        synced.append(fd)
-        real(fd)
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(a: object, b: object) -> None:
+        events.append(("rename", f"{a} -> {b}"))
+        real_rename(a, b)  # type: ignore[arg-type]
+
+    def check(tmp: Path, p: PlannedOutput) -> None:
+        events.append(("check", str(tmp)))
 
     monkeypatch.setattr(safe_writer.os, "fsync", fsync)
+    monkeypatch.setattr(safe_writer.os, "rename", rename)
     src = _channel_file()
-    write_checkpoint(PlannedOutput(_checkpoint(), {src: "a/b", FX.oracle: "a/c"}), out, lambda t, p: None)
-    assert len(synced) == 3  # _metadata and both copies
+    write_checkpoint(PlannedOutput(_checkpoint(), {src: "a/b", FX.oracle: "a/c"}), out, check)
+    kinds = [k for k, _ in events]
+    assert kinds[:5] == ["fsync", "fsync", "fsync", "check", "rename"], events
+    assert all(k == "fsync" and Path(p).is_dir() for k, p in events[5:]), events  # only directories after it
+    tmp = Path(events[3][1])
+    assert sorted(path for k, path in events if k == "fsync") == sorted(
+        str(tmp / n) for n in ("_metadata", "a/b", "a/c")
+    )
+    assert events[4][1] == f"{tmp} -> {out}"
+    assert (out / "a" / "b").read_bytes() == src.read_bytes()
 
 
 def test_never_overwrites(tmp_path: Path) -> None:

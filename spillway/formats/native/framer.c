@@ -10,6 +10,7 @@ typedef struct {
     int32_t min_len[256]; /* element length bounds per tag byte; min > max: the tag is not allowed */
     int32_t max_len[256];
     int64_t limit;        /* a length field above this is a fault (the reader's own limit) */
+    uint8_t is_record[256]; /* 1 for the tags of stream records (not watermarks or other events) */
 } framer_rules_t;
 
 typedef struct {
@@ -22,6 +23,7 @@ typedef struct {
     int64_t start_piece, start_pos;
     int32_t fault_kind, fault_tag;
     int64_t fault_value, fault_piece, fault_pos, fault_remaining;
+    int32_t tag;          /* tag of the element in progress (once read) */
 } framer_t;
 
 enum { F_NONE = 0, F_LENGTH = 1, F_ELEMENT = 2 };
@@ -70,6 +72,7 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
             if (i >= n) break;
             uint8_t tag = buf[i];
             st->need_tag = 0;
+            st->tag = tag;
             st->tag_counts[tag]++;
             if (st->length < rules->min_len[tag] || st->length > rules->max_len[tag]) {
                 st->fault_tag = tag;
@@ -137,16 +140,26 @@ int spw_frame_chunks(framer_t *st, int fd, int64_t base, const int64_t *offsets,
     return 0;
 }
 
+/* Whole stream records the framer has passed: elements of a record tag, less one still in progress. */
+int64_t spw_stream_records(const framer_t *st) {
+    int64_t n = 0;
+    for (int t = 0; t < 256; t++)
+        if (st->rules->is_record[t]) n += st->tag_counts[t];
+    if (st->left > 0 && !st->need_tag && st->rules->is_record[st->tag]) n--;
+    return n;
+}
+
 /* Frame many channels in one call: validate's per-channel work in C, not Python (10 000 small channels cost
  * ~70 us each in Python). Channel c has the parts [part_first[c], part_first[c + 1]); part p is the chunks
  * [chunk_first[p], chunk_first[p + 1]) of file fds[p] at bases[p], fed like spw_frame_chunks. totals[c]: the
  * channel's payload length (what a record length must fit in); complete[c]: it must end on a record boundary.
- * Writes records[c] and status[c]: 0 framed cleanly, 1 a fault or a record left open at the end of a complete
- * channel (the caller frames it again piece by piece to say where), -1 a read error. */
+ * Writes records[c] (stream elements), stream_records[c] (of them, records) and status[c]: 0 framed cleanly, 1 a
+ * fault or a record left open at the end of a complete channel (the caller frames it again piece by piece to
+ * say where), -1 a read error. */
 void spw_frame_batch(const framer_rules_t *rules, int64_t nchan, const int64_t *part_first, const int64_t *totals,
                      const int8_t *complete, const int32_t *fds, const int64_t *bases, const int64_t *chunk_first,
                      const int64_t *offsets, const int32_t *lengths, uint8_t *buf, int64_t bufsize,
-                     int64_t *records, int32_t *status) {
+                     int64_t *records, int32_t *status, int64_t *stream_records) {
     for (int64_t c = 0; c < nchan; c++) {
         framer_t st;
         memset(&st, 0, sizeof st);
@@ -160,6 +173,7 @@ void spw_frame_batch(const framer_rules_t *rules, int64_t nchan, const int64_t *
         }
         if (rc == 0 && complete[c] && (st.head_len || st.left || st.need_tag)) rc = 1;
         records[c] = st.records;
+        stream_records[c] = spw_stream_records(&st);
         status[c] = rc;
     }
 }
