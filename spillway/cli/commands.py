@@ -30,7 +30,7 @@ app = typer.Typer(
     help="Open up Apache Flink checkpoints: see inside, prove sound, repair and rescale channel state.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # click's plain help, wrapped by help.HelpFormatter to COLUMNS
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -45,6 +45,7 @@ app.command("report", help=report.HELP)(report.command)
 
 
 repair = typer.Typer(
+    rich_markup_mode=None,
     help="Rewrite checkpoints safely: the source is never modified, the output is self-checked.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -56,14 +57,20 @@ repair.command("drop-operator", help=repair_drop.HELP)(repair_drop.command)
 app.add_typer(repair, name="repair")
 
 
-@app.callback()
-def root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
-    output.use(None)
-    if version:
+def _print_version(value: bool) -> None:
+    # Eager, with its own callback: click runs it while parsing, before it asks for a command.
+    if value:
         from spillway import __version__
 
         typer.echo(f"spillway {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
+    output.use(None)

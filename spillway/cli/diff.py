@@ -42,7 +42,7 @@ def command(
             show(d)
         return EXIT_OK if d.identical else EXIT_FINDINGS
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def _value(v: Any, field: str) -> str:

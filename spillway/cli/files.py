@@ -48,7 +48,7 @@ def command(
             show(report)
         return EXIT_FINDINGS if report.missing() else EXIT_OK
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def _labels(report: FilesReport) -> dict[str, str]:

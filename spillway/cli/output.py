@@ -77,7 +77,7 @@ class Output:
         stdout = stdout or sys.stdout
         stderr = stderr or sys.stderr
         out_tty = _isatty(stdout)
-        width = _columns() or (None if out_tty else PIPE_WIDTH)
+        width = columns() or (None if out_tty else PIPE_WIDTH)
         return cls(
             out=_Console(file=stdout, highlight=False, soft_wrap=False, width=width),
             err=_Console(file=stderr, stderr=True, highlight=False, soft_wrap=True),
@@ -93,7 +93,8 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def _columns() -> int | None:
+def columns() -> int | None:
+    """The width the user gave in ``COLUMNS``, if any."""
     try:
         n = int(os.environ.get("COLUMNS", ""))
     except ValueError:
