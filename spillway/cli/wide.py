@@ -47,7 +47,7 @@ def print_wide(renderable: Table | Tree) -> None:
         title, caption = renderable.title, renderable.caption
         renderable.title = renderable.caption = None
     if title:
-        _print_wrapped(console, _text(title), 0, style="table.title")
+        console.print(_text(title), style="table.title", soft_wrap=True)
     needed = _needed(console, renderable)
     if needed <= console.width:
         console.print(renderable)
@@ -56,7 +56,7 @@ def print_wide(renderable: Table | Tree) -> None:
     else:
         twin(console, needed).print(renderable)
     if caption:
-        _print_wrapped(console, _text(caption), 0, style="table.caption")
+        console.print(_text(caption), style="table.caption", soft_wrap=True)
 
 
 _INDENT = 4
@@ -69,7 +69,7 @@ def _stacked(console: Console, table: Table) -> None:
     cells = [list(c.cells) for c in table.columns]
     for row in range(table.row_count):
         console.print()
-        for name, column in zip(names, cells, strict=True):
+        for name, column, whole in zip(names, cells, [c.no_wrap for c in table.columns], strict=True):
             value = column[row]
             if not isinstance(value, (str, Text)):
                 console.print(f"{name}:", soft_wrap=True)
@@ -81,13 +81,17 @@ def _stacked(console: Console, table: Table) -> None:
                 console.print(label + text, soft_wrap=True)
                 continue
             console.print(f"{name}:", soft_wrap=True)
-            _print_wrapped(console, text, _INDENT)
+            if whole:  # an identifier column (a vertex name has spaces too): each line whole
+                for line in text.split("\n"):
+                    console.print(Text(" " * _INDENT) + line, soft_wrap=True)
+            else:
+                _print_wrapped(console, text, _INDENT)
 
 
-def _print_wrapped(console: Console, text: Text, indent: int, style: str = "") -> None:
+def _print_wrapped(console: Console, text: Text, indent: int) -> None:
     """``text`` wrapped at spaces only, ``indent`` columns in: a word wider than the line stays whole."""
     for line in text.split("\n"):
         offsets = divide_line(line.plain, max(console.width - indent, 1), fold=False)
         for part in line.divide(offsets):
             part.rstrip()
-            console.print(Text(" " * indent) + part, style=style, soft_wrap=True)
+            console.print(Text(" " * indent) + part, soft_wrap=True)
