@@ -4,12 +4,14 @@ operator state, assemble the metadata, self-check, and rename into place (``writ
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import UsageError
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
@@ -21,7 +23,7 @@ from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.plan import DEFAULT_BUFFER_SIZE, RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
@@ -207,7 +209,7 @@ def rescale(
     out: Path,
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
-    buffer_size: int = 32 * 1024,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
     master: str | None = "local[*]",
     rebase: list[str] | None = None,
     dry_run: bool = False,
@@ -303,11 +305,11 @@ def rescale_checkpoint(
     src: str,
     plan: PlanRef,
     parallelism: dict[str, int],
-    out: str,
+    out: str | None,
     *,
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
-    buffer_size: int = 32 * 1024,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
     master: str | None = "local[*]",
     rebase: list[str] | None = None,
     dry_run: bool = False,
@@ -320,13 +322,17 @@ def rescale_checkpoint(
     remote output is written and self-checked locally, then published (each object read back and
     compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open.
     A source with validate errors is refused; with ``force`` its damaged logical channels on the edges
-    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused."""
+    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused.
+    ``out`` may be None for a ``dry_run`` (nothing is written; the report's ``out`` is then None)."""
     from spillway.storage import fs
     from spillway.storage.workspace import open_workspace
 
+    if out is None and not dry_run:
+        raise UsageError("rescale_checkpoint: out (the new checkpoint's directory) is needed unless dry_run=True")
     topology = as_topology(plan)
     assert topology is not None
-    with open_workspace(src, out, rebase) as ws:
+    # A dry run writes nothing: without an output, the workspace gets a target no checkpoint can be inside.
+    with open_workspace(src, os.devnull if out is None else out, rebase) as ws:
         loaded = ws.loaded
         if master is not None and not dry_run:
             _prestart_spark(master)  # the JVM starts while the source is validated and planned
@@ -358,7 +364,7 @@ def rescale_checkpoint(
             _after_write(report, topology, ws.target, ws.final_prefix)
         if ws.remote_out is not None and not dry_run:
             fs.publish_dir(ws.target, ws.remote_out)
-        report.out = ws.shown_out
+        report.out = None if out is None else ws.shown_out
         report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
     return report
 
