@@ -117,6 +117,23 @@ class Analysis:
     channels: list[ChannelAnalysis]
     skipped: list[str]
 
+    @property
+    def records(self) -> int:
+        """Records in flight, over the channels whose records could be counted (``uncounted``: the others)."""
+        return sum(c.records for c in self.channels if c.records is not None)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of channel state in flight, over every channel."""
+        return sum(c.bytes for c in self.channels)
+
+    @property
+    def uncounted(self) -> list[ChannelAnalysis]:
+        """Channels whose ``records`` is None (unknown, not zero): output-side state analysed without a
+        plan (it may start mid-record, so it is not split into records), or state that could not be read
+        (``problem`` says why)."""
+        return [c for c in self.channels if c.records is None]
+
 
 def _chunks(blobs: DelegateBlobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
     blob = blobs.get(h.delegate)
