@@ -120,9 +120,7 @@ def files(
     return collect_files(opened)
 
 
-def diff(
-    a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: Rebase = None
-) -> CheckpointDiff:
+def diff(a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: Rebase = None) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``); ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``."""
     la, lb = _loaded(a, rebase), _loaded(b, rebase)

@@ -11,6 +11,7 @@ from typing import ClassVar
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class SpillwayError(Exception):

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 from spillway.cli.progress import progress_bars
-from spillway.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
+from spillway.errors import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SpillwayError, UsageError
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -26,8 +26,6 @@ __all__ = [
     "human_bytes",
     "out",
 ]
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 T = TypeVar("T")
 
