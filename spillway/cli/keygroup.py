@@ -80,7 +80,9 @@ def command(
 
     def run() -> None:
         value = parse_key(key, kind)
-        h = SCALARS[kind].hash(value)  # type: ignore[misc]
+        java_hash = SCALARS[kind].hash
+        assert java_hash is not None  # every KEY_TYPES scalar has a hashCode (only bytes has none)
+        h = java_hash(value)
         kg = key_group_for_hash(h, max_parallelism)
         index = operator_index(max_parallelism, parallelism, kg)
         first, last = key_group_range(max_parallelism, parallelism, index)

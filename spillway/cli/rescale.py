@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -118,7 +118,7 @@ def _import_from_cwd() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
 
 
-def show_lost(doc: dict, dry_run: bool) -> None:
+def show_lost(doc: dict[str, Any], dry_run: bool) -> None:
     lost = doc["lost_channels"]
     t = Table(
         title=f"[bold red]{'would leave' if dry_run else 'left'} out {len(lost)} damaged logical channels "

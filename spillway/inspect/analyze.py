@@ -347,7 +347,7 @@ class EdgeSummary:
 def edges(a: Analysis) -> list[EdgeSummary]:
     """Totals per edge, for channels whose two ends are known (with --plan); in first-seen order."""
     parallelism = {o.operator.operator_id: o.operator.parallelism for o in a.operators}
-    found: dict[tuple, EdgeSummary] = {}
+    found: dict[tuple[Any, ...], EdgeSummary] = {}
     for c in a.channels:
         up, down = c.upstream, c.downstream
         if up["operator"] == "?" or down["operator"] == "?" or up["subtask"] < 0 or down["subtask"] < 0:

@@ -94,9 +94,9 @@ class RescaleReport:
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
-    forecast: dict | None = None  # dry run: what would move, and what Flink's own rescaling would do
+    forecast: dict[str, Any] | None = None  # dry run: what would move, and what Flink's own rescaling would do
 
-    def to_doc(self) -> dict:
+    def to_doc(self) -> dict[str, Any]:
         dropped: dict[str, int] = {}
         kept = records = 0
         for r in self.move.sources if self.move else []:
@@ -168,7 +168,7 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return new
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]) -> StateRescaler:
+def _state_rescaler(blobs: DelegateBlobs, new_files: list[Any], notes: list[str]) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
@@ -276,7 +276,7 @@ def rescale(
             raise WriteError("self-check: " + "; ".join(problems[:5]))
         t1 = time.perf_counter()
         report.move = move
-        new_files: list = []
+        new_files: list[Any] = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
         for nf in new_files:
             _write_state_file(tmp, nf, blobs)
@@ -385,7 +385,7 @@ def forecast_rescale(
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
     buffers: BufferSettings | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The restore forecast of rescaling ``loaded`` to ``parallelism`` (``analyze --new-parallelism``):
     planned and key-checked as ``rescale --dry-run`` does; reads the channel state, writes nothing."""
     loaded.resolve_files()
