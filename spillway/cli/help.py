@@ -93,6 +93,7 @@ def plain_metavars(command: Any) -> None:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = metavar(param)
         elif isinstance(param, TyperArgument):
+            # typer has no hook for how an argument's type is shown: its method is replaced on the instance.
             param.display_type_rich = _no_type.__get__(param)  # type: ignore[method-assign]
 
 

@@ -144,7 +144,7 @@ class Framer:
 class NativeFramer:
     """``Framer`` with the byte loop in C (``native.py``); same results, I/O-bound speed."""
 
-    def __init__(self, total: int, tags: frozenset[int], lib: object, limit: int | None = None):
+    def __init__(self, total: int, tags: frozenset[int], lib: ctypes.CDLL, limit: int | None = None) -> None:
         from spillway.formats.native import FramerState, framer_rules
 
         self._lib = lib
@@ -173,7 +173,7 @@ class NativeFramer:
         st = self._st
         pos = 0
         while pos < n:
-            pos = self._lib.spw_feed(self._st_ref, address, n, self._piece, pos)  # type: ignore[attr-defined]
+            pos = self._lib.spw_feed(self._st_ref, address, n, self._piece, pos)
             if st.fault_kind:
                 self._record_fault()
                 st.fault_kind = 0

@@ -25,6 +25,7 @@ from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE, RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
+from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import LoadedCheckpoint
@@ -168,7 +169,7 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return new
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list[Any], notes: list[str]) -> StateRescaler:
+def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str]) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
@@ -189,9 +190,9 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list[Any], notes: list[str]
     return rescale_state
 
 
-def _write_state_file(tmp: Path, nf: object, blobs: DelegateBlobs) -> None:
-    with open(tmp / nf.relative_path, "wb") as fh:  # type: ignore[attr-defined]
-        for piece in nf.pieces:  # type: ignore[attr-defined]
+def _write_state_file(tmp: Path, nf: NewStateFile, blobs: DelegateBlobs) -> None:
+    with open(tmp / nf.relative_path, "wb") as fh:
+        for piece in nf.pieces:
             if isinstance(piece, bytes | bytearray):
                 fh.write(piece)
                 continue
@@ -276,7 +277,7 @@ def rescale(
             raise WriteError("self-check: " + "; ".join(problems[:5]))
         t1 = time.perf_counter()
         report.move = move
-        new_files: list[Any] = []
+        new_files: list[NewStateFile] = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
         for nf in new_files:
             _write_state_file(tmp, nf, blobs)
