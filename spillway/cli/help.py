@@ -211,5 +211,13 @@ class Group(TyperGroup):
                 from spillway.cli.common import emit_json
 
                 message = exc.format_message()
-                emit_json({"schema": "spillway.error/1", "error": message, "kind": "UsageError", "exit_code": 2})
+                emit_json(
+                    {
+                        "schema": "spillway.error/1",
+                        "error": message,
+                        "kind": "UsageError",
+                        "category": "usage",
+                        "exit_code": 2,
+                    }
+                )
             raise
