@@ -208,8 +208,10 @@ class Group(TyperGroup):
             # A usage error click finds (a bad option, a bad KEY) is a spillway.error/1 on stdout too, for
             # scripts reading --json; click still prints it on stderr and exits 2.
             if "--json" in ctx.meta.get("spillway.argv", ()):
+                from spillway.cli import output
                 from spillway.cli.common import emit_json
 
+                output.use(None)  # this invocation's streams: the root callback may not have run yet
                 message = exc.format_message()
                 emit_json(
                     {
