@@ -31,6 +31,7 @@ SUMMARIES = {
     "files": "List every file a checkpoint depends on.",
     "diff": "Compare two checkpoints.",
     "report": "Write a self-contained HTML page about a checkpoint.",
+    "preflight": "Will Flink restore a checkpoint into a job?",
     "repair": "Rewrite checkpoints safely (the source is never modified).",
     "relocate": "Rewrite every path prefix so a checkpoint can move.",
     "strip-channel-state": "Drop the in-flight data of chosen operators.",
@@ -87,8 +88,10 @@ def plain_metavars(command: Any) -> None:
 
     command.get_help_option = get_help_option
     command.context_class = _help_context(command.context_class)
-    if getattr(command, "name", None) in SUMMARIES and not command.short_help:
-        command.short_help = SUMMARIES[command.name]
+    if not command.short_help:
+        # Without a summary, the help's first sentence, whole (click would cut it off with "...").
+        first = re.split(r"(?<=[.?!:])\s", " ".join((command.help or "").split()), maxsplit=1)[0]
+        command.short_help = SUMMARIES.get(getattr(command, "name", None) or "", first.rstrip(":"))
     for param in command.params:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = metavar(param)
