@@ -54,7 +54,7 @@ _METAVARS = {
     "--to": "PREFIX",
     "--type": "TYPE",
 }
-_SHAPE = re.compile(r"\b([A-Z][A-Z_]*=[A-Za-z_:.]+[A-Za-z])")
+_SHAPE = re.compile(r"\b([A-Z][A-Z_]*=[A-Za-z_:.]*[A-Za-z])")
 _BY_TYPE = {"int": "N", "list[int]": "N", "float": "NUMBER", "list[float]": "NUMBER"}
 
 
