@@ -4,23 +4,40 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast check lint browser fixtures oracle bench clean
+.PHONY: venv lock demo test test-fast check lint browser fixtures oracle bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+## The exact versions of constraints.txt (reproducible: the same packages on every machine and in CI).
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+## Upgrade: resolve the newest versions pyproject.toml allows in a scratch venv and rewrite constraints.txt
+## from it (review `git diff constraints.txt`, run `make clean test`, commit).
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	.venv-lock/bin/python -m pip install -q -e '.[dev]'
+	{ sed -n '/^#/p' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable | grep -v '^spillway=='; } \
+	  > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-lock
+	@echo "constraints.txt rewritten: review git diff constraints.txt, then make clean test"
 
 ## The main job: spillway on the bundled real-Flink fixtures.
 demo: $(STAMP)
 	$(PY) tools/demo.py
 
 ## The whole test suite (what .ci/run calls): static checks, then every test (Spark, Flink and Chromium included).
+## The caches are listed before and after; a Flink release's jars fetched on first use are announced as they come.
 test: check browser
+	@$(PY) tools/caches.py
 	$(PY) -m pytest -q
+	@$(PY) tools/caches.py
 
 ## The edit loop: static checks, unit and CLI tests (no Spark, no Flink JVMs, no S3 server).
 test-fast: check
@@ -53,4 +70,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_dump.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-lock .pytest_cache .ruff_cache .hypothesis

@@ -8,18 +8,36 @@ The API (docs/api.md) is loaded on first use, so ``import spillway`` stays cheap
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
+import spillway.rescale as _rescale_package  # an empty __init__: costs nothing
 from spillway.errors import SpillwayError, UsageError
 
 __version__ = "0.1.0"
+
+
+class _CallablePackage(types.ModuleType):
+    """``spillway.rescale`` is the package *and* the API call ``spillway.rescale(...)``.
+
+    Python binds a subpackage to its parent's attribute when it is first imported, so a function named
+    ``rescale`` here would be replaced by the package as soon as anything imports ``spillway.rescale.*``
+    (every API call does). Making the package itself callable leaves nothing to replace: whichever order
+    things are imported in, ``spillway.rescale`` is this one object, and calling it is ``api.rescale``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from spillway.api import rescale
+
+        return rescale(*args, **kwargs)
+
+
+_rescale_package.__class__ = _CallablePackage
 
 _API = {
     "open_checkpoint",
     "validate",
     "analyze",
     "restore_verdict",
-    "rescale",
     "load_plan",
     "validate_json",
     "analyze_json",
@@ -41,4 +59,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'spillway' has no attribute {name!r}")
 
 
-__all__ = ["SpillwayError", "UsageError", "__version__", *sorted(_API), "repair"]
+__all__ = ["SpillwayError", "UsageError", "__version__", *sorted(_API), "repair", "rescale"]

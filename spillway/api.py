@@ -8,15 +8,18 @@
     spillway.rescale("chk-42", "plan.json", {"count": 4}, "chk-42-p4", keys={"count": "tuple:0:long"})
     spillway.repair.strip_channel_state("chk-42", "chk-42-stripped", plan="plan.json", operators=["slow"])
 
-Every failure is a ``spillway.SpillwayError`` whose ``exit_code`` is what the CLI would exit with.
+Every failure is a ``spillway.SpillwayError`` whose ``exit_code`` is what the CLI would exit with. A
+``rebase`` is a mapping ``{old_prefix: new_prefix}`` (or the CLI's ``"OLD=NEW"`` strings).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import UsageError
 from spillway.inspect.analyze import Analysis
 from spillway.inspect.analyze import analyze as _analyze
 from spillway.inspect.diff import CheckpointDiff, diff_checkpoints
@@ -33,17 +36,40 @@ from spillway.rescale.rescale import RescaleReport, rescale_checkpoint
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 PathLike = str | os.PathLike[str]
+# Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
+Rebase = Mapping[str, str] | Sequence[str] | None
 
 
-def open_checkpoint(path: PathLike, rebase: list[str] | None = None) -> LoadedCheckpoint:
+def _rules(rebase: Rebase) -> list[str] | None:
+    """``rebase`` as the locator's ``OLD=NEW`` rules; a wrong shape is a ``UsageError`` in Python's words."""
+    if rebase is None:
+        return None
+    pairs: list[tuple[object, object]]
+    if isinstance(rebase, Mapping):
+        pairs = list(rebase.items())
+    elif isinstance(rebase, Sequence) and not isinstance(rebase, str):
+        pairs = [(r.partition("=")[0], r.partition("=")[2]) if isinstance(r, str) else (r, None) for r in rebase]
+    else:
+        raise UsageError(f"rebase: expected a mapping {{old_prefix: new_prefix}}, got {type(rebase).__name__}")
+    rules = []
+    for old, new in pairs:
+        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
+            raise UsageError(
+                f"rebase: {old!r}: expected non-empty prefixes, {{old_prefix: new_prefix}} or 'OLD_PREFIX=NEW_PREFIX'"
+            )
+        rules.append(f"{old}={new}")
+    return rules
+
+
+def open_checkpoint(path: PathLike, rebase: Rebase = None) -> LoadedCheckpoint:
     """Locate (job dir → newest chk-N, chk-N dir, or ``_metadata``; local or a pyarrow.fs URI) and decode.
 
-    ``rebase``: ``["OLD=NEW", …]`` path rewrites that win over automatic rebasing."""
-    return load_checkpoint(path, rebase)
+    ``rebase``: ``{old_prefix: new_prefix}`` path rewrites that win over automatic rebasing."""
+    return load_checkpoint(path, _rules(rebase))
 
 
-def _loaded(checkpoint: LoadedCheckpoint | PathLike, rebase: list[str] | None) -> LoadedCheckpoint:
-    return checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint, rebase)
+def _loaded(checkpoint: LoadedCheckpoint | PathLike, rebase: Rebase) -> LoadedCheckpoint:
+    return checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint, _rules(rebase))
 
 
 def _plan(plan: Topology | PathLike | None) -> Topology | None:
@@ -56,7 +82,7 @@ def validate(
     checkpoint: LoadedCheckpoint | PathLike,
     plan: Topology | PathLike | None = None,
     *,
-    rebase: list[str] | None = None,
+    rebase: Rebase = None,
     progress: Progress | None = None,
 ) -> Report:
     """Every check of ``spillway validate``; sound when ``report.errors`` is empty and ``report.complete``."""
@@ -67,7 +93,7 @@ def analyze(
     checkpoint: LoadedCheckpoint | PathLike,
     plan: Topology | PathLike | None = None,
     *,
-    rebase: list[str] | None = None,
+    rebase: Rebase = None,
     keep_records: int = 0,
 ) -> Analysis:
     """In-flight data channel by channel in replay order, finished states (``spillway analyze``)."""
@@ -98,7 +124,7 @@ def preflight(
 
 
 def files(
-    checkpoints: LoadedCheckpoint | PathLike | list[LoadedCheckpoint | PathLike], *, rebase: list[str] | None = None
+    checkpoints: LoadedCheckpoint | PathLike | list[LoadedCheckpoint | PathLike], *, rebase: Rebase = None
 ) -> FilesReport:
     """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its
     ``chk-N``. ``.exclusive(i)``: what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()``
@@ -109,13 +135,11 @@ def files(
         if isinstance(item, LoadedCheckpoint):
             opened.append((str(item.location.checkpoint_dir), item))
         else:
-            opened.extend(open_checkpoints([str(item)], rebase))
+            opened.extend(open_checkpoints([str(item)], _rules(rebase)))
     return collect_files(opened)
 
 
-def diff(
-    a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: list[str] | None = None
-) -> CheckpointDiff:
+def diff(a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: Rebase = None) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``); ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``."""
     la, lb = _loaded(a, rebase), _loaded(b, rebase)
@@ -123,16 +147,21 @@ def diff(
 
 
 def rescale(
-    src: str,
-    plan: str,
+    src: PathLike,
+    plan: Topology | PathLike,
     parallelism: dict[str, int],
-    out: str,
+    out: PathLike | None = None,
     **options: Any,
 ) -> RescaleReport:
     """``spillway rescale``: see ``spillway.rescale.rescale.rescale_checkpoint`` for the options
     (``keys``, ``key_fns``, ``buffer_size``, ``master`` — None for in-process —, ``rebase``, ``dry_run``,
-    ``force`` — leave out damaged logical channels of moved edges, listed in ``plan.lost``)."""
-    return rescale_checkpoint(src, plan, parallelism, out, **options)
+    ``force`` — leave out damaged logical channels of moved edges, listed in ``plan.lost``). ``out`` may be
+    left out for a ``dry_run``. Also callable as ``spillway.rescale(...)`` (see ``spillway/__init__.py``)."""
+    if "rebase" in options:
+        options["rebase"] = _rules(options["rebase"])
+    topology = _plan(plan)
+    assert topology is not None
+    return rescale_checkpoint(str(src), topology, parallelism, None if out is None else str(out), **options)
 
 
 __all__ = [
@@ -140,6 +169,7 @@ __all__ = [
     "CheckpointDiff",
     "FilesReport",
     "LoadedCheckpoint",
+    "Rebase",
     "Report",
     "RescaleReport",
     "Topology",

@@ -16,6 +16,7 @@ EXIT_STORAGE = 3
 
 # What each exit code means, as ``--json`` error documents name it (``category``).
 CATEGORIES = {EXIT_FINDINGS: "findings", EXIT_USAGE: "usage", EXIT_STORAGE: "storage"}
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class SpillwayError(Exception):

@@ -10,10 +10,10 @@ open still cannot hang. This module sits below every layer so that ``formats`` c
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from spillway.errors import SpillwayError
 
@@ -45,7 +45,7 @@ def check_regular(path: str | os.PathLike[str]) -> os.stat_result:
     return st
 
 
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
     """Open a regular file for reading (buffered, binary); refuse anything else without blocking."""
     check_regular(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

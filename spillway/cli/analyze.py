@@ -248,9 +248,7 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
         )
     print_wide(ops)
     if a.channels:
-        ch = Table(
-            title="logical channels (replay order: input state, then upstream output state)", title_justify="left"
-        )
+        ch = Table(title="logical channels, replay order: input, then upstream output", title_justify="left")
         cols = ("channel", "edge", "buffers", "records", "bytes", "in / out", "watermarks", "other events")
         for col in (*cols, "junction", "volume"):
             ch.add_column(col, no_wrap=True)

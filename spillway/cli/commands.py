@@ -32,7 +32,7 @@ app = typer.Typer(
     help="Open up Apache Flink checkpoints: see inside, prove sound, repair and rescale channel state.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # click's plain help, wrapped by help.HelpFormatter to COLUMNS
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -48,6 +48,7 @@ app.command("preflight", help=preflight.HELP)(preflight.command)
 
 
 repair = typer.Typer(
+    rich_markup_mode=None,
     help="Rewrite checkpoints safely: the source is never modified, the output is self-checked.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -59,9 +60,20 @@ repair.command("drop-operator", help=repair_drop.HELP)(repair_drop.command)
 app.add_typer(repair, name="repair")
 
 
+def _print_version(value: bool) -> None:
+    # Eager, with its own callback: click runs it while parsing, before it asks for a command.
+    if value:
+        from spillway import __version__
+
+        typer.echo(f"spillway {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
     storage_timeout: float | None = typer.Option(
         None,
         "--storage-timeout",
@@ -75,8 +87,3 @@ def root(
     output.use(None)
     # ... and its own timeout (None: the environment's or the default).
     timeouts.set_timeout(storage_timeout)
-    if version:
-        from spillway import __version__
-
-        typer.echo(f"spillway {__version__}")
-        raise typer.Exit(0)

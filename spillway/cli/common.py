@@ -13,7 +13,16 @@ from rich.markup import escape
 from spillway import notices
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 from spillway.cli.progress import progress_bars
-from spillway.errors import CATEGORIES, EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE, SpillwayError, UsageError
+from spillway.errors import (
+    CATEGORIES,
+    EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    SpillwayError,
+    UsageError,
+)
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -28,8 +37,6 @@ __all__ = [
     "human_bytes",
     "out",
 ]
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 T = TypeVar("T")
 

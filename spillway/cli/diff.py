@@ -42,7 +42,7 @@ def command(
             show(d)
         return EXIT_OK if d.identical else EXIT_FINDINGS
 
-    raise typer.Exit(guarded(run))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def _value(v: Any, field: str) -> str:
@@ -102,7 +102,10 @@ def show(d: CheckpointDiff) -> None:
                 kinds = ", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))
                 files.add_row(sign, escape(f.display()), "-" if f.size is None else str(f.size), escape(kinds))
         print_wide(files)
-    size = lambda keys: human_bytes(sum(d.files.files[k].size or 0 for k in keys))  # noqa: E731
+
+    def size(keys: list[str]) -> str:
+        return human_bytes(sum(d.files.files[k].size or 0 for k in keys))
+
     out.print(
         f"files: {len(d.files_removed)} removed ({size(d.files_removed)}), {len(d.files_added)} added "
         f"({size(d.files_added)}), {len(d.files_shared)} shared ({size(d.files_shared)})"

@@ -90,17 +90,9 @@ def show(
         out.print(f"[dim]{escape(loaded.location.note)}[/]", soft_wrap=True)
     summary = summarize(cp, operators)
     table = Table(title=escape(loaded.location.shown), title_justify="left", expand=False)
-    for col, kw in (
-        ("operator (uid)", {}),
-        ("operator id", {}),
-        ("par/max", {"justify": "right"}),
-        ("finished", {}),
-        ("keyed", {"justify": "right"}),
-        ("operator st.", {"justify": "right"}),
-        ("channel", {"justify": "right"}),
-        ("files", {"justify": "right"}),
-    ):
-        table.add_column(col, no_wrap=True, **kw)  # type: ignore[arg-type]
+    right: tuple[str, ...] = ("par/max", "keyed", "operator st.", "channel", "files")
+    for col in ("operator (uid)", "operator id", "par/max", "finished", "keyed", "operator st.", "channel", "files"):
+        table.add_column(col, no_wrap=True, justify="right" if col in right else "left")
     for s in summary.operators:
         o = s.operator
         table.add_row(

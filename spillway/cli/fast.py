@@ -93,5 +93,7 @@ def run_validate(argv: list[str]) -> int | None:
     except typer.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:  # outside the command's own guard, as typer reports it
-        return 130
+        from spillway.errors import EXIT_INTERRUPTED
+
+        return EXIT_INTERRUPTED
     return 0

@@ -1,12 +1,45 @@
 """Help text without Python types: options say what they take (``VERTEX=N``, ``FILE``, ``N``), flags say
-nothing, arguments are described by their help alone — never ``<list[str]>``, ``<bool>`` or ``<str>``."""
+nothing, arguments are described by their help alone — never ``<list[str]>``, ``<bool>`` or ``<str>``.
+
+Help is click's plain layout, wrapped to the terminal's width (``COLUMNS``) at spaces only: an option name
+(``--buffers-per-channel``), a path or a key extractor is never broken at a hyphen nor ellipsized; a
+name too long for the option column goes on a line of its own. The group's ``-h`` shows one line per
+command (``SUMMARIES``); indented paragraphs (examples) are kept as lines, long ones continued with `` \\``.
+"""
 
 from __future__ import annotations
 
+import inspect
 import re
+import textwrap
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+# typer (0.29) carries its own copy of click: its usage errors, contexts and help formatter.
+from typer._click.core import Context
+from typer._click.exceptions import UsageError
+from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 from typer.core import TyperArgument, TyperGroup, TyperOption
+
+# One line per command in ``spillway -h`` (at 80 columns): what it does, not how.
+SUMMARIES = {
+    "dump": "Decode _metadata: every operator, subtask and handle.",
+    "validate": "Check a checkpoint and every file it references.",
+    "analyze": "Show the data in flight, channel by channel.",
+    "keygroup": "Key group and subtask of a key, as Flink computes them.",
+    "rescale": "Write a copy at a new parallelism, in-flight data moved.",
+    "files": "List every file a checkpoint depends on.",
+    "diff": "Compare two checkpoints.",
+    "report": "Write a self-contained HTML page about a checkpoint.",
+    "preflight": "Will Flink restore a checkpoint into a job?",
+    "repair": "Rewrite checkpoints safely (the source is never modified).",
+    "relocate": "Rewrite every path prefix so a checkpoint can move.",
+    "strip-channel-state": "Drop the in-flight data of chosen operators.",
+    "clear-finished": "Turn finished markers into empty running state.",
+    "drop-operator": "Remove operators' state entirely.",
+}
+# Help text never grows wider than this, however wide the terminal (lines stay readable).
+MAX_HELP_WIDTH = 120
 
 # The value an option takes, where its help does not open with one (``VERTEX=N …``).
 _METAVARS = {
@@ -21,7 +54,7 @@ _METAVARS = {
     "--to": "PREFIX",
     "--type": "TYPE",
 }
-_SHAPE = re.compile(r"\b([A-Z][A-Z_]*=[A-Za-z_:.]+[A-Za-z])")
+_SHAPE = re.compile(r"\b([A-Z][A-Z_]*=[A-Za-z_:.]*[A-Za-z])")
 _BY_TYPE = {"int": "N", "list[int]": "N", "float": "NUMBER", "list[float]": "NUMBER"}
 
 
@@ -54,11 +87,110 @@ def plain_metavars(command: Any) -> None:
         return option
 
     command.get_help_option = get_help_option
+    command.context_class = _help_context(command.context_class)
+    if not command.short_help:
+        # Without a summary, the help's first sentence, whole (click would cut it off with "...").
+        first = re.split(r"(?<=[.?!:])\s", " ".join((command.help or "").split()), maxsplit=1)[0]
+        command.short_help = SUMMARIES.get(getattr(command, "name", None) or "", first.rstrip(":"))
     for param in command.params:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = metavar(param)
         elif isinstance(param, TyperArgument):
+            # typer has no hook for how an argument's type is shown: its method is replaced on the instance.
             param.display_type_rich = _no_type.__get__(param)  # type: ignore[method-assign]
+
+
+def _wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
+    """Lines of ``text`` at most ``width`` wide where the words allow; a word is never broken (not at a
+    hyphen either): one longer than the width stands on a line of its own."""
+    return textwrap.wrap(
+        text,
+        max(width, 10),
+        initial_indent=indent,
+        subsequent_indent=indent if subsequent is None else subsequent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
+
+
+_SHELL_WORD = re.compile(r"""(?:'[^']*'|"[^"]*"|[^\s'"])+""")
+
+
+def _command_lines(line: str, width: int) -> list[str]:
+    """An example command line, continued with `` \\`` where it is wider than ``width``."""
+    indent = line[: len(line) - len(line.lstrip())]
+    words = _SHELL_WORD.findall(line)  # a quoted argument is one word: never continued inside quotes
+    lines: list[str] = []
+    current = indent
+    for word in words:
+        if current.strip() and len(current) + 1 + len(word) + 2 > width:
+            lines.append(current + " \\")
+            current = indent + "    " + word
+        else:
+            current = current + (" " if current.strip() else "") + word
+    lines.append(current)
+    return lines
+
+
+def paragraphs(text: str, width: int, indent: str) -> list[str]:
+    """Help prose rewrapped to ``width``; an indented paragraph (examples) keeps its lines."""
+    lines: list[str] = []
+    for para in inspect.cleandoc(text).partition("\f")[0].split("\n\n"):
+        if lines:
+            lines.append("")
+        raw = para.strip("\n").replace("\b\n", "")
+        if raw.startswith(" "):
+            for line in re.sub(r"\\\n\s*", " ", raw).splitlines():
+                if line.lstrip().startswith("spillway "):
+                    lines.extend(_command_lines(indent + line, width))
+                else:  # an item of a list: a hanging indent
+                    inner = indent + line[: len(line) - len(line.lstrip())]
+                    lines.extend(_wrap(line.strip(), width, inner, inner + "    "))
+        else:
+            lines.extend(_wrap(" ".join(raw.split()), width, indent))
+    return lines
+
+
+class HelpFormatter(ClickHelpFormatter):
+    """click's layout, wrapping only at spaces (see the module's docstring)."""
+
+    def __init__(self, indent_increment: int = 2, width: int | None = None, max_width: int | None = None) -> None:
+        super().__init__(indent_increment, width, max_width or MAX_HELP_WIDTH)
+
+    def write_text(self, text: str) -> None:
+        indent = " " * self.current_indent
+        self.write("\n".join(paragraphs(text, self.width, indent)) + "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]] | Iterable[tuple[str, str]], col_max: int = 30,
+                 col_spacing: int = 2) -> None:  # fmt: skip
+        rows = list(rows)
+        first_col = min(max((len(first) for first, _ in rows), default=0), col_max) + col_spacing
+        pad = " " * (first_col + self.current_indent)
+        for first, second in rows:
+            self.write(" " * self.current_indent + first)
+            if not second:
+                self.write("\n")
+                continue
+            if len(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(first)))
+            else:
+                self.write("\n" + pad)
+            lines = paragraphs(second, self.width - first_col - self.current_indent, "")
+            self.write(lines[0] + "\n")
+            for line in lines[1:]:
+                # A word wider than the column (a Flink option's name) moves left, to end at the margin.
+                room = max(self.width - len(line), self.current_indent)
+                self.write(" " * min(len(pad), room) + line + "\n" if line else "\n")
+
+
+def _help_context(base: type[Context]) -> type[Context]:
+    if issubclass(base, _HelpContexts):
+        return base
+    return type("HelpContext", (base, _HelpContexts), {"formatter_class": HelpFormatter})
+
+
+class _HelpContexts:
+    """Marks a context class whose formatter is ``HelpFormatter``."""
 
 
 class Group(TyperGroup):
@@ -67,3 +199,30 @@ class Group(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         plain_metavars(self)
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        ctx.meta["spillway.argv"] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            # A usage error click finds (a bad option, a bad KEY) is a spillway.error/1 on stdout too, for
+            # scripts reading --json; click still prints it on stderr and exits 2.
+            if "--json" in ctx.meta.get("spillway.argv", ()):
+                from spillway.cli import output
+                from spillway.cli.common import emit_json
+
+                output.use(None)  # this invocation's streams: the root callback may not have run yet
+                message = exc.format_message()
+                emit_json(
+                    {
+                        "schema": "spillway.error/1",
+                        "error": message,
+                        "kind": "UsageError",
+                        "category": "usage",
+                        "exit_code": 2,
+                    }
+                )
+            raise

@@ -69,7 +69,7 @@ def command(
         int, typer.Option("--max-parallelism", help="The keyed operator's max parallelism.")
     ] = 128,
     parallelism: Annotated[int, typer.Option("--parallelism", help="The keyed operator's parallelism.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.keygroup/1).")] = False,
 ) -> None:
     if kind not in KEY_TYPES:
         raise typer.BadParameter(f"unknown type {kind!r}", param_hint="--type")
@@ -80,11 +80,14 @@ def command(
 
     def run() -> None:
         value = parse_key(key, kind)
-        h = SCALARS[kind].hash(value)  # type: ignore[misc]
+        java_hash = SCALARS[kind].hash
+        assert java_hash is not None  # every KEY_TYPES scalar has a hashCode (only bytes has none)
+        h = java_hash(value)
         kg = key_group_for_hash(h, max_parallelism)
         index = operator_index(max_parallelism, parallelism, kg)
         first, last = key_group_range(max_parallelism, parallelism, index)
         doc = {
+            "schema": "spillway.keygroup/1",
             "key": key,
             "type": kind,
             "hash_code": h,

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from rich.console import Console
 from rich.segment import Segment
@@ -48,6 +48,7 @@ def twin(console: Console, width: int) -> Console:
     return _Console(
         file=console.file,
         width=width,
+        # rich types Console.color_system as str but takes a Literal of its names: forced by rich's stubs.
         color_system=console.color_system,  # type: ignore[arg-type]
         force_terminal=console.is_terminal,
         no_color=console.no_color,
@@ -77,7 +78,7 @@ class Output:
         stdout = stdout or sys.stdout
         stderr = stderr or sys.stderr
         out_tty = _isatty(stdout)
-        width = _columns() or (None if out_tty else PIPE_WIDTH)
+        width = columns() or (None if out_tty else PIPE_WIDTH)
         return cls(
             out=_Console(file=stdout, highlight=False, soft_wrap=False, width=width),
             err=_Console(file=stderr, stderr=True, highlight=False, soft_wrap=True),
@@ -93,7 +94,8 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def _columns() -> int | None:
+def columns() -> int | None:
+    """The width the user gave in ``COLUMNS``, if any."""
     try:
         n = int(os.environ.get("COLUMNS", ""))
     except ValueError:
@@ -125,5 +127,6 @@ class _ConsoleProxy:
         return getattr(getattr(current(), self._which), name)
 
 
-out: Console = _ConsoleProxy("out")  # type: ignore[assignment]
-err: Console = _ConsoleProxy("err")  # type: ignore[assignment]
+# Stand-ins that forward every attribute to the current environment's console: typed as what they forward to.
+out = cast(Console, _ConsoleProxy("out"))
+err = cast(Console, _ConsoleProxy("err"))

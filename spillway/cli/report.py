@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -33,6 +33,8 @@ Examples:
   spillway report chk-42 --plan plan.json --html incident-4711.html
 
   spillway report /checkpoints/7f3c... --plan plan.json --html chk.html --force
+
+  spillway report chk-42 --html - | gzip > chk-42.html.gz
 """
 
 
@@ -58,7 +60,7 @@ def write_new(target: Path, text: str, force: bool) -> None:
 
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")],
-    html: Annotated[str, typer.Option("--html", metavar="FILE", help="The HTML page to write.")],
+    html: Annotated[str, typer.Option("--html", metavar="FILE", help="The HTML page to write; - for stdout.")],
     plan: Annotated[
         str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
     ] = None,
@@ -69,24 +71,40 @@ def command(
 ) -> None:
     def run() -> int:
         target = Path(html)
+        if html == "-":  # stdout, as for every tool that takes a FILE
+            page = _page(path, plan, uid, uid_map, rebase)
+            out.file.write(page.html)
+            return _verdict(page.errors)
         if target.is_dir():
             raise UsageError(f"--html {html}: is a directory")
         if not target.parent.is_dir():
             raise UsageError(f"--html {html}: directory {target.parent} does not exist")
         if target.exists() and not force:
             raise UsageError(f"--html {html}: exists (pass --force to replace it)")
-        topology = plan_with_uids(plan, uid, uid_map)
-        loaded = load_checkpoint(path, rebase)
-        doc = report_document(loaded, topology, path)
-        from spillway import __version__
-
-        write_new(target, render_html(doc, generator=f"spillway {__version__}"), force)
-        v = doc["validate"]
-        errors = v["summary"]["error"]
+        page = _page(path, plan, uid, uid_map, rebase)
+        write_new(target, page.html, force)
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
-        if errors:
-            err.print(f"[bold red]the checkpoint has {errors} validate errors[/] (the page lists them)")
-            return EXIT_FINDINGS
-        return EXIT_OK
+        return _verdict(page.errors)
 
     raise typer.Exit(guarded(run))
+
+
+class _Page(NamedTuple):
+    html: str
+    errors: int  # validate errors of the checkpoint (the page lists them)
+
+
+def _page(path: str, plan: str | None, uid: list[str] | None, uid_map: str | None, rebase: list[str] | None) -> _Page:
+    from spillway import __version__
+
+    topology = plan_with_uids(plan, uid, uid_map)
+    loaded = load_checkpoint(path, rebase)
+    doc = report_document(loaded, topology, path)
+    return _Page(render_html(doc, generator=f"spillway {__version__}"), doc["validate"]["summary"]["error"])
+
+
+def _verdict(errors: int) -> int:
+    if errors:
+        err.print(f"[bold red]the checkpoint has {errors} validate errors[/] (the page lists them)")
+        return EXIT_FINDINGS
+    return EXIT_OK

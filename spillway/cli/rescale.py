@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -99,10 +99,12 @@ def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[st
     for name, spec in fns.items():
         if ":" not in spec:
             raise UsageError(f"--key-fn {name}={spec}: expected module:function")
+    if fns:
+        _import_from_cwd()
     return keys, fns
 
 
-def lost_records_text(doc: dict) -> str:
+def lost_records_text(doc: dict[str, Any]) -> str:
     """What ``--force`` leaves out, in records (counted where validate framed a channel whole) and bytes."""
     counted, uncounted, total = doc["lost_records"], doc["lost_uncounted_bytes"], doc["lost_bytes"]
     if not uncounted:
@@ -112,7 +114,21 @@ def lost_records_text(doc: dict) -> str:
     return f"{counted} records + unknown records in {uncounted} bytes, {total} bytes in all"
 
 
-def show_lost(doc: dict, dry_run: bool) -> None:
+def _import_from_cwd() -> None:
+    """--key-fn modules are found in the current directory, as ``python -m`` finds them: a console script's
+    path starts with its own bin/ instead. Also for Spark's Python workers (they inherit PYTHONPATH)."""
+    import os
+    import sys
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
+
+
+def show_lost(doc: dict[str, Any], dry_run: bool) -> None:
     lost = doc["lost_channels"]
     t = Table(
         title=f"[bold red]{'would leave' if dry_run else 'left'} out {len(lost)} damaged logical channels "
@@ -138,7 +154,9 @@ def command(
     parallelism: Annotated[
         list[str], typer.Option("--parallelism", "-p", help="VERTEX=N (vertex id, operator uid or name); repeatable.")
     ],
-    out_dir: Annotated[str, typer.Option("--out", help="New checkpoint directory (must not exist).")],
+    out_dir: Annotated[
+        str | None, typer.Option("--out", help="New checkpoint directory (must not exist); not needed with --dry-run.")
+    ] = None,
     key: Annotated[list[str] | None, typer.Option("--key", help="VERTEX=EXTRACTOR for its keyBy input.")] = None,
     key_fn: Annotated[
         list[str] | None, typer.Option("--key-fn", help="VERTEX=module:function for its keyBy/custom input.")
@@ -174,6 +192,8 @@ def command(
         def announce(checkpoint_dir: str) -> None:
             err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
+        if out_dir is None and not dry_run:
+            raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
         counts = _counts(parallelism, "--parallelism")
         keys, fns = _key_specs(key, key_fn)
         buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
@@ -200,7 +220,9 @@ def command(
             emit_json(doc)
             return EXIT_OK
         show_binding_doc(doc.get("binding"))
-        t = Table(title=("would write " if dry_run else "wrote ") + escape(out_dir), title_justify="left")
+        t = Table(
+            title=("would write " if dry_run else "wrote ") + escape(out_dir or "(no --out)"), title_justify="left"
+        )
         for col in ("vertex", "old p", "new p"):
             t.add_column(col, no_wrap=True)
         for v in doc["vertices"]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -76,7 +76,7 @@ def command(
     raise typer.Exit(guarded(run, json_out))
 
 
-def show(report: Report, metadata: str, note: str | None, rebased: list) -> None:
+def show(report: Report, metadata: str, note: str | None, rebased: list[dict[str, Any]]) -> None:
     if note:
         out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.findings:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from spillway.flink.features import NEWEST_RELEASE, dialects
+from spillway.flink.features import NEWEST_RELEASE, dialects, parse_release
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
 
 __all__ = [
@@ -192,16 +192,6 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
         True,
     ),
 )
-
-
-def parse_release(release: str) -> tuple[int, int]:
-    """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> (major, minor)."""
-    import re
-
-    m = re.search(r"(\d+)\.(\d+)", release)
-    if m is None:
-        raise ValueError(f"not a Flink release: {release!r}")
-    return int(m.group(1)), int(m.group(2))
 
 
 def release_for_format_version(version: int) -> str:

@@ -7,10 +7,25 @@ numbers; the facts behind it are in ``docs/format/versions.md``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
+# A Flink release line as (major, minor): what release strings ("1.20", "1.20.3") are compared as.
+Release = tuple[int, int]
+
 NEWEST_RELEASE = "2.3"  # the newest Flink release this table was checked against
+
+_RELEASE = re.compile(r"(\d+)\.(\d+)")
+
+
+def parse_release(release: str) -> Release:
+    """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> (major, minor): the one way
+    release strings of this table (and of the rest of spillway) become comparable."""
+    m = _RELEASE.search(release)
+    if m is None:
+        raise ValueError(f"not a Flink release: {release!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 class ChannelLayout(Enum):
@@ -187,6 +202,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ChannelLayout",
     "FormatFeatures",
+    "Release",
     "dialects",
     "format_features",
+    "parse_release",
 ]

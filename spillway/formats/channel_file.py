@@ -86,7 +86,7 @@ class FileBlob(Blob):
         self.path = path
         self.name = str(path)
         self.base = base
-        self._fh: io.BufferedReader = open_regular(path)  # type: ignore[assignment]  # closed by close()
+        self._fh: io.BufferedReader = open_regular(path)  # closed by close()
         self.file_size = os.fstat(self._fh.fileno()).st_size
         self.size = self.file_size - base if size is None else size
 

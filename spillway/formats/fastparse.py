@@ -323,7 +323,6 @@ def compile_fast(layout: Construct, hooks: Mapping[int, Callable[[Any], Any] | D
         value, _ = parse_at(data, 0, len(data))
         return value
 
-    parse.source = "\n\n".join(gen.functions)  # type: ignore[attr-defined]
     return parse
 
 

@@ -55,31 +55,33 @@ from spillway.model.checkpoint import (
     SegmentFileHandle,
 )
 
-# Type codes (Flink's MetadataV2V3SerializerBase).
-NULL = 0
-BYTE_STREAM = 1
-FILE = 2
-KEY_GROUPS = 3
-PARTITIONABLE_OPERATOR = 4
-INCREMENTAL_KEY_GROUPS = 5
-RELATIVE_FILE = 6
-SAVEPOINT_KEY_GROUPS = 7
-CHANGELOG = 8
-CHANGELOG_BYTE_INCREMENT = 9
-CHANGELOG_FILE_INCREMENT = 10
-INCREMENTAL_KEY_GROUPS_V2 = 11
-KEY_GROUPS_V2 = 12
-CHANGELOG_FILE_INCREMENT_V2 = 13
-CHANGELOG_V2 = 14
-SEGMENT_FILE = 15
-EMPTY_SEGMENT_FILE = 16
-SEGMENT_PARTITIONABLE_OPERATOR = 17
-
-# Channel handle type bytes of the typed channel-handle layout (metadata V6+).
-INPUT_CHANNEL = 1
-RESULT_SUBPARTITION = 2
-MERGED_INPUT_CHANNEL = 3
-MERGED_RESULT_SUBPARTITION = 4
+# Type codes and Flink's class per code: one table, in the model layer (re-exported for the codec's users).
+from spillway.model.handle_codes import (
+    BYTE_STREAM,
+    CHANGELOG,
+    CHANGELOG_BYTE_INCREMENT,
+    CHANGELOG_FILE_INCREMENT,
+    CHANGELOG_FILE_INCREMENT_V2,
+    CHANGELOG_V2,
+    CHANNEL_FLINK_CLASS,
+    EMPTY_SEGMENT_FILE,
+    FILE,
+    FLINK_CLASS,
+    INCREMENTAL_KEY_GROUPS,
+    INCREMENTAL_KEY_GROUPS_V2,
+    INPUT_CHANNEL,
+    KEY_GROUPS,
+    KEY_GROUPS_V2,
+    MERGED_INPUT_CHANNEL,
+    MERGED_RESULT_SUBPARTITION,
+    NULL,
+    PARTITIONABLE_OPERATOR,
+    RELATIVE_FILE,
+    RESULT_SUBPARTITION,
+    SAVEPOINT_KEY_GROUPS,
+    SEGMENT_FILE,
+    SEGMENT_PARTITIONABLE_OPERATOR,
+)
 
 # Families: the positions a handle may stand in, each read by its own Flink method.
 PLAIN_STREAM = "plain stream"  # the delegate of a key-groups handle read as a stream handle
@@ -116,12 +118,10 @@ KINDS: dict[int, HandleKind] = {}
 _DECODE: dict[int, Decode] = {}
 
 
-def register(
-    code: int, flink_class: str, families: set[str], layout: Construct, decode: Decode, encode: Encode
-) -> None:
+def register(code: int, families: set[str], layout: Construct, decode: Decode, encode: Encode) -> None:
     if code in KINDS:
         raise ValueError(f"type code {code} registered twice")
-    KINDS[code] = HandleKind(code, flink_class, frozenset(families), layout, decode, encode)
+    KINDS[code] = HandleKind(code, FLINK_CLASS[code], frozenset(families), layout, decode, encode)
     _DECODE[code] = decode
 
 
@@ -168,7 +168,6 @@ I64s = BoundedArray(Int64sb, 8)
 
 register(
     NULL,
-    "null",
     {PLAIN_STREAM, STREAM, NESTED_KEYED, KEYED, OPERATOR, COORDINATOR},
     Pass,
     _bodyless(lambda: None),
@@ -176,7 +175,6 @@ register(
 )
 register(
     BYTE_STREAM,
-    "ByteStreamStateHandle",
     {PLAIN_STREAM, STREAM, COORDINATOR},
     FastStruct("name" / JavaString, "data" / BoundedBytes()),
     lambda b: ByteStreamHandle(b["name"], b["data"]),
@@ -184,7 +182,6 @@ register(
 )
 register(
     FILE,
-    "FileStateHandle",
     {PLAIN_STREAM, STREAM},
     FastStruct("state_size" / Int64sb, "path" / JavaString),
     lambda b: FileHandle(b["path"], b["state_size"]),
@@ -192,7 +189,6 @@ register(
 )
 register(
     RELATIVE_FILE,
-    "RelativeFileStateHandle",
     {PLAIN_STREAM, STREAM},
     FastStruct("relative_path" / JavaString, "state_size" / Int64sb),
     lambda b: RelativeFileHandle(b["relative_path"], b["state_size"]),
@@ -200,7 +196,6 @@ register(
 )
 register(
     SEGMENT_FILE,
-    "SegmentFileStateHandle",
     {PLAIN_STREAM, STREAM},
     FastStruct(
         "start_pos" / Int64sb,
@@ -216,7 +211,6 @@ register(
 )
 register(
     EMPTY_SEGMENT_FILE,
-    "EmptySegmentFileStateHandle",
     {PLAIN_STREAM, STREAM},
     Pass,
     _bodyless(EmptySegmentFileHandle),
@@ -259,7 +253,6 @@ def _key_groups_c(h: KeyGroupsHandle) -> Container:
 
 register(
     KEY_GROUPS,
-    "KeyGroupsStateHandle",
     {STREAM, NESTED_KEYED, KEYED},
     _KEY_GROUPS_BODY,
     _key_groups(KEY_GROUPS),
@@ -269,7 +262,6 @@ StreamHandle = family_layout(STREAM)
 
 register(
     SAVEPOINT_KEY_GROUPS,
-    "KeyGroupsSavepointStateHandle",
     {NESTED_KEYED, KEYED},
     _KEY_GROUPS_BODY,
     _key_groups(SAVEPOINT_KEY_GROUPS),
@@ -277,7 +269,6 @@ register(
 )
 register(
     KEY_GROUPS_V2,
-    "KeyGroupsStateHandle",
     {NESTED_KEYED, KEYED},
     FastStruct(*_KEY_GROUPS_BODY.subcons, "state_handle_id" / JavaString),
     _key_groups(KEY_GROUPS_V2),
@@ -336,7 +327,6 @@ def _incremental_c(h: IncrementalHandle) -> Container:
 
 register(
     INCREMENTAL_KEY_GROUPS,
-    "IncrementalRemoteKeyedStateHandle",
     {NESTED_KEYED, KEYED},
     FastStruct(*_INCREMENTAL_FIELDS_HEAD, *_INCREMENTAL_FIELDS_TAIL),
     _incremental,
@@ -344,7 +334,6 @@ register(
 )
 register(
     INCREMENTAL_KEY_GROUPS_V2,
-    "IncrementalRemoteKeyedStateHandle",
     {NESTED_KEYED, KEYED},
     FastStruct(
         *_INCREMENTAL_FIELDS_HEAD,
@@ -359,7 +348,6 @@ register(
 _CHANGE = FastStruct("key_group" / Int32sb, "data" / BoundedBytes())
 register(
     CHANGELOG_BYTE_INCREMENT,
-    "InMemoryChangelogStateHandle",
     {NESTED_KEYED, KEYED},
     FastStruct(
         "start" / Int32sb,
@@ -422,7 +410,6 @@ def _changelog_file_c(h: ChangelogFileIncrementHandle) -> Container:
 
 register(
     CHANGELOG_FILE_INCREMENT,
-    "ChangelogStateHandleStreamImpl",
     {NESTED_KEYED, KEYED},
     FastStruct(*_CHANGELOG_FILE_FIELDS),
     _changelog_file,
@@ -430,7 +417,6 @@ register(
 )
 register(
     CHANGELOG_FILE_INCREMENT_V2,
-    "ChangelogStateHandleStreamImpl",
     {NESTED_KEYED, KEYED},
     FastStruct(*_CHANGELOG_FILE_FIELDS, "storage_identifier" / JavaString),
     _changelog_file,
@@ -476,7 +462,6 @@ def _changelog_c(h: ChangelogHandle) -> Container:
 
 register(
     CHANGELOG,
-    "ChangelogStateBackendHandleImpl",
     {KEYED},
     FastStruct(*_CHANGELOG_HEAD, "state_handle_id" / JavaString),
     _changelog,
@@ -484,7 +469,6 @@ register(
 )
 register(
     CHANGELOG_V2,
-    "ChangelogStateBackendHandleImpl",
     {KEYED},
     FastStruct(*_CHANGELOG_HEAD, "checkpoint_id" / Int64sb, "state_handle_id" / JavaString),
     _changelog,
@@ -521,7 +505,6 @@ def _operator_handle_c(h: OperatorStreamHandle) -> Container:
 
 register(
     PARTITIONABLE_OPERATOR,
-    "OperatorStreamStateHandle",
     {OPERATOR},
     FastStruct("states" / _STATE_ENTRIES, "delegate" / StreamHandle),
     _operator_handle,
@@ -529,7 +512,6 @@ register(
 )
 register(
     SEGMENT_PARTITIONABLE_OPERATOR,
-    "FileMergingOperatorStreamStateHandle",
     {OPERATOR},
     FastStruct(
         "states" / _STATE_ENTRIES,
@@ -652,22 +634,22 @@ def _merged_c(h: MergedInputChannelHandle | MergedResultSubpartitionHandle) -> C
 @dataclass(frozen=True, slots=True)
 class ChannelKind:
     code: int  # type byte of the typed layout
-    flink_class: str
     side: str
     layout: Construct
     decode: ChannelDecode
     encode: Encode
 
+    @property
+    def flink_class(self) -> str:
+        return CHANNEL_FLINK_CLASS[self.code]
+
 
 CHANNEL_KINDS: dict[int, ChannelKind] = {
     k.code: k
     for k in (
-        ChannelKind(
-            INPUT_CHANNEL, "InputChannelStateHandle", "input", _single_layout(_INPUT_PAIR, True), _input, _single_c
-        ),
+        ChannelKind(INPUT_CHANNEL, "input", _single_layout(_INPUT_PAIR, True), _input, _single_c),
         ChannelKind(
             RESULT_SUBPARTITION,
-            "ResultSubpartitionStateHandle",
             "output",
             _single_layout(_OUTPUT_PAIR, True),
             _output,
@@ -675,7 +657,6 @@ CHANNEL_KINDS: dict[int, ChannelKind] = {
         ),
         ChannelKind(
             MERGED_INPUT_CHANNEL,
-            "MergedInputChannelStateHandle",
             "input",
             _merged_layout(_INPUT_PAIR),
             _merged_input,
@@ -683,7 +664,6 @@ CHANNEL_KINDS: dict[int, ChannelKind] = {
         ),
         ChannelKind(
             MERGED_RESULT_SUBPARTITION,
-            "MergedResultSubpartitionStateHandle",
             "output",
             _merged_layout(_OUTPUT_PAIR),
             _merged_output,

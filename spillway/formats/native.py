@@ -16,6 +16,7 @@ import tempfile
 from array import array
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from spillway.cache import cache_root
 from spillway.formats.stream_elements import INT32_MAX, RECORD_TAGS, size_bounds
@@ -196,7 +197,7 @@ def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> lis
     status = array("i", [0]) * n
     stream_records = array("q", [0]) * n
 
-    def address(a: array) -> int:
+    def address(a: array[Any]) -> int:
         return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
 
     lib.spw_frame_batch(

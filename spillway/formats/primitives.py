@@ -69,7 +69,7 @@ def _check_count(count: int, min_size: int, stream: Any, path: str, at: int | No
 class JavaUtf(Construct):
     """``writeUTF``: u16 byte length, then modified UTF-8. Parses to ``str``."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         (n,) = _I16.unpack(stream_read(stream, 2, path))
         raw = stream_read(stream, n, path)
         try:
@@ -77,7 +77,7 @@ class JavaUtf(Construct):
         except ValueError as exc:
             raise FormatError(str(exc), path=path, offset=stream.tell() - n) from None
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         raw = encode_modified_utf8(obj)
         if len(raw) > 0xFFFF:
             raise FormatError(f"string of {len(raw)} bytes is longer than Java's writeUTF allows", path=path)
@@ -100,13 +100,13 @@ class BoundedArray(Subconstruct):
         super().__init__(subcon)
         self.min_size = min_size
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         (count,) = _I32.unpack(stream_read(stream, 4, path))
         _check_count(count, self.min_size, stream, path, stream.tell() - 4)
         sub = self.subcon
         return ListContainer(sub._parsereport(stream, context, f"{path} -> [{i}]") for i in range(count))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         stream_write(stream, _I32.pack(len(obj)), 4, path)
         for i, item in enumerate(obj):
             self.subcon._build(item, stream, context, f"{path} -> [{i}]")
@@ -121,12 +121,12 @@ class CountedArray(Subconstruct):
         self.countfunc = countfunc
         self.min_size = min_size
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         count = _check_count(self.countfunc(context), self.min_size, stream, path, None)
         sub = self.subcon
         return ListContainer(sub._parsereport(stream, context, f"{path} -> [{i}]") for i in range(count))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         for i, item in enumerate(obj):
             self.subcon._build(item, stream, context, f"{path} -> [{i}]")
         return obj
@@ -135,7 +135,7 @@ class CountedArray(Subconstruct):
 class BoundedBytes(Construct):
     """``i32 length`` + that many bytes; the length must be non-negative and fit in what is left."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         (n,) = _I32.unpack(stream_read(stream, 4, path))
         at = stream.tell() - 4
         if n < 0:
@@ -145,7 +145,7 @@ class BoundedBytes(Construct):
             raise BoundsError(f"length {n} is beyond the end of the data ({left} bytes left)", path=path, offset=at)
         return stream_read(stream, n, path)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         stream_write(stream, _I32.pack(len(obj)), 4, path)
         stream_write(stream, obj, len(obj), path)
         return obj
@@ -154,7 +154,7 @@ class BoundedBytes(Construct):
 class LengthPrefixed(Subconstruct):
     """``i32 length`` + a blob that ``subcon`` must consume exactly (Flink re-reads such blobs on their own)."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         raw = BoundedBytes()._parse(stream, context, path)
         base = stream.tell() - len(raw)
         inner = io.BytesIO(raw)
@@ -173,7 +173,7 @@ class LengthPrefixed(Subconstruct):
             )
         return obj
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         inner = io.BytesIO()
         self.subcon._build(obj, inner, context, path)
         raw = inner.getvalue()
@@ -188,10 +188,10 @@ class HexId(Adapter):
     def __init__(self) -> None:
         super().__init__(Bytes(16))
 
-    def _decode(self, obj, context, path):
+    def _decode(self, obj: Any, context: Any, path: str) -> Any:
         return obj.hex()
 
-    def _encode(self, obj, context, path):
+    def _encode(self, obj: Any, context: Any, path: str) -> Any:
         return bytes.fromhex(obj)
 
 
@@ -205,10 +205,10 @@ class _Check(Construct):
         super().__init__()
         self.flagbuildnone = True
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
         return None
 
-    def _sizeof(self, context, path):
+    def _sizeof(self, context: Any, path: str) -> int:
         return 0
 
 
@@ -220,7 +220,7 @@ class UnknownCode(_Check):
         self.family = family
         self.code_field = code_field
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         code = context[self.code_field]
         raise FormatError(f"unknown {self.family} type code {code}", path=path, offset=stream.tell() - 1)
 
@@ -237,7 +237,7 @@ class Require(_Check):
         self.message = message
         self.size = size
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         if not self.predicate(context):
             message = self.message(context) if callable(self.message) else self.message
             raise FormatError(message, path=path, offset=stream.tell() - self.size)
@@ -251,7 +251,7 @@ class EndOfData(_Check):
         super().__init__()
         self.what = what
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
         left = remaining(stream)
         if left:
             raise FormatError(f"{left} trailing bytes after {self.what}", path=path, offset=stream.tell())

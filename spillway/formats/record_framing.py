@@ -150,7 +150,7 @@ class Framer:
 class NativeFramer:
     """``Framer`` with the byte loop in C (``native.py``); same results, I/O-bound speed."""
 
-    def __init__(self, total: int, tags: frozenset[int], lib: object, limit: int | None = None):
+    def __init__(self, total: int, tags: frozenset[int], lib: ctypes.CDLL, limit: int | None = None) -> None:
         from spillway.formats.native import FramerState, framer_rules
 
         self._lib = lib
@@ -179,7 +179,7 @@ class NativeFramer:
         st = self._st
         pos = 0
         while pos < n:
-            pos = self._lib.spw_feed(self._st_ref, address, n, self._piece, pos)  # type: ignore[attr-defined]
+            pos = self._lib.spw_feed(self._st_ref, address, n, self._piece, pos)
             if st.fault_kind:
                 self._record_fault()
                 st.fault_kind = 0
@@ -228,7 +228,7 @@ class NativeFramer:
 
     @property
     def stream_records(self) -> int:
-        return self._lib.spw_stream_records(self._st_ref)  # type: ignore[attr-defined]
+        return self._lib.spw_stream_records(self._st_ref)
 
     @property
     def elements(self) -> dict[int, int]:

@@ -33,6 +33,7 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from spillway.errors import SpillwayError
 from spillway.flink.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
@@ -86,10 +87,14 @@ def _need(data: bytes, pos: int, n: int, what: str) -> None:
         raise ValueSpecError(f"{what} needs {n} bytes at offset {pos}, only {max(0, len(data) - pos)} left")
 
 
-def _fixed(fmt: str, what: str) -> tuple[Reader, int]:
+_V = TypeVar("_V")
+
+
+def _fixed(fmt: str, what: str, kind: type[_V]) -> tuple[Callable[[bytes, int], tuple[_V, int]], int]:
+    """A reader of one big-endian ``fmt`` value (``kind``: what it unpacks to) and its size."""
     s = struct.Struct(fmt)
 
-    def read(data: bytes, pos: int) -> tuple[object, int]:
+    def read(data: bytes, pos: int) -> tuple[_V, int]:
         _need(data, pos, s.size, what)
         return s.unpack_from(data, pos)[0], pos + s.size
 
@@ -110,7 +115,7 @@ class Float32(float):
 
 
 def read_long(data: bytes, pos: int = 0) -> tuple[int, int]:
-    return _LONG(data, pos)  # type: ignore[return-value]
+    return _LONG(data, pos)
 
 
 def read_boolean(data: bytes, pos: int = 0) -> tuple[bool, int]:
@@ -121,25 +126,25 @@ def read_boolean(data: bytes, pos: int = 0) -> tuple[bool, int]:
     return b == 1, pos + 1
 
 
-def _read_float(data: bytes, pos: int) -> tuple[object, int]:
+def _read_float(data: bytes, pos: int) -> tuple[Float32, int]:
     v, pos = _FLOAT(data, pos)
-    return Float32(v), pos  # type: ignore[arg-type]
+    return Float32(v), pos
 
 
-def _read_bytes(data: bytes, pos: int) -> tuple[object, int]:
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     n, pos = _INT(data, pos)
-    if n < 0:  # type: ignore[operator]
+    if n < 0:
         raise ValueSpecError(f"byte array length {n} is negative")
-    _need(data, pos, n, "byte array")  # type: ignore[arg-type]
-    return bytes(data[pos : pos + n]), pos + n  # type: ignore[operator]
+    _need(data, pos, n, "byte array")
+    return bytes(data[pos : pos + n]), pos + n
 
 
-_LONG, _ = _fixed(">q", "long")
-_INT, _ = _fixed(">i", "int")
-_SHORT, _ = _fixed(">h", "short")
-_BYTE, _ = _fixed(">b", "byte")
-_DOUBLE, _ = _fixed(">d", "double")
-_FLOAT, _ = _fixed(">f", "float")
+_LONG, _ = _fixed(">q", "long", int)
+_INT, _ = _fixed(">i", "int", int)
+_SHORT, _ = _fixed(">h", "short", int)
+_BYTE, _ = _fixed(">b", "byte", int)
+_DOUBLE, _ = _fixed(">d", "double", float)
+_FLOAT, _ = _fixed(">f", "float", float)
 
 
 def _double_hash(v: float) -> int:
@@ -147,28 +152,35 @@ def _double_hash(v: float) -> int:
     return java_long_hash(bits)
 
 
+def _string_hash(v: str | None) -> int:
+    if v is None:  # StringValue's null: no key (KeyExtractor refuses null keys before hashing)
+        raise ValueSpecError("a null string has no hashCode; Flink refuses null keys")
+    return java_string_hash(v)
+
+
 def _float_hash(v: float) -> int:
     return 0x7FC00000 if math.isnan(v) else struct.unpack(">i", struct.pack(">f", v))[0]
 
 
 @dataclass(frozen=True)
-class Scalar:
+class Scalar(Generic[_V]):
     name: str
-    read: Reader
-    hash: Callable[[object], int] | None  # Java hashCode of the boxed value; None: not usable as a key
+    read: Callable[[bytes, int], tuple[_V, int]]
+    hash: Callable[[_V], int] | None  # Java hashCode of the boxed value; None: not usable as a key
 
 
-SCALARS: dict[str, Scalar] = {
+# Scalars of every Java type in one table: the value type differs per entry (each entry is checked above).
+SCALARS: dict[str, Scalar[Any]] = {
     s.name: s
     for s in (
-        Scalar("string", read_string, java_string_hash),  # type: ignore[arg-type]
-        Scalar("long", _LONG, java_long_hash),  # type: ignore[arg-type]
-        Scalar("int", _INT, java_int_hash),  # type: ignore[arg-type]
-        Scalar("short", _SHORT, java_int_hash),  # type: ignore[arg-type]
-        Scalar("byte", _BYTE, java_int_hash),  # type: ignore[arg-type]
-        Scalar("boolean", read_boolean, java_boolean_hash),  # type: ignore[arg-type]
-        Scalar("double", _DOUBLE, _double_hash),  # type: ignore[arg-type]
-        Scalar("float", _read_float, _float_hash),  # type: ignore[arg-type]
+        Scalar("string", read_string, _string_hash),
+        Scalar("long", _LONG, java_long_hash),
+        Scalar("int", _INT, java_int_hash),
+        Scalar("short", _SHORT, java_int_hash),
+        Scalar("byte", _BYTE, java_int_hash),
+        Scalar("boolean", read_boolean, java_boolean_hash),
+        Scalar("double", _DOUBLE, _double_hash),
+        Scalar("float", _read_float, _float_hash),
         # byte[] keys hash by identity in Java: useless for routing (docs/format/keyed-routing.md, hashCode table)
         Scalar("bytes", _read_bytes, None),
     )
@@ -203,7 +215,7 @@ class RowValue:
     """A decoded Row or RowData, shown like Flink's ``Row.toString`` (``+I[1, 'a']``)."""
 
     kind: str
-    fields: tuple
+    fields: tuple[Any, ...]
 
     def __repr__(self) -> str:
         return f"{self.kind}[{', '.join(repr(f) for f in self.fields)}]"
@@ -213,8 +225,14 @@ class RowValue:
 
 
 class Type:
-    spec: str
-    known: bool = True  # False for ``?`` and for composites ending in unknown fields
+    @property
+    def spec(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def known(self) -> bool:
+        """False for ``?`` and for composites ending in unknown fields."""
+        return True
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
         raise NotImplementedError
@@ -225,10 +243,10 @@ class Type:
 
 @dataclass
 class ScalarType(Type):
-    scalar: Scalar
+    scalar: Scalar[Any]
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return self.scalar.name
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
@@ -241,8 +259,13 @@ class ScalarType(Type):
 
 
 class UnknownType(Type):
-    spec = "?"
-    known = False
+    @property
+    def spec(self) -> str:
+        return "?"
+
+    @property
+    def known(self) -> bool:
+        return False
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
         return Undecoded(bytes(data[pos:])), len(data)
@@ -253,11 +276,11 @@ class TupleType(Type):
     fields: list[Type]
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"tuple({','.join(f.spec for f in self.fields)})"
 
     @property
-    def known(self) -> bool:  # type: ignore[override]
+    def known(self) -> bool:
         return all(f.known for f in self.fields)
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
@@ -293,11 +316,11 @@ class RowType(Type):
     fields: list[Type]
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"row({','.join(f.spec for f in self.fields)})"
 
     @property
-    def known(self) -> bool:  # type: ignore[override]
+    def known(self) -> bool:
         return all(f.known for f in self.fields)
 
     def _mask(self, data: bytes, pos: int) -> tuple[str, list[bool], int]:
@@ -354,22 +377,22 @@ class RowDataType(Type):
     types: list[str]
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"rowdata({','.join(self.types)})"
 
     @property
-    def known(self) -> bool:  # type: ignore[override]
+    def known(self) -> bool:
         return "?" not in self.types
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
         size, pos = _INT(data, pos)
-        if size < 0:  # type: ignore[operator]
+        if size < 0:
             raise ValueSpecError(f"row size {size} is negative")
-        _need(data, pos, size, "the binary row")  # type: ignore[arg-type]
-        row = data[pos : pos + size]  # type: ignore[operator]
+        _need(data, pos, size, "the binary row")
+        row = data[pos : pos + size]
         n = len(self.types)
         header = ((n + 63 + 8) // 64) * 8
-        if header + 8 * n > size:  # type: ignore[operator]
+        if header + 8 * n > size:
             raise ValueSpecError(f"a {n}-field binary row needs {header + 8 * n} bytes, this one has {size}")
         if row[0] > 3:
             raise ValueSpecError(f"row kind byte {row[0]} is not 0..3")
@@ -381,7 +404,7 @@ class RowDataType(Type):
                 continue
             slot = header + 8 * i
             out.append(self._slot(row, slot, t))
-        return RowValue(ROW_KINDS[row[0]], tuple(out)), pos + size  # type: ignore[operator]
+        return RowValue(ROW_KINDS[row[0]], tuple(out)), pos + size
 
     @staticmethod
     def _slot(row: bytes, slot: int, t: str) -> object:
@@ -428,7 +451,7 @@ def murmur_words(data: bytes, seed: int = 42) -> int:
     return java_int_hash(h)
 
 
-def binary_row(types: list[str], values: tuple, kind: int = 0) -> bytes:
+def binary_row(types: list[str], values: tuple[Any, ...], kind: int = 0) -> bytes:
     """The BinaryRowData Flink's BinaryRowWriter builds for ``values`` (the inverse of RowDataType.read)."""
     n = len(types)
     header = ((n + 63 + 8) // 64) * 8
@@ -459,6 +482,7 @@ def binary_row(types: list[str], values: tuple, kind: int = 0) -> bytes:
 
 # ---------------------------------------------------------------- parsing specs
 
+_T = TypeVar("_T")
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*|\?|[(),:]|\d+)")
 
 
@@ -521,7 +545,7 @@ class _Parser:
             )
         return name
 
-    def fields(self, item: Callable[[], object]) -> list:
+    def fields(self, item: Callable[[], _T]) -> list[_T]:
         self.take("(")
         out = [item()]
         while self.peek() == ",":
@@ -645,7 +669,11 @@ class KeyExtractor:
         self.value_type = value_type
         self.field = field
         self.strict = strict  # the whole value must decode exactly (no ``?`` after the key)
-        self.key_type = value_type if field is None else value_type.fields[field]  # type: ignore[attr-defined]
+        if field is None:
+            self.key_type = value_type
+        else:
+            assert isinstance(value_type, TupleType | RowType)  # parse_key_extractor picks fields of these only
+            self.key_type = value_type.fields[field]
         self._hash = self.key_type.hash
 
     def __call__(self, payload: bytes | memoryview) -> tuple[object, int]:
@@ -655,9 +683,14 @@ class KeyExtractor:
                 key, end = self.value_type.read(data, 0)
             elif self.strict:
                 value, end = self.value_type.read(data, 0)
-                key = value.fields[self.field] if isinstance(value, RowValue) else value[self.field]  # type: ignore[index]
+                if isinstance(value, RowValue):
+                    key = value.fields[self.field]
+                else:
+                    assert isinstance(value, tuple)  # what TupleType.read gives
+                    key = value[self.field]
             else:
-                key, end = self.value_type.read_until(data, 0, self.field)  # type: ignore[attr-defined]
+                assert isinstance(self.value_type, TupleType | RowType)  # a field: __init__ checked
+                key, end = self.value_type.read_until(data, 0, self.field)
                 end = len(data)
         except (struct.error, IndexError) as exc:
             raise ValueSpecError(f"value does not fit {self.spec!r}: {exc}") from None
@@ -694,7 +727,8 @@ class RowDataKeyExtractor(KeyExtractor):
             row = decode(self.value_type, data)
         except ValueSpecError as exc:
             raise ValueSpecError(f"value does not fit {self.spec!r}: {exc}") from None
-        values = tuple(row.fields[i] for i in self.fields)  # type: ignore[attr-defined]
+        assert isinstance(row, RowValue)  # what RowDataType.read gives
+        values = tuple(row.fields[i] for i in self.fields)
         return RowValue("+I", values), murmur_words(binary_row(self.key_types, values))
 
 
@@ -747,7 +781,8 @@ def parse_key_extractor(spec: str) -> KeyExtractor:
 
 def _extractor(spec: str, t: Type, index: int | None) -> KeyExtractor:
     if index is not None:
-        fields = t.fields  # type: ignore[attr-defined]
+        assert isinstance(t, TupleType | RowType)  # parse_key_extractor gives an index for these only
+        fields = t.fields
         unknown = [i for i, f in enumerate(fields[: index + 1]) if not f.known]
         if unknown:
             raise ValueSpecError(

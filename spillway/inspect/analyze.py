@@ -119,6 +119,23 @@ class Analysis:
     channels: list[ChannelAnalysis]
     skipped: list[str]
 
+    @property
+    def records(self) -> int:
+        """Records in flight, over the channels whose records could be counted (``uncounted``: the others)."""
+        return sum(c.records for c in self.channels if c.records is not None)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of channel state in flight, over every channel."""
+        return sum(c.bytes for c in self.channels)
+
+    @property
+    def uncounted(self) -> list[ChannelAnalysis]:
+        """Channels whose ``records`` is None (unknown, not zero): output-side state analysed without a
+        plan (it may start mid-record, so it is not split into records), or state that could not be read
+        (``problem`` says why)."""
+        return [c for c in self.channels if c.records is None]
+
 
 def _chunks(blobs: DelegateBlobs, h: ChannelHandle) -> Iterator[tuple[Blob, int, int]]:
     blob = blobs.get(h.delegate)
@@ -356,7 +373,7 @@ class EdgeSummary:
 def edges(a: Analysis) -> list[EdgeSummary]:
     """Totals per edge, for channels whose two ends are known (with --plan); in first-seen order."""
     parallelism = {o.operator.operator_id: o.operator.parallelism for o in a.operators}
-    found: dict[tuple, EdgeSummary] = {}
+    found: dict[tuple[Any, ...], EdgeSummary] = {}
     for c in a.channels:
         up, down = c.upstream, c.downstream
         if up["operator_id"] is None or down["operator_id"] is None or up["subtask"] < 0 or down["subtask"] < 0:

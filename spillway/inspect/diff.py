@@ -182,7 +182,10 @@ def _side(loaded: LoadedCheckpoint, path: str) -> dict[str, Any]:
 
 def diff_json(d: CheckpointDiff) -> dict[str, Any]:
     """The ``spillway.diff/1`` document (docs/cli.md#spillway-diff)."""
-    size = lambda keys: sum(d.files.files[k].size or 0 for k in keys)  # noqa: E731
+
+    def size(keys: list[str]) -> int:
+        return sum(d.files.files[k].size or 0 for k in keys)
+
     return {
         "schema": SCHEMA,
         "identical": d.identical,

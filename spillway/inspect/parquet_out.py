@@ -5,6 +5,7 @@ one batch however many records are in flight."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,7 +43,7 @@ class RecordRows:
         self.batch_rows = batch_rows
         self.batch_bytes = batch_bytes
         self.rows = 0
-        self._cols: dict[str, list] = {name: [] for name in RECORD_SCHEMA.names}
+        self._cols: dict[str, list[Any]] = {name: [] for name in RECORD_SCHEMA.names}
         self._buffered_bytes = 0
         self._writer = pq.ParquetWriter(self.tmp, RECORD_SCHEMA)
 

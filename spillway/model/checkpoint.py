@@ -20,6 +20,30 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeGuard
 
 from spillway.flink.features import FormatFeatures, format_features
+from spillway.model.handle_codes import (
+    BYTE_STREAM,
+    CHANGELOG,
+    CHANGELOG_BYTE_INCREMENT,
+    CHANGELOG_FILE_INCREMENT,
+    CHANGELOG_FILE_INCREMENT_V2,
+    CHANGELOG_V2,
+    CHANNEL_FLINK_CLASS,
+    EMPTY_FILE_MERGING_OPERATOR_CLASS,
+    EMPTY_SEGMENT_FILE,
+    FILE,
+    FLINK_CLASS,
+    INCREMENTAL_KEY_GROUPS,
+    INCREMENTAL_KEY_GROUPS_V2,
+    INPUT_CHANNEL,
+    KEY_GROUPS_V2,
+    MERGED_INPUT_CHANNEL,
+    MERGED_RESULT_SUBPARTITION,
+    PARTITIONABLE_OPERATOR,
+    RELATIVE_FILE,
+    RESULT_SUBPARTITION,
+    SEGMENT_FILE,
+    SEGMENT_PARTITIONABLE_OPERATOR,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -43,8 +67,8 @@ class ByteStreamHandle:
 
     name: str
     data: bytes
-    code: ClassVar[int] = 1
-    flink_class: ClassVar[str] = "ByteStreamStateHandle"
+    code: ClassVar[int] = BYTE_STREAM
+    flink_class: ClassVar[str] = FLINK_CLASS[BYTE_STREAM]
 
     @property
     def state_size(self) -> int:
@@ -63,8 +87,8 @@ class FileHandle:
 
     path: str
     state_size: int
-    code: ClassVar[int] = 2
-    flink_class: ClassVar[str] = "FileStateHandle"
+    code: ClassVar[int] = FILE
+    flink_class: ClassVar[str] = FLINK_CLASS[FILE]
     relative: ClassVar[bool] = False
     whole_file: ClassVar[bool] = True
     start_pos: ClassVar[int] = 0
@@ -89,8 +113,8 @@ class RelativeFileHandle:
 
     relative_path: str
     state_size: int
-    code: ClassVar[int] = 6
-    flink_class: ClassVar[str] = "RelativeFileStateHandle"
+    code: ClassVar[int] = RELATIVE_FILE
+    flink_class: ClassVar[str] = FLINK_CLASS[RELATIVE_FILE]
     relative: ClassVar[bool] = True
     whole_file: ClassVar[bool] = True
     start_pos: ClassVar[int] = 0
@@ -118,8 +142,8 @@ class SegmentFileHandle:
     state_size: int
     scope: int  # 0 = EXCLUSIVE, 1 = SHARED
     logical_file_id: str
-    code: ClassVar[int] = 15
-    flink_class: ClassVar[str] = "SegmentFileStateHandle"
+    code: ClassVar[int] = SEGMENT_FILE
+    flink_class: ClassVar[str] = FLINK_CLASS[SEGMENT_FILE]
     relative: ClassVar[bool] = False
     whole_file: ClassVar[bool] = False
 
@@ -143,8 +167,8 @@ class SegmentFileHandle:
 
 @dataclass(slots=True)
 class EmptySegmentFileHandle:
-    code: ClassVar[int] = 16
-    flink_class: ClassVar[str] = "EmptySegmentFileStateHandle"
+    code: ClassVar[int] = EMPTY_SEGMENT_FILE
+    flink_class: ClassVar[str] = FLINK_CLASS[EMPTY_SEGMENT_FILE]
 
     @property
     def state_size(self) -> int:
@@ -187,11 +211,11 @@ class KeyGroupsHandle:
     offsets: list[int]
     delegate: StreamHandle
     state_handle_id: str | None = None
-    code: int = 12
+    code: int = KEY_GROUPS_V2
 
     @property
     def flink_class(self) -> str:
-        return "KeyGroupsSavepointStateHandle" if self.code == 7 else "KeyGroupsStateHandle"
+        return FLINK_CLASS[self.code]
 
     @property
     def state_size(self) -> int:
@@ -223,11 +247,11 @@ class IncrementalHandle:
     shared_state: list[LocalPathHandle]
     private_state: list[LocalPathHandle]
     state_handle_id: str | None = None  # None for the legacy code 5
-    flink_class: ClassVar[str] = "IncrementalRemoteKeyedStateHandle"
+    flink_class: ClassVar[str] = FLINK_CLASS[INCREMENTAL_KEY_GROUPS]
 
     @property
     def code(self) -> int:
-        return 5 if self.checkpointed_size is None else 11
+        return INCREMENTAL_KEY_GROUPS if self.checkpointed_size is None else INCREMENTAL_KEY_GROUPS_V2
 
     @property
     def state_size(self) -> int:
@@ -270,11 +294,11 @@ class ChangelogHandle:
     materialization_id: int
     checkpoint_id: int | None  # None for the legacy code 8
     state_handle_id: str
-    flink_class: ClassVar[str] = "ChangelogStateBackendHandleImpl"
+    flink_class: ClassVar[str] = FLINK_CLASS[CHANGELOG]
 
     @property
     def code(self) -> int:
-        return 8 if self.checkpoint_id is None else 14
+        return CHANGELOG if self.checkpoint_id is None else CHANGELOG_V2
 
     @property
     def state_size(self) -> int:
@@ -304,8 +328,8 @@ class ChangelogByteIncrementHandle:
     to_sequence: int
     changes: list[tuple[int, bytes]]
     state_handle_id: str
-    code: ClassVar[int] = 9
-    flink_class: ClassVar[str] = "InMemoryChangelogStateHandle"
+    code: ClassVar[int] = CHANGELOG_BYTE_INCREMENT
+    flink_class: ClassVar[str] = FLINK_CLASS[CHANGELOG_BYTE_INCREMENT]
 
     @property
     def state_size(self) -> int:
@@ -326,11 +350,11 @@ class ChangelogFileIncrementHandle:
     checkpointed_size: int
     state_handle_id: str
     storage_identifier: str | None  # None for the legacy code 10
-    flink_class: ClassVar[str] = "ChangelogStateHandleStreamImpl"
+    flink_class: ClassVar[str] = FLINK_CLASS[CHANGELOG_FILE_INCREMENT]
 
     @property
     def code(self) -> int:
-        return 10 if self.storage_identifier is None else 13
+        return CHANGELOG_FILE_INCREMENT if self.storage_identifier is None else CHANGELOG_FILE_INCREMENT_V2
 
     @property
     def state_size(self) -> int:
@@ -389,15 +413,13 @@ class OperatorStreamHandle:
 
     @property
     def code(self) -> int:
-        return 4 if self.file_merging is None else 17
+        return PARTITIONABLE_OPERATOR if self.file_merging is None else SEGMENT_PARTITIONABLE_OPERATOR
 
     @property
     def flink_class(self) -> str:
-        if self.file_merging is None:
-            return "OperatorStreamStateHandle"
-        if self.file_merging.is_empty:
-            return "EmptyFileMergingOperatorStreamStateHandle"
-        return "FileMergingOperatorStreamStateHandle"
+        if self.file_merging is not None and self.file_merging.is_empty:
+            return EMPTY_FILE_MERGING_OPERATOR_CLASS
+        return FLINK_CLASS[self.code]
 
     @property
     def state_size(self) -> int:
@@ -457,8 +479,8 @@ class InputChannelHandle:
     side: ClassVar[Literal["input"]] = "input"
     merged: ClassVar[bool] = False
     channel_count: ClassVar[int] = 1
-    code: ClassVar[int] = 1
-    flink_class: ClassVar[str] = "InputChannelStateHandle"
+    code: ClassVar[int] = INPUT_CHANNEL
+    flink_class: ClassVar[str] = CHANNEL_FLINK_CLASS[INPUT_CHANNEL]
 
     @property
     def info(self) -> tuple[int, int]:
@@ -494,8 +516,8 @@ class ResultSubpartitionHandle:
     side: ClassVar[Literal["output"]] = "output"
     merged: ClassVar[bool] = False
     channel_count: ClassVar[int] = 1
-    code: ClassVar[int] = 2
-    flink_class: ClassVar[str] = "ResultSubpartitionStateHandle"
+    code: ClassVar[int] = RESULT_SUBPARTITION
+    flink_class: ClassVar[str] = CHANNEL_FLINK_CLASS[RESULT_SUBPARTITION]
 
     @property
     def info(self) -> tuple[int, int]:
@@ -556,8 +578,8 @@ class MergedInputChannelHandle:
     channels: list[InputChannelEntry]
     side: ClassVar[Literal["input"]] = "input"
     merged: ClassVar[bool] = True
-    code: ClassVar[int] = 3
-    flink_class: ClassVar[str] = "MergedInputChannelStateHandle"
+    code: ClassVar[int] = MERGED_INPUT_CHANNEL
+    flink_class: ClassVar[str] = CHANNEL_FLINK_CLASS[MERGED_INPUT_CHANNEL]
 
     @property
     def channel_count(self) -> int:
@@ -596,8 +618,8 @@ class MergedResultSubpartitionHandle:
     channels: list[ResultSubpartitionEntry]
     side: ClassVar[Literal["output"]] = "output"
     merged: ClassVar[bool] = True
-    code: ClassVar[int] = 4
-    flink_class: ClassVar[str] = "MergedResultSubpartitionStateHandle"
+    code: ClassVar[int] = MERGED_RESULT_SUBPARTITION
+    flink_class: ClassVar[str] = CHANNEL_FLINK_CLASS[MERGED_RESULT_SUBPARTITION]
 
     @property
     def channel_count(self) -> int:

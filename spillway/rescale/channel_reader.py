@@ -50,11 +50,12 @@ def iter_channel_blocks(src: SourceChannel, size: int | None = None) -> Iterator
 
 def with_last(items: Iterator[T]) -> Iterator[tuple[T, bool]]:
     """Each item with whether it is the last one."""
-    held: T | None = None
-    have = False
-    for item in items:
-        if have:
-            yield held, False  # type: ignore[misc]
-        held, have = item, True
-    if have:
-        yield held, True  # type: ignore[misc]
+    it = iter(items)
+    try:
+        held = next(it)
+    except StopIteration:
+        return
+    for item in it:
+        yield held, False
+        held = item
+    yield held, True

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from spillway.formats.channel_file import CHUNK_LENGTH, SERIALIZATION_VERSION, FileHeader
 
@@ -43,7 +43,7 @@ class WrittenFile:
     size: int = 0
     channels: list[WrittenChannel] = field(default_factory=list)
 
-    def to_doc(self) -> dict:
+    def to_doc(self) -> dict[str, Any]:
         return {
             "operator_id": self.operator_id,
             "down": self.down,
@@ -53,7 +53,7 @@ class WrittenFile:
         }
 
     @staticmethod
-    def from_doc(doc: dict) -> WrittenFile:
+    def from_doc(doc: dict[str, Any]) -> WrittenFile:
         return WrittenFile(
             doc["operator_id"], doc["down"], doc["name"], doc["size"], [WrittenChannel(**c) for c in doc["channels"]]
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from spillway import progress
 from spillway.rescale.channel_writer import WrittenFile, write_sorted_runs
@@ -26,7 +27,7 @@ class SourceReport:
     kept_markers: int
     dropped: dict[str, int]
 
-    def to_doc(self) -> dict:
+    def to_doc(self) -> dict[str, Any]:
         return self.__dict__.copy()
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from spillway.flink.keygroups import key_group_range
 from spillway.formats.errors import CheckpointFormatError
@@ -132,7 +133,7 @@ def rescale_keyed(
     return out
 
 
-def _incremental(hits: list, first: int, last: int, where: str, out: KeyedRescale) -> IncrementalHandle:
+def _incremental(hits: list[Any], first: int, last: int, where: str, out: KeyedRescale) -> IncrementalHandle:
     if len(hits) > 1:
         olds = ", ".join(f"#{j} [{h.key_groups.start}-{h.key_groups.last}]" for j, h in hits)
         raise RescaleRefused(
@@ -148,7 +149,7 @@ def _incremental(hits: list, first: int, last: int, where: str, out: KeyedRescal
 
 
 def _full(
-    hits: list,
+    hits: list[Any],
     first: int,
     last: int,
     where: str,
@@ -185,7 +186,7 @@ def _full(
 
 
 def _merge(
-    hits: list,
+    hits: list[Any],
     new_range: KeyGroupRange,
     where: str,
     blobs: DelegateBlobs,

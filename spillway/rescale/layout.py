@@ -303,7 +303,9 @@ def _finish(result: PieceResult, scanner: ChannelScanner, chan: int) -> None:
         result.problems.append(fault)
 
 
-def sum_pieces(directory: str, files: list[WrittenFile], results: list[PieceResult]) -> tuple[list[str], dict]:
+def sum_pieces(
+    directory: str, files: list[WrittenFile], results: list[PieceResult]
+) -> tuple[list[str], dict[tuple[str, int], int]]:
     """Problems of the whole files (sizes, per-channel totals against what the router sent) and the
     records read back per (operator id, gate)."""
     problems: list[str] = []

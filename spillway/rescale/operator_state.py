@@ -22,6 +22,7 @@ and one new file is written: header once, then the elements, with new offsets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from spillway.flink.keygroups import java_string_hash
 from spillway.formats.errors import CheckpointFormatError
@@ -77,7 +78,7 @@ def java_hashmap_order(keys: list[str]) -> list[str]:
     return sorted(unique, key=lambda k: (bucket(k), unique.index(k)))
 
 
-def _split(parts_by_old: list[tuple[int, list[int]]], new_parallelism: int, start: int) -> tuple[dict, int]:
+def _split(parts_by_old: list[tuple[int, list[int]]], new_parallelism: int, start: int) -> tuple[dict[int, Any], int]:
     """RoundRobinOperatorStateRepartitioner's split of one state name: new subtask -> [(old, offsets)]."""
     total = sum(len(offsets) for _, offsets in parts_by_old)
     base, remainder = divmod(total, new_parallelism)

@@ -2,8 +2,8 @@
 the rule that sends each in-flight record of an old logical channel to its new channel.
 
 Pure Python, no Spark: the plan is a list of small, picklable descriptors (``SourceChannel`` and
-``EdgePlan``) that a backend (``spillway.rescale.spark_job`` or ``spillway.rescale.local``) executes with
-``spillway.rescale.route``. Every new logical channel is written entirely as input state of the new
+``EdgePlan``) that a backend (``spillway.rescale.spark_job`` or ``spillway.rescale.execute``) executes with
+``spillway.rescale.router``. Every new logical channel is written entirely as input state of the new
 downstream subtask, so Flink restores it at the new parallelism with nothing left to filter (docs/format/rescaling.md).
 """
 
@@ -213,9 +213,6 @@ def build_plan(
                     f"{vp.label}: operator {o.label()} is partially finished (subtasks {finished}); "
                     "rescale it in Flink or clear the flags first (spillway repair clear-finished)"
                 )
-        if vp.head is None and vp.tail is None and vp.operators == []:
-            # Stateless vertex absent from the checkpoint: nothing of its own to move.
-            pass
     unplaced = [
         o.label()
         for o in cp.operators

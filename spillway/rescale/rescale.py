@@ -3,12 +3,14 @@ operator state, assemble the metadata, self-check, and rename into place (``writ
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import UsageError
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
@@ -20,8 +22,9 @@ from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.plan import DEFAULT_BUFFER_SIZE, RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
+from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import LoadedCheckpoint
@@ -92,9 +95,9 @@ class RescaleReport:
     # seconds: plan, spark_start (0 in-process), move (route + write + channel self-check on the
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
-    forecast: dict | None = None  # dry run: what would move, and what Flink's own rescaling would do
+    forecast: dict[str, Any] | None = None  # dry run: what would move, and what Flink's own rescaling would do
 
-    def to_doc(self) -> dict:
+    def to_doc(self) -> dict[str, Any]:
         dropped: dict[str, int] = {}
         kept = records = 0
         for r in self.move.sources if self.move else []:
@@ -171,7 +174,7 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return new
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]) -> StateRescaler:
+def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str]) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
@@ -192,9 +195,9 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list, notes: list[str]) -> 
     return rescale_state
 
 
-def _write_state_file(tmp: Path, nf: object, blobs: DelegateBlobs) -> None:
-    with open(tmp / nf.relative_path, "wb") as fh:  # type: ignore[attr-defined]
-        for piece in nf.pieces:  # type: ignore[attr-defined]
+def _write_state_file(tmp: Path, nf: NewStateFile, blobs: DelegateBlobs) -> None:
+    with open(tmp / nf.relative_path, "wb") as fh:
+        for piece in nf.pieces:
             if isinstance(piece, bytes | bytearray):
                 fh.write(piece)
                 continue
@@ -212,7 +215,7 @@ def rescale(
     out: Path,
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
-    buffer_size: int = 32 * 1024,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
     master: str | None = "local[*]",
     rebase: list[str] | None = None,
     dry_run: bool = False,
@@ -280,7 +283,7 @@ def rescale(
             raise WriteError("self-check: " + "; ".join(problems[:5]))
         t1 = time.perf_counter()
         report.move = move
-        new_files: list = []
+        new_files: list[NewStateFile] = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
         for nf in new_files:
             _write_state_file(tmp, nf, blobs)
@@ -309,11 +312,11 @@ def rescale_checkpoint(
     src: str,
     plan: PlanRef,
     parallelism: dict[str, int],
-    out: str,
+    out: str | None,
     *,
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
-    buffer_size: int = 32 * 1024,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
     master: str | None = "local[*]",
     rebase: list[str] | None = None,
     dry_run: bool = False,
@@ -326,13 +329,17 @@ def rescale_checkpoint(
     remote output is written and self-checked locally, then published (each object read back and
     compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open.
     A source with validate errors is refused; with ``force`` its damaged logical channels on the edges
-    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused."""
+    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused.
+    ``out`` may be None for a ``dry_run`` (nothing is written; the report's ``out`` is then None)."""
     from spillway.storage import fs
     from spillway.storage.workspace import open_workspace
 
+    if out is None and not dry_run:
+        raise UsageError("rescale_checkpoint: out (the new checkpoint's directory) is needed unless dry_run=True")
     topology = as_topology(plan)
     assert topology is not None
-    with open_workspace(src, out, rebase) as ws:
+    # A dry run writes nothing: without an output, the workspace gets a target no checkpoint can be inside.
+    with open_workspace(src, os.devnull if out is None else out, rebase) as ws:
         loaded = ws.loaded
         if master is not None and not dry_run:
             _prestart_spark(master)  # the JVM starts while the source is validated and planned
@@ -364,7 +371,7 @@ def rescale_checkpoint(
             _after_write(report, topology, ws.target, ws.final_prefix)
         if ws.remote_out is not None and not dry_run:
             fs.publish_dir(ws.target, ws.remote_out)
-        report.out = ws.shown_out
+        report.out = None if out is None else ws.shown_out
         report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
     return report
 
@@ -385,7 +392,7 @@ def forecast_rescale(
     keys: dict[str, str] | None = None,
     key_fns: dict[str, str] | None = None,
     buffers: BufferSettings | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The restore forecast of rescaling ``loaded`` to ``parallelism`` (``analyze --new-parallelism``):
     planned and key-checked as ``rescale --dry-run`` does; reads the channel state, writes nothing."""
     loaded.resolve_files()

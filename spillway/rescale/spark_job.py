@@ -145,7 +145,7 @@ def _route_task(plan_bytes: bytes, directory: str) -> Any:
     """Job 1: route each old channel of the task's slices into its staging file; yield one
     (report doc, run ref tuples) per old channel."""
 
-    def route(slices: Iterator[list[int]]) -> Iterator[tuple[dict, list[tuple]]]:
+    def route(slices: Iterator[list[int]]) -> Iterator[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
         for sids in slices:
             for sid in sids:
@@ -166,7 +166,7 @@ def _route_task(plan_bytes: bytes, directory: str) -> Any:
 def _write_task(directory: str, buffer_size: int, plan_bytes: bytes) -> Any:
     """Job 2: write and re-read each piece of the task; yield what the re-read found."""
 
-    def write(pieces: Iterator[Piece]) -> Iterator[tuple[str, dict, list[str]]]:
+    def write(pieces: Iterator[Piece]) -> Iterator[tuple[str, dict[int, list[int]], list[str]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
         for piece in pieces:
             res = write_piece(directory, piece, buffer_size, plan)

@@ -16,7 +16,7 @@ import ctypes.util
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -121,7 +121,7 @@ def staged_rows(directory: str, refs: Iterable[RunRef]) -> Iterator[tuple[str, i
 
 
 @cache
-def _fallocate() -> object | None:
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
     name = ctypes.util.find_library("c")
     if not name:
         return None
@@ -142,4 +142,4 @@ def punch_hole(fd: int, offset: int, length: int) -> None:
     only disk use and speed depend on it)."""
     fn = _fallocate()
     if fn is not None and length > 0:
-        fn(fd, PUNCH_HOLE, offset, length)  # type: ignore[operator]
+        fn(fd, PUNCH_HOLE, offset, length)

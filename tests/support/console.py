@@ -46,3 +46,18 @@ def spillway(*args: str, env: Mapping[str, str] | None = None, timeout: float = 
         [str(SCRIPT), *args], env=full, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
     )
     return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - start)
+
+
+def run(
+    args: list[str], env: Mapping[str, str] | None = None, columns: int | None = None, cwd: Path | None = None
+) -> tuple[int, str, str]:
+    """``spillway ARGS`` -> (exit code, stdout, stderr), the terminal ``columns`` wide (``COLUMNS``; None: no
+    COLUMNS, as in a pipe), in the working directory ``cwd``."""
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    full.pop("COLUMNS", None)
+    if columns is not None:
+        full["COLUMNS"] = str(columns)
+    done = subprocess.run(
+        [str(SCRIPT), *args], env=full, cwd=cwd, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, done.stdout, done.stderr

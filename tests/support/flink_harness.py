@@ -28,6 +28,7 @@ from typing import Any
 from spillway.model.checkpoint import FileHandle, SegmentFileHandle
 from spillway.model.walk import all_stream_handles
 from spillway.storage.load import load_checkpoint
+from support.announce import announce
 
 TESTS = Path(__file__).resolve().parents[1]
 GENERATE = TESTS / "fixtures" / "generator" / "generate.py"
@@ -77,7 +78,13 @@ def prepare(release: str) -> tuple[Path, Path]:
     with open(gen.CLASS_CACHE / f".{release}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            fresh, started = not jars_cached(release), time.monotonic()
+            if fresh:
+                announce(f"fetching the jars of Flink {release} from PyPI (once; 190-300 MB a release) …")
             lib = gen.fetch_jars(release)
+            if fresh:
+                size = sum(p.stat().st_size for p in lib.iterdir()) / 1e6
+                announce(f"Flink {release}: {size:.0f} MB of jars in {time.monotonic() - started:.0f} s -> {lib}")
             classes = gen.compile_job(release, lib)
         except SystemExit as exc:  # generate.py reports problems with SystemExit
             raise FlinkHarnessError(f"cannot prepare Flink {release}: {exc}") from None

@@ -10,22 +10,20 @@ from __future__ import annotations
 import random
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from support.moved import moved_counted
 
-from spillway.rescale import route
+from spillway.formats.uniform_runs import MIN_RUN
+from spillway.rescale.channel_reader import BLOCK
 from spillway.rescale.channel_writer import WrittenFile
+from spillway.rescale.crc import CRC_TABLE_LIMIT, crc32_rows, crc32_rows_numpy
+from spillway.rescale.element_scan import scan_elements
+from spillway.rescale.key_extract import target_function, vector_target_function
 from spillway.rescale.plan import BALANCED, BROADCAST, GLOBAL, HASH, KEEP, EdgePlan, PartRef, SourceChannel
-from spillway.rescale.route import (
-    RouteStats,
-    crc32_rows,
-    route_source,
-    scan_elements,
-    target_function,
-    vector_target_function,
-)
+from spillway.rescale.router import RouteStats, route_source
 from spillway.rescale.verify import check_file, self_check
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "2.3.0-counted"
@@ -85,12 +83,12 @@ def test_crc32_rows_equals_zlib_per_row() -> None:
 
     assert library() is not None, "the native helper did not build (needs cc)"
     rng = np.random.default_rng(7)
-    for length in (1, 5, 8, 9, 16, 17, 33, route.CRC_TABLE_LIMIT, route.CRC_TABLE_LIMIT + 1):
+    for length in (1, 5, 8, 9, 16, 17, 33, CRC_TABLE_LIMIT, CRC_TABLE_LIMIT + 1):
         framed = rng.integers(0, 256, size=(50, length + 4), dtype=np.uint8)
         rows = framed[:, 4:]  # a strided view, as the router passes it
         expected = [zlib.crc32(r.tobytes()) for r in rows]
         assert crc32_rows(rows).tolist() == expected, length  # C
-        assert route.crc32_rows_numpy(rows).tolist() == expected, length  # the fallback
+        assert crc32_rows_numpy(rows).tolist() == expected, length  # the fallback
 
 
 @pytest.mark.parametrize("spec", ["long", "tuple:0:long"])
@@ -119,12 +117,13 @@ def test_vector_targets_decline_rows_of_the_wrong_shape() -> None:
     assert vector_target_function(_edge(BALANCED)) is None
 
 
-def _routes(src: SourceChannel, ep: EdgePlan) -> tuple[dict, RouteStats]:
+def _routes(src: SourceChannel, ep: EdgePlan, **tuning: Any) -> tuple[dict, RouteStats]:
     """Per new channel (up, down): its bytes in the order the writer puts them (runs sorted by seq), and
-    its record count and crc sum. How runs of different targets interleave does not reach the output."""
+    its record count and crc sum. How runs of different targets interleave does not reach the output.
+    ``tuning``: ``route_source``'s ``block``, ``min_run`` and ``vectorize``."""
     stats = RouteStats()
     per_target: dict[tuple[int, int], list] = {}
-    for r in route_source(src, ep, stats):
+    for r in route_source(src, ep, stats, **tuning):
         per_target.setdefault((r.up, r.down), []).append(r)
     out = {}
     for t, runs in per_target.items():
@@ -145,42 +144,38 @@ def _routes(src: SourceChannel, ep: EdgePlan) -> tuple[dict, RouteStats]:
         (BROADCAST, None, True),
     ],
 )
-@pytest.mark.parametrize("block", [route.BLOCK, 1000, 4099])  # small blocks: runs carried across block ends
+@pytest.mark.parametrize("block", [BLOCK, 1000, 4099])  # small blocks: runs carried across block ends
 def test_route_source_vector_path_equals_the_per_record_path(
-    rule: str, key: str | None, vector_keys: bool, block: int, monkeypatch: pytest.MonkeyPatch
+    rule: str, key: str | None, vector_keys: bool, block: int
 ) -> None:
-    monkeypatch.setattr(route, "BLOCK", block)
+    tuning: dict[str, Any] = {"block": block}
     rng = random.Random(rule + str(key) + str(vector_keys))
     elements = _mixed_stream(rng, 6000)
     if not vector_keys:
-        monkeypatch.setattr(route, "vector_target_function", lambda ep: None)
+        tuning["vectorize"] = lambda ep: None
     if key == "long":
         elements = [e for e in elements if e[0] not in (0, 1) or len(e) - (9 if e[0] == 0 else 1) == 8]
     payload = len(_framed(elements))
     segments = ((payload // 5, 2), (payload // 2, 0), (payload + 1, 1)) if rule == BALANCED else ()
     src = _source(elements, chunk=rng.choice([97, 4096, 32 * 1024]), segments=segments)
     ep = _edge(rule, key)
-    fast, fast_stats = _routes(src, ep)
-    monkeypatch.setattr(route, "FAST_MIN", 10**9)
-    slow, slow_stats = _routes(src, ep)
+    fast, fast_stats = _routes(src, ep, **tuning, min_run=MIN_RUN)
+    slow, slow_stats = _routes(src, ep, **tuning, min_run=10**9)
     assert fast == slow
     assert fast_stats == slow_stats
     assert fast_stats.records == sum(1 for e in elements if e[0] in (0, 1))
 
 
 @pytest.mark.parametrize("rule,key", [(HASH, "long"), (GLOBAL, None), (HASH, "tuple:0:long")])
-def test_scan_elements_vector_path_equals_the_per_record_path(
-    rule: str, key: str | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_scan_elements_vector_path_equals_the_per_record_path(rule: str, key: str | None) -> None:
     rng = random.Random(11)
     elements = [e for e in _mixed_stream(rng, 5000) if e[0] not in (0, 1) or len(e) in (9, 17, 25)]
     if key == "long":
         elements = [e for e in elements if e[0] not in (0, 1) or len(e) - (9 if e[0] == 0 else 1) == 8]
     stream = _framed(elements) + b"\x00\x00"  # a torn length field at the end: ``end`` stops before it
     ep = _edge(rule, key) if rule == HASH else None
-    fast = scan_elements(memoryview(stream), ep, 1)
-    monkeypatch.setattr(route, "FAST_MIN", 10**9)
-    slow = scan_elements(memoryview(stream), ep, 1)
+    fast = scan_elements(memoryview(stream), ep, 1, vectorize=vector_target_function)
+    slow = scan_elements(memoryview(stream), ep, 1, min_run=10**9, vectorize=vector_target_function)
     assert fast == slow
     assert fast.end == len(stream) - 2
     assert fast.records == sum(1 for e in elements if e[0] in (0, 1))
