@@ -112,7 +112,7 @@ def show(report: Report, metadata: str, note: str | None, rebased: list[dict[str
     )
     for what, why, n in report.unchecked_summary():
         noun = what.replace("-", " ") + ("s" if n != 1 else "")
-        out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]", soft_wrap=True)
+        out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]")
     for r in rebased:
         out.print(
             f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True

@@ -80,7 +80,7 @@ def _edge(rule: str, new_up: int, new_down: int):  # type: ignore[no-untyped-def
 
 def test_watermarks_kept_only_where_one_old_channel_feeds_the_new_one() -> None:
     from spillway.rescale.plan import _with_segments_and_watermarks
-    from spillway.rescale.route import RouteStats, route_source
+    from spillway.rescale.router import RouteStats, route_source
 
     record = lambda v: b"\x01" + v.to_bytes(8, "big")  # noqa: E731
     watermark = lambda t: b"\x02" + t.to_bytes(8, "big")  # noqa: E731
