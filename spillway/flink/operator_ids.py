@@ -566,6 +566,7 @@ def bind(
 
     # 4. generated ids (StreamGraphHasherV2): on the stream graph, or on one rebuilt from the job-graph plan.
     candidates: list[_Candidate] = []
+    chained_outputs: dict[int, int] = {}  # operator index -> chained out-edges, read off a generated id found
     if graph is not None:
         chained = chained_edges_from_job_graph(graph, job) if (job is not None and aligned is not None) else None
         candidates.append(
@@ -576,12 +577,11 @@ def bind(
         if not candidates:
             notes.append("the job-graph plan could not be rebuilt into a stream graph; generated ids not tried")
     if candidates:
-        _generated_ids(ops, candidates, rules, in_ckpt, claimed, claim)
+        _generated_ids(ops, candidates, rules, in_ckpt, claimed, claim, chained_outputs)
 
     # 4b. generated ids found by search (any position, chained-output count and input ids), alternating with
     # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
     # how many out-edges Flink chained.
-    chained_outputs: dict[int, int] = {}
     solutions: int | None = None
     if candidates:
         cand = candidates[0]
@@ -639,14 +639,14 @@ def bind(
                 continue
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
-                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, [])
+                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, [], chained_outputs)
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
             break
 
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
     if facts is not None and candidates:
-        solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes)
+        solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs)
     else:
         changed = True
         while changed:
@@ -752,9 +752,11 @@ def _deduce(
     claim: Callable[[_Op, str, str, str], None],
     absent_allowed: bool,
     notes: list[str],
+    chained_outputs: dict[int, int] | None = None,
 ) -> int:
     """Bind what every consistent assignment of the open operators to the open ids agrees on; returns how many
-    assignments there are."""
+    assignments there are. A deduced operator whose id is generated from its input's id also tells how many of its
+    out-edges Flink chained (into ``chained_outputs``, by operator index)."""
     by_id = {f.operator_id: f for f in facts}
     node_of = {i: nid for nid, i in cand.op_of.items()}
     open_ops = [
@@ -857,6 +859,9 @@ def _deduce(
         found = relations.get((op.operator_id, up.operator_id)) if up is not None and up.operator_id else None
         if found:
             op.uid_known = False
+            counts = {c for _, c in found}
+            if chained_outputs is not None and len(counts) == 1:
+                chained_outputs[i] = next(iter(counts))
             positions = "/".join(str(p) for p in sorted({p for p, _ in found}))
             op.reason += f"; no uid: the id is the one Flink generates from its input's id (position {positions})"
     return m.count
@@ -881,8 +886,10 @@ def _generated_ids(
     in_ckpt: set[str],
     claimed: dict[str, _Op],
     claim: Callable[[_Op, str, str, str], None],
+    chained_outputs: dict[int, int],
 ) -> None:
-    """Bind unbound operators whose generated id is in the checkpoint.
+    """Bind unbound operators whose generated id is in the checkpoint (and note, in ``chained_outputs``, how many
+    chained out-edges the id was computed with: a hit proves it).
 
     A node's generated id depends on which other nodes carry a uid (their ids are taken as is, and they do not
     wait for their inputs), so iterate: an operator whose known id differs from its generated one carries a
@@ -924,6 +931,8 @@ def _generated_ids(
                 if len(candidates) > 1:
                     why += f"; same id under all {len(keep)} source orders that fit the known ids"
                 claim(op, h, DETERMINISTIC_HASH, why)
+                chainable = chain_predicate(cand.graph, rules, cand.chained)
+                chained_outputs[i] = sum(1 for e in cand.graph.out_edges(nid) if chainable(e))
                 op.uid_known = False
                 progress = True
             elif op.operator_id == h:
