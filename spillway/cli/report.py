@@ -184,7 +184,8 @@ def _page(
 ) -> _Page:
     from spillway import __version__
 
-    topology = plan_with_uids(plan, uid, uid_map)
+    # --uid/--uid-map name uids of --new-plan too: without --plan they are for that plan alone
+    topology = None if plan is None and new_job is not None else plan_with_uids(plan, uid, uid_map)
     loaded = load_checkpoint(path, rebase)
     doc = report_document(loaded, topology, path, new_job)
     return _Page(render_html(doc, generator=f"spillway {__version__}"), doc["validate"]["summary"]["error"])

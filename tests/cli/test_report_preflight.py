@@ -101,3 +101,12 @@ def test_new_job_options_without_new_plan_are_usage_errors(tmp_path: Path) -> No
     code, _, err = run(["report", str(fx.checkpoint_dir), "--max-parallelism", "128", "--html", str(tmp_path / "r")])
     assert code == 2 and "only with --new-plan" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_new_plan_without_the_checkpoints_plan_takes_the_uids(tmp_path: Path) -> None:
+    args = _args("removed-stateful")
+    i = args.index("--plan")
+    del args[i : i + 2]
+    _, doc = _page(tmp_path, *args)
+    assert doc["analyze"]["restore_verdict"] is None  # no plan of the checkpoint's job
+    assert doc["preflight"]["restorable"] is False  # Flink refused (flink.json)
