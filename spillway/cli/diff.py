@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
 from spillway.cli.wide import print_wide
 from spillway.inspect.diff import CheckpointDiff, diff_checkpoints, diff_json
 from spillway.storage.load import load_checkpoint
@@ -17,7 +17,9 @@ from spillway.storage.load import load_checkpoint
 HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
 uids where the format stores them), parallelism and max parallelism, finished flags, keyed, operator
 and channel state bytes and in-flight bytes per operator, the files each references (added, removed,
-shared) and the format version. Like diff: exit code 0 when identical, 1 when different, 2 on usage
+shared) and the format version. Before Flink 2.0 a checkpoint stores operator ids only: with --plan (and
+--uid/--uid-map) the operators the plan binds exactly in each checkpoint are shown with the plan's names
+(--json: "plan_name"). Like diff: exit code 0 when identical, 1 when different, 2 on usage
 errors.
 
 Examples:
@@ -33,9 +35,16 @@ def command(
     b: Annotated[str, typer.Argument(help="second checkpoint (compared against A)")],
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.diff/1).")] = False,
     rebase: RebaseOpt = None,
+    plan: NamingPlanOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        d = diff_checkpoints(load_checkpoint(a, rebase), load_checkpoint(b, rebase), a, b)
+        names = PlanNames(plan, uid, uid_map)
+        loaded_a, loaded_b = load_checkpoint(a, rebase), load_checkpoint(b, rebase)
+        for loaded in (loaded_a, loaded_b):  # the same plan names both sides (say, before and after a rescale)
+            names.bind(loaded.checkpoint)
+        d = diff_checkpoints(loaded_a, loaded_b, a, b)
         if json_out:
             emit_json(diff_json(d))
         else:
@@ -71,10 +80,10 @@ def show(d: CheckpointDiff) -> None:
     ops = Table(show_edge=False, pad_edge=False)
     for col in ("", "operator", "id", "what", "A", "B"):
         ops.add_column(col, no_wrap=True)
-    for doc in d.removed:
-        ops.add_row("[red]-[/]", escape(doc["uid"] or doc["name"] or "-"), doc["operator_id"], "removed", "", "")
-    for doc in d.added:
-        ops.add_row("[green]+[/]", escape(doc["uid"] or doc["name"] or "-"), doc["operator_id"], "added", "", "")
+    for sign, what, docs in (("[red]-[/]", "removed", d.removed), ("[green]+[/]", "added", d.added)):
+        for doc in docs:
+            label = doc["uid"] or doc["name"] or doc["plan_name"] or "-"
+            ops.add_row(sign, escape(label), doc["operator_id"], what, "", "")
     for c in d.changed:
         first = True
         for field, (va, vb) in c.changes.items():

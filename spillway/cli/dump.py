@@ -10,8 +10,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from spillway import notices
+from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
 from spillway.cli.wide import print_wide
 from spillway.inspect.jsonview import JsonView
 from spillway.inspect.operators import select_operators
@@ -24,6 +25,8 @@ HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator
 PATH is a job's checkpoint directory (the newest chk-N is picked; newer ones whose _metadata does not
 decode are reported and passed over), a chk-N directory or a _metadata file, local or a URI (s3://…).
 Absolute paths Flink wrote that no longer exist are rebased onto PATH automatically.
+Before Flink 2.0 a checkpoint stores operator ids only: with --plan (and --uid/--uid-map) the operators
+the plan binds exactly are shown with the plan's names (--json: "plan_name"; "name" stays what Flink stored).
 Exit code 0, 1 when a chk-N of the job directory is damaged, 2 on usage errors, 3 when the storage
 cannot be reached or read.
 
@@ -34,6 +37,8 @@ Examples:
   spillway dump /checkpoints/7f3c... --operator slow --subtask 1
 
   spillway dump chk-42/_metadata --json | jq '.operators[].operator_id'
+
+  spillway dump chk-42 --plan plan.json --uid-map uids.json --json | jq '.operators[] | {operator_id, plan_name}'
 """
 
 
@@ -46,9 +51,14 @@ def command(
     subtask: Annotated[int | None, typer.Option("--subtask", help="Only this subtask index.")] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
     rebase: RebaseOpt = None,
+    plan: NamingPlanOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
+        names = PlanNames(plan, uid, uid_map)
         loaded, damaged = load_newest_readable(path, rebase)
+        binding = names.bind(loaded.checkpoint)
         for d in damaged:
             notices.warn(f"{d.checkpoint}: damaged, passed over: {d.error}")
         code = EXIT_FINDINGS if damaged else EXIT_OK
@@ -76,6 +86,8 @@ def command(
             emit_json(doc, ("operators", view.operator_docs(loaded.checkpoint, operators, subtask)))
             return code
         _, missing = loaded.survey_files()
+        if binding is not None:
+            show_binding(binding)
         show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)
         return code
 
@@ -96,7 +108,7 @@ def show(
     for s in summary.operators:
         o = s.operator
         table.add_row(
-            escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else ""),
+            _operator_cell(o),
             o.operator_id,
             f"{o.parallelism}/{o.max_parallelism}",
             s.finished_label(cp.features),
@@ -130,6 +142,12 @@ def show(
         )
     if missing:
         out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
+
+
+def _operator_cell(o: OperatorState) -> str:
+    if o.name is None and o.plan_name:  # the checkpoint stores no name: say where this one comes from
+        return f"{escape(o.plan_name)} [dim](plan)[/]"
+    return escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else "")
 
 
 def _handle_label(doc: dict[str, Any]) -> str:

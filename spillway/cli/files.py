@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import notices
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import RebaseOpt
+from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
 from spillway.cli.wide import print_wide
 from spillway.inspect.files import GROUPS, FilesReport, checkpoint_files, files_json
 
@@ -20,7 +20,9 @@ directory, or elsewhere (another job, bucket or location); with its size on disk
 
 Given several checkpoints of a job (several PATHs, or a job directory holding several chk-N, which
 stands for all of them), also which files they share and which files become unreferenced when one of
-them is dropped — what deleting a retained incremental checkpoint really frees. A chk-N whose _metadata
+them is dropped — what deleting a retained incremental checkpoint really frees. Before Flink 2.0 a
+checkpoint stores operator ids only: with --plan (and --uid/--uid-map) the operators the plan binds
+exactly are named by the plan (--json: "checkpoints[].operators[].plan_name"). A chk-N whose _metadata
 does not decode is reported as damaged and left out; the others are still answered.
 Exit code 0, 1 when a referenced file is missing or a checkpoint is damaged, 2 on usage errors, 3 when
 the storage cannot be reached or read.
@@ -42,9 +44,15 @@ def command(
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.files/1).")] = False,
     rebase: RebaseOpt = None,
+    plan: NamingPlanOpt = None,
+    uid: UidOpt = None,
+    uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
+        names = PlanNames(plan, uid, uid_map)
         report = checkpoint_files(paths, rebase)
+        for cf in report.checkpoints:  # the plan's names for operators the checkpoint knows by id only
+            names.bind(cf.loaded.checkpoint)
         for d in report.damaged:
             notices.warn(f"{d.checkpoint}: damaged, left out: {d.error}")
         if json_out:

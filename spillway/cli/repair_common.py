@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, emit_json, err, out
 from spillway.cli.wide import print_wide
+from spillway.inspect.restore_instructions import restore_lines
 from spillway.repair.session import RepairReport
 
 
@@ -27,4 +30,13 @@ def show_report(report: RepairReport, json_out: bool) -> int:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if not report.dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")
+    show_restore(report.extra.get("restore"))
     return EXIT_OK
+
+
+def show_restore(restore: dict[str, Any] | None) -> None:
+    """After every writing command: how to restore what it wrote (restore_instructions)."""
+    if restore is None:
+        return
+    for line in restore_lines(restore):
+        out.print(escape(line), soft_wrap=True)

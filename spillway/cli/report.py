@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -15,18 +15,28 @@ from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.inspect.html_report import render_html, report_document
 from spillway.storage.load import load_checkpoint
 
+if TYPE_CHECKING:
+    from spillway.inspect.restore_checks import Settings
+    from spillway.inspect.topology import Topology
+
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
 subtask, shaded by in-flight bytes), every operator's finished state and, with --plan, the restore
 verdict, the validate findings, and every file the checkpoint depends on with its size.
 
-The numbers are those of analyze --json, validate --json and files --json on the same checkpoint;
-those documents are embedded in the page as JSON. The page loads nothing at view time (inline CSS
-and SVG, no script, no font, no network). It is written under a temporary name beside FILE and then
-renamed; an existing FILE is never replaced unless --force is given.
+--new-plan NEW_PLAN adds "Will Flink restore this into that job?": spillway preflight's answer for the
+new job (restorable yes/no/unknown, every reason with Flink's own message where it has one, the state
+each new vertex gets). -p, --max-parallelism, --allow-non-restored-state and --flink-version say what
+its plan does not show, as for preflight; --uid/--uid-map name uids in both plans.
+
+The numbers are those of analyze --json, validate --json, files --json (and preflight --json, without
+its restore forecast) on the same checkpoint; those documents are embedded in the page as JSON. The
+page loads nothing at view time (inline CSS and SVG, no script, no font, no network). It is written
+under a temporary name beside FILE and then renamed; an existing FILE is never replaced unless --force
+is given.
 
 Exit code 0 when written, 1 when written but validate found errors in the checkpoint (the page
-shows them), 2 on usage errors (nothing written).
+shows them), 2 on usage errors (nothing written). The preflight answer does not change it.
 
 Examples:
 
@@ -35,6 +45,8 @@ Examples:
   spillway report /checkpoints/7f3c... --plan plan.json --html chk.html --force
 
   spillway report chk-42 --html - | gzip > chk-42.html.gz
+
+  spillway report chk-42 --plan plan.json --new-plan new-plan.json -p count=4 --html before-deploy.html
 """
 
 
@@ -68,11 +80,40 @@ def command(
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
+    new_plan: Annotated[
+        str | None,
+        typer.Option(
+            "--new-plan",
+            metavar="NEW_PLAN",
+            help="The plan JSON of a job to restore into (either flavour, or http://HOST:PORT/jobs/JOB_ID): adds "
+            "spillway preflight's answer.",
+        ),
+    ] = None,
+    parallelism: Annotated[
+        list[str] | None,
+        typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in --new-plan."),
+    ] = None,
+    max_parallelism: Annotated[
+        list[str] | None,
+        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
+    ] = None,
+    allow_non_restored_state: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-restored-state", help="As Flink's option, for --new-plan: state not in the job is dropped."
+        ),
+    ] = False,
+    flink_version: Annotated[
+        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
+    ] = None,
 ) -> None:
     def run() -> int:
         target = Path(html)
+        new_job = _new_job(
+            new_plan, parallelism, max_parallelism, allow_non_restored_state, flink_version, uid, uid_map, path
+        )
         if html == "-":  # stdout, as for every tool that takes a FILE
-            page = _page(path, plan, uid, uid_map, rebase)
+            page = _page(path, plan, uid, uid_map, rebase, new_job)
             out.file.write(page.html)
             return _verdict(page.errors)
         if target.is_dir():
@@ -81,7 +122,7 @@ def command(
             raise UsageError(f"--html {html}: directory {target.parent} does not exist")
         if target.exists() and not force:
             raise UsageError(f"--html {html}: exists (pass --force to replace it)")
-        page = _page(path, plan, uid, uid_map, rebase)
+        page = _page(path, plan, uid, uid_map, rebase, new_job)
         write_new(target, page.html, force)
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
         return _verdict(page.errors)
@@ -94,12 +135,59 @@ class _Page(NamedTuple):
     errors: int  # validate errors of the checkpoint (the page lists them)
 
 
-def _page(path: str, plan: str | None, uid: list[str] | None, uid_map: str | None, rebase: list[str] | None) -> _Page:
+def _new_job(
+    new_plan: str | None,
+    parallelism: list[str] | None,
+    max_parallelism: list[str] | None,
+    allow_non_restored_state: bool,
+    flink_version: str | None,
+    uid: list[str] | None,
+    uid_map: str | None,
+    checkpoint: str,
+) -> tuple[Topology, Settings, str] | None:
+    """--new-plan and what its plan does not show, read as spillway preflight reads them (usage errors first)."""
+    if new_plan is None:
+        given = [
+            name
+            for name, value in (
+                ("-p", parallelism),
+                ("--max-parallelism", max_parallelism),
+                ("--allow-non-restored-state", allow_non_restored_state),
+                ("--flink-version", flink_version),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --new-plan (they describe the new job)")
+        return None
+    from spillway.cli.preflight import _max_parallelism, _plan, _version
+    from spillway.cli.rescale import _counts
+    from spillway.inspect.preflight import Settings, with_parallelism
+
+    settings = Settings(
+        allow_non_restored_state, _max_parallelism(max_parallelism), _version(flink_version), checkpoint
+    )
+    counts = _counts(parallelism, "-p")
+    topology = _plan(new_plan, uid, uid_map)
+    if counts:
+        topology = with_parallelism(topology, counts)
+    return topology, settings, new_plan
+
+
+def _page(
+    path: str,
+    plan: str | None,
+    uid: list[str] | None,
+    uid_map: str | None,
+    rebase: list[str] | None,
+    new_job: tuple[Topology, Settings, str] | None = None,
+) -> _Page:
     from spillway import __version__
 
-    topology = plan_with_uids(plan, uid, uid_map)
+    # --uid/--uid-map name uids of --new-plan too: without --plan they are for that plan alone
+    topology = None if plan is None and new_job is not None else plan_with_uids(plan, uid, uid_map)
     loaded = load_checkpoint(path, rebase)
-    doc = report_document(loaded, topology, path)
+    doc = report_document(loaded, topology, path, new_job)
     return _Page(render_html(doc, generator=f"spillway {__version__}"), doc["validate"]["summary"]["error"])
 
 

@@ -19,6 +19,7 @@ from spillway.cli.forecast import (
     show_forecast,
 )
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.repair_common import show_restore
 from spillway.cli.wide import print_wide
 from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
 
@@ -248,6 +249,7 @@ def command(
             out.print(f"[dim]note:[/] {escape(n)}")
         if doc["plan_file"]:
             out.print(f"plan of the rescaled job (for validate --plan): {escape(doc['plan_file'])}", soft_wrap=True)
+        show_restore(doc["restore"])
         return EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))

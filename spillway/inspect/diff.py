@@ -52,6 +52,7 @@ def operator_figures(op: OperatorState) -> dict[str, Any]:
     return {
         "operator_id": op.operator_id,
         "name": op.name,
+        "plan_name": op.plan_name,  # the bound --plan's name when the checkpoint stores none; never compared
         "uid": op.uid,
         "parallelism": op.parallelism,
         "max_parallelism": op.max_parallelism,
@@ -109,7 +110,7 @@ class CheckpointDiff:
 
 def _label(a: OperatorState | None, b: OperatorState | None) -> str:
     for op in (b, a):
-        if op is not None and (op.uid or op.name):
+        if op is not None and (op.uid or op.name or op.plan_name):
             return op.label()
     op = b or a
     assert op is not None
@@ -199,6 +200,7 @@ def diff_json(d: CheckpointDiff) -> dict[str, Any]:
                 {
                     "operator_id": c.operator_id,
                     "label": c.label,
+                    "plan_name": c.b["plan_name"] or c.a["plan_name"],
                     "renamed": c.renamed,
                     "changes": {k: {"a": va, "b": vb} for k, (va, vb) in c.changes.items()},
                 }

@@ -304,6 +304,11 @@ def files_json(report: FilesReport) -> dict[str, object]:
                 },
                 "rebased": cf.loaded.resolver.rebases(),
                 "rebase_unmatched": cf.loaded.unmatched_rebase,
+                # who the ids in files[].operators are: the name Flink stored (V5+), the bound --plan's
+                "operators": [
+                    {"operator_id": o.operator_id, "name": o.name, "plan_name": o.plan_name, "uid": o.uid}
+                    for o in cf.loaded.checkpoint.operators
+                ],
             }
         )
     shared = report.shared()

@@ -1,8 +1,9 @@
 """``spillway report --html``: one self-contained HTML page about a checkpoint, for an incident.
 
 The page is built only from the JSON documents the other commands print — ``spillway.analyze/1``
-(``analyze_json``), ``spillway.validate/1`` (``validate_json``) and ``spillway.files/1``
-(``files_json``) — gathered into one ``spillway.report/1`` document by ``report_document``.
+(``analyze_json``), ``spillway.validate/1`` (``validate_json``), ``spillway.files/1``
+(``files_json``) and, when a new job's plan is given, ``spillway.preflight/1`` (``preflight.to_doc``) —
+gathered into one ``spillway.report/1`` document by ``report_document``.
 ``render_html`` is a pure function of that document: no I/O, no clock. The document is embedded
 verbatim in the page (``<script type="application/json" id="spillway-report">``), so every number
 shown can be checked against it and against ``spillway analyze --json``.
@@ -20,6 +21,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from spillway.inspect.restore_checks import Settings
     from spillway.inspect.topology import Topology
     from spillway.storage.load import LoadedCheckpoint
 
@@ -31,9 +33,17 @@ DATA_ID = "spillway-report"
 # the document
 
 
-def report_document(loaded: LoadedCheckpoint, topology: Topology | None, source: str) -> dict[str, Any]:
+def report_document(
+    loaded: LoadedCheckpoint,
+    topology: Topology | None,
+    source: str,
+    new_job: tuple[Topology, Settings, str] | None = None,
+) -> dict[str, Any]:
     """Run analyze, the restore check, validate and files on one loaded checkpoint and gather their
-    JSON documents (exactly what ``analyze --json``, ``validate --json`` and ``files --json`` print)."""
+    JSON documents (exactly what ``analyze --json``, ``validate --json`` and ``files --json`` print).
+
+    ``new_job`` (the new job's plan, what the plan does not show, and where the plan came from) adds
+    ``preflight``: what ``spillway preflight --json`` prints for that job, without the restore forecast."""
     from spillway.inspect.analyze import analyze
     from spillway.inspect.files import collect_files, files_json
     from spillway.inspect.finished import check
@@ -46,14 +56,24 @@ def report_document(loaded: LoadedCheckpoint, topology: Topology | None, source:
     binding = operator_binding(topology, loaded.checkpoint) if topology else None
     report = validate(loaded, topology)
     metadata = loaded.location.shown
-    return {
+    doc = {
         "schema": SCHEMA,
         "source": source,
         "metadata_path": metadata,
         "analyze": analyze_json(analysis, verdict, 0, "auto", binding),
         "validate": validate_json(report, metadata, loaded.resolver.rebases(), binding),
         "files": files_json(collect_files([(source, loaded)])),
+        "preflight": None,
     }
+    if new_job is not None:
+        # Last: binding the new job's plan names the checkpoint's operators by that plan, and every document
+        # above is of the job that wrote the checkpoint.
+        from spillway.inspect.preflight import check as preflight
+        from spillway.inspect.preflight import to_doc
+
+        new_plan, settings, plan_source = new_job
+        doc["preflight"] = to_doc(preflight(new_plan, loaded.checkpoint, settings, loaded), {"plan": plan_source})
+    return doc
 
 
 # --------------------------------------------------------------------------------------------------
@@ -191,6 +211,7 @@ def _header(doc: dict[str, Any]) -> str:
             '<div class="banner ok" id="verdict-banner">restore check: '
             "Flink's finished-state checks would accept this checkpoint</div>"
         )
+    pb = _preflight_banner(doc.get("preflight"))
     kpis = [
         ("checkpoint", _num(a["checkpoint_id"]), f"format V{a['format_version']}"),
         ("in flight", human_bytes(in_flight), f"{_num(in_flight)} B", "total-bytes", in_flight),
@@ -210,9 +231,10 @@ def _header(doc: dict[str, Any]) -> str:
     return (
         f"<h1>spillway report — checkpoint {_e(a['checkpoint_id'])}</h1>"
         f'<div class="sub mono" id="metadata-path">{_e(doc["metadata_path"])}</div>'
-        f'<div class="kpis">{"".join(cards)}</div>{banner}{vb}'
+        f'<div class="kpis">{"".join(cards)}</div>{banner}{vb}{pb}'
         '<nav><a href="#topology">Topology</a><a href="#heatmaps">Heat maps</a><a href="#operators">Operators'
-        '</a><a href="#verdict">Finished states &amp; verdict</a><a href="#validate">Validate</a>'
+        '</a><a href="#verdict">Finished states &amp; verdict</a><a href="#preflight">Restore into a new job</a>'
+        '<a href="#validate">Validate</a>'
         '<a href="#files">Files</a><a href="#channels">Channels</a></nav>'
     )
 
@@ -446,6 +468,68 @@ def _verdict(a: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+ANSWER = {True: "yes", False: "no", None: "unknown"}
+VERDICT_CLASS = {"refused": "sev-error", "unknown": "sev-warning", "warning": "sev-warning", "note": "sev-info"}
+
+
+def _preflight_banner(p: dict[str, Any] | None) -> str:
+    if p is None:
+        return ""
+    restorable = p["restorable"]
+    css, text = {
+        True: ("ok", "Flink would restore this checkpoint into the new job"),
+        False: ("bad", "Flink would refuse to restore this checkpoint into the new job"),
+        None: ("warn", "whether Flink would restore this checkpoint into the new job is unknown"),
+    }[restorable]
+    return f'<div class="banner {css}" id="preflight-banner">preflight: {text} (see Restore into a new job)</div>'
+
+
+def _preflight(p: dict[str, Any] | None) -> str:
+    """The ``spillway.preflight/1`` answer for the new job of ``--new-plan``: yes/no/unknown, every reason."""
+    parts = ['<h2 id="preflight">Will Flink restore this into that job?</h2>']
+    if p is None:
+        parts.append(
+            '<p class="sub">No new job given (<code>--new-plan</code>): run <code>spillway report … --new-plan '
+            "NEW_PLAN</code> or <code>spillway preflight</code> to ask.</p>"
+        )
+        return "".join(parts)
+    answer = ANSWER[p["restorable"]]
+    parts.append(
+        f'<p id="preflight-answer" data-restorable="{answer}">new job: <code>{_e(p.get("plan"))}</code> · '
+        f"restorable: <b>{answer}</b></p>"
+    )
+    rows = []
+    for r in p["reasons"]:
+        flink = r.get("flink_message")
+        issue = r.get("flink_issue")
+        rows.append(
+            f'<tr class="preflight-reason" data-verdict="{_e(r["verdict"])}" data-check="{_e(r["check"])}">'
+            f'<td class="{VERDICT_CLASS.get(r["verdict"], "")}">{_e(r["verdict"])}</td>'
+            f'<td class="mono rule">{_e(r["check"])}</td>'
+            f'<td class="name">{_e(r["message"])}' + (f" [{_e(issue)}]" if issue else "") + "</td>"
+            f'<td class="name flink-message">{_e(flink) if flink else "-"}</td></tr>'
+        )
+    parts.append(
+        '<table id="preflight-reasons"><tr><th>verdict</th><th>check</th><th>why</th>'
+        f"<th>Flink's message</th></tr>{''.join(rows)}</table>"
+    )
+    vertices = "".join(
+        f'<tr><td class="name">{_e(v["vertex"])}</td><td class="n">{_e(v["parallelism"])}</td>'
+        f'<td class="n">{_e("-" if v["checkpoint_parallelism"] is None else v["checkpoint_parallelism"])}</td>'
+        f'<td class="n">{_e(human_bytes(v["input_channel_bytes"]))}</td>'
+        f'<td class="n">{_e(human_bytes(v["output_channel_bytes"]))}</td></tr>'
+        for v in p["vertices"]
+    )
+    parts.append(
+        '<table id="preflight-vertices"><tr><th>new job vertex</th><th class="n">parallelism</th>'
+        '<th class="n">in the checkpoint</th><th class="n">input channel state</th>'
+        f'<th class="n">output channel state</th></tr>{vertices}</table>'
+        '<p class="sub">Flink\'s restore-time checks answered offline (docs/preflight.md); '
+        "<code>spillway preflight</code> adds the restore forecast.</p>"
+    )
+    return "".join(parts)
+
+
 def _validate_verdict(v: dict[str, Any]) -> str:
     if not v["ok"]:
         return f"{v['summary']['error']} errors"
@@ -580,13 +664,15 @@ def render_html(doc: dict[str, Any], *, generator: str = "spillway") -> str:
             _heatmaps(a),
             _operators(a),
             _verdict(a),
+            _preflight(doc.get("preflight")),
             _validate(doc["validate"]),
             _files(doc["files"], a["operators"]),
             _channels(a),
             f"<footer>Generated by {_e(generator)} from <code>{_e(doc['source'])}</code>. "
             f"The documents behind every number ({_e(a['schema'])}, {_e(doc['validate']['schema'])}, "
-            f"{_e(doc['files']['schema'])}) are embedded below as JSON "
-            f"(<code>script#{DATA_ID}</code>).</footer>",
+            f"{_e(doc['files']['schema'])}"
+            + (f", {_e(doc['preflight']['schema'])}" if doc.get("preflight") else "")
+            + f") are embedded below as JSON (<code>script#{DATA_ID}</code>).</footer>",
             _json_block(doc),
         ]
     )

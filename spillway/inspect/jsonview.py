@@ -272,6 +272,7 @@ class JsonView:
         return {
             "operator_id": o.operator_id,
             "name": o.name,
+            "plan_name": o.plan_name,
             "uid": o.uid,
             "parallelism": o.parallelism,
             "max_parallelism": o.max_parallelism,

@@ -17,6 +17,7 @@ from typing import Any
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
+from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions
 from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
@@ -165,4 +166,13 @@ def finish(
             raise
     topology = as_topology(plan)
     binding = {"binding": binding_json(operator_binding(topology, io.loaded.checkpoint))} if topology else {}
-    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, {**(extra or {}), **binding})
+    restore = {"restore": None if dry_run else _restore(rp, io)}
+    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, {**(extra or {}), **binding, **restore})
+
+
+def _restore(rp: RepairPlan, io: Workspace) -> dict[str, Any]:
+    """How to restore the output: a repair keeps every operator's parallelism."""
+    written = rp.output.checkpoint
+    path = io.remote_out or str(io.target.absolute())
+    sizes = operator_parallelism((o, o.parallelism) for o in written.operators)
+    return restore_instructions(path, written.features, sizes)

@@ -96,6 +96,7 @@ class RescaleReport:
     # executors), state_and_metadata, final_check (fsync, re-read, validate, rename), total
     timings: dict[str, float] = field(default_factory=dict)
     forecast: dict[str, Any] | None = None  # dry run: what would move, and what Flink's own rescaling would do
+    restore: dict[str, Any] | None = None  # written: how to restore it (restore_instructions); None in a dry run
 
     def to_doc(self) -> dict[str, Any]:
         dropped: dict[str, int] = {}
@@ -131,6 +132,7 @@ class RescaleReport:
             "external_files": self.external_files,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "forecast": self.forecast,
+            "restore": self.restore,
         }
 
 
@@ -373,6 +375,14 @@ def rescale_checkpoint(
             fs.publish_dir(ws.target, ws.remote_out)
         report.out = None if out is None else ws.shown_out
         report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
+        if not dry_run:
+            from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions
+
+            report.restore = restore_instructions(
+                ws.remote_out or str(ws.target.absolute()),
+                loaded.checkpoint.features,
+                operator_parallelism((o, v.new_p) for v in report.plan.vertices.values() for o in v.operators),
+            )
     return report
 
 
