@@ -7,7 +7,7 @@ configuration: ``execution.savepoint.path`` up to 1.19; from 1.20 on the option 
 ``execution.state-recovery.path`` and the old key is still read as its deprecated name (docs/format/versions.md,
 "Restoring"). The new job must run each operator at the parallelism the checkpoint was written for. That is
 given per operator, not per vertex: Flink sets it per operator (``setParallelism``), and which operators of a
-1.x job share a chain is often not decided by the evidence (docs/format/operator-ids.md §7-8).
+1.x job share a chain is often not decided by the evidence (docs/format/operator-ids.md, sections 7 and 8).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ def _normalise(doc: Any) -> Any:
         return [_normalise(x) for x in doc]
     if not isinstance(doc, dict):
         return doc
-    out = {k: _normalise(v) for k, v in doc.items() if k != "schema"}
+    # plan_name: the plan's name of a bound operator, spillway's annotation (null without --plan), not Flink's data
+    out = {k: _normalise(v) for k, v in doc.items() if k not in ("schema", "plan_name")}
     if "operators" in out:
         out["operators"] = sorted(out["operators"], key=lambda o: o["operator_id"])
     for key in ("shared_state", "private_state"):
