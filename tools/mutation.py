@@ -114,6 +114,35 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_rescale_framing.py",
         ],
     ),
+    # the binding (issue 20): the consistent-assignment deduction, the FLIP-147 verdict, the plan checks and
+    # the vertex membership. In-process tests only: a console-script test (tests/support/console.py) runs in a
+    # subprocess, which mutmut's stats run never sees, so it would be selected for no mutant.
+    "deduction": (
+        "spillway/flink/deduction.py",
+        ["tests/unit/test_binding.py", "tests/unit/test_binding_production.py", "tests/unit/test_operator_ids.py"],
+    ),
+    "finished": (
+        "spillway/inspect/finished.py",
+        [
+            "tests/unit/test_finished_binding.py",
+            "tests/unit/test_finished_variants.py",
+            "tests/unit/test_binding_production.py",
+        ],
+    ),
+    "plan_check": (
+        "spillway/inspect/plan_check.py",
+        ["tests/cli/test_plan_check.py", "tests/cli/test_validate_rules.py", "tests/unit/test_binding_production.py"],
+    ),
+    "topology": (
+        "spillway/inspect/topology.py",
+        [
+            "tests/unit/test_binding.py",
+            "tests/unit/test_binding_production.py",
+            "tests/unit/test_finished_binding.py",
+            "tests/cli/test_plan_check.py",
+            "tests/cli/test_validate_rules.py",
+        ],
+    ),
 }
 
 
