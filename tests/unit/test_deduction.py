@@ -1,0 +1,176 @@
+"""The deduction's building blocks (spillway/flink/deduction.py) against Flink's own ids.
+
+Expected values come from Flink: ``ids.json`` of a fixture job without a single uid (every operator id is
+``StreamGraphHasherV2``'s generated hash; the job's chains are its ``vertices``), the job's plan, and for the
+structural rules hand-built graphs whose answer follows from the Flink fact each rule states
+(docs/format/operator-ids.md §7–8).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from support.fixtures import fixture_named
+
+from spillway.flink.deduction import accept_hits, hash_search, id_relations
+from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.storage.load import load_checkpoint
+
+NO_UID = "1.15.4-prod-no-uid"  # every operator id generated; metadata V3 of 1.15 keeps stateless operators
+
+
+@cache
+def _job() -> tuple[StreamGraph, dict[int, str], dict[int, int], list[str]]:
+    """The plan, Flink's id of each node, Flink's chained-output count of each node (out-edges whose target is
+    in the same job vertex), and the checkpoint's operator ids."""
+    fx = fixture_named(NO_UID)
+    ids: dict[str, Any] = json.loads((fx.root / "ids.json").read_text())
+    graph = parse_stream_plan(json.loads((fx.root / "plan.json").read_text()))
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    vertex = {n["id"]: n["vertex_id"] for n in ids["stream_nodes"]}
+    chained = {
+        n: sum(1 for e in ids["stream_edges"] if e["source"] == n and vertex[e["target"]] == vertex[n]) for n in vertex
+    }
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    return graph, flink_id, chained, [o.operator_id for o in checkpoint.operators]
+
+
+def _one_input_edges(graph: StreamGraph) -> list[tuple[int, int]]:
+    return [(e.source, e.target) for e in graph.edges if len(graph.in_edges(e.target)) == 1]
+
+
+def test_the_job_is_what_the_tests_assume() -> None:
+    graph, flink_id, chained, cp_ids = _job()
+    assert sorted(cp_ids) == sorted(flink_id.values())  # every operator stored, by Flink's generated id
+    assert len(_one_input_edges(graph)) == 8
+    assert chained == {1: 1, 2: 1, 3: 0, 4: 0, 5: 1, 6: 1, 7: 0, 10: 0, 11: 0, 13: 1, 14: 0}
+
+
+def test_id_relations_are_exactly_the_jobs_one_input_edges_and_their_mirrors() -> None:
+    """Every one-input node's generated id is its input's id mixed into the digest of its position and chained
+    count; no other pair of the checkpoint's ids is related (128-bit ids do not collide by chance)."""
+    graph, flink_id, chained, cp_ids = _job()
+    rel = id_relations(cp_ids, len(graph.nodes), 1)
+    expected = set()
+    for u, v in _one_input_edges(graph):
+        expected |= {(flink_id[v], flink_id[u]), (flink_id[u], flink_id[v])}
+    assert set(rel) == expected
+    for u, v in _one_input_edges(graph):
+        found = rel[(flink_id[v], flink_id[u])]
+        assert found == rel[(flink_id[u], flink_id[v])]  # the step can be undone: same values for the mirror
+        assert len(found) == 1
+        ((p, c),) = found
+        assert c == chained[v], (u, v)
+        assert 0 <= p < len(graph.nodes)
+
+
+def test_id_relations_need_the_right_chained_count_and_ids() -> None:
+    graph, flink_id, _, cp_ids = _job()
+    # a count range that stops below a node's chained count cannot reproduce it: parse (1 chained output) drops out
+    rel = id_relations(cp_ids, len(graph.nodes), 0)
+    assert (flink_id[2], flink_id[1]) not in rel
+    assert (flink_id[3], flink_id[2]) in rel  # timestamps has none
+    assert id_relations([], 5, 1) == {}
+    assert id_relations([flink_id[1]], len(graph.nodes), 1) == {}  # one id relates to nothing, not to itself
+
+
+def test_hash_search_finds_flinks_id_of_a_node_from_its_known_input() -> None:
+    """Besides Flink's id of the node, the search finds exactly the ids the undone step gives: the id of u's own
+    input (u's id is generated from it, so it is generated from u's id at u's position and count) when that count
+    is one the node can have."""
+    graph, flink_id, chained, cp_ids = _job()
+    edges = _one_input_edges(graph)
+    for u, v in edges:
+        hits = hash_search(graph, {u: flink_id[u]}, cp_ids, set(cp_ids) - {flink_id[u]}, {v})
+        got = {(h.node, h.operator_id, h.chained_outputs, h.inputs) for h in hits}
+        expected = {(v, flink_id[v], chained[v], ((u, flink_id[u]),))}
+        outs = len(graph.out_edges(v))
+        expected |= {
+            (v, flink_id[w], chained[u], ((u, flink_id[u]),)) for w, x in edges if x == u and chained[u] <= outs
+        }
+        assert got == expected, (u, v)
+        assert len(hits) == len(got)
+        assert all(0 <= h.position < len(graph.nodes) for h in hits)
+
+
+def test_hash_search_finds_a_two_input_node_in_flinks_in_edge_order() -> None:
+    """slow-count (node 10) has inputs enrich (4, type number 1) and rules-timestamps (7, type number 2); Flink
+    hashes them in its in-edge order (ids.json stream_edges). The plan does not show that order, so every order
+    is tried and the one that reproduces Flink's id says it."""
+    graph, flink_id, _, cp_ids = _job()
+    hits = hash_search(graph, {4: flink_id[4], 7: flink_id[7]}, cp_ids, set(cp_ids), {10})
+    assert [(h.operator_id, h.inputs, h.chained_outputs) for h in hits] == [
+        (flink_id[10], ((4, flink_id[4]), (7, flink_id[7])), 0)
+    ]
+    # one input from the pool: the same hit with the unknown input's id found, and the undone last step (7's id
+    # generated with 10's id as the last input), nothing else
+    hits = hash_search(graph, {4: flink_id[4]}, cp_ids, set(cp_ids), {10})
+    assert {(h.operator_id, h.inputs) for h in hits} == {
+        (flink_id[10], ((4, flink_id[4]), (7, flink_id[7]))),
+        (flink_id[7], ((4, flink_id[4]), (7, flink_id[10]))),
+    }
+    assert len(hits) == 2
+
+
+def test_hash_search_keeps_only_targets_that_fit() -> None:
+    graph, flink_id, _, cp_ids = _job()
+    known = {1: flink_id[1]}
+    assert hash_search(graph, known, cp_ids, set(cp_ids) - {flink_id[2]}, {2}) == []  # not a target
+    assert hash_search(graph, known, cp_ids, set(cp_ids), {2}, fits=lambda n, i: i != flink_id[2]) == []
+    seen: list[tuple[int, str]] = []
+    hits = hash_search(graph, known, cp_ids, set(cp_ids), {2}, fits=lambda n, i: seen.append((n, i)) or True)
+    assert [h.operator_id for h in hits] == [flink_id[2]] and seen == [(2, flink_id[2])]
+    assert hash_search(graph, known, cp_ids, set(), {2}) == []  # nothing to find
+    assert hash_search(graph, known, cp_ids, set(cp_ids), set()) == []  # no node asked for
+    # a node whose digests exceed the budget is skipped: positions x counts alone are 11 x 2 here
+    assert hash_search(graph, known, cp_ids, set(cp_ids), {2}, budget=21) == []
+    assert len(hash_search(graph, known, cp_ids, set(cp_ids), {2}, budget=22)) == 1
+
+
+def test_hash_search_checks_a_known_node_and_names_its_input() -> None:
+    """A node whose id is known (its uid's hash, or bound already) is checked against that id only; the hit
+    says which pool id its input has."""
+    graph, flink_id, _, cp_ids = _job()
+    # the sink (14) has no output: only its input's id reproduces it
+    hits = hash_search(graph, {14: flink_id[14]}, cp_ids, set(), {14})
+    assert [(h.node, h.operator_id, h.inputs) for h in hits] == [(14, flink_id[14], ((13, flink_id[13]),))]
+    nodes, inputs = accept_hits(hits, {14: flink_id[14]})
+    assert nodes == {} and inputs == {13: flink_id[13]}
+    # parse (2): its input's id and, undone, its one-input child's id both reproduce it: the input stays open
+    hits = hash_search(graph, {2: flink_id[2]}, cp_ids, set(), {2})
+    assert {h.inputs for h in hits} == {((1, flink_id[1]),), ((1, flink_id[3]),)}
+    assert accept_hits(hits, {2: flink_id[2]}) == ({}, {})
+
+
+def test_accept_hits_takes_a_hit_whose_inputs_were_known() -> None:
+    graph, flink_id, chained, cp_ids = _job()
+    hits = hash_search(graph, {1: flink_id[1]}, cp_ids, set(cp_ids), {2})
+    nodes, inputs = accept_hits(hits, {1: flink_id[1]})
+    assert {n: (h.operator_id, h.chained_outputs) for n, h in nodes.items()} == {2: (flink_id[2], chained[2])}
+    assert inputs == {}
+
+
+def test_accept_hits_refuses_what_a_mirror_contradicts() -> None:
+    """With neither id known, parse (2) from input 1 and the mirror (1 generated from 2's id) are both hits for
+    node 2: two ids for one node, nothing is certain."""
+    graph, flink_id, _, cp_ids = _job()
+    hits = hash_search(graph, {}, cp_ids, set(cp_ids), {2})
+    # every related pair of the checkpoint's ids (the job's one-input edges and their mirrors, checked above)
+    assert {(h.operator_id, h.inputs[0][1]) for h in hits} == set(id_relations(cp_ids, len(graph.nodes), 1))
+    assert accept_hits(hits, {}) == ({}, {})
+    # parse's own id alone (from input 1, and undone from its child 3): one id, no mirror among these hits,
+    # but two chained counts (1 and timestamps' 0) and two input ids: the node is taken, count and input are not
+    single = [h for h in hits if h.operator_id == flink_id[2]]
+    nodes, inputs = accept_hits(single, {})
+    assert {n: (h.operator_id, h.chained_outputs) for n, h in nodes.items()} == {2: (flink_id[2], -1)}
+    assert inputs == {}
+    # with the hit from input 1 alone, the input is taken too
+    nodes, inputs = accept_hits([h for h in single if h.inputs == ((1, flink_id[1]),)], {})
+    assert {n: (h.operator_id, h.chained_outputs) for n, h in nodes.items()} == {2: (flink_id[2], 1)}
+    assert inputs == {1: flink_id[1]}
+    mirror = hash_search(graph, {}, cp_ids, set(cp_ids), {3})
+    both = single + [h for h in mirror if h.operator_id == flink_id[1]]
+    nodes, _ = accept_hits(both, {})
+    assert 2 not in nodes
