@@ -119,11 +119,17 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # subprocess, which mutmut's stats run never sees, so it would be selected for no mutant.
     "deduction": (
         "spillway/flink/deduction.py",
-        ["tests/unit/test_binding.py", "tests/unit/test_binding_production.py", "tests/unit/test_operator_ids.py"],
+        [
+            "tests/unit/test_deduction.py",
+            "tests/unit/test_binding.py",
+            "tests/unit/test_binding_production.py",
+            "tests/unit/test_operator_ids.py",
+        ],
     ),
     "finished": (
         "spillway/inspect/finished.py",
         [
+            "tests/unit/test_finished_rules.py",
             "tests/unit/test_finished_binding.py",
             "tests/unit/test_finished_variants.py",
             "tests/unit/test_binding_production.py",

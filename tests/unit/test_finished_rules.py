@@ -8,12 +8,16 @@ docs/format/operator-ids.md §"Chaining rules"; a vertex's classes, docs/format/
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from support.finished_variants import job_uids, load_recorded, recorded_dir
 from support.fixtures import fixture_named
 
-from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, check
-from spillway.inspect.topology import Topology, load_plan
+from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, UNKNOWN, check
+from spillway.inspect.topology import Topology, load_plan, parse_plan
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.load import load_checkpoint
 
@@ -93,3 +97,176 @@ def test_running_and_finished_classes() -> None:
     assert verdict.classification["Source: bseq"] == FULLY
     assert verdict.classification["slow"] == RUNNING
     assert verdict.classification["Source: pseq -> pmap -> psink: Writer"] == PARTIALLY
+
+
+# ------------------------------------------------------------------ notes, uncertain vertices, exact messages
+
+
+def _vertex_ids(release: str, variant: str) -> dict[str, str]:
+    """Job-vertex label -> Flink's job-vertex id (= the head operator's id), from the recorded job graph."""
+    doc = json.loads((recorded_dir(release.replace("-", "."), variant) / "jobgraph.json").read_text())
+    return {n["description"].split("<br/>")[0]: n["id"] for n in doc["nodes"]}
+
+
+def test_finished_sources_that_cannot_be_placed_are_named_with_their_class() -> None:
+    """1.15.4 (metadata V3, no names): the sources' uids differ from their names (FixtureJob), so without the
+    uids the stream-graph plan cannot give their ids. The finished ones are Flink's bsrc (fully finished) and psrc
+    (subtask 0 finished, oracle.json), under the ids the job graph gives their vertices; every vertex that holds
+    a source may hold them: its class is unknown and the verdict is not certain."""
+    ids = _vertex_ids("1-15-4", "fed-by-finished")
+    verdict = check(_plan("1-15-4", "fed-by-finished", uids=False), _checkpoint("1-15-4"))
+    unplaced = [f"{ids['Source: bseq']} ({FULLY})", f"{ids['Source: pseq']} ({PARTIALLY})"]
+    assert verdict.unplaced_finished == unplaced
+    with_source = [label for label in verdict.classification if label.startswith("Source: ")]
+    assert len(with_source) == 3
+    assert verdict.uncertain_vertices == with_source
+    assert {label: verdict.classification[label] for label in with_source} == dict.fromkeys(with_source, UNKNOWN)
+    assert verdict.answer is None and verdict.violations == []
+    assert verdict.notes == [
+        "cannot tell which vertex holds the finished operator(s) "
+        + ", ".join(unplaced)
+        + " (no operator names before metadata V5, no chained-operator ids in plans): if one now sits in a "
+        "chain with running operators, Flink refuses the restore",
+        *(
+            f"{label}: not every chained operator could be identified, and a finished operator could be one of "
+            "them: its class is unknown"
+            for label in with_source
+        ),
+    ]
+
+
+def test_a_finished_operator_left_out_of_the_new_job_is_not_checked() -> None:
+    """without-bmap: Flink restored (with --allowNonRestoredState) although bmap, fully finished, is gone."""
+    ids = _vertex_ids("1-15-4", "mixed-chain")  # bmap's job vertex in a job that still has it
+    verdict = check(_plan("1-15-4", "without-bmap", "jobgraph.json", uids=False), _checkpoint("1-15-4"))
+    assert load_recorded("1.15.4", "without-bmap")["outcome"] == "restored"
+    assert verdict.certain and verdict.answer is True
+    assert verdict.unplaced_finished == []
+    assert verdict.notes == [f"{ids['bmap']} ({FULLY}) is not in the plan: Flink does not check it"]
+
+
+def test_new_chained_operators_count_as_running() -> None:
+    """chained-after-finished: bmap (fully finished) heads a chain with the new bnew and bnewsink, which have no
+    state; Flink counts them running and refuses the mixed vertex, with its words."""
+    flink = load_recorded("1.15.4", "chained-after-finished")
+    verdict = check(_plan("1-15-4", "chained-after-finished", "jobgraph.json", uids=False), _checkpoint("1-15-4"))
+    label = "bmap -> bnew -> Sink: bnewsink"
+    assert verdict.uncertain_vertices == [label]
+    assert verdict.classification[label] in (RUNNING, FULLY)  # one of its classes (Flink gives none: it refuses)
+    assert verdict.notes == [
+        f"{label}: chained operator(s) not found in the checkpoint count as running (every finished operator of "
+        "the checkpoint is placed elsewhere)"
+    ]
+    assert "which contain mixed operator finished state" in flink["error"]
+    assert [(v.rule, v.vertex, v.message) for v in verdict.violations] == [
+        (
+            "mixed",
+            label,
+            f"Can not restore vertex {label} which contain mixed operator finished state: ['{RUNNING}', '{FULLY}']",
+        )
+    ]
+
+
+def test_the_chain_doubt_note_names_each_edge() -> None:
+    verdict = check(_plan("2-3-0", "fed-by-finished", uids=False), _checkpoint("2-3-0"))
+    doubt = f"bmap ({FULLY}) -> bextra: Writer ({RUNNING})"
+    assert verdict.chain_doubts == [doubt]
+    assert verdict.notes[-1] == (
+        "the stream-graph plan does not show where Flink breaks chains (disableChaining, startNewChain, slot "
+        f"sharing groups); whether these operators share a vertex decides the verdict: {doubt} (give the "
+        "job-graph plan to be sure)"
+    )
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_refusals_name_the_vertex_its_predecessor_and_their_classes(release: str) -> None:
+    """Flink's rule and vertex for each recorded refusal, and spillway's words for it."""
+    r = release.replace("-", ".")
+    sink = "bsink: Writer" if r >= "1.19" else "Sink: bsink"
+    psink = "psink: Writer" if r >= "1.19" else "Sink: psink"
+    cases = {
+        "rewired-fully-finished": (
+            "fully-finished-predecessor",
+            sink,
+            f"fully finished vertex {sink} has predecessor slow -> tolong that is {RUNNING}",
+        ),
+        "rewired-partially-finished": (
+            "all-to-all-predecessor",
+            f"pmap -> {psink}",
+            f"partially finished vertex pmap -> {psink} is fed by slow -> tolong ({RUNNING}) over an all-to-all edge",
+        ),
+        "rewired-partially-finished-pointwise": (
+            "pointwise-predecessor",
+            f"pmap -> {psink}",
+            f"partially finished vertex pmap -> {psink} is fed by all-running slow -> tolong over a pointwise edge",
+        ),
+    }
+    for variant, expected in cases.items():
+        verdict = check(_plan(release, variant, "jobgraph.json"), _checkpoint(release))
+        assert [(v.rule, v.vertex, v.message) for v in verdict.violations] == [expected], variant
+
+
+# ------------------------------------------------------- job graphs edited where the recorded ones are silent
+
+
+def _edited(
+    release: str, variant: str, edit: Callable[[dict[str, dict[str, Any]], list[dict[str, Any]]], None]
+) -> Topology:
+    """The recorded job graph of ``variant`` with ``edit(nodes by first chained name, node list)`` applied, and the
+    job's uids."""
+    r = release.replace("-", ".")
+    doc = json.loads((recorded_dir(r, variant) / "jobgraph.json").read_text())
+    by_head = {n["description"].split("<br/>")[0]: n for n in doc["nodes"]}
+    edit(by_head, doc["nodes"])
+    topology = parse_plan(doc)
+    topology.uids = job_uids(r)
+    return topology
+
+
+def _edge(node: dict[str, Any], ship: str, num: int) -> dict[str, Any]:
+    return {"id": node["id"], "num": num, "ship_strategy": ship}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_an_all_to_all_edge_counts_even_next_to_a_pointwise_one_from_the_same_vertex(release: str) -> None:
+    """The partially finished psrc chain fed by the running slow twice, over REBALANCE and FORWARD: the
+    all-to-all edge from a predecessor that is not fully finished is Flink's refusal (rule 3)."""
+
+    def edit(v: dict[str, dict[str, Any]], _: list[dict[str, Any]]) -> None:
+        v["Source: pseq"]["inputs"] = [_edge(v["slow"], "REBALANCE", 0), _edge(v["slow"], "FORWARD", 1)]
+
+    verdict = check(_edited(release, "fed-by-finished", edit), _checkpoint(release))
+    assert [v.rule for v in verdict.violations] == ["all-to-all-predecessor"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_mixed_vertex_gets_no_predecessor_check(release: str) -> None:
+    """Flink fails computing a mixed vertex's state before it looks at predecessors: mixed only."""
+
+    def edit(v: dict[str, dict[str, Any]], _: list[dict[str, Any]]) -> None:
+        v["Source: pseq"]["inputs"] = [_edge(v["slow"], "REBALANCE", 0)]
+
+    verdict = check(_edited(release, "mixed-chain", edit), _checkpoint(release))
+    assert [v.rule for v in verdict.violations] == ["mixed"]
+    label = verdict.violations[0].vertex
+    assert verdict.classification[label] in (FULLY, PARTIALLY)  # one of its classes (Flink gives none)
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_mixed_vertex_does_not_hide_the_refusals_after_it(release: str) -> None:
+    """The mixed vertex listed first, and bmap (fully finished) fed by it and by the running slow: bmap breaks
+    rule 2 through slow whatever the mixed vertex is; both refusals are reported."""
+
+    def edit(v: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> None:
+        mixed = v["Source: pseq"]
+        v["bmap"]["inputs"] = [_edge(mixed, "REBALANCE", 0), _edge(v["slow"], "REBALANCE", 1)]
+        nodes.remove(mixed)
+        nodes.insert(0, mixed)
+
+    verdict = check(_edited(release, "mixed-chain", edit), _checkpoint(release))
+    assert [(v.rule, v.vertex) for v in verdict.violations] == [
+        ("mixed", verdict.violations[0].vertex),
+        ("fully-finished-predecessor", "bmap"),
+    ]
+    assert verdict.violations[0].vertex.startswith("Source: pseq -> pmap")
+    assert verdict.violations[1].message == f"fully finished vertex bmap has predecessor slow that is {RUNNING}"
