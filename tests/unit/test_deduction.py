@@ -14,8 +14,9 @@ from typing import Any
 
 from support.fixtures import fixture_named
 
-from spillway.flink.deduction import accept_hits, hash_search, id_relations
-from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.flink.deduction import ABSENT, OperatorFacts, accept_hits, hash_search, id_relations, solve_matching
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
+from spillway.inspect.topology import operator_facts
 from spillway.storage.load import load_checkpoint
 
 NO_UID = "1.15.4-prod-no-uid"  # every operator id generated; metadata V3 of 1.15 keeps stateless operators
@@ -174,3 +175,179 @@ def test_accept_hits_refuses_what_a_mirror_contradicts() -> None:
     both = single + [h for h in mirror if h.operator_id == flink_id[1]]
     nodes, _ = accept_hits(both, {})
     assert 2 not in nodes
+
+
+# ---------------------------------------------------------------------------------------------- the matching
+
+
+def _facts(name: str) -> list[OperatorFacts]:
+    return operator_facts(load_checkpoint(fixture_named(name).checkpoint_dir).checkpoint)
+
+
+def test_relations_leave_one_matching_and_it_is_flinks() -> None:
+    """Every plan operator of the job without uids onto the checkpoint's ids: the structure alone (parallelism,
+    keyed state behind keyBy, channel state) leaves 12 matchings, each with Flink's id among its values; the
+    generated-id relations (which id is generated from which) leave exactly Flink's assignment."""
+    graph, flink_id, _, cp_ids = _job()
+    facts = _facts(NO_UID)
+    nodes = [n.id for n in graph.nodes]
+    loose = solve_matching(graph, nodes, facts, absent_allowed=False)
+    assert loose.count == 12 and loose.complete and not loose.forward_keyed
+    assert all(flink_id[n] in loose.values[n] for n in nodes)
+    assert {n for n in nodes if len(loose.values[n]) > 1} == {2, 3, 6, 13, 14}
+    rel = id_relations(cp_ids, len(graph.nodes), 1)
+    m = solve_matching(graph, nodes, facts, absent_allowed=False, relations=rel)
+    assert m.count == 1 and m.complete
+    assert m.values == {n: {flink_id[n]} for n in nodes}
+
+
+def test_known_operators_and_their_facts_narrow_the_rest() -> None:
+    """Nodes already bound (here by Flink's own id) take part through the relations: the others still come out as
+    Flink's."""
+    graph, flink_id, _, cp_ids = _job()
+    facts = _facts(NO_UID)
+    known = {1: flink_id[1], 5: flink_id[5], 10: flink_id[10]}
+    rest = [n.id for n in graph.nodes if n.id not in known]
+    open_facts = [f for f in facts if f.operator_id not in known.values()]
+    rel = id_relations(cp_ids, len(graph.nodes), 1)
+    m = solve_matching(
+        graph,
+        rest,
+        open_facts,
+        absent_allowed=False,
+        known=known,
+        relations=rel,
+        known_facts=[f for f in facts if f.operator_id in known.values()],
+    )
+    assert m.count == 1 and m.values == {n: {flink_id[n]} for n in rest}
+
+
+def test_releases_without_stateless_operators_match_them_to_absent() -> None:
+    """1.12 leaves stateless operators out of _metadata: such a plan operator is in no id (ABSENT)."""
+    fx = fixture_named("1.12.5-prod-no-uid")
+    ids = json.loads((fx.root / "ids.json").read_text())
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    graph = parse_stream_plan(json.loads((fx.root / "plan.json").read_text()))
+    facts = _facts("1.12.5-prod-no-uid")
+    in_cp = {f.operator_id for f in facts}
+    assert len(in_cp) < len(graph.nodes)
+    expected = {n.id: {flink_id[n.id] if flink_id[n.id] in in_cp else ABSENT} for n in graph.nodes}
+    rel = id_relations(sorted(in_cp), len(graph.nodes), 1)
+    m = solve_matching(graph, [n.id for n in graph.nodes], facts, absent_allowed=True, relations=rel)
+    assert m.count == 1 and m.values == expected
+    # without ABSENT no matching covers more plan operators than there are ids
+    assert solve_matching(graph, [n.id for n in graph.nodes], facts, absent_allowed=False, relations=rel).count == 0
+
+
+def _graph(nodes: dict[int, int], edges: list[tuple[int, int, str]]) -> StreamGraph:
+    """Node id -> parallelism, (source, target, partitioner)."""
+    return StreamGraph(
+        tuple(StreamNode(i, f"n{i}", p) for i, p in nodes.items()),
+        tuple(StreamEdge(s, t, part) for s, t, part in edges),
+    )
+
+
+def _f(i: str, p: int = 2, **kw: Any) -> OperatorFacts:
+    return OperatorFacts(i * 32, p, **kw)
+
+
+def test_the_cap_ends_the_enumeration_and_says_so() -> None:
+    """Three interchangeable operators: 3! = 6 matchings."""
+    g = _graph({1: 2, 2: 2, 3: 2}, [(1, 2, "REBALANCE"), (2, 3, "REBALANCE")])
+    facts = [_f("a"), _f("b"), _f("c")]
+    m = solve_matching(g, [1, 2, 3], facts, absent_allowed=False)
+    assert (m.count, m.complete) == (6, True)
+    assert m.values == {n: {f.operator_id for f in facts} for n in (1, 2, 3)}
+    m = solve_matching(g, [1, 2, 3], facts, absent_allowed=False, cap=7)
+    assert (m.count, m.complete) == (6, True)
+    m = solve_matching(g, [1, 2, 3], facts, absent_allowed=False, cap=5)
+    assert (m.count, m.complete) == (5, False)
+    m = solve_matching(g, [1, 2, 3], facts, absent_allowed=False, cap=1)
+    assert (m.count, m.complete) == (1, False)
+    # with ABSENT allowed, every id must still be taken: 3! again, plus nothing else
+    assert solve_matching(g, [1, 2, 3], facts, absent_allowed=True).count == 6
+    # two ids for three nodes: one node is absent, 3 x 2 ways
+    m = solve_matching(g, [1, 2, 3], facts[:2], absent_allowed=True)
+    assert m.count == 6 and m.values == {n: {"a" * 32, "b" * 32, ABSENT} for n in (1, 2, 3)}
+
+
+def test_keyed_state_sits_behind_a_keyed_edge_and_forward_only_when_nothing_else_fits() -> None:
+    g = _graph({1: 2, 2: 2, 3: 2}, [(1, 2, "FORWARD"), (2, 3, "HASH")])
+    facts = [_f("a"), _f("b"), _f("k", keyed=True)]
+    m = solve_matching(g, [1, 2, 3], facts, absent_allowed=False)
+    assert m.values[3] == {"k" * 32} and m.count == 2 and not m.forward_keyed
+    assert m.ruled_out[1] == {"k" * 32: "it holds keyed state and no input of this operator is keyed"}
+    # no keyed edge at all: only reinterpretAsKeyedStream (a FORWARD input) can explain keyed state
+    g = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD")])
+    m = solve_matching(g, [1, 2], [_f("a"), _f("k", keyed=True)], absent_allowed=False)
+    assert m.forward_keyed and m.count == 1 and m.values == {1: {"a" * 32}, 2: {"k" * 32}}
+    assert m.ruled_out[1] == {"k" * 32: "it holds keyed state and no input of this operator is keyed"}
+    assert m.ruled_out[2] == {}
+
+
+def test_an_extra_rule_rules_ids_out() -> None:
+    g = _graph({1: 2, 2: 2}, [(1, 2, "REBALANCE")])
+    m = solve_matching(
+        g,
+        [1, 2],
+        [_f("a"), _f("b")],
+        absent_allowed=False,
+        extra=lambda n, f: "no" if (n, f.operator_id[0]) == (1, "a") else None,
+    )
+    assert m.count == 1 and m.values == {1: {"b" * 32}, 2: {"a" * 32}}
+    assert m.ruled_out[1] == {"a" * 32: "no"}
+
+
+def test_a_finished_downstream_subtask_needs_finished_input() -> None:
+    """A task that is not a source finishes only once every channel into it has ended: over an all-to-all edge
+    every upstream subtask has finished, over FORWARD its own."""
+    running, part0, part1, done = (False, False), (True, False), (False, True), (True, True)
+    # all-to-all: the one with a finished subtask cannot sit below the running one
+    g = _graph({1: 2, 2: 2}, [(1, 2, "REBALANCE")])
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=running)], absent_allowed=False)
+    assert m.count == 1 and m.values == {1: {"a" * 32}, 2: {"b" * 32}}
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=part0)], absent_allowed=False)
+    assert m.count == 0
+    # ... nor below one that finished only partly
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=part1)], absent_allowed=False)
+    assert m.count == 0
+    # ... but below a fully finished one (either way round here: both have finished subtasks)
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=done)], absent_allowed=False)
+    assert m.count == 1 and m.values == {1: {"b" * 32}, 2: {"a" * 32}}
+    # an upstream with no subtask flags at all has not finished
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=())], absent_allowed=False)
+    assert m.count == 1 and m.values == {1: {"a" * 32}, 2: {"b" * 32}}
+    # FORWARD: subtask i feeds subtask i only
+    g = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD")])
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=part0)], absent_allowed=False)
+    assert m.count == 2  # over REBALANCE none: checked below
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=done)], absent_allowed=False)
+    assert m.count == 1 and m.values == {1: {"b" * 32}, 2: {"a" * 32}}
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=part1)], absent_allowed=False)
+    assert m.count == 0
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=running)], absent_allowed=False)
+    assert m.count == 1 and m.values == {1: {"a" * 32}, 2: {"b" * 32}}
+    # RESCALE: which upstream subtasks feed which is not modelled, nothing is ruled out
+    g = _graph({1: 2, 2: 2}, [(1, 2, "RESCALE")])
+    m = solve_matching(g, [1, 2], [_f("a", finished=part0), _f("b", finished=running)], absent_allowed=False)
+    assert m.count == 2
+    # the rule also holds against a node bound already (its facts given as known_facts)
+    g = _graph({1: 2, 2: 2}, [(1, 2, "REBALANCE")])
+    m = solve_matching(
+        g,
+        [2],
+        [_f("a", finished=part0)],
+        absent_allowed=False,
+        known={1: "b" * 32},
+        known_facts=[_f("b", finished=running)],
+    )
+    assert m.count == 0
+    m = solve_matching(
+        g,
+        [1],
+        [_f("a", finished=running)],
+        absent_allowed=False,
+        known={2: "b" * 32},
+        known_facts=[_f("b", finished=part0)],
+    )
+    assert m.count == 0
