@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from support.finished_variants import job_uids, load_recorded, recorded_dir
 from support.fixtures import fixture_named
 
+from spillway.flink.stream_graph import StreamGraph
 from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, UNKNOWN, check
 from spillway.inspect.topology import Topology, load_plan, parse_plan
 from spillway.model.checkpoint import Checkpoint
@@ -270,3 +272,66 @@ def test_a_mixed_vertex_does_not_hide_the_refusals_after_it(release: str) -> Non
     ]
     assert verdict.violations[0].vertex.startswith("Source: pseq -> pmap")
     assert verdict.violations[1].message == f"fully finished vertex bmap has predecessor slow that is {RUNNING}"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_batch_exchange_is_never_chained(release: str) -> None:
+    """A BATCH exchange is never chained (StreamingJobGraphGenerator#isChainable, 1.11+): pmap -> bsink over one is
+    two vertices, and Flink's rule 2 refuses the fully finished bsink behind the partially finished pmap."""
+    topology = _plan(release, "mixed-chain")
+    sg = topology.stream_graph
+    assert sg is not None
+    ids = {n.name: n.id for n in sg.nodes}
+    edge = (ids["pmap"], ids[_bsink(release)])
+    topology.stream_graph = StreamGraph(
+        sg.nodes,
+        tuple(replace(e, exchange_mode="BATCH") if (e.source, e.target) == edge else e for e in sg.edges),
+        sg.chaining_enabled,
+        sg.chain_different_max_parallelism,
+        sg.inferred_edge_order,
+    )
+    verdict = check(topology, _checkpoint(release))
+    assert verdict.chain_doubts == []
+    assert verdict.certain and verdict.answer is False
+    assert [(v.rule, v.vertex) for v in verdict.violations] == [("fully-finished-predecessor", _bsink(release))]
+
+
+def test_every_doubtful_edge_is_named() -> None:
+    """fed-by-finished with a new running operator pextra behind pmap, and the running sink fed by len and by
+    slow (a union: two inputs, never chained): both edges where operators of different classes may share a chain
+    are named, whatever edges come before them."""
+    r = "2.3.0"
+    doc = json.loads((recorded_dir(r, "fed-by-finished") / "plan.json").read_text())
+    by_name = {n["type"]: n for n in doc["nodes"]}
+    by_name["sink: Writer"]["predecessors"].append({"id": by_name["slow"]["id"], "ship_strategy": "REBALANCE"})
+    doc["nodes"].append(
+        {
+            "id": 30,
+            "type": "pextra",
+            "pact": "Operator",
+            "contents": "pextra",
+            "parallelism": 2,
+            "predecessors": [{"id": by_name["pmap"]["id"], "ship_strategy": "FORWARD"}],
+        }
+    )
+    topology = parse_plan(doc)
+    topology.uids = job_uids(r)
+    verdict = check(topology, _checkpoint("2-3-0"))
+    doubts = [f"bmap ({FULLY}) -> bextra: Writer ({RUNNING})", f"pmap ({PARTIALLY}) -> pextra ({RUNNING})"]
+    assert verdict.chain_doubts == doubts
+    assert verdict.notes[-1] == (
+        "the stream-graph plan does not show where Flink breaks chains (disableChaining, startNewChain, slot "
+        f"sharing groups); whether these operators share a vertex decides the verdict: {'; '.join(doubts)} (give "
+        "the job-graph plan to be sure)"
+    )
+
+
+def test_a_predecessor_of_unknown_class_is_not_leaned_on() -> None:
+    """rewired-fully-finished on 1.15.4 without the uids: bsink is fully finished, its predecessor's vertex
+    (slow -> tolong chain cut, tolong alone) may hold a finished source, so its class is unknown. Flink refused
+    (tolong was running); spillway cannot know that here and says so instead of guessing either way."""
+    verdict = check(_plan("1-15-4", "rewired-fully-finished", uids=False), _checkpoint("1-15-4"))
+    assert load_recorded("1.15.4", "rewired-fully-finished")["outcome"] == "refused"
+    assert verdict.classification["Sink: bsink"] == FULLY
+    assert verdict.classification["tolong"] == UNKNOWN
+    assert verdict.violations == [] and verdict.answer is None
