@@ -14,7 +14,15 @@ from typing import Any
 
 from support.fixtures import fixture_named
 
-from spillway.flink.deduction import ABSENT, OperatorFacts, accept_hits, hash_search, id_relations, solve_matching
+from spillway.flink.deduction import (
+    ABSENT,
+    OperatorFacts,
+    accept_hits,
+    compatible,
+    hash_search,
+    id_relations,
+    solve_matching,
+)
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
 from spillway.inspect.topology import operator_facts
 from spillway.storage.load import load_checkpoint
@@ -351,3 +359,96 @@ def test_a_finished_downstream_subtask_needs_finished_input() -> None:
         known_facts=[_f("b", finished=part0)],
     )
     assert m.count == 0
+
+
+# ------------------------------------------------------------------------------- compatible: one fact at a time
+
+
+def _why(g: StreamGraph, node: int, f: OperatorFacts, **kw: Any) -> str | None:
+    return compatible(g, g.node(node), f, **kw)
+
+
+def test_parallelism_and_stored_name() -> None:
+    g = _graph({1: 1, 2: 2}, [(1, 2, "REBALANCE")])
+    assert _why(g, 1, _f("a", 2)) == "parallelism 2 in the checkpoint, 1 in the plan"
+    assert _why(g, 2, _f("a", 3)) == "parallelism 3 in the checkpoint, 2 in the plan"
+    assert _why(g, 2, _f("a", 2)) is None
+    # a plan without the parallelism (-1: the job's default) does not rule anything out by it
+    g = _graph({1: -1}, [])
+    assert _why(g, 1, _f("a", 5)) is None
+    g = _graph({1: 2}, [])
+    assert _why(g, 1, _f("a", name="n1")) is None
+    assert _why(g, 1, _f("a", name="other")) == "the checkpoint stores the name 'other'"
+
+
+def test_keyed_state_needs_a_keyed_input() -> None:
+    """keyBy is a HASH edge (KeyGroupStreamPartitioner, printed HASH or by its class name); reinterpretAsKeyedStream
+    keeps a FORWARD edge: admitted only when asked (forward_keyed), never a REBALANCE."""
+    g = _graph(
+        {1: 2, 2: 2, 3: 2, 4: 2, 5: 2},
+        [(1, 2, "HASH"), (1, 3, "FORWARD"), (1, 4, "REBALANCE"), (1, 5, "KeyGroupStreamPartitioner")],
+    )
+    keyed = _f("k", keyed=True)
+    no = "it holds keyed state and no input of this operator is keyed"
+    assert _why(g, 2, keyed) is None
+    assert _why(g, 5, keyed) is None
+    assert _why(g, 3, keyed) == no
+    assert _why(g, 3, keyed, forward_keyed=True) is None
+    assert _why(g, 4, keyed) == no
+    assert _why(g, 4, keyed, forward_keyed=True) == no
+    assert _why(g, 1, keyed, forward_keyed=True) == no
+
+
+def test_source_reader_state_sits_on_a_source() -> None:
+    g = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD")])
+    assert _why(g, 1, _f("s", source_reader=True)) is None
+    assert (
+        _why(g, 2, _f("s", source_reader=True)) == "it holds a source reader's state and this operator is not a source"
+    )
+
+
+def test_input_channel_state_needs_the_gate_and_the_channel() -> None:
+    """Gate i is the i-th input; a subtask has as many channels on an all-to-all input as the upstream has
+    subtasks, on a pointwise one (FORWARD, RESCALE) ceil(upstream / downstream)."""
+    g = _graph({1: 4, 2: 2, 3: 2, 4: 2}, [(1, 2, "RESCALE"), (1, 3, "REBALANCE"), (2, 4, "FORWARD"), (3, 4, "HASH")])
+    assert _why(g, 1, _f("a", 4, input_gates=(0,))) == "it holds input channel state and this operator has no input"
+    assert _why(g, 2, _f("a", input_gates=(0,), max_input_channel=1)) is None
+    assert _why(g, 2, _f("a", input_gates=(0,), max_input_channel=2)) == (
+        "input channel 2, no input of this operator has that many channels"
+    )
+    assert _why(g, 3, _f("a", input_gates=(0,), max_input_channel=3)) is None
+    assert _why(g, 3, _f("a", input_gates=(1,))) == "input channel state on gate 1, this operator has 1 input(s)"
+    assert _why(g, 4, _f("a", input_gates=(0, 1), max_input_channel=1)) is None
+    assert _why(g, 4, _f("a", input_gates=(2,))) == "input channel state on gate 2, this operator has 2 input(s)"
+
+
+def test_output_channel_state_sits_on_a_chain_tail_that_sends() -> None:
+    """Output state belongs to the chain's tail (the first operator without chained outputs); the chain sends on
+    every edge that leaves it. 0 -REBALANCE-> 1 -FORWARD-> 2 (a sink), 1 -FORWARD-> 6 -REBALANCE-> 7: chained
+    1 -> {2, 6}, the sink 2 can be the tail of a chain that sends on 6 -> 7 (one output, 2 subpartitions)."""
+    g = _graph(
+        {0: 2, 1: 2, 2: 2, 6: 2, 7: 2, 8: 2},
+        [(0, 1, "REBALANCE"), (1, 2, "FORWARD"), (1, 6, "FORWARD"), (6, 7, "REBALANCE"), (7, 8, "REBALANCE")],
+    )
+    ok = _f("a", output_partitions=(0,), max_subpartition=1)
+    assert _why(g, 2, ok) is None
+    assert _why(g, 2, _f("a", output_partitions=(0,), max_subpartition=2)) == (
+        "subpartition 2, no output its chain can have has that many subpartitions"
+    )
+    assert _why(g, 2, _f("a", output_partitions=(1,))) == "output partition 1, its chain can have 1 output(s)"
+    assert _why(g, 0, ok) is None  # sends on 0 -> 1
+    # a sink fed over the network sends nothing, whatever is around it
+    assert _why(g, 8, ok) == "it holds output channel state and this operator sends nothing over the network"
+    # 0 -FORWARD-> 1 and nothing else: the chain has no network output, so no output state
+    g = _graph({0: 2, 1: 2}, [(0, 1, "FORWARD")])
+    assert _why(g, 1, _f("a", output_partitions=(0,), max_subpartition=0)) == (
+        "subpartition 0, no output its chain can have has that many subpartitions"
+    )
+    # pointwise outputs: ceil(downstream / upstream) subpartitions
+    g = _graph({1: 2, 2: 4, 3: 4}, [(1, 2, "RESCALE"), (1, 3, "HASH")])
+    assert _why(g, 1, _f("a", output_partitions=(0, 1), max_subpartition=3)) is None
+    g = _graph({1: 2, 2: 4}, [(1, 2, "RESCALE")])
+    assert _why(g, 1, _f("a", output_partitions=(0,), max_subpartition=1)) is None
+    assert _why(g, 1, _f("a", output_partitions=(0,), max_subpartition=2)) == (
+        "subpartition 2, no output its chain can have has that many subpartitions"
+    )
