@@ -137,7 +137,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "plan_check": (
         "spillway/inspect/plan_check.py",
-        ["tests/cli/test_plan_check.py", "tests/cli/test_validate_rules.py", "tests/unit/test_binding_production.py"],
+        [
+            "tests/unit/test_plan_check_rules.py",
+            "tests/cli/test_plan_check.py",
+            "tests/cli/test_validate_rules.py",
+            "tests/unit/test_binding_production.py",
+        ],
     ),
     "topology": (
         "spillway/inspect/topology.py",
