@@ -193,3 +193,73 @@ def test_another_jobs_plan_on_a_release_that_leaves_stateless_operators_out(flav
     assert all(any(s.has_state() for s in o.subtasks) for o in cp.operators)
     pm, _ = _findings(_doc(flavour, "2.3.0-sql"), cp)
     assert pm == [UNBOUND]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "method", "slow_id"),
+    [
+        # uid slow = its name: bound by the uid's hash (Flink's ids.json: 59fa…)
+        pytest.param("1.12.5-unaligned", "uid-hash", "59fa767824610e31f4a11d6125e09bf4", id="uid-hash"),
+        # no uid at all: bound by Flink's generated hash (ids.json: 9dd6…)
+        pytest.param("1.15.4-no-uid", "deterministic-hash", "9dd63673dd41ea021b896d5203f3ba7c", id="generated"),
+    ],
+)
+def test_keyed_state_behind_a_rebalance_by_every_direct_binding(fixture: str, method: str, slow_id: str) -> None:
+    ids = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    assert {n["name"]: n["operator_id"] for n in ids["stream_nodes"]}["slow"] == slow_id
+    pm, sm = _findings(_doc("plan.json", fixture, _no_keyby), _checkpoint(fixture))
+    assert pm == []
+    assert sm == [
+        (
+            "plan-mismatch",
+            "slow",
+            f"'slow' is {slow_id} by {method}, but it holds keyed state and no input of this operator is keyed: "
+            f"{NOT_THIS}",
+        )
+    ]
+
+
+def test_keyed_state_behind_a_forward_edge_between_vertices() -> None:
+    """reinterpretAsKeyedStream keeps a FORWARD edge: keyed state behind it is Flink's, not a mismatch."""
+
+    def forward(nodes: dict[str, dict[str, Any]]) -> None:
+        for e in nodes["slow"]["inputs"]:
+            e["ship_strategy"] = "FORWARD"
+
+    assert _findings(_doc("jobgraph.json", edit=forward)) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("inputs", "shown"),
+    [
+        pytest.param([("Source: seq", "REBALANCE"), ("len", "BROADCAST")], "BROADCAST, REBALANCE", id="two"),
+        pytest.param([], "none", id="none"),
+    ],
+)
+def test_a_keyed_vertex_without_a_keyed_input_names_its_inputs(inputs: list[tuple[str, str]], shown: str) -> None:
+    def rewire(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["slow"]["inputs"] = [
+            {"id": nodes[name]["id"], "num": i, "ship_strategy": ship} for i, (name, ship) in enumerate(inputs)
+        ]
+
+    _, sm = _findings(_doc("jobgraph.json", edit=rewire))
+    assert sm == [
+        (
+            "plan-mismatch",
+            "slow",
+            f"slow holds keyed state, but the plan feeds its vertex 'slow' by no keyed edge (inputs: {shown}): "
+            f"{NOT_THIS}",
+        )
+    ]
+
+
+def test_an_operator_a_v5_checkpoint_of_2_0_does_not_name() -> None:
+    """2.0.0 writes metadata V5, which stores every operator's name (V6 was tested above)."""
+    cp = _checkpoint("2.0.0-unaligned")
+    assert cp.format_version == 5
+
+    def ghost(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["len"]["type"] = nodes["len"]["contents"] = "ghost"
+
+    _, sm = _findings(_doc("plan.json", "2.0.0-unaligned", ghost), cp)
+    assert sm[0][:2] == ("plan-mismatch", "ghost")
