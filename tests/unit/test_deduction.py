@@ -452,3 +452,32 @@ def test_output_channel_state_sits_on_a_chain_tail_that_sends() -> None:
     assert _why(g, 1, _f("a", output_partitions=(0,), max_subpartition=2)) == (
         "subpartition 2, no output its chain can have has that many subpartitions"
     )
+
+
+def test_generated_ids_follow_flinks_hashing_order() -> None:
+    """parse -> timestamps -> enrich of the job without uids, as a graph of their own with nothing else to tell
+    them apart: the relations put timestamps' id in the middle (it relates to both others), but a relation and its
+    mirror fit either direction. Flink hashes a node only after its input, so the one generated at the later
+    position sits downstream: only Flink's order is left."""
+    _, flink_id, _, cp_ids = _job()
+    g = _graph({2: 2, 3: 2, 4: 2}, [(2, 3, "FORWARD"), (3, 4, "FORWARD")])
+    facts = [OperatorFacts(flink_id[n], 2) for n in (2, 3, 4)]
+    rel = id_relations(cp_ids, 11, 1)
+    assert solve_matching(g, [2, 3, 4], facts, absent_allowed=False).count == 6
+    m = solve_matching(g, [2, 3, 4], facts, absent_allowed=False, relations=rel)
+    assert m.count == 1 and m.values == {n: {flink_id[n]} for n in (2, 3, 4)}
+    # the same with the middle one bound already: its position counts too
+    m = solve_matching(
+        g,
+        [2, 4],
+        [f for f in facts if f.operator_id != flink_id[3]],
+        absent_allowed=False,
+        known={3: flink_id[3]},
+        relations=rel,
+        known_facts=[facts[1]],
+    )
+    assert m.count == 1 and m.values == {2: {flink_id[2]}, 4: {flink_id[4]}}
+    # a related id must sit next to its partner: with enrich's id in the middle, parse's id (related to
+    # timestamps' only) and timestamps' id cannot both sit next to theirs
+    m = solve_matching(g, [2, 4], [facts[0], facts[1]], absent_allowed=False, known={3: flink_id[4]}, relations=rel)
+    assert m.count == 0
