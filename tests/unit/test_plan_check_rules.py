@@ -19,7 +19,7 @@ import pytest
 from support.fixtures import fixture_named
 
 from spillway.inspect.plan_check import plan_mismatches, state_mismatches
-from spillway.inspect.topology import bind, parse_plan
+from spillway.inspect.topology import bind, operator_binding, parse_plan
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.load import load_checkpoint
 
@@ -263,3 +263,33 @@ def test_an_operator_a_v5_checkpoint_of_2_0_does_not_name() -> None:
 
     _, sm = _findings(_doc("plan.json", "2.0.0-unaligned", ghost), cp)
     assert sm[0][:2] == ("plan-mismatch", "ghost")
+
+
+def test_reinterpret_as_keyed_stream_behind_a_keyby() -> None:
+    """1.12.5-rocksdb-incremental's plan with an operator inserted between the keyBy and slow, which it feeds over
+    FORWARD (reinterpretAsKeyedStream): slow, bound by its uid's hash, holds keyed state behind a FORWARD edge in a
+    chain the keyBy feeds — Flink's, not a mismatch."""
+    fixture = "1.12.5-rocksdb-incremental"
+
+    def insert(nodes: dict[str, dict[str, Any]]) -> None:
+        slow = nodes["slow"]
+        (pred,) = slow["predecessors"]
+        assert pred["ship_strategy"] == "HASH"
+        nodes["slow"]["predecessors"] = [{"id": 99, "ship_strategy": "FORWARD"}]
+        nodes["reinterpret"] = {
+            "id": 99,
+            "type": "reinterpret",
+            "contents": "reinterpret",
+            "pact": "Operator",
+            "parallelism": slow["parallelism"],
+            "predecessors": [pred],
+        }
+
+    doc = _doc("plan.json", fixture)
+    nodes = {n["type"]: n for n in doc["nodes"]}
+    insert(nodes)
+    doc["nodes"].insert(doc["nodes"].index(nodes["slow"]), nodes["reinterpret"])
+    cp = _checkpoint(fixture)
+    binding = {b.name: (b.method, b.exact) for b in operator_binding(parse_plan(doc), cp).operators}
+    assert binding["slow"] == ("uid-hash", True)
+    assert _findings(doc, cp) == ([], [])
