@@ -16,6 +16,7 @@ from support.fixtures import fixture_named
 
 from spillway.flink.deduction import (
     ABSENT,
+    HashHit,
     OperatorFacts,
     accept_hits,
     compatible,
@@ -158,6 +159,7 @@ def test_accept_hits_takes_a_hit_whose_inputs_were_known() -> None:
     hits = hash_search(graph, {1: flink_id[1]}, cp_ids, set(cp_ids), {2})
     nodes, inputs = accept_hits(hits, {1: flink_id[1]})
     assert {n: (h.operator_id, h.chained_outputs) for n, h in nodes.items()} == {2: (flink_id[2], chained[2])}
+    assert (nodes[2].node, nodes[2].position, nodes[2].inputs) == (2, hits[0].position, ((1, flink_id[1]),))
     assert inputs == {}
 
 
@@ -481,3 +483,36 @@ def test_generated_ids_follow_flinks_hashing_order() -> None:
     # timestamps' only) and timestamps' id cannot both sit next to theirs
     m = solve_matching(g, [2, 4], [facts[0], facts[1]], absent_allowed=False, known={3: flink_id[4]}, relations=rel)
     assert m.count == 0
+
+
+def test_accept_hits_rules_on_hand_built_hits() -> None:
+    """accept_hits' rules one by one (an id is certain only when nothing contradicts it): a node with two
+    different ids is open, an id two nodes reach is open, and neither hides the nodes after them."""
+    a, b, x, y, z = ("a" * 32, "b" * 32, "x" * 32, "y" * 32, "z" * 32)
+    known = {4: a, 6: b}
+    ok = HashHit(7, z, 2, 1, ((6, b),))
+    two_ids = [HashHit(5, x, 0, 0, ((4, a),)), HashHit(5, y, 1, 0, ((4, a),))]
+    assert accept_hits([*two_ids, ok], known) == ({7: ok}, {})
+    one_id_twice = [HashHit(5, x, 0, 0, ((4, a),)), HashHit(8, x, 3, 0, ((4, a),))]
+    assert accept_hits([*one_id_twice, ok], known) == ({7: ok}, {})
+    # the same id from two positions and counts: taken, with the first hit's position and no count
+    nodes, _ = accept_hits([HashHit(7, z, 2, 1, ((6, b),)), HashHit(7, z, 4, 0, ((6, b),))], known)
+    assert nodes == {7: HashHit(7, z, 2, -1, ((6, b),))}
+
+
+def test_hash_search_goes_on_after_a_node_with_nothing_to_find() -> None:
+    """No targets: a node whose id is not known has nothing to look for, a known one is still checked."""
+    graph, flink_id, _, cp_ids = _job()
+    hits = hash_search(graph, {2: flink_id[2]}, cp_ids, set(), {1, 2})
+    assert (2, flink_id[2], ((1, flink_id[1]),)) in {(h.node, h.operator_id, h.inputs) for h in hits}
+
+
+def test_hash_search_tries_every_order_of_the_inputs() -> None:
+    """The plan does not print Flink's in-edge order: listed the other way round (rules-timestamps first), the
+    search still finds slow-count's id, with the inputs in Flink's order."""
+    graph, flink_id, _, cp_ids = _job()
+    edges = sorted(graph.edges, key=lambda e: (e.target, -e.source))
+    flipped = StreamGraph(graph.nodes, tuple(edges))
+    assert [e.source for e in flipped.in_edges(10)] == [7, 4]
+    hits = hash_search(flipped, {4: flink_id[4], 7: flink_id[7]}, cp_ids, set(cp_ids), {10})
+    assert [(h.operator_id, h.inputs) for h in hits] == [(flink_id[10], ((4, flink_id[4]), (7, flink_id[7])))]
