@@ -516,3 +516,25 @@ def test_hash_search_tries_every_order_of_the_inputs() -> None:
     assert [e.source for e in flipped.in_edges(10)] == [7, 4]
     hits = hash_search(flipped, {4: flink_id[4], 7: flink_id[7]}, cp_ids, set(cp_ids), {10})
     assert [(h.operator_id, h.inputs) for h in hits] == [(flink_id[10], ((4, flink_id[4]), (7, flink_id[7])))]
+
+
+def test_related_ids_sit_on_a_one_input_edge() -> None:
+    """The relation is the one-input step (a node whose only input is the other): two related ids of the job
+    (parse generated from the source's id) fit neither two nodes joined by two edges nor a node with two inputs
+    and one of its inputs."""
+    _, flink_id, _, cp_ids = _job()
+    rel = id_relations(cp_ids, 11, 1)
+    facts = [OperatorFacts(flink_id[1], 2), OperatorFacts(flink_id[2], 2)]
+    twice = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD"), (1, 2, "REBALANCE")])
+    assert solve_matching(twice, [1, 2], facts, absent_allowed=False).count == 2
+    assert solve_matching(twice, [1, 2], facts, absent_allowed=False, relations=rel).count == 0
+    join = _graph({1: 2, 2: 2, 3: 2}, [(1, 3, "HASH"), (2, 3, "HASH")])
+    three = [*facts, OperatorFacts(flink_id[10], 2)]  # slow-count's id: related to neither
+    assert solve_matching(join, [1, 2, 3], three, absent_allowed=False).count == 6
+    assert solve_matching(join, [1, 2, 3], three, absent_allowed=False, relations=rel).count == 0
+    # on a one-input edge they fit, the generated one downstream
+    line = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD")])
+    m = solve_matching(line, [1, 2], facts, absent_allowed=False, relations=rel)
+    assert m.count == 2  # two nodes alone give no hashing order to tell the direction
+    m = solve_matching(line, [2], facts[1:], absent_allowed=False, known={1: flink_id[1]}, relations=rel)
+    assert m.count == 1 and m.values == {2: {flink_id[2]}}
