@@ -226,12 +226,16 @@ def refresh(module: str) -> Path:
 
 
 def not_killed(work: Path, env: dict[str, str], mutmut: list[str]) -> list[str]:
-    """Names of the mutants the last run did not kill (survived, no tests, timeout, suspicious, ...)."""
+    """Names of the mutants the last run did not kill (survived, no tests, timeout, suspicious, ...).
+
+    Not "not checked": a re-run of some mutants makes mutmut forget the others' results (they list as "not
+    checked"), so counting those would turn a second --rerun into a full run. After an interrupted first run, run
+    the module again instead."""
     out = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     names = []
     for line in out.stdout.splitlines():
         name, _, status = line.strip().rpartition(": ")
-        if name and status != "killed":
+        if name and status not in ("killed", "not checked"):
             names.append(name)
     return names
 

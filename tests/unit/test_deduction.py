@@ -532,6 +532,9 @@ def test_related_ids_sit_on_a_one_input_edge() -> None:
     three = [*facts, OperatorFacts(flink_id[10], 2)]  # slow-count's id: related to neither
     assert solve_matching(join, [1, 2, 3], three, absent_allowed=False).count == 6
     assert solve_matching(join, [1, 2, 3], three, absent_allowed=False, relations=rel).count == 0
+    # likewise with the downstream one bound first
+    m = solve_matching(join, [1, 2], [facts[0], three[2]], absent_allowed=False, known={3: flink_id[2]}, relations=rel)
+    assert m.count == 0
     # on a one-input edge they fit, the generated one downstream
     line = _graph({1: 2, 2: 2}, [(1, 2, "FORWARD")])
     m = solve_matching(line, [1, 2], facts, absent_allowed=False, relations=rel)
