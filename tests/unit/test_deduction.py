@@ -102,7 +102,10 @@ def test_hash_search_finds_flinks_id_of_a_node_from_its_known_input() -> None:
         }
         assert got == expected, (u, v)
         assert len(hits) == len(got)
-        assert all(0 <= h.position < len(graph.nodes) for h in hits)
+        # the position and count that reproduce the id are the ones id_relations finds for the pair
+        rel = id_relations(cp_ids, len(graph.nodes), len(graph.out_edges(v)))
+        for h in hits:
+            assert rel[(h.operator_id, flink_id[u])] == {(h.position, h.chained_outputs)}
 
 
 def test_hash_search_finds_a_two_input_node_in_flinks_in_edge_order() -> None:
@@ -129,6 +132,10 @@ def test_hash_search_keeps_only_targets_that_fit() -> None:
     known = {1: flink_id[1]}
     assert hash_search(graph, known, cp_ids, set(cp_ids) - {flink_id[2]}, {2}) == []  # not a target
     assert hash_search(graph, known, cp_ids, set(cp_ids), {2}, fits=lambda n, i: i != flink_id[2]) == []
+    # timestamps (3) from parse's id: its own id, and the source's (parse is generated from it): fits picks
+    for keep in (flink_id[3], flink_id[1]):
+        hits = hash_search(graph, {2: flink_id[2]}, cp_ids, set(cp_ids), {3}, fits=lambda n, i, k=keep: i == k)
+        assert [h.operator_id for h in hits] == [keep]
     seen: list[tuple[int, str]] = []
     hits = hash_search(graph, known, cp_ids, set(cp_ids), {2}, fits=lambda n, i: seen.append((n, i)) or True)
     assert [h.operator_id for h in hits] == [flink_id[2]] and seen == [(2, flink_id[2])]
