@@ -293,3 +293,23 @@ def test_reinterpret_as_keyed_stream_behind_a_keyby() -> None:
     binding = {b.name: (b.method, b.exact) for b in operator_binding(parse_plan(doc), cp).operators}
     assert binding["slow"] == ("uid-hash", True)
     assert _findings(doc, cp) == ([], [])
+
+
+def test_a_renamed_operator_with_its_uid_is_in_the_checkpoint_under_its_old_name() -> None:
+    """tostr renamed tostr2 in the plan, its uid given: Flink's id is the uid's hash (ids.json), which the
+    checkpoint has, stored with the name tostr. The plan names it otherwise (an error), but the checkpoint does
+    have the operator: it is not reported as missing."""
+
+    def rename(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
+
+    topology = parse_plan(_doc("plan.json", edit=rename))
+    topology.uids = {"tostr2": "tostr"}
+    cp = _checkpoint()
+    assert state_mismatches(topology, cp) == [
+        (
+            "plan-mismatch",
+            "tostr2",
+            f"'tostr2' is {_flink_ids()['tostr']} by uid-hash, but the checkpoint stores the name 'tostr': {NOT_THIS}",
+        )
+    ]
