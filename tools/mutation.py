@@ -147,6 +147,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "topology": (
         "spillway/inspect/topology.py",
         [
+            "tests/unit/test_topology_binding.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_finished_binding.py",
