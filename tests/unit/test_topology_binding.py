@@ -147,3 +147,34 @@ def test_chain_edges_cut_between_subtasks_that_finished_differently() -> None:
     edge = (names["pmap"], names["bsink: Writer"])
     assert (jb.edges[edge], jb.edge_reasons[edge]) == (CUT, "their subtasks finished differently")
     assert jb.edges[(names["Source: pseq"], names["pmap"])] != CUT  # both finished alike: not cut by this
+
+
+@pytest.mark.parametrize("name", ["1.15.4-prod-no-uid", "1.20.3-prod-no-uid", "2.3.0-unaligned", "1.12.5-unaligned"])
+def test_bound_vertices_have_flinks_heads_and_tails(name: str) -> None:
+    """Every vertex whose head and tail are bound has Flink's: the head is the job vertex's id, the tail its
+    ``getOperatorIDs()[0]`` (ids.json vertices); the members are Flink's ids of the chain; a doubtful edge inside
+    a vertex is named on it."""
+    fx = fixture_named(name)
+    ids = json.loads((fx.root / "ids.json").read_text())
+    vertices = {v["id"]: v for v in ids["vertices"]}
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    topology = load_plan(fx.root / "plan.json")
+    jb = bind_job(topology, cp)
+    sg = topology.stream_graph
+    assert sg is not None
+    seen = 0
+    for b in jb.vertices.values():
+        if b.head is not None:
+            flink = vertices[b.head.operator_id]  # a head is always a job vertex's id
+            seen += 1
+            if b.tail is not None:
+                assert b.tail.operator_id == flink["operator_ids"][0]
+            assert {o.operator_id for o in b.members} <= set(flink["operator_ids"])
+        assert b.uncertain_edges == [
+            f"{sg.node(a).name} -> {sg.node(c).name}"
+            for (a, c), state in jb.edges.items()
+            if state == UNKNOWN and a in b.vertex.node_ids and c in b.vertex.node_ids
+        ]
+        assert len(b.known) == len(b.operators) == len(b.vertex.node_ids)
+        assert b.complete == all(b.known)
+    assert seen >= 2
