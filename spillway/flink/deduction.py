@@ -395,6 +395,7 @@ def solve_matching(
     facts: Sequence[OperatorFacts],
     *,
     absent_allowed: bool,
+    cap: int = 5000,
     budget: int = 4000,
     total_budget: int = 200_000,
     extra: Callable[[int, OperatorFacts], str | None] | None = None,
@@ -420,7 +421,7 @@ def solve_matching(
             nodes,
             facts,
             absent_allowed,
-            (budget, total_budget),
+            (budget, total_budget, cap),
             extra,
             forward_keyed,
             known or {},
@@ -437,7 +438,7 @@ def _solve(
     nodes: Sequence[int],
     facts: Sequence[OperatorFacts],
     absent_allowed: bool,
-    budgets: tuple[int, int],
+    budgets: tuple[int, int, int],
     extra: Callable[[int, OperatorFacts], str | None] | None,
     forward_keyed: bool,
     known: Mapping[int, str],
@@ -445,7 +446,7 @@ def _solve(
     every: Mapping[str, OperatorFacts],
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
-    budget, total_budget = budgets  # steps per search, and over all searches
+    budget, total_budget, cap = budgets  # steps per search, over all searches; matchings counted at most
     related: dict[str, set[str]] = {}
     for child, parent in relations:
         related.setdefault(child, set()).add(parent)
@@ -617,6 +618,57 @@ def _solve(
 
         return rec(0) if feasible(0) else None
 
+    def _count(order: list[int], doms: Mapping[int, list[str]], cap: int, steps: int) -> tuple[int, bool] | None:
+        """(matchings, capped) — counting stops at ``cap``; None when it takes more than ``steps`` steps."""
+        found = [0, 0]  # matchings, steps
+
+        def rec(k: int) -> bool:  # False: stop
+            found[1] += 1
+            if found[1] > steps:
+                raise _Budget
+            if k == len(order):
+                if needed <= taken:
+                    found[0] += 1
+                return found[0] < cap
+            nid = order[k]
+            for v in doms[nid]:
+                if v != ABSENT and v in taken:
+                    continue
+                claimed_here: list[int] | None = []
+                if v != ABSENT:
+                    if not fits_pairs(nid, v):
+                        continue
+                    claimed_here = place(nid, v)
+                    if claimed_here is None:
+                        continue
+                    taken.add(v)
+                choice[nid] = v
+                try:
+                    go_on = rec(k + 1) if _feasible(order, doms, k + 1) else True
+                finally:
+                    del choice[nid]
+                    if v != ABSENT:
+                        taken.discard(v)
+                        unplace(nid, v, claimed_here or [])
+                if not go_on:
+                    return False
+            return True
+
+        try:
+            rec(0)
+        except _Budget:
+            return None
+        return found[0], found[0] >= cap
+
+    def _feasible(order: list[int], doms: Mapping[int, list[str]], rest: int) -> bool:
+        left = needed - taken
+        if len(left) > len(order) - rest:
+            return False
+        free: set[str] = set()
+        for n in order[rest:]:
+            free.update(doms[n])
+        return left <= free
+
     # Which (node, id) pairs occur in some consistent assignment: each assignment found supports all its pairs,
     # and a pair not yet supported gets a search of its own. A search that runs out of budget counts its pair
     # as possible: the answer can only be less certain, never wrong.
@@ -652,4 +704,11 @@ def _solve(
                 for n, val in found.items():
                     m.values[n].add(val)
     m.count = len(solutions)
+    # How many there are in all (for what is said, not for what is bound): counted while cheap.
+    counted = _count(order, domains, cap, min(budget * 5, max(0, spent[1] - spent[0])))
+    if counted is not None:
+        m.count, capped = counted
+        m.complete = m.complete and not capped
+    else:
+        m.complete = False
     return m

@@ -110,14 +110,13 @@ def test_chain_edges_decided_by_generated_ids_are_flinks() -> None:
     vertex = {n["id"]: n["vertex_id"] for n in ids["stream_nodes"]}
     jb = bind_job(load_plan(fx.root / "plan.json"), load_checkpoint(fx.checkpoint_dir).checkpoint)
     decided = {e: s for e, s in jb.edges.items() if s != UNKNOWN}
-    assert decided == {(3, 4): CUT, (10, 11): CUT, (13, 14): CHAINED}
+    # No operator has a uid: every generated id is found, each tells its chained outputs, and every edge the
+    # release's rules could chain is decided — as Flink chained it.
+    assert set(decided) == set(jb.edges) and jb.uncertain_edges() == []
+    assert {(3, 4): CUT, (10, 11): CUT, (13, 14): CHAINED}.items() <= decided.items()
     assert all((s == CHAINED) == (vertex[a] == vertex[b]) for (a, b), s in decided.items())
-    assert sorted(jb.uncertain_edges()) == [(1, 2), (2, 3), (5, 6), (6, 7)]
     assert jb.edge_reasons[(3, 4)] == "the upstream operator's generated id counts no chained output"
     assert jb.edge_reasons[(13, 14)] == "the upstream operator's generated id counts this many chained outputs"
-    assert jb.edge_reasons[(1, 2)] == (
-        "the plan does not show whether Flink chained it, and nothing in the checkpoint decides"
-    )
 
 
 def test_chain_edges_cut_by_channel_state() -> None:
