@@ -566,13 +566,12 @@ def _solve(
     class _Budget(Exception):
         pass
 
-    def first(order: list[int], doms: Mapping[int, list[str]]) -> dict[int, str] | None:
-        """One consistent assignment over ``order`` with domains ``doms``, or None when there is none; raises
-        _Budget when the search takes more than ``budget`` steps."""
-        steps = 0
-        limit = min(budget, spent[1] - spent[0])
-
+    def walk(order: list[int], doms: Mapping[int, list[str]], limit: int, on_match: Callable[[], bool]) -> None:
+        """Depth-first over the consistent matchings of ``order`` (domains ``doms``), calling ``on_match`` at each
+        (``choice`` holds it); stops when it returns True. Raises _Budget past ``limit`` steps (all counted in
+        ``spent``)."""
         reach = {n: set(doms[n]) for n in order}
+        steps = 0
 
         def feasible(rest: int) -> bool:
             # every id still untaken must be reachable by some unassigned node
@@ -584,14 +583,14 @@ def _solve(
                 free |= reach[n]
             return left <= free
 
-        def rec(k: int) -> dict[int, str] | None:
+        def rec(k: int) -> bool:  # True: stop
             nonlocal steps
             steps += 1
             spent[0] += 1
             if steps > limit:
                 raise _Budget
             if k == len(order):
-                return dict(choice) if needed <= taken else None
+                return needed <= taken and on_match()
             nid = order[k]
             for v in doms[nid]:
                 if v != ABSENT and v in taken:
@@ -606,68 +605,43 @@ def _solve(
                     taken.add(v)
                 choice[nid] = v
                 try:
-                    found = rec(k + 1) if feasible(k + 1) else None
+                    stop = feasible(k + 1) and rec(k + 1)
                 finally:
                     del choice[nid]
                     if v != ABSENT:
                         taken.discard(v)
                         unplace(nid, v, claimed_here or [])
-                if found is not None:
-                    return found
-            return None
+                if stop:
+                    return True
+            return False
 
-        return rec(0) if feasible(0) else None
+        if feasible(0):
+            rec(0)
 
-    def _count(order: list[int], doms: Mapping[int, list[str]], cap: int, steps: int) -> tuple[int, bool] | None:
-        """(matchings, capped) — counting stops at ``cap``; None when it takes more than ``steps`` steps."""
-        found = [0, 0]  # matchings, steps
+    def first(order: list[int], doms: Mapping[int, list[str]]) -> dict[int, str] | None:
+        """One consistent matching, or None when there is none; raises _Budget past ``budget`` steps."""
+        found: list[dict[int, str]] = []
 
-        def rec(k: int) -> bool:  # False: stop
-            found[1] += 1
-            if found[1] > steps:
-                raise _Budget
-            if k == len(order):
-                if needed <= taken:
-                    found[0] += 1
-                return found[0] < cap
-            nid = order[k]
-            for v in doms[nid]:
-                if v != ABSENT and v in taken:
-                    continue
-                claimed_here: list[int] | None = []
-                if v != ABSENT:
-                    if not fits_pairs(nid, v):
-                        continue
-                    claimed_here = place(nid, v)
-                    if claimed_here is None:
-                        continue
-                    taken.add(v)
-                choice[nid] = v
-                try:
-                    go_on = rec(k + 1) if _feasible(order, doms, k + 1) else True
-                finally:
-                    del choice[nid]
-                    if v != ABSENT:
-                        taken.discard(v)
-                        unplace(nid, v, claimed_here or [])
-                if not go_on:
-                    return False
+        def keep() -> bool:
+            found.append(dict(choice))
             return True
 
+        walk(order, doms, min(budget, spent[1] - spent[0]), keep)
+        return found[0] if found else None
+
+    def count(order: list[int], doms: Mapping[int, list[str]], limit: int) -> tuple[int, bool] | None:
+        """(matchings, capped): counting stops at ``cap``; None when it takes more than ``limit`` steps."""
+        seen = [0]
+
+        def tally() -> bool:
+            seen[0] += 1
+            return seen[0] >= cap
+
         try:
-            rec(0)
+            walk(order, doms, limit, tally)
         except _Budget:
             return None
-        return found[0], found[0] >= cap
-
-    def _feasible(order: list[int], doms: Mapping[int, list[str]], rest: int) -> bool:
-        left = needed - taken
-        if len(left) > len(order) - rest:
-            return False
-        free: set[str] = set()
-        for n in order[rest:]:
-            free.update(doms[n])
-        return left <= free
+        return seen[0], seen[0] >= cap
 
     # Which (node, id) pairs occur in some consistent assignment: each assignment found supports all its pairs,
     # and a pair not yet supported gets a search of its own. A search that runs out of budget counts its pair
@@ -705,7 +679,7 @@ def _solve(
                     m.values[n].add(val)
     m.count = len(solutions)
     # How many there are in all (for what is said, not for what is bound): counted while cheap.
-    counted = _count(order, domains, cap, min(budget * 5, max(0, spent[1] - spent[0])))
+    counted = count(order, domains, min(budget * 5, max(0, spent[1] - spent[0])))
     if counted is not None:
         m.count, capped = counted
         m.complete = m.complete and not capped

@@ -13,8 +13,8 @@ from spillway.inspect.topology import (
     BoundVertex,
     Topology,
     bind,
+    bind_job,
     operator_binding,
-    operator_facts,
     stores_stateless,
 )
 from spillway.model.checkpoint import Checkpoint, OperatorState
@@ -77,7 +77,7 @@ def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[s
     if binding is None:
         return []
     found: list[tuple[str, str, str]] = []
-    facts = {f.operator_id: f for f in operator_facts(checkpoint)}
+    facts = bind_job(topology, checkpoint).facts  # the evidence the binding used, not read again
     direct = {"stored-name", "uid-hash", "deterministic-hash", "hash-input"}
     for b in binding.operators:
         if graph is None or b.node_id is None or not b.exact or b.method not in direct:

@@ -285,6 +285,8 @@ class JobBinding:
     edges: dict[tuple[int, int], str] = field(default_factory=dict)
     #: Why each edge got its state.
     edge_reasons: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: What the checkpoint says of each operator id (the evidence the binding used).
+    facts: dict[str, operator_ids.OperatorFacts] = field(default_factory=dict)
 
     def uncertain_edges(self) -> list[tuple[int, int]]:
         return [e for e, state in self.edges.items() if state == UNKNOWN]
@@ -370,7 +372,7 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
         op = checkpoint.operator(b.operator_id) if b.exact and b.operator_id else None
         if op is not None and op.name is None:
             op.plan_name = b.name  # shown wherever the operator is named
-    result = JobBinding(binding, vertices, edges, reasons)
+    result = JobBinding(binding, vertices, edges, reasons, {f.operator_id: f for f in facts})
     memo[id(checkpoint)] = (checkpoint, result, topology.vertices)
     return result
 

@@ -5,6 +5,7 @@ tests/integration/test_rescale.py so the fast loop (and mutation runs) see them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,13 +24,9 @@ def loaded():  # type: ignore[no-untyped-def]
     return ld
 
 
-def test_plan_rules_and_balanced_segments() -> None:
-    ld = loaded()
-    plan = build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 3})
-    rules = {e.label: e.rule for e in plan.edges}
-    assert rules == {"parse -> count (HASH)": KEEP, "Source: seq -> parse (REBALANCE)": BALANCED}
-    # byte-balanced: each new parse subtask gets a third of the rebalance edge's bytes (± one source cut)
-    edge = next(e for e in plan.edges if e.rule == BALANCED)
+def _bytes_per_target(plan: Any, edge: Any) -> dict[int, int]:
+    """Bytes each new subtask gets on ``edge``, summed over the sources' segments (read off the plan's segments,
+    as the router will cut them)."""
     per_target: dict[int, int] = {}
     for s in plan.sources:
         if s.edge != edge.index:
@@ -38,6 +35,17 @@ def test_plan_rules_and_balanced_segments() -> None:
         for limit, target in s.segments:
             per_target[target] = per_target.get(target, 0) + limit - start
             start = limit
+    return per_target
+
+
+def test_plan_rules_and_balanced_segments() -> None:
+    ld = loaded()
+    plan = build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 3})
+    rules = {e.label: e.rule for e in plan.edges}
+    assert rules == {"parse -> count (HASH)": KEEP, "Source: seq -> parse (REBALANCE)": BALANCED}
+    # byte-balanced: each new parse subtask gets a third of the rebalance edge's bytes (± one source cut)
+    edge = next(e for e in plan.edges if e.rule == BALANCED)
+    per_target = _bytes_per_target(plan, edge)
     total = sum(per_target.values())
     assert sorted(per_target) == [0, 1, 2]
     assert max(per_target.values()) - min(per_target.values()) <= total // 3 // 10 + 8
@@ -133,14 +141,7 @@ def test_balanced_segments_fill_each_new_subtask_to_exactly_its_share() -> None:
     ld = loaded()
     plan = build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"parse": 3})
     edge = next(e for e in plan.edges if e.rule == BALANCED)
-    per_target: dict[int, int] = {}
-    for s in plan.sources:
-        if s.edge != edge.index:
-            continue
-        start = 0
-        for limit, target in s.segments:
-            per_target[target] = per_target.get(target, 0) + limit - start
-            start = limit
+    per_target = _bytes_per_target(plan, edge)
     total = _rebalance_payload()
     share = -(-total // 3)
     assert per_target == {0: share, 1: share, 2: total - 2 * share}
