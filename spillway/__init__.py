@@ -12,7 +12,7 @@ import types
 from typing import Any
 
 import spillway.rescale as _rescale_package  # an empty __init__: costs nothing
-from spillway.errors import SpillwayError, UsageError
+from spillway.errors import SpillwayError, StorageError, UsageError
 
 __version__ = "0.1.0"
 
@@ -34,6 +34,8 @@ class _CallablePackage(types.ModuleType):
 _rescale_package.__class__ = _CallablePackage
 
 _API = {
+    "open",
+    "Checkpoint",
     "open_checkpoint",
     "validate",
     "analyze",
@@ -59,4 +61,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'spillway' has no attribute {name!r}")
 
 
-__all__ = ["SpillwayError", "UsageError", "__version__", *sorted(_API), "repair", "rescale"]
+__all__ = ["SpillwayError", "StorageError", "UsageError", "__version__", *sorted(_API), "repair", "rescale"]

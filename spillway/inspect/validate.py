@@ -43,7 +43,7 @@ from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.plan_check import plan_mismatches, state_mismatches
-from spillway.inspect.topology import Topology, bind, operator_binding
+from spillway.inspect.topology import BoundVertex, Topology, bind, operator_binding
 from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChannelHandle,
@@ -914,7 +914,7 @@ class _Validator:
                 offset=in_blob.physical(pos + fault.position) if in_blob else None,
             )
 
-    def check_topology(self, bound: dict, located: list[_Located]) -> None:
+    def check_topology(self, bound: dict[str, BoundVertex], located: list[_Located]) -> None:
         heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
         tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
         assert self.topology is not None

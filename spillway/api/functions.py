@@ -1,4 +1,5 @@
-"""spillway's Python API: what the CLI does, as calls that return objects (docs/api.md).
+"""The first API: free functions over paths or opened checkpoints (docs/api.md); kept, and each now
+also reachable as a method of ``spillway.api.Checkpoint``.
 
     import spillway
     cp = spillway.open_checkpoint("/checkpoints/7f3c…")          # newest chk-N
