@@ -13,38 +13,163 @@ Every failure is a ``SpillwayError`` whose ``exit_code`` is what the CLI exits w
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py keeps the two in step)
+    from spillway.api.errors import CATEGORIES as CATEGORIES
+    from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
+    from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+    from spillway.api.errors import EXIT_OK as EXIT_OK
+    from spillway.api.errors import EXIT_STORAGE as EXIT_STORAGE
+    from spillway.api.errors import EXIT_USAGE as EXIT_USAGE
+    from spillway.api.errors import ArgumentError as ArgumentError
+    from spillway.api.errors import SpillwayError as SpillwayError
+    from spillway.api.errors import StorageError as StorageError
+    from spillway.api.errors import UsageError as UsageError
+    from spillway.api.functions import LoadedCheckpoint as LoadedCheckpoint
+    from spillway.api.functions import Rebase as Rebase
+    from spillway.api.functions import RescaleReport as RescaleReport
+    from spillway.api.functions import analyze as analyze
+    from spillway.api.functions import analyze_json as analyze_json
+    from spillway.api.functions import load_plan as load_plan
+    from spillway.api.functions import open_checkpoint as open_checkpoint
+    from spillway.api.functions import preflight as preflight
+    from spillway.api.functions import rescale as rescale
+    from spillway.api.functions import restore_verdict as restore_verdict
+    from spillway.api.functions import validate as validate
+    from spillway.api.functions import validate_json as validate_json
+    from spillway.api.keys import KEY_TYPES as KEY_TYPES
+    from spillway.api.keys import KeyGroup as KeyGroup
+    from spillway.api.keys import keygroup as keygroup
+    from spillway.api.keys import parse_key as parse_key
+    from spillway.api.options import BUFFERS_PER_CHANNEL as BUFFERS_PER_CHANNEL
+    from spillway.api.options import FLOATING_BUFFERS_PER_GATE as FLOATING_BUFFERS_PER_GATE
+    from spillway.api.options import SEGMENT_SIZE as SEGMENT_SIZE
+    from spillway.api.options import AnalyzeOptions as AnalyzeOptions
+    from spillway.api.options import BufferSettings as BufferSettings
+    from spillway.api.options import ForecastOptions as ForecastOptions
+    from spillway.api.options import PreflightOptions as PreflightOptions
+    from spillway.api.options import buffer_settings as buffer_settings
+    from spillway.api.options import check_value_type as check_value_type
+    from spillway.api.plans import bind_plan as bind_plan
+    from spillway.api.plans import job_checkpoint as job_checkpoint
+    from spillway.api.plans import read_plan as read_plan
+    from spillway.api.plans import rebase_rules as rebase_rules
+    from spillway.api.progress import Sink as Sink
+    from spillway.api.progress import Stage as Stage
+    from spillway.api.progress import collecting as collecting
+    from spillway.api.progress import listening as listening
+    from spillway.api.progress import warn as warn
+    from spillway.api.reading import check_restore as check_restore
+    from spillway.api.reading import diff as diff
+    from spillway.api.reading import files as files
+    from spillway.api.reading import report as report
+    from spillway.api.results import AnalyzeResult as AnalyzeResult
+    from spillway.api.results import PreflightResult as PreflightResult
+    from spillway.api.results import ReportResult as ReportResult
+    from spillway.api.results import ValidateResult as ValidateResult
+    from spillway.api.session import Checkpoint as Checkpoint
+    from spillway.api.session import open as open
+    from spillway.api.views import GROUPS as GROUPS
+    from spillway.api.views import Analysis as Analysis
+    from spillway.api.views import Binding as Binding
+    from spillway.api.views import ChannelAnalysis as ChannelAnalysis
+    from spillway.api.views import CheckpointDiff as CheckpointDiff
+    from spillway.api.views import CheckpointModel as CheckpointModel
+    from spillway.api.views import EdgeSummary as EdgeSummary
+    from spillway.api.views import FilesReport as FilesReport
+    from spillway.api.views import Finding as Finding
+    from spillway.api.views import OperatorAnalysis as OperatorAnalysis
+    from spillway.api.views import PreflightAnswer as PreflightAnswer
+    from spillway.api.views import Report as Report
+    from spillway.api.views import Topology as Topology
+    from spillway.api.views import Verdict as Verdict
+    from spillway.api.views import binding_json as binding_json
+    from spillway.api.views import edges as edges
+    from spillway.api.views import render_value as render_value
+    from spillway.api.views import uid_map_template as uid_map_template
+
 
 # name -> submodule of spillway.api that defines it (or re-exports it from the layers below).
 _EXPORTS: dict[str, str] = {
-    # the checkpoint object
+    # the checkpoint object and what its calls take and return
     "open": "session",
     "Checkpoint": "session",
-    # free functions kept from the first API (each is a one-liner over Checkpoint or the layers below)
+    "AnalyzeOptions": "options",
+    "ForecastOptions": "options",
+    "PreflightOptions": "options",
+    "BufferSettings": "options",
+    "buffer_settings": "options",
+    "check_value_type": "options",
+    "SEGMENT_SIZE": "options",
+    "BUFFERS_PER_CHANNEL": "options",
+    "FLOATING_BUFFERS_PER_GATE": "options",
+    "ValidateResult": "results",
+    "AnalyzeResult": "results",
+    "PreflightResult": "results",
+    "ReportResult": "results",
+    # calls over paths: several checkpoints, a running job's, a page about one; plans
+    "files": "reading",
+    "diff": "reading",
+    "check_restore": "reading",
+    "report": "reading",
+    "read_plan": "plans",
+    "bind_plan": "plans",
+    "job_checkpoint": "plans",
+    "rebase_rules": "plans",
+    # Flink's key -> key group -> subtask math
+    "keygroup": "keys",
+    "KeyGroup": "keys",
+    "KEY_TYPES": "keys",
+    "parse_key": "keys",
+    # free functions kept from the first API (each a one-liner over Checkpoint where one fits)
     "open_checkpoint": "functions",
     "validate": "functions",
     "analyze": "functions",
     "restore_verdict": "functions",
     "preflight": "functions",
-    "files": "functions",
-    "diff": "functions",
     "rescale": "functions",
     "load_plan": "functions",
     "validate_json": "functions",
     "analyze_json": "functions",
-    "Analysis": "functions",
-    "CheckpointDiff": "functions",
-    "FilesReport": "functions",
     "LoadedCheckpoint": "functions",
     "Rebase": "functions",
-    "Report": "functions",
     "RescaleReport": "functions",
-    "Topology": "functions",
-    "Verdict": "functions",
-    # errors and progress, for callers (and the CLI) that must not reach below the door
+    # what renderers of the results need
+    "Analysis": "views",
+    "Binding": "views",
+    "ChannelAnalysis": "views",
+    "CheckpointDiff": "views",
+    "CheckpointModel": "views",
+    "EdgeSummary": "views",
+    "FilesReport": "views",
+    "Finding": "views",
+    "GROUPS": "views",
+    "OperatorAnalysis": "views",
+    "PreflightAnswer": "views",
+    "Report": "views",
+    "Topology": "views",
+    "Verdict": "views",
+    "binding_json": "views",
+    "edges": "views",
+    "render_value": "views",
+    "uid_map_template": "views",
+    # errors, exit codes and what long work reports, for callers (and the CLI) that must not reach below the door
     "SpillwayError": "errors",
     "UsageError": "errors",
     "StorageError": "errors",
+    "ArgumentError": "errors",
+    "CATEGORIES": "errors",
+    "EXIT_OK": "errors",
+    "EXIT_FINDINGS": "errors",
+    "EXIT_USAGE": "errors",
+    "EXIT_STORAGE": "errors",
+    "EXIT_INTERRUPTED": "errors",
+    "Stage": "progress",
+    "Sink": "progress",
+    "listening": "progress",
+    "collecting": "progress",
+    "warn": "progress",
 }
 
 

@@ -15,51 +15,29 @@ Every failure is a ``spillway.SpillwayError`` whose ``exit_code`` is what the CL
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from spillway.errors import UsageError
+from spillway.api import reading
+from spillway.api.options import AnalyzeOptions
+from spillway.api.plans import PathLike, Rebase, rebase_rules
+from spillway.api.session import Checkpoint
 from spillway.inspect.analyze import Analysis
-from spillway.inspect.analyze import analyze as _analyze
-from spillway.inspect.diff import CheckpointDiff, diff_checkpoints
-from spillway.inspect.files import FilesReport, collect_files, open_checkpoints
-from spillway.inspect.finished import Verdict, check
+from spillway.inspect.diff import CheckpointDiff
+from spillway.inspect.files import FilesReport
+from spillway.inspect.finished import Verdict
 from spillway.inspect.preflight import Result as PreflightResult
 from spillway.inspect.preflight import Settings as PreflightSettings
 from spillway.inspect.preflight import check as _preflight
 from spillway.inspect.reports import analyze_json, validate_json
 from spillway.inspect.topology import Topology, load_plan
 from spillway.inspect.validate import Progress, Report
-from spillway.inspect.validate import validate as _validate
 from spillway.rescale.rescale import RescaleReport, rescale_checkpoint
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
-PathLike = str | os.PathLike[str]
-# Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
-Rebase = Mapping[str, str] | Sequence[str] | None
-
 
 def _rules(rebase: Rebase) -> list[str] | None:
-    """``rebase`` as the locator's ``OLD=NEW`` rules; a wrong shape is a ``UsageError`` in Python's words."""
-    if rebase is None:
-        return None
-    pairs: list[tuple[object, object]]
-    if isinstance(rebase, Mapping):
-        pairs = list(rebase.items())
-    elif isinstance(rebase, Sequence) and not isinstance(rebase, str):
-        pairs = [(r.partition("=")[0], r.partition("=")[2]) if isinstance(r, str) else (r, None) for r in rebase]
-    else:
-        raise UsageError(f"rebase: expected a mapping {{old_prefix: new_prefix}}, got {type(rebase).__name__}")
-    rules = []
-    for old, new in pairs:
-        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
-            raise UsageError(
-                f"rebase: {old!r}: expected non-empty prefixes, {{old_prefix: new_prefix}} or 'OLD_PREFIX=NEW_PREFIX'"
-            )
-        rules.append(f"{old}={new}")
-    return rules
+    return rebase_rules(rebase)
 
 
 def open_checkpoint(path: PathLike, rebase: Rebase = None) -> LoadedCheckpoint:
@@ -79,6 +57,10 @@ def _plan(plan: Topology | PathLike | None) -> Topology | None:
     return load_plan(Path(plan))
 
 
+def _opened(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | PathLike | None, rebase: Rebase) -> Checkpoint:
+    return Checkpoint(_loaded(checkpoint, rebase), _plan(plan))
+
+
 def validate(
     checkpoint: LoadedCheckpoint | PathLike,
     plan: Topology | PathLike | None = None,
@@ -87,7 +69,7 @@ def validate(
     progress: Progress | None = None,
 ) -> Report:
     """Every check of ``spillway validate``; sound when ``report.errors`` is empty and ``report.complete``."""
-    return _validate(_loaded(checkpoint, rebase), _plan(plan), progress)
+    return _opened(checkpoint, plan, rebase).validate(progress).report
 
 
 def analyze(
@@ -98,14 +80,14 @@ def analyze(
     keep_records: int = 0,
 ) -> Analysis:
     """In-flight data channel by channel in replay order, finished states (``spillway analyze``)."""
-    return _analyze(_loaded(checkpoint, rebase), _plan(plan), keep_records=keep_records)
+    return _opened(checkpoint, plan, rebase).analyze(AnalyzeOptions(keep_records=keep_records)).analysis
 
 
 def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | PathLike) -> Verdict:
     """Would Flink's restore-time finished-state checks accept this checkpoint for ``plan``?"""
-    topology = _plan(plan)
-    assert topology is not None
-    return check(topology, _loaded(checkpoint, None).checkpoint)
+    verdict = _opened(checkpoint, plan, None).verdict()
+    assert verdict is not None  # a plan was given
+    return verdict
 
 
 def preflight(
@@ -129,22 +111,14 @@ def files(
 ) -> FilesReport:
     """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its
     ``chk-N``. ``.exclusive(i)``: what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()``
-    is ``spillway.files/1``."""
-    items = checkpoints if isinstance(checkpoints, list) else [checkpoints]
-    opened = []
-    for item in items:
-        if isinstance(item, LoadedCheckpoint):
-            opened.append((str(item.location.checkpoint_dir), item))
-        else:
-            opened.extend(open_checkpoints([str(item)], _rules(rebase)))
-    return collect_files(opened)
+    is ``spillway.files/1``. ``spillway.api.reading.files`` also names operators by a plan."""
+    return reading.files(checkpoints, rebase=rebase)
 
 
 def diff(a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, rebase: Rebase = None) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``); ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``."""
-    la, lb = _loaded(a, rebase), _loaded(b, rebase)
-    return diff_checkpoints(la, lb, str(la.location.checkpoint_dir), str(lb.location.checkpoint_dir))
+    return reading.diff(a, b, rebase=rebase)
 
 
 def rescale(

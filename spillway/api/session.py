@@ -7,46 +7,26 @@ repairs all see the same operators — as the CLI does, which calls these same m
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spillway.api.functions import Rebase, _rules
+from spillway.api.options import AnalyzeOptions, PreflightOptions
+from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
+from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
 
 if TYPE_CHECKING:
     from spillway.flink.operator_ids import Binding
+    from spillway.inspect.diff import CheckpointDiff
+    from spillway.inspect.files import FilesReport
+    from spillway.inspect.finished import Verdict
+    from spillway.inspect.preflight import Settings
     from spillway.inspect.topology import JobBinding, Topology
-    from spillway.inspect.validate import Progress, Report
+    from spillway.inspect.validate import Progress
     from spillway.model.checkpoint import Checkpoint as CheckpointModel
     from spillway.storage.load import LoadedCheckpoint
-
-PathLike = str | os.PathLike[str]
-
-
-def _plan(
-    plan: Topology | PathLike | None, uids: Mapping[str, str] | None, uid_map: PathLike | None
-) -> Topology | None:
-    """The plan with the uids it cannot show: ``uid_map`` (a JSON file) first, ``uids`` win."""
-    from spillway.errors import UsageError
-    from spillway.inspect.topology import Topology, load_plan, load_uid_map
-
-    if plan is None:
-        if uids or uid_map:
-            raise UsageError("uids and uid_map need a plan")
-        return None
-    merged = load_uid_map(Path(uid_map)) if uid_map is not None else {}
-    for name, uid in (uids or {}).items():
-        if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
-            raise UsageError(f"uids: {name!r}: expected {{operator name: uid}} with non-empty strings")
-        merged[name] = uid
-    if isinstance(plan, Topology):
-        if merged:
-            plan.uids = {**plan.uids, **merged}
-        return plan
-    return load_plan(Path(plan), merged)
 
 
 def open(
@@ -64,16 +44,36 @@ def open(
     checkpoint, so a bad plan fails before any storage is touched."""
     from spillway.storage.load import load_checkpoint
 
-    topology = _plan(plan, uids, uid_map)
-    return Checkpoint(load_checkpoint(path, _rules(rebase)), topology)
+    topology = read_plan(plan, uids=uids, uid_map=uid_map)
+    rules = rebase_rules(rebase)
+    return Checkpoint(load_checkpoint(path, rules), topology, str(path))
+
+
+def _stages() -> Callable[[str, int], None]:
+    """The validator's progress callback as stages of ``spillway.api.progress`` (silent without a listener)."""
+    from spillway.progress import Stage, stage
+
+    stages: dict[str, Stage] = {}
+
+    def advance(what: str, n: int) -> None:
+        if n < 0:  # a new stage of -n units; its unit is the description's last word
+            stages[what] = stage(what, -n, what.rsplit(" ", 1)[-1])
+        elif what in stages:
+            stages[what].update(n)
+
+    return advance
 
 
 @dataclass
 class Checkpoint:
-    """An opened checkpoint and (optionally) the plan of the job that wrote it."""
+    """An opened checkpoint and (optionally) the plan of the job that wrote it. ``source``: the path as given."""
 
     loaded: LoadedCheckpoint
     plan: Topology | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        self.source = self.source or str(self.loaded.location.checkpoint_dir)
 
     @property
     def model(self) -> CheckpointModel:
@@ -84,6 +84,11 @@ class Checkpoint:
     def shown(self) -> str:
         """Where the checkpoint is, as a user would write it (a path or a URI)."""
         return self.loaded.location.shown
+
+    @property
+    def note(self) -> str | None:
+        """How the path was resolved (e.g. which chk-N of a job directory), if that needs saying."""
+        return self.loaded.location.note
 
     @cached_property
     def job_binding(self) -> JobBinding | None:
@@ -105,25 +110,129 @@ class Checkpoint:
         return binding_json(self.binding)
 
     def validate(self, progress: Progress | None = None) -> ValidateResult:
-        """Every check of ``spillway validate``: sound when ``.report.errors`` is empty and it is complete."""
+        """Every check of ``spillway validate``: sound when no error is found and nothing left unchecked.
+        ``progress(what, n)``: ``n < 0`` starts stage ``what`` of ``-n`` units, ``n >= 0`` is its position
+        (default: the stages of ``spillway.api.progress``, silent without a listener)."""
         from spillway.inspect.validate import validate
 
-        self.job_binding  # noqa: B018 - bind before the checks, as the CLI shows the binding first
-        return ValidateResult(self, validate(self.loaded, self.plan, progress))
+        binding = self.binding  # bound before the checks, as the CLI shows the binding first
+        return ValidateResult(self.loaded, validate(self.loaded, self.plan, progress or _stages()), binding)
+
+    def verdict(self) -> Verdict | None:
+        """Would Flink's restore-time finished-state checks accept this checkpoint for the plan? None without one."""
+        from spillway.inspect.finished import check
+
+        return None if self.plan is None else check(self.plan, self.model)
+
+    def analyze(self, options: AnalyzeOptions | None = None) -> AnalyzeResult:
+        """``spillway analyze``: in-flight data per channel in replay order, finished states; with a plan also
+        Flink's restore verdict and the binding; ``options.forecast`` adds the restore forecast."""
+        from spillway.api.errors import ArgumentError
+        from spillway.inspect.analyze import analyze
+
+        options = options or AnalyzeOptions()
+        forecast = None
+        if options.forecast is not None:
+            if self.plan is None:
+                raise ArgumentError("forecast", None, "needs the plan (spillway.open(..., plan=...))")
+            from spillway.rescale.rescale import forecast_rescale
+
+            f = options.forecast
+            forecast = forecast_rescale(
+                self.loaded, self.plan, dict(f.parallelism), dict(f.keys), dict(f.key_fns), f.buffers
+            )
+        written: list[Path] = []
+        if options.parquet is not None:
+            from spillway.inspect.parquet_out import analyze_to_parquet
+
+            analysis, written = analyze_to_parquet(
+                self.loaded, self.plan, Path(options.parquet), options.records, keep_records=options.keep_records
+            )
+        else:
+            analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records)
+        return AnalyzeResult(analysis, options, self.verdict(), forecast, self.binding, written)
+
+    def files(self) -> FilesReport:
+        """Every file the checkpoint depends on (``spillway files``); ``.to_json()`` is ``spillway.files/1``."""
+        from spillway.inspect.files import collect_files
+
+        self.binding  # noqa: B018 - the plan names the operators the checkpoint stores by id only
+        return collect_files([(self.source, self.loaded)])
+
+    def diff(self, other: Checkpoint) -> CheckpointDiff:
+        """What differs from ``other`` (``spillway diff``): ``.identical``, ``.to_json()`` is ``spillway.diff/1``."""
+        from spillway.inspect.diff import diff_checkpoints
+
+        self.binding, other.binding  # noqa: B018 - plan names on both sides
+        return diff_checkpoints(self.loaded, other.loaded, self.source, other.source)
+
+    def preflight(
+        self, new_plan: Topology | PathLike, options: PreflightOptions | None = None, *, source: str | None = None
+    ) -> PreflightResult:
+        """Would Flink restore this checkpoint into the job of ``new_plan`` (``spillway preflight``)? When the new
+        job is this one rescaled, also the restore forecast. ``new_plan``: a plan file, a running job's
+        ``http://HOST:PORT/jobs/JOB_ID`` or a ``Topology`` (``spillway.api.read_plan(path, uids=...)`` gives it the
+        uids it cannot show); ``source``: where it came from, for ``to_json()`` (default: ``new_plan`` itself)."""
+        from spillway.errors import SpillwayError
+        from spillway.inspect.preflight import check, checkpoint_parallelism_plan, forecast_reasons
+        from spillway.rescale.rescale import forecast_rescale
+
+        options = options or PreflightOptions()
+        topology = new_job_plan(new_plan, options)
+        result = check(topology, self.model, _settings(options, self.source), self.loaded)
+        forecast: dict[str, Any] | None = None
+        note = None
+        rescaled = checkpoint_parallelism_plan(topology, result) if result.restorable is not False else None
+        if rescaled is not None:
+            old_plan, new_p = rescaled
+            try:
+                forecast = forecast_rescale(
+                    self.loaded, old_plan, new_p, dict(options.keys), dict(options.key_fns), options.buffers
+                )
+            except SpillwayError as exc:
+                note = f"no restore forecast: {exc}"
+            else:
+                result.reasons += forecast_reasons(forecast)
+        return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)
+
+    def report(
+        self,
+        new_plan: Topology | PathLike | None = None,
+        options: PreflightOptions | None = None,
+        *,
+        source: str | None = None,
+    ) -> ReportResult:
+        """One self-contained HTML page about the checkpoint (``spillway report``); with ``new_plan`` also
+        preflight's answer for that job (without the restore forecast), as for :meth:`preflight`."""
+        from spillway import __version__
+        from spillway.inspect.html_report import render_html, report_document
+
+        new_job = None
+        if new_plan is not None:
+            options = options or PreflightOptions()
+            new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
+        doc = report_document(self.loaded, self.plan, self.source, new_job)
+        return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
+
+    # --- writing: rescale and repairs (api/writing.py) ---
 
 
-@dataclass
-class ValidateResult:
-    checkpoint: Checkpoint
-    report: Report
+def _source(plan: object, source: str | None) -> str:
+    from spillway.inspect.topology import Topology
 
-    @property
-    def sound(self) -> bool:
-        return not self.report.errors and self.report.complete
+    return source if source is not None else "" if isinstance(plan, Topology) else str(plan)
 
-    def to_json(self) -> dict[str, Any]:
-        """The ``spillway.validate/1`` document (docs/validate.md)."""
-        from spillway.inspect.reports import validate_json
 
-        loaded = self.checkpoint.loaded
-        return validate_json(self.report, loaded.location.shown, loaded.resolver.rebases(), self.checkpoint.binding)
+def new_job_plan(new_plan: Topology | PathLike, options: PreflightOptions) -> Topology:
+    """The new job's plan with ``options.parallelism`` applied (a vertex it does not name is a ``PlanError``)."""
+    from spillway.inspect.preflight import with_parallelism
+
+    topology = read_plan(new_plan)
+    assert topology is not None
+    return with_parallelism(topology, dict(options.parallelism)) if options.parallelism else topology
+
+
+def _settings(options: PreflightOptions, checkpoint: str) -> Settings:
+    from spillway.inspect.preflight import Settings
+
+    return Settings(options.allow_non_restored_state, dict(options.max_parallelism), options.release(), checkpoint)

@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from spillway import api
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.forecast import (
     DEFAULTS,
+    BufferSizeOpt,
     BuffersPerChannelOpt,
     FloatingBuffersOpt,
-    SegmentSizeOpt,
+    SegmentSizeAliasOpt,
     buffer_settings,
+    buffer_size,
     show_forecast,
 )
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.options import (
+    FORECAST_FLAGS,
+    RebaseOpt,
+    UidMapOpt,
+    UidOpt,
+    counts,
+    key_specs,
+    rebase_rules,
+    uid_pairs,
+)
 from spillway.cli.wide import print_wide
-from spillway.formats.values import ValueSpecError, check_display_spec, render_value
-from spillway.inspect.analyze import Analysis, EdgeSummary, analyze, edges
-from spillway.inspect.finished import Verdict, check
-from spillway.inspect.reports import analyze_json
-from spillway.inspect.topology import operator_binding
-from spillway.storage.load import load_checkpoint
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
 
@@ -61,9 +66,9 @@ Examples:
 
   spillway analyze chk-42 --plan plan.json --parquet out/ --records
 
-  spillway analyze chk-42 --plan plan.json --new-parallelism count=4 --key count=tuple:0:long
+  spillway analyze chk-42 --plan plan.json -p count=4 --key count=tuple:0:long
 
---new-parallelism VERTEX=N (repeatable, needs --plan) adds a restore forecast for that parallelism: what
+-p/--parallelism VERTEX=N (repeatable, needs --plan) adds a restore forecast for that parallelism: what
 spillway rescale would move per new channel and file, and what Flink's own restore-time rescaling would
 do (virtual channels, bytes read and filtered, recovered network buffers against a gate's; see
 spillway rescale --help). Re-routed keyBy edges need --key or --key-fn for the downstream vertex.
@@ -94,68 +99,58 @@ def command(
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
-    new_parallelism: Annotated[
+    parallelism: Annotated[
         list[str] | None,
-        typer.Option("--new-parallelism", help="VERTEX=N: add a restore forecast at this parallelism; repeatable."),
+        typer.Option(
+            "-p", "--parallelism", metavar="VERTEX=N", help="Add a restore forecast at this parallelism; repeatable."
+        ),
     ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="With --new-parallelism: VERTEX=EXTRACTOR.")] = None,
-    key_fn: Annotated[
-        list[str] | None, typer.Option("--key-fn", help="With --new-parallelism: VERTEX=module:function.")
+    new_parallelism: Annotated[
+        list[str] | None, typer.Option("--new-parallelism", hidden=True, help="Deprecated: use -p/--parallelism.")
     ] = None,
-    segment_size: SegmentSizeOpt = DEFAULTS[0],
+    key: Annotated[list[str] | None, typer.Option("--key", help="With -p: VERTEX=EXTRACTOR.")] = None,
+    key_fn: Annotated[list[str] | None, typer.Option("--key-fn", help="With -p: VERTEX=module:function.")] = None,
+    buffer_size_: BufferSizeOpt = None,
     buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
     floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
+    segment_size: SegmentSizeAliasOpt = None,
 ) -> None:
     try:
-        check_display_spec(value_type)
-    except ValueSpecError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--value-type") from None
+        api.check_value_type(value_type)
+    except api.ArgumentError as exc:
+        raise typer.BadParameter(exc.detail, param_hint="--value-type") from None
 
     def run() -> int:
+        new_p = [*(parallelism or []), *(new_parallelism or [])]
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
-        if (new_parallelism or key or key_fn) and not plan:
-            raise UsageError("--new-parallelism/--key/--key-fn need --plan")
-        if (key or key_fn) and not new_parallelism:
-            raise UsageError("--key/--key-fn need --new-parallelism")
-        topology = plan_with_uids(plan, uid, uid_map)
-        loaded = load_checkpoint(path, rebase)
+        if (new_p or key or key_fn) and not plan:
+            raise UsageError("-p/--parallelism, --key and --key-fn need --plan")
+        if (key or key_fn) and not new_p:
+            raise UsageError("--key/--key-fn need -p/--parallelism")
         forecast = None
-        if new_parallelism:
-            from spillway.cli.rescale import _counts, _key_specs
-            from spillway.rescale.rescale import forecast_rescale
-
-            counts = _counts(new_parallelism, "--new-parallelism")
-            keys, fns = _key_specs(key, key_fn)
-            buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
-            assert topology is not None
-            forecast = forecast_rescale(loaded, topology, counts, keys, fns, buffers)
-        if parquet:
-            from spillway.inspect.parquet_out import analyze_to_parquet
-
-            result, written = analyze_to_parquet(loaded, topology, Path(parquet), records, keep_records=decode)
-            if not json_out:
-                for p in written:
-                    out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
-        else:
-            result = analyze(loaded, topology, keep_records=decode)
-        verdict = check(topology, loaded.checkpoint) if topology else None
+        if new_p:
+            keys, fns = key_specs(key, key_fn)
+            buffers = buffer_settings(
+                buffer_size(buffer_size_, segment_size), buffers_per_channel, floating_buffers_per_gate
+            )
+            forecast = api.ForecastOptions(counts(new_p, "-p/--parallelism"), keys, fns, buffers)
+        options = api.AnalyzeOptions(decode, value_type, parquet, records, forecast)
+        cp = api.open(path, plan=plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map, rebase=rebase_rules(rebase))
+        result = cp.analyze(options)
         if json_out:
-            binding = operator_binding(topology, loaded.checkpoint) if topology else None
-            doc = analyze_json(result, verdict, decode, value_type, binding)
-            if forecast is not None:
-                doc["forecast"] = forecast
-            emit_json(doc)
+            emit_json(result.to_json())
         else:
-            if topology is not None:
-                show_binding(operator_binding(topology, loaded.checkpoint))
-            show(result, verdict, decode, value_type, heatmap)
-            if forecast is not None:
-                show_forecast(forecast)
+            for p in result.written:
+                out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
+            show_binding(result.binding)
+            show(result.analysis, result.verdict, decode, value_type, heatmap)
+            if result.forecast is not None:
+                show_forecast(result.forecast)
         # Channel state that could not be read or framed is damage: say so in the exit code too.
-        return EXIT_FINDINGS if any(c.problem for c in result.channels) else EXIT_OK
+        return EXIT_FINDINGS if result.damaged else EXIT_OK
 
-    raise typer.Exit(guarded(run, json_out))
+    raise typer.Exit(guarded(run, json_out, FORECAST_FLAGS))
 
 
 BAR = "█"
@@ -175,7 +170,7 @@ def _shade(frac: float) -> str:
     return f"{fg} on rgb({r},{g},{b})"
 
 
-def heat_map(e: EdgeSummary) -> Table:
+def heat_map(e: api.EdgeSummary) -> Table:
     """Upstream subtasks down, downstream subtasks across; each cell the in-flight bytes of that channel."""
     grid = e.grid()
     top = max((c.bytes for c in e.channels), default=0)
@@ -209,7 +204,7 @@ def heat_map(e: EdgeSummary) -> Table:
     return t
 
 
-def watermark_map(e: EdgeSummary) -> Table:
+def watermark_map(e: api.EdgeSummary) -> Table:
     """Watermarks in flight per channel: how many, and the last one's timestamp."""
     grid = e.grid()
     t = Table(title=f"watermarks in flight  {escape(e.upstream)} → {escape(e.downstream)}", title_justify="left")
@@ -230,7 +225,9 @@ def watermark_map(e: EdgeSummary) -> Table:
     return t
 
 
-def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, heatmap: bool | None = None) -> None:
+def show(
+    a: api.Analysis, verdict: api.Verdict | None, decode: int, value_type: str, heatmap: bool | None = None
+) -> None:
     ops = Table(title="operators", title_justify="left")
     for col in ("operator", "operator id", "finished", "in-flight bytes", "records", "per subtask"):
         ops.add_column(col, justify="right" if col in ("in-flight bytes", "records") else "left", no_wrap=True)
@@ -268,7 +265,7 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
             )
         print_wide(ch)
     if heatmap is not False:
-        for e in edges(a):
+        for e in api.edges(a):
             small = max(e.upstream_parallelism, e.downstream_parallelism) <= HEATMAP_AUTO_MAX
             if not (heatmap or small):
                 continue
@@ -284,7 +281,7 @@ def show(a: Analysis, verdict: Verdict | None, decode: int, value_type: str, hea
             out.print(f"[bold]{escape(c.label)}[/]")
             for r in c.record_list[:decode]:
                 ts = " ts=none" if r["timestamp"] is None else f" ts={r['timestamp']}"
-                text, problem = render_value(r["value"], value_type)
+                text, problem = api.render_value(r["value"], value_type)
                 why = f" [dim]({escape(problem)})[/]" if problem else ""
                 out.print(f"  #{r['seq']} {r['tag']}{ts} {escape(text)}{why}")
     for c in a.channels:

@@ -10,10 +10,9 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from spillway.api import Binding, binding_json, uid_map_template
 from spillway.cli.output import out
 from spillway.cli.wide import print_wide
-from spillway.flink.operator_ids import Binding
-from spillway.inspect.reports import binding_json, uid_map_template
 
 
 def show_binding(binding: Binding | None) -> None:

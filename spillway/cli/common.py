@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.markup import escape
 
-from spillway import notices
-from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
-from spillway.cli.progress import progress_bars
-from spillway.errors import (
+from spillway.api import (
     CATEGORIES,
     EXIT_FINDINGS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_STORAGE,
     EXIT_USAGE,
+    ArgumentError,
     SpillwayError,
     UsageError,
+    collecting,
 )
+from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
+from spillway.cli.progress import progress_bars
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -63,13 +64,25 @@ def show_warnings(warnings: list[str]) -> None:
         err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
 
 
-def guarded(action: Callable[[], T], json_out: bool = False) -> T:
+def in_flags(exc: SpillwayError, flags: Mapping[str, str] | None) -> str:
+    """The error's message; an ``ArgumentError`` about an argument ``flags`` maps to an option in the option's
+    words (``buffer_size=32: …`` -> ``--buffer-size 32: …``, ``keys['count']='x': …`` -> ``--key count=x: …``)."""
+    if not isinstance(exc, ArgumentError) or not flags or exc.argument not in flags:
+        return str(exc)
+    flag = flags[exc.argument]
+    if exc.value is None:
+        return f"{flag}: {exc.detail}"
+    return f"{flag} {exc.value if exc.key is None else f'{exc.key}={exc.value}'}: {exc.detail}"
+
+
+def guarded(action: Callable[[], T], json_out: bool = False, flags: Mapping[str, str] | None = None) -> T:
     """Run a command body; turn every expected failure into one clear line and its exit code (with
-    ``json_out`` also a ``spillway.error/1`` object on stdout)."""
+    ``json_out`` also a ``spillway.error/1`` object on stdout). ``flags``: the option of each API argument
+    whose ``ArgumentError`` should name the option instead (:func:`in_flags`)."""
     try:
         # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
         # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
-        with progress_bars(), notices.collecting() as warnings:
+        with progress_bars(), collecting() as warnings:
             try:
                 result = action()
             finally:
@@ -78,7 +91,8 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
         current().out.file.flush()
         return result
     except SpillwayError as exc:
-        fail(str(exc), exc.exit_code, type(exc).__name__, json_out)
+        kind = "UsageError" if isinstance(exc, ArgumentError) else type(exc).__name__  # one kind per category
+        fail(in_flags(exc, flags), exc.exit_code, kind, json_out)
     except (BrokenPipeError, ReaderGone):
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()

@@ -8,11 +8,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
 from spillway.cli.wide import print_wide
-from spillway.inspect.diff import CheckpointDiff, diff_checkpoints, diff_json
-from spillway.storage.load import load_checkpoint
 
 HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
 uids where the format stores them), parallelism and max parallelism, finished flags, keyed, operator
@@ -40,13 +39,10 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        names = PlanNames(plan, uid, uid_map)
-        loaded_a, loaded_b = load_checkpoint(a, rebase), load_checkpoint(b, rebase)
-        for loaded in (loaded_a, loaded_b):  # the same plan names both sides (say, before and after a rescale)
-            names.bind(loaded.checkpoint)
-        d = diff_checkpoints(loaded_a, loaded_b, a, b)
+        uids = uid_pairs(plan, uid, uid_map)
+        d = api.diff(a, b, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
         if json_out:
-            emit_json(diff_json(d))
+            emit_json(d.to_json())
         else:
             show(d)
         return EXIT_OK if d.identical else EXIT_FINDINGS
@@ -64,7 +60,7 @@ def _value(v: Any, field: str) -> str:
     return str(v)
 
 
-def show(d: CheckpointDiff) -> None:
+def show(d: api.CheckpointDiff) -> None:
     for label, loaded in (("A", d.a), ("B", d.b)):
         cp = loaded.checkpoint
         out.print(

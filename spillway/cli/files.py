@@ -8,11 +8,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from spillway import notices
+from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
 from spillway.cli.wide import print_wide
-from spillway.inspect.files import GROUPS, FilesReport, checkpoint_files, files_json
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
 job's shared/ (incremental RocksDB SST files) and taskowned/ directories, another checkpoint's
@@ -49,14 +48,10 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        names = PlanNames(plan, uid, uid_map)
-        report = checkpoint_files(paths, rebase)
-        for cf in report.checkpoints:  # the plan's names for operators the checkpoint knows by id only
-            names.bind(cf.loaded.checkpoint)
-        for d in report.damaged:
-            notices.warn(f"{d.checkpoint}: damaged, left out: {d.error}")
+        uids = uid_pairs(plan, uid, uid_map)
+        report = api.files(paths, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
         if json_out:
-            emit_json(files_json(report))
+            emit_json(report.to_json())
         else:
             show(report)
         return EXIT_FINDINGS if report.missing() or report.damaged else EXIT_OK
@@ -64,7 +59,7 @@ def command(
     raise typer.Exit(guarded(run, json_out))
 
 
-def _labels(report: FilesReport) -> dict[str, str]:
+def _labels(report: api.FilesReport) -> dict[str, str]:
     labels: dict[str, str] = {}
     for cf in report.checkpoints:
         for op in cf.loaded.checkpoint.operators:
@@ -73,14 +68,14 @@ def _labels(report: FilesReport) -> dict[str, str]:
     return labels
 
 
-def show(report: FilesReport) -> None:
+def show(report: api.FilesReport) -> None:
     labels = _labels(report)
     several = len(report.checkpoints) > 1
     for i, cf in enumerate(report.checkpoints):
         if cf.loaded.location.note and not several:
             out.print(f"[dim]{escape(cf.loaded.location.note)}[/]")
         mine = report.of(i)
-        counts = {g: 0 for g in GROUPS}
+        counts = {g: 0 for g in api.GROUPS}
         for f in mine:
             counts[f.group(cf.chk_name)] += 1
         where = ", ".join(f"{g} {n}" for g, n in counts.items() if n)
@@ -105,7 +100,9 @@ def show(report: FilesReport) -> None:
     table.add_column("operators", no_wrap=True)
     table.add_column("state", overflow="fold")
     only = report.checkpoints[0].chk_name
-    for f in sorted(report.files.values(), key=lambda f: (GROUPS.index(f.group(only)) if not several else 0, f.area)):
+    for f in sorted(
+        report.files.values(), key=lambda f: (api.GROUPS.index(f.group(only)) if not several else 0, f.area)
+    ):
         row = [escape(f.area if several else f.group(only)), escape(f.display())]
         row += [
             "-" if f.size is None else str(f.size),

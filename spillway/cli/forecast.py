@@ -1,4 +1,4 @@
-"""The restore forecast's options and table, shared by ``rescale --dry-run`` and ``analyze --new-parallelism``."""
+"""The restore forecast's options and table, shared by ``rescale --dry-run``, ``analyze -p`` and ``preflight``."""
 
 from __future__ import annotations
 
@@ -8,10 +8,32 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from spillway.cli.common import human_bytes, out
+from spillway.api import (
+    BUFFERS_PER_CHANNEL,
+    FLOATING_BUFFERS_PER_GATE,
+    SEGMENT_SIZE,
+    ArgumentError,
+    BufferSettings,
+    UsageError,
+)
+from spillway.api import buffer_settings as checked_buffers
+from spillway.cli.common import human_bytes, in_flags, out
+from spillway.cli.options import FORECAST_FLAGS
 from spillway.cli.wide import print_wide
-from spillway.rescale.forecast import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE, SEGMENT_SIZE, BufferSettings
 
+# One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
+# rescale writes. --segment-size, its first name here, stays as a hidden alias.
+BufferSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--buffer-size",
+        metavar="BYTES",
+        help=f"Flink's network buffer size, taskmanager.memory.segment-size (default {SEGMENT_SIZE}).",
+    ),
+]
+SegmentSizeAliasOpt = Annotated[
+    int | None, typer.Option("--segment-size", hidden=True, help="Deprecated: use --buffer-size.")
+]
 SegmentSizeOpt = Annotated[
     int,
     typer.Option(
@@ -29,14 +51,19 @@ FloatingBuffersOpt = Annotated[
 DEFAULTS = (SEGMENT_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
 
 
-def buffer_settings(segment_size: int, buffers_per_channel: int, floating: int) -> BufferSettings:
-    from spillway.cli.common import UsageError
+def buffer_size(given: int | None, alias: int | None) -> int:
+    """--buffer-size, or its deprecated alias --segment-size (not both with different values)."""
+    if given is not None and alias is not None and given != alias:
+        raise UsageError(f"--buffer-size {given} and --segment-size {alias}: one buffer size, give --buffer-size")
+    return next((n for n in (given, alias) if n is not None), SEGMENT_SIZE)
 
-    if segment_size < 64:
-        raise UsageError(f"--segment-size {segment_size}: at least 64 bytes")
-    if buffers_per_channel < 0 or floating < 0:
-        raise UsageError("--buffers-per-channel and --floating-buffers-per-gate must not be negative")
-    return BufferSettings(segment_size, buffers_per_channel, floating)
+
+def buffer_settings(size: int, buffers_per_channel: int, floating: int) -> BufferSettings:
+    """The forecast's network settings, checked by the API, its errors in the CLI's words."""
+    try:
+        return checked_buffers(size, buffers_per_channel, floating)
+    except ArgumentError as exc:
+        raise UsageError(in_flags(exc, FORECAST_FLAGS)) from None
 
 
 def show_forecast(f: dict[str, Any]) -> None:

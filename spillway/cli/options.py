@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
 
-from spillway.flink.operator_ids import Binding
-from spillway.inspect.topology import Topology, load_plan, load_uid_map
-from spillway.model.checkpoint import Checkpoint
+from spillway.api import Binding, CheckpointModel, Topology, UsageError, bind_plan, read_plan
 
 RebaseOpt = Annotated[
     list[str] | None,
@@ -54,21 +54,90 @@ UidMapOpt = Annotated[
 ]
 
 
-def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> Topology | None:
-    """Load --plan with the uids given by --uid-map and --uid (which wins)."""
-    from spillway.errors import UsageError
-
-    if plan is None:
-        if uid or uid_map:
-            raise UsageError("--uid and --uid-map need --plan")
-        return None
-    uids = load_uid_map(uid_map) if uid_map else {}
+def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
+    """--uid NAME=UID pairs (checked: --uid and --uid-map need --plan)."""
+    if plan is None and (uid or uid_map):
+        raise UsageError("--uid and --uid-map need --plan")
+    uids: dict[str, str] = {}
     for item in uid or []:
         name, sep, value = item.rpartition("=")
         if not sep or not name or not value:
             raise UsageError(f"--uid {item!r}: expected NAME=UID")
         uids[name] = value
-    return load_plan(plan, uids)
+    return uids
+
+
+def rebase_rules(values: list[str] | None) -> list[str] | None:
+    """--rebase OLD=NEW rules, their syntax checked here (the API names its own argument otherwise)."""
+    for text in values or []:
+        old, sep, new = text.partition("=")
+        if not sep or not old or not new:
+            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+    return values
+
+
+def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> Topology | None:
+    """Load --plan with the uids given by --uid-map and --uid (which wins)."""
+    return read_plan(plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map)
+
+
+def pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    """VERTEX=VALUE pairs of a repeatable option; the same vertex twice with different values is a usage error."""
+    result: dict[str, str] = {}
+    for v in values or []:
+        name, sep, value = v.rpartition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{option} {v!r}: expected VERTEX=VALUE")
+        if name in result and result[name] != value:
+            raise UsageError(f"{option} given twice for {name!r} ({result[name]!r} and {value!r}): which one?")
+        result[name] = value
+    return result
+
+
+def counts(values: list[str] | None, option: str) -> dict[str, int]:
+    """VERTEX=N pairs of a parallelism option; N must be a positive integer (a usage error otherwise)."""
+    found: dict[str, int] = {}
+    for name, n in pairs(values, option).items():
+        if not n.isdigit() or int(n) < 1:
+            raise UsageError(f"{option} {name}={n}: N must be a positive integer")
+        found[name] = int(n)
+    return found
+
+
+def key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """--key and --key-fn pairs (the API checks the extractors); --key-fn modules are found in the current
+    directory, as ``python -m`` finds them."""
+    keys, fns = pairs(key, "--key"), pairs(key_fn, "--key-fn")
+    both = sorted(set(keys) & set(fns))
+    if both:
+        raise UsageError(f"--key and --key-fn both given for {', '.join(both)}: give one")
+    if fns:
+        import_from_cwd()
+    return keys, fns
+
+
+def import_from_cwd() -> None:
+    """A console script's path starts with its own bin/, not the current directory: put that first, for this
+    process and for Spark's Python workers (they inherit PYTHONPATH)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if cwd not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
+
+
+# The options of the forecast and key arguments of the API, in the CLI's words (guarded(..., flags=...)).
+FORECAST_FLAGS = {
+    "keys": "--key",
+    "key_fns": "--key-fn",
+    "buffer_size": "--buffer-size",
+    "buffers_per_channel": "--buffers-per-channel",
+    "floating_buffers_per_gate": "--floating-buffers-per-gate",
+    "parallelism": "-p",
+    "max_parallelism": "--max-parallelism",
+    "flink_version": "--flink-version",
+}
 
 
 class PlanNames:
@@ -79,15 +148,13 @@ class PlanNames:
         self._args = (plan, uid, uid_map)
         self._first = plan_with_uids(plan, uid, uid_map)  # usage errors before any checkpoint is read
 
-    def bind(self, checkpoint: Checkpoint) -> Binding | None:
+    def bind(self, checkpoint: CheckpointModel) -> Binding | None:
         """Bind the plan to ``checkpoint`` (sets ``plan_name`` on its bound 1.x operators); None without --plan.
         Each checkpoint gets a plan of its own: a binding rebuilds the plan's chains from that checkpoint."""
-        from spillway.inspect.topology import operator_binding
-
         topology, self._first = self._first, None
         if topology is None:
             if self._args[0] is None:
                 return None
             topology = plan_with_uids(*self._args)
         assert topology is not None
-        return operator_binding(topology, checkpoint)
+        return bind_plan(topology, checkpoint)

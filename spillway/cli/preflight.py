@@ -8,18 +8,29 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway import api
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.forecast import (
     DEFAULTS,
+    BufferSizeOpt,
     BuffersPerChannelOpt,
     FloatingBuffersOpt,
-    SegmentSizeOpt,
+    SegmentSizeAliasOpt,
     buffer_settings,
+    buffer_size,
     show_forecast,
 )
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.options import (
+    FORECAST_FLAGS,
+    RebaseOpt,
+    UidMapOpt,
+    UidOpt,
+    counts,
+    key_specs,
+    rebase_rules,
+    uid_pairs,
+)
 from spillway.cli.wide import print_wide
-from spillway.errors import SpillwayError, UsageError
 
 # 0 and 1 as everywhere; 2 usage; 3 is kept for "storage unreachable" (issue 21). Unknown is neither a yes a
 # deploy script may act on nor Flink's refusal: its own code.
@@ -62,31 +73,26 @@ def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
     return out
 
 
-def _version(value: str | None) -> tuple[int, int, int] | None:
-    if value is None:
-        return None
-    parts = value.split(".")
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-        raise UsageError(f"--flink-version {value!r}: expected X.Y.Z (e.g. 2.3.0)")
-    major, minor, *patch = map(int, parts)
-    return major, minor, patch[0] if patch else 0
-
-
-def _plan(plan: str, uid: list[str] | None, uid_map: str | None) -> Any:
-    """--plan as a file, or a running job's plan from its JobManager (http://HOST:PORT/jobs/JOB_ID)."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from spillway.storage.rest import fetch_plan, is_job_url
-
-    if not is_job_url(plan):
-        return plan_with_uids(plan, uid, uid_map)
-    doc = fetch_plan(plan)
-    with tempfile.TemporaryDirectory(prefix="spillway-plan-") as tmp:
-        path = Path(tmp) / "plan.json"
-        path.write_text(json.dumps(doc))
-        return plan_with_uids(str(path), uid, uid_map)
+def options(
+    parallelism: list[str] | None,
+    max_parallelism: list[str] | None,
+    allow_non_restored_state: bool,
+    flink_version: str | None,
+    key: list[str] | None = None,
+    key_fn: list[str] | None = None,
+    buffers: api.BufferSettings | None = None,
+) -> api.PreflightOptions:
+    """What the new job's plan does not show, from the options preflight and report share."""
+    keys, fns = key_specs(key, key_fn)
+    return api.PreflightOptions(
+        counts(parallelism, "-p"),
+        _max_parallelism(max_parallelism),
+        allow_non_restored_state,
+        flink_version,
+        keys,
+        fns,
+        buffers or api.BufferSettings(),
+    )
 
 
 def command(
@@ -125,74 +131,31 @@ def command(
     key_fn: Annotated[
         list[str] | None, typer.Option("--key-fn", help="Forecast: VERTEX=module:function (as for rescale).")
     ] = None,
-    segment_size: SegmentSizeOpt = DEFAULTS[0],
+    buffer_size_: BufferSizeOpt = None,
     buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
     floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
     rebase: RebaseOpt = None,
+    segment_size: SegmentSizeAliasOpt = None,
 ) -> None:
     def run() -> int:
-        from spillway.cli.rescale import _counts, _key_specs
-        from spillway.inspect.preflight import (
-            Settings,
-            check,
-            checkpoint_parallelism_plan,
-            forecast_reasons,
-            to_doc,
-            with_parallelism,
-        )
-        from spillway.storage.load import load_checkpoint
-
-        counts = _counts(parallelism, "-p")
-        keys, fns = _key_specs(key, key_fn)
-        settings = Settings(
-            allow_non_restored_state,
-            _max_parallelism(max_parallelism),
-            _version(flink_version),
-            checkpoint,
-        )
-        buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
-        topology = _plan(plan, uid, uid_map)
-        if counts:
-            topology = with_parallelism(topology, counts)
-        from spillway.storage.rest import is_job_url, latest_checkpoint
-
-        path = latest_checkpoint(checkpoint) if is_job_url(checkpoint) else checkpoint
-        settings.checkpoint_path = path
-        loaded = load_checkpoint(path, rebase)
-        result = check(topology, loaded.checkpoint, settings, loaded)
-        forecast: dict[str, Any] | None = None
-        forecast_note = None
-        if result.restorable is not False:
-            rescaled = checkpoint_parallelism_plan(topology, result)
-            if rescaled is not None:
-                from spillway.rescale.rescale import forecast_rescale
-
-                old_plan, new_p = rescaled
-                try:
-                    forecast = forecast_rescale(loaded, old_plan, new_p, keys, fns, buffers)
-                except SpillwayError as exc:
-                    forecast_note = f"no restore forecast: {exc}"
-                else:
-                    result.reasons += forecast_reasons(forecast)
-        restorable = result.restorable
+        size = buffer_size(buffer_size_, segment_size)
+        buffers = buffer_settings(size, buffers_per_channel, floating_buffers_per_gate)
+        settings = options(parallelism, max_parallelism, allow_non_restored_state, flink_version, key, key_fn, buffers)
+        uids = uid_pairs(plan, uid, uid_map)
+        found = api.check_restore(checkpoint, plan, settings, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
         if json_out:
-            extra: dict[str, Any] = {"checkpoint": path, "plan": plan}
-            if forecast is not None:
-                extra["forecast"] = forecast
-            if forecast_note is not None:
-                extra["forecast_note"] = forecast_note
-            emit_json(to_doc(result, extra))
+            emit_json(found.to_json())
         else:
-            show(result, forecast, forecast_note)
-        if restorable is None:
+            show(found.result, found.forecast, found.forecast_note)
+        if found.restorable is None:
             return EXIT_UNKNOWN
-        return EXIT_OK if restorable else EXIT_FINDINGS
+        return EXIT_OK if found.restorable else EXIT_FINDINGS
 
-    raise typer.Exit(guarded(run, json_out))
+    raise typer.Exit(guarded(run, json_out, FORECAST_FLAGS))
 
 
-def show(result: Any, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
+def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
     answer = {True: "[bold green]yes[/]", False: "[bold red]no[/]", None: "[yellow]unknown[/]"}[result.restorable]
     out.print(f"restorable: {answer}")
     # one reason per paragraph, not a table: the messages and Flink's words are long and must not be cut

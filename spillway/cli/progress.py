@@ -18,8 +18,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from spillway.api import Stage, listening
 from spillway.cli.output import current
-from spillway.progress import Stage, listening
 
 
 class _Count(ProgressColumn):

@@ -5,19 +5,14 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NamedTuple
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
+from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, err, guarded, out
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
-from spillway.inspect.html_report import render_html, report_document
-from spillway.storage.load import load_checkpoint
-
-if TYPE_CHECKING:
-    from spillway.inspect.restore_checks import Settings
-    from spillway.inspect.topology import Topology
+from spillway.cli.options import FORECAST_FLAGS, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -32,21 +27,21 @@ its plan does not show, as for preflight; --uid/--uid-map name uids in both plan
 The numbers are those of analyze --json, validate --json, files --json (and preflight --json, without
 its restore forecast) on the same checkpoint; those documents are embedded in the page as JSON. The
 page loads nothing at view time (inline CSS and SVG, no script, no font, no network). It is written
-under a temporary name beside FILE and then renamed; an existing FILE is never replaced unless --force
-is given.
+with --out FILE (- for stdout) under a temporary name beside FILE and then renamed; an existing FILE is never
+replaced unless --force is given.
 
 Exit code 0 when written, 1 when written but validate found errors in the checkpoint (the page
 shows them), 2 on usage errors (nothing written). The preflight answer does not change it.
 
 Examples:
 
-  spillway report chk-42 --plan plan.json --html incident-4711.html
+  spillway report chk-42 --plan plan.json --out incident-4711.html
 
-  spillway report /checkpoints/7f3c... --plan plan.json --html chk.html --force
+  spillway report /checkpoints/7f3c... --plan plan.json --out chk.html --force
 
-  spillway report chk-42 --html - | gzip > chk-42.html.gz
+  spillway report chk-42 --out - | gzip > chk-42.html.gz
 
-  spillway report chk-42 --plan plan.json --new-plan new-plan.json -p count=4 --html before-deploy.html
+  spillway report chk-42 --plan plan.json --new-plan new-plan.json -p count=4 --out before-deploy.html
 """
 
 
@@ -72,7 +67,9 @@ def write_new(target: Path, text: str, force: bool) -> None:
 
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")],
-    html: Annotated[str, typer.Option("--html", metavar="FILE", help="The HTML page to write; - for stdout.")],
+    out_file: Annotated[
+        str | None, typer.Option("--out", metavar="FILE", help="The HTML page to write; - for stdout.")
+    ] = None,
     plan: Annotated[
         str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
     ] = None,
@@ -106,46 +103,61 @@ def command(
     flink_version: Annotated[
         str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
     ] = None,
+    html: Annotated[str | None, typer.Option("--html", metavar="FILE", hidden=True, help="Deprecated: --out.")] = None,
 ) -> None:
     def run() -> int:
-        target = Path(html)
-        new_job = _new_job(
-            new_plan, parallelism, max_parallelism, allow_non_restored_state, flink_version, uid, uid_map, path
-        )
-        if html == "-":  # stdout, as for every tool that takes a FILE
-            page = _page(path, plan, uid, uid_map, rebase, new_job)
-            out.file.write(page.html)
-            return _verdict(page.errors)
+        target_name = _target(out_file, html)
+        settings = _new_job_options(new_plan, parallelism, max_parallelism, allow_non_restored_state, flink_version)
+        uids = uid_pairs(plan or new_plan, uid, uid_map)
+
+        def page() -> api.ReportResult:
+            return api.report(
+                path,
+                plan=plan,
+                uids=uids,
+                uid_map=uid_map,
+                rebase=rebase_rules(rebase),
+                new_plan=new_plan,
+                options=settings,
+            )
+
+        if target_name == "-":  # stdout, as for every tool that takes a FILE
+            done = page()
+            out.file.write(done.html)
+            return _verdict(done.errors)
+        target = Path(target_name)
         if target.is_dir():
-            raise UsageError(f"--html {html}: is a directory")
+            raise UsageError(f"--out {target_name}: is a directory")
         if not target.parent.is_dir():
-            raise UsageError(f"--html {html}: directory {target.parent} does not exist")
+            raise UsageError(f"--out {target_name}: directory {target.parent} does not exist")
         if target.exists() and not force:
-            raise UsageError(f"--html {html}: exists (pass --force to replace it)")
-        page = _page(path, plan, uid, uid_map, rebase, new_job)
-        write_new(target, page.html, force)
+            raise UsageError(f"--out {target_name}: exists (pass --force to replace it)")
+        done = page()
+        write_new(target, done.html, force)
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
-        return _verdict(page.errors)
+        return _verdict(done.errors)
 
-    raise typer.Exit(guarded(run))
-
-
-class _Page(NamedTuple):
-    html: str
-    errors: int  # validate errors of the checkpoint (the page lists them)
+    raise typer.Exit(guarded(run, flags=FORECAST_FLAGS))
 
 
-def _new_job(
+def _target(out_file: str | None, html: str | None) -> str:
+    """--out FILE, or its older name --html FILE (not both with different files)."""
+    if out_file is not None and html is not None and out_file != html:
+        raise UsageError(f"--out {out_file} and --html {html}: one page, give --out")
+    target = out_file if out_file is not None else html
+    if target is None:
+        raise UsageError("--out FILE is required (the page to write; - for stdout)")
+    return target
+
+
+def _new_job_options(
     new_plan: str | None,
     parallelism: list[str] | None,
     max_parallelism: list[str] | None,
     allow_non_restored_state: bool,
     flink_version: str | None,
-    uid: list[str] | None,
-    uid_map: str | None,
-    checkpoint: str,
-) -> tuple[Topology, Settings, str] | None:
-    """--new-plan and what its plan does not show, read as spillway preflight reads them (usage errors first)."""
+) -> api.PreflightOptions | None:
+    """What --new-plan's plan does not show, read as spillway preflight reads it (usage errors first)."""
     if new_plan is None:
         given = [
             name
@@ -160,35 +172,9 @@ def _new_job(
         if given:
             raise UsageError(f"{', '.join(given)}: only with --new-plan (they describe the new job)")
         return None
-    from spillway.cli.preflight import _max_parallelism, _plan, _version
-    from spillway.cli.rescale import _counts
-    from spillway.inspect.preflight import Settings, with_parallelism
+    from spillway.cli.preflight import options
 
-    settings = Settings(
-        allow_non_restored_state, _max_parallelism(max_parallelism), _version(flink_version), checkpoint
-    )
-    counts = _counts(parallelism, "-p")
-    topology = _plan(new_plan, uid, uid_map)
-    if counts:
-        topology = with_parallelism(topology, counts)
-    return topology, settings, new_plan
-
-
-def _page(
-    path: str,
-    plan: str | None,
-    uid: list[str] | None,
-    uid_map: str | None,
-    rebase: list[str] | None,
-    new_job: tuple[Topology, Settings, str] | None = None,
-) -> _Page:
-    from spillway import __version__
-
-    # --uid/--uid-map name uids of --new-plan too: without --plan they are for that plan alone
-    topology = None if plan is None and new_job is not None else plan_with_uids(plan, uid, uid_map)
-    loaded = load_checkpoint(path, rebase)
-    doc = report_document(loaded, topology, path, new_job)
-    return _Page(render_html(doc, generator=f"spillway {__version__}"), doc["validate"]["summary"]["error"])
+    return options(parallelism, max_parallelism, allow_non_restored_state, flink_version)
 
 
 def _verdict(errors: int) -> int:

@@ -8,15 +8,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from spillway import progress
+from spillway import api
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, out
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
 from spillway.cli.wide import print_wide
-from spillway.inspect.reports import validate_json
-from spillway.inspect.topology import operator_binding
-from spillway.inspect.validate import Report, validate
-from spillway.storage.load import load_checkpoint
 
 HELP = """Check _metadata, every referenced file, every channel-state file and the record framing of
 every logical channel. Each fault is reported with rule, file, byte offset, operator, subtask and
@@ -53,30 +49,19 @@ def command(
     ] = False,
 ) -> None:
     def run() -> int:
-        topology = plan_with_uids(plan, uid, uid_map)
-        loaded = load_checkpoint(path, rebase)
-        stages: dict[str, progress.Stage] = {}
-
-        def advance(what: str, n: int) -> None:  # bars on stderr when it is a terminal (see guarded)
-            if n < 0:
-                stages[what] = progress.stage(what, -n, what.rsplit(" ", 1)[-1])
-            elif what in stages:
-                stages[what].update(n)
-
-        report = validate(loaded, topology, advance)
+        cp = api.open(path, plan=plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map, rebase=rebase_rules(rebase))
+        result = cp.validate()  # progress bars on stderr when it is a terminal (see guarded)
         if json_out:
-            binding = operator_binding(topology, loaded.checkpoint) if topology else None
-            emit_json(validate_json(report, loaded.location.shown, loaded.resolver.rebases(), binding))
+            emit_json(result.to_json())
         else:
-            if topology is not None:
-                show_binding(operator_binding(topology, loaded.checkpoint))
-            show(report, loaded.location.shown, loaded.location.note, loaded.resolver.rebases())
-        return EXIT_FINDINGS if report.errors or (strict and not report.complete) else EXIT_OK
+            show_binding(cp.binding)
+            show(result.report, cp.shown, cp.note, result.rebased)
+        return EXIT_FINDINGS if result.report.errors or (strict and not result.report.complete) else EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))
 
 
-def show(report: Report, metadata: str, note: str | None, rebased: list[dict[str, Any]]) -> None:
+def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict[str, Any]]) -> None:
     if note:
         out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.findings:

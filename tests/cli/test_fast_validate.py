@@ -68,16 +68,13 @@ def received(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             return 0
         raise AssertionError("the command body went past loading")
 
-    def plan_with_uids(plan: Any, uid: Any, uid_map: Any) -> None:
-        seen.update(plan=plan, uid=uid, uid_map=uid_map)
-
-    def load_checkpoint(path: Any, rebase: Any) -> None:
-        seen.update(path=path, rebase=rebase)
+    def open_checkpoint(path: Any, *, plan: Any, uids: Any, uid_map: Any, rebase: Any) -> None:
+        seen.update(path=path, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase)
         raise _Stop
 
     monkeypatch.setattr(validate_cli, "guarded", guarded)
-    monkeypatch.setattr(validate_cli, "plan_with_uids", plan_with_uids)
-    monkeypatch.setattr(validate_cli, "load_checkpoint", load_checkpoint)
+    monkeypatch.setattr(validate_cli, "uid_pairs", lambda plan, uid, uid_map: uid)  # --uid as typer gave it
+    monkeypatch.setattr(validate_cli.api, "open", open_checkpoint)  # the one API call, before any work
     return seen
 
 

@@ -1,0 +1,147 @@
+"""The options of the read-side calls, as dataclasses (what a command's flags say, in Python's names).
+
+Each checks itself when made, so a mistake is an ``ArgumentError`` naming the argument before any checkpoint
+is read. The restore forecast's network settings are Flink's: ``buffer_size`` is
+``taskmanager.memory.segment-size`` (one network buffer), the others ``taskmanager.network.memory.*``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spillway.api.errors import ArgumentError
+from spillway.rescale.forecast import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE, SEGMENT_SIZE, BufferSettings
+
+PathLike = str | os.PathLike[str]
+MIN_BUFFER_SIZE = 64  # below this no stream element header fits a network buffer
+
+
+def buffer_settings(
+    buffer_size: int = SEGMENT_SIZE,
+    buffers_per_channel: int = BUFFERS_PER_CHANNEL,
+    floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE,
+) -> BufferSettings:
+    """Flink's network buffer settings for the restore forecast, checked."""
+    if buffer_size < MIN_BUFFER_SIZE:
+        raise ArgumentError("buffer_size", buffer_size, f"at least {MIN_BUFFER_SIZE} bytes")
+    counts = {"buffers_per_channel": buffers_per_channel, "floating_buffers_per_gate": floating_buffers_per_gate}
+    for name, n in counts.items():
+        if n < 0:
+            raise ArgumentError(name, n, "must not be negative")
+    return BufferSettings(buffer_size, buffers_per_channel, floating_buffers_per_gate)
+
+
+def check_parallelism(parallelism: Mapping[str, int], argument: str = "parallelism") -> None:
+    for vertex, n in parallelism.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ArgumentError(argument, n, "must be a positive integer", vertex)
+
+
+def check_keys(keys: Mapping[str, str], key_fns: Mapping[str, str]) -> None:
+    """Key extractors (``tuple:0:long`` …) parse, ``key_fns`` are ``module:function``, never both for one vertex."""
+    from spillway.formats.values import ValueSpecError, parse_key_extractor
+
+    both = sorted(set(keys) & set(key_fns))
+    if both:
+        raise ArgumentError("keys", None, f"and key_fns both given for {', '.join(both)}: give one")
+    for vertex, spec in keys.items():
+        try:
+            parse_key_extractor(spec)
+        except ValueSpecError as exc:
+            raise ArgumentError("keys", spec, str(exc), vertex) from None
+    for vertex, spec in key_fns.items():
+        if ":" not in spec:
+            raise ArgumentError("key_fns", spec, "expected module:function", vertex)
+
+
+@dataclass(frozen=True)
+class ForecastOptions:
+    """A restore forecast at a new parallelism (what ``rescale`` would move, what Flink's own rescaling would
+    read, filter and buffer). ``keys``/``key_fns``: the key extractor of each re-routed keyBy vertex."""
+
+    parallelism: Mapping[str, int]
+    keys: Mapping[str, str] = field(default_factory=dict)
+    key_fns: Mapping[str, str] = field(default_factory=dict)
+    buffers: BufferSettings = field(default_factory=BufferSettings)
+
+    def __post_init__(self) -> None:
+        if not self.parallelism:
+            raise ArgumentError("parallelism", None, "name at least one vertex: {vertex: new parallelism}")
+        check_parallelism(self.parallelism)
+        check_keys(self.keys, self.key_fns)
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """``keep_records``: the first N records of each channel kept (and shown in ``to_json()`` as ``value_type``
+    says); ``parquet``: a directory for ``channels.parquet`` (``records``: and ``records.parquet``, streamed);
+    ``forecast``: a restore forecast at a new parallelism (needs the plan)."""
+
+    keep_records: int = 0
+    value_type: str = "auto"
+    parquet: PathLike | None = None
+    records: bool = False
+    forecast: ForecastOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.keep_records < 0:
+            raise ArgumentError("keep_records", self.keep_records, "must not be negative")
+        check_value_type(self.value_type)
+        if self.records and self.parquet is None:
+            raise ArgumentError("records", None, "needs parquet (the directory to write records.parquet in)")
+
+
+def check_value_type(spec: str) -> None:
+    """How kept values are shown: ``auto``, ``hex`` or a value spec (``tuple(long,string)`` …)."""
+    from spillway.formats.values import ValueSpecError, check_display_spec
+
+    try:
+        check_display_spec(spec)
+    except ValueSpecError as exc:
+        raise ArgumentError("value_type", spec, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """What a new job's plan does not show: ``parallelism`` changes of its vertices, the max parallelism it sets
+    (``{None: N}`` job-wide, ``{vertex: N}``), Flink's ``allow_non_restored_state``, the restoring release
+    (``"2.3.0"``); and for the restore forecast the key extractors and network buffers."""
+
+    parallelism: Mapping[str, int] = field(default_factory=dict)
+    max_parallelism: Mapping[str | None, int] = field(default_factory=dict)
+    allow_non_restored_state: bool = False
+    flink_version: str | None = None
+    keys: Mapping[str, str] = field(default_factory=dict)
+    key_fns: Mapping[str, str] = field(default_factory=dict)
+    buffers: BufferSettings = field(default_factory=BufferSettings)
+
+    def __post_init__(self) -> None:
+        check_parallelism(self.parallelism)
+        check_parallelism({k or "": n for k, n in self.max_parallelism.items()}, "max_parallelism")
+        self.release()
+        check_keys(self.keys, self.key_fns)
+
+    def release(self) -> tuple[int, int, int] | None:
+        """``flink_version`` as (major, minor, patch)."""
+        if self.flink_version is None:
+            return None
+        parts = self.flink_version.split(".")
+        if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+            raise ArgumentError("flink_version", self.flink_version, "expected X.Y.Z (e.g. 2.3.0)")
+        major, minor, *patch = map(int, parts)
+        return major, minor, patch[0] if patch else 0
+
+
+__all__ = [
+    "BUFFERS_PER_CHANNEL",
+    "FLOATING_BUFFERS_PER_GATE",
+    "SEGMENT_SIZE",
+    "AnalyzeOptions",
+    "BufferSettings",
+    "ForecastOptions",
+    "PreflightOptions",
+    "buffer_settings",
+    "check_value_type",
+]

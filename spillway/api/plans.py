@@ -1,0 +1,92 @@
+"""Plans and path rules as the API takes them: a plan file (either flavour), a running job's plan
+(``http://HOST:PORT/jobs/JOB_ID``) or a ``Topology``, with the uids it cannot show; ``rebase`` as a mapping.
+
+Light on purpose: ``spillway.open`` imports this module, not the analyses behind the other calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spillway.errors import UsageError
+
+if TYPE_CHECKING:
+    from spillway.flink.operator_ids import Binding
+    from spillway.inspect.topology import Topology
+    from spillway.model.checkpoint import Checkpoint as CheckpointModel
+
+PathLike = str | os.PathLike[str]
+# Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
+Rebase = Mapping[str, str] | Sequence[str] | None
+
+
+def rebase_rules(rebase: Rebase) -> list[str] | None:
+    """``rebase`` as the locator's ``OLD=NEW`` rules; a wrong shape is a ``UsageError`` in Python's words."""
+    if rebase is None:
+        return None
+    pairs: list[tuple[object, object]]
+    if isinstance(rebase, Mapping):
+        pairs = list(rebase.items())
+    elif isinstance(rebase, Sequence) and not isinstance(rebase, str):
+        pairs = [(r.partition("=")[0], r.partition("=")[2]) if isinstance(r, str) else (r, None) for r in rebase]
+    else:
+        raise UsageError(f"rebase: expected a mapping {{old_prefix: new_prefix}}, got {type(rebase).__name__}")
+    rules = []
+    for old, new in pairs:
+        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
+            raise UsageError(
+                f"rebase: {old!r}: expected non-empty prefixes, {{old_prefix: new_prefix}} or 'OLD_PREFIX=NEW_PREFIX'"
+            )
+        rules.append(f"{old}={new}")
+    return rules
+
+
+def read_plan(
+    plan: Topology | PathLike | None, *, uids: Mapping[str, str] | None = None, uid_map: PathLike | None = None
+) -> Topology | None:
+    """The plan with the uids it cannot show: ``uid_map`` (a JSON file ``{"operator name": "uid"}``) first,
+    ``uids`` win. ``plan``: a file of either flavour (``getExecutionPlan()``/``flink info`` or the REST job
+    graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), or a ``Topology``."""
+    from spillway.inspect.topology import Topology, load_plan, load_uid_map, parse_plan
+    from spillway.storage.rest import is_job_url
+
+    if plan is None:
+        if uids or uid_map:
+            raise UsageError("uids and uid_map need a plan")
+        return None
+    merged = load_uid_map(Path(uid_map)) if uid_map is not None else {}
+    for name, uid in (uids or {}).items():
+        if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
+            raise UsageError(f"uids: {name!r}: expected {{operator name: uid}} with non-empty strings")
+        merged[name] = uid
+    if isinstance(plan, Topology):
+        if merged:
+            plan.uids = {**plan.uids, **merged}
+        return plan
+    if is_job_url(str(plan)):
+        from spillway.storage.rest import fetch_plan
+
+        topology = parse_plan(fetch_plan(str(plan)), str(plan))
+        topology.uids = merged
+        return topology
+    return load_plan(Path(plan), merged)
+
+
+def job_checkpoint(path: PathLike) -> str:
+    """``path`` itself, or for a running job's ``http://HOST:PORT/jobs/JOB_ID`` its latest completed checkpoint."""
+    from spillway.storage.rest import is_job_url, latest_checkpoint
+
+    if not is_job_url(str(path)):
+        return str(path)
+
+    return latest_checkpoint(str(path))
+
+
+def bind_plan(plan: Topology, checkpoint: CheckpointModel) -> Binding | None:
+    """Bind ``plan`` to a decoded checkpoint (memoized on the plan); the checkpoint's operators it binds exactly
+    are named by the plan from then on. Each checkpoint should get a plan of its own (its chains are rebuilt)."""
+    from spillway.inspect.topology import operator_binding
+
+    return operator_binding(plan, checkpoint)

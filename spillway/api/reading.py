@@ -1,0 +1,154 @@
+"""The read-side calls that take paths rather than one opened checkpoint: several checkpoints (``files``,
+``diff``), a checkpoint named by a running job (``check_restore``), a page about one (``report``). Each reads
+its plans first (a bad plan fails before any storage is touched), then opens, then calls ``Checkpoint``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from spillway.api.options import PreflightOptions
+from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, rebase_rules
+from spillway.api.results import PreflightResult, ReportResult
+from spillway.api.session import Checkpoint, new_job_plan
+from spillway.api.session import open as open_checkpoint
+
+if TYPE_CHECKING:
+    from spillway.inspect.diff import CheckpointDiff
+    from spillway.inspect.files import FilesReport
+    from spillway.inspect.topology import Topology
+    from spillway.storage.load import LoadedCheckpoint
+
+Opened = Checkpoint | PathLike
+
+
+def files(
+    checkpoints: LoadedCheckpoint | Opened | Sequence[LoadedCheckpoint | Opened],
+    *,
+    plan: Topology | PathLike | None = None,
+    uids: Mapping[str, str] | None = None,
+    uid_map: PathLike | None = None,
+    rebase: Rebase = None,
+) -> FilesReport:
+    """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its ``chk-N``,
+    and one whose ``_metadata`` does not decode is left out (``.damaged``, and a warning). ``.exclusive(i)``:
+    what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()`` is ``spillway.files/1``. With ``plan``
+    the operators it binds exactly in each checkpoint are named by it (each checkpoint binds a plan of its own)."""
+    from spillway.api.progress import warn
+    from spillway.inspect.files import checkpoint_files, collect_files
+    from spillway.storage.load import LoadedCheckpoint
+
+    first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
+    items = checkpoints if isinstance(checkpoints, Sequence) and not isinstance(checkpoints, str) else [checkpoints]
+    if all(not isinstance(i, (Checkpoint, LoadedCheckpoint)) for i in items):
+        report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
+    else:
+        report = collect_files([_pair(i, rebase) for i in items])
+    for cf in report.checkpoints:
+        if first is not None or plan is not None:
+            topology, first = first or read_plan(plan, uids=uids, uid_map=uid_map), None
+            assert topology is not None
+            Checkpoint(cf.loaded, topology, cf.source).binding  # noqa: B018 - names the operators
+    for d in report.damaged:
+        warn(f"{d.checkpoint}: damaged, left out: {d.error}")
+    return report
+
+
+def _pair(item: LoadedCheckpoint | Opened, rebase: Rebase) -> tuple[str, LoadedCheckpoint]:
+    from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+
+    if isinstance(item, Checkpoint):
+        return item.source, item.loaded
+    if isinstance(item, LoadedCheckpoint):
+        return str(item.location.checkpoint_dir), item
+    return str(item), load_checkpoint(item, rebase_rules(rebase))
+
+
+def diff(
+    a: LoadedCheckpoint | Opened,
+    b: LoadedCheckpoint | Opened,
+    *,
+    plan: Topology | PathLike | None = None,
+    uids: Mapping[str, str] | None = None,
+    uid_map: PathLike | None = None,
+    rebase: Rebase = None,
+) -> CheckpointDiff:
+    """What differs between two checkpoints (``spillway diff``): ``.identical``, ``.to_json()`` is
+    ``spillway.diff/1``. With ``plan`` both sides are named by it (say, before and after a rescale)."""
+    from spillway.storage.load import LoadedCheckpoint
+
+    read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
+
+    def opened(x: LoadedCheckpoint | Opened) -> Checkpoint:
+        if isinstance(x, Checkpoint):
+            return x
+        topology = read_plan(plan, uids=uids, uid_map=uid_map) if plan is not None else None
+        if isinstance(x, LoadedCheckpoint):
+            return Checkpoint(x, topology)
+        return _open(x, topology, rebase)
+
+    return opened(a).diff(opened(b))
+
+
+def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoint:
+    from spillway.storage.load import load_checkpoint
+
+    return Checkpoint(load_checkpoint(path, rebase_rules(rebase)), topology, str(path))
+
+
+def check_restore(
+    checkpoint: Checkpoint | PathLike,
+    new_plan: Topology | PathLike,
+    options: PreflightOptions | None = None,
+    *,
+    uids: Mapping[str, str] | None = None,
+    uid_map: PathLike | None = None,
+    rebase: Rebase = None,
+) -> PreflightResult:
+    """``spillway preflight``: would Flink restore ``checkpoint`` into the job of ``new_plan``? ``checkpoint`` may
+    be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
+    plan); ``uids``/``uid_map`` name uids of the new plan. ``.restorable``: True / False / None (unknown)."""
+    options = options or PreflightOptions()
+    topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
+    opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
+    source = None if _is_plan(new_plan) else str(new_plan)
+    return opened.preflight(topology, replace(options, parallelism={}), source=source)
+
+
+def report(
+    checkpoint: Checkpoint | PathLike,
+    *,
+    plan: Topology | PathLike | None = None,
+    uids: Mapping[str, str] | None = None,
+    uid_map: PathLike | None = None,
+    rebase: Rebase = None,
+    new_plan: Topology | PathLike | None = None,
+    options: PreflightOptions | None = None,
+) -> ReportResult:
+    """``spillway report``: one self-contained HTML page about ``checkpoint`` (``.html``, ``.to_json()`` is
+    ``spillway.report/1``); with ``new_plan`` also preflight's answer for that job. ``uids``/``uid_map`` name
+    uids in both plans (without ``plan``, in ``new_plan`` alone)."""
+    new_job = None
+    source = None
+    if new_plan is not None:
+        options = options or PreflightOptions()
+        new_job = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
+        options = replace(options, parallelism={})
+        source = None if _is_plan(new_plan) else str(new_plan)
+    elif options is not None and options != PreflightOptions():
+        from spillway.api.errors import ArgumentError
+
+        raise ArgumentError("options", None, "only with new_plan (they describe the new job)")
+    if isinstance(checkpoint, Checkpoint):
+        opened = checkpoint
+    else:
+        own = read_plan(plan, uids=uids, uid_map=uid_map) if plan is not None or new_plan is None else None
+        opened = open_checkpoint(checkpoint, plan=own, rebase=rebase)
+    return opened.report(new_job, options, source=source)
+
+
+def _is_plan(plan: object) -> bool:
+    from spillway.inspect.topology import Topology
+
+    return isinstance(plan, Topology)

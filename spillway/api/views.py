@@ -1,0 +1,38 @@
+"""The types and pure helpers a renderer of the results needs (the CLI's tables, a program's own report),
+re-exported so it need not reach below the door: the results' parts and the binding's rows."""
+
+from __future__ import annotations
+
+from spillway.flink.operator_ids import Binding
+from spillway.formats.values import render_value
+from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, OperatorAnalysis, edges
+from spillway.inspect.diff import CheckpointDiff
+from spillway.inspect.files import GROUPS, FilesReport
+from spillway.inspect.findings import Finding
+from spillway.inspect.finished import Verdict
+from spillway.inspect.preflight import Result as PreflightAnswer
+from spillway.inspect.reports import binding_json, uid_map_template
+from spillway.inspect.topology import Topology
+from spillway.inspect.validate import Report
+from spillway.model.checkpoint import Checkpoint as CheckpointModel
+
+__all__ = [
+    "GROUPS",
+    "Analysis",
+    "Binding",
+    "ChannelAnalysis",
+    "CheckpointDiff",
+    "CheckpointModel",
+    "EdgeSummary",
+    "FilesReport",
+    "Finding",
+    "OperatorAnalysis",
+    "PreflightAnswer",
+    "Report",
+    "Topology",
+    "Verdict",
+    "binding_json",
+    "edges",
+    "render_value",
+    "uid_map_template",
+]
