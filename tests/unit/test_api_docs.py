@@ -26,11 +26,13 @@ def blocks() -> list[str]:
 
 def test_every_python_block_of_docs_api_md_runs() -> None:
     found = blocks()
-    assert len(found) >= 4  # open/validate/analyze, uncounted channels, a 1.x plan bound from Python, errors
+    # open/validate/analyze, the forecast, uncounted channels, a 1.x plan bound (deduced, then by uids), errors
+    assert len(found) >= 6
     session = "\n\n".join(f"# --- block {i}\n{code}" for i, code in enumerate(found))
     done = _python(session)
     assert done.returncode == 0, done.stderr
-    assert "records moved into" in done.stdout and "rebase: ''" in done.stdout
+    assert "buffer_size=32: at least 64 bytes" in done.stdout and "rebase: ''" in done.stdout
+    assert "['deduced', 'deterministic-hash']" in done.stdout  # the 1.x plan without uids: bound all the same
 
 
 @pytest.mark.parametrize(
