@@ -49,18 +49,20 @@ def read_plan(
     """The plan with the uids it cannot show: ``uid_map`` (a JSON file ``{"operator name": "uid"}``) first,
     ``uids`` win. ``plan``: a file of either flavour (``getExecutionPlan()``/``flink info`` or the REST job
     graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), or a ``Topology``."""
-    from spillway.inspect.topology import Topology, load_plan, load_uid_map, parse_plan
-    from spillway.storage.rest import is_job_url
-
     if plan is None:
         if uids or uid_map:
             raise UsageError("uids and uid_map need a plan")
         return None
+    from spillway.inspect.topology import load_uid_map
+
     merged = load_uid_map(Path(uid_map)) if uid_map is not None else {}
     for name, uid in (uids or {}).items():
         if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
             raise UsageError(f"uids: {name!r}: expected {{operator name: uid}} with non-empty strings")
         merged[name] = uid
+    from spillway.inspect.topology import Topology, load_plan, parse_plan
+    from spillway.storage.rest import is_job_url
+
     if isinstance(plan, Topology):
         if merged:
             plan.uids = {**plan.uids, **merged}

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spillway.api.options import AnalyzeOptions
-
 if TYPE_CHECKING:
+    from spillway.api.options import AnalyzeOptions
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.analyze import Analysis
     from spillway.inspect.finished import Verdict
@@ -53,7 +52,7 @@ class AnalyzeResult:
     the new parallelism asked for; ``binding``: how the plan's operators were bound; ``written``: Parquet files."""
 
     analysis: Analysis
-    options: AnalyzeOptions = field(default_factory=AnalyzeOptions)
+    options: AnalyzeOptions
     verdict: Verdict | None = None
     forecast: dict[str, Any] | None = None
     binding: Binding | None = None

@@ -13,11 +13,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spillway.api.options import AnalyzeOptions, PreflightOptions
 from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
 
 if TYPE_CHECKING:
+    from spillway.api.options import AnalyzeOptions, PreflightOptions
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.diff import CheckpointDiff
     from spillway.inspect.files import FilesReport
@@ -128,6 +128,7 @@ class Checkpoint:
         """``spillway analyze``: in-flight data per channel in replay order, finished states; with a plan also
         Flink's restore verdict and the binding; ``options.forecast`` adds the restore forecast."""
         from spillway.api.errors import ArgumentError
+        from spillway.api.options import AnalyzeOptions
         from spillway.inspect.analyze import analyze
 
         options = options or AnalyzeOptions()
@@ -173,6 +174,7 @@ class Checkpoint:
         job is this one rescaled, also the restore forecast. ``new_plan``: a plan file, a running job's
         ``http://HOST:PORT/jobs/JOB_ID`` or a ``Topology`` (``spillway.api.read_plan(path, uids=...)`` gives it the
         uids it cannot show); ``source``: where it came from, for ``to_json()`` (default: ``new_plan`` itself)."""
+        from spillway.api.options import PreflightOptions
         from spillway.errors import SpillwayError
         from spillway.inspect.preflight import check, checkpoint_parallelism_plan, forecast_reasons
         from spillway.rescale.rescale import forecast_rescale
@@ -205,6 +207,7 @@ class Checkpoint:
         """One self-contained HTML page about the checkpoint (``spillway report``); with ``new_plan`` also
         preflight's answer for that job (without the restore forecast), as for :meth:`preflight`."""
         from spillway import __version__
+        from spillway.api.options import PreflightOptions
         from spillway.inspect.html_report import render_html, report_document
 
         new_job = None

@@ -10,13 +10,13 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from spillway.api import Binding, binding_json, uid_map_template
+from spillway import api
 from spillway.cli.output import out
 from spillway.cli.wide import print_wide
 
 
-def show_binding(binding: Binding | None) -> None:
-    show_binding_doc(binding_json(binding))
+def show_binding(binding: api.Binding | None) -> None:
+    show_binding_doc(api.binding_json(binding))
 
 
 def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
@@ -37,7 +37,7 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     for b in rest:
         table.add_row(escape(b["operator"]), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
     print_wide(table)
-    template = uid_map_template(rows)
+    template = api.uid_map_template(rows)
     if template:
         out.print(
             "[dim]a uid map to fill in with the uids of those that have one, then pass it as --uid-map FILE "

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from spillway.api import Binding, CheckpointModel, Topology, UsageError, bind_plan, read_plan
+from spillway import api
+from spillway.api import UsageError
 
 RebaseOpt = Annotated[
     list[str] | None,
@@ -76,9 +77,9 @@ def rebase_rules(values: list[str] | None) -> list[str] | None:
     return values
 
 
-def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> Topology | None:
+def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> api.Topology | None:
     """Load --plan with the uids given by --uid-map and --uid (which wins)."""
-    return read_plan(plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map)
+    return api.read_plan(plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map)
 
 
 def pairs(values: list[str] | None, option: str) -> dict[str, str]:
@@ -148,7 +149,7 @@ class PlanNames:
         self._args = (plan, uid, uid_map)
         self._first = plan_with_uids(plan, uid, uid_map)  # usage errors before any checkpoint is read
 
-    def bind(self, checkpoint: CheckpointModel) -> Binding | None:
+    def bind(self, checkpoint: api.CheckpointModel) -> api.Binding | None:
         """Bind the plan to ``checkpoint`` (sets ``plan_name`` on its bound 1.x operators); None without --plan.
         Each checkpoint gets a plan of its own: a binding rebuilds the plan's chains from that checkpoint."""
         topology, self._first = self._first, None
@@ -157,4 +158,4 @@ class PlanNames:
                 return None
             topology = plan_with_uids(*self._args)
         assert topology is not None
-        return bind_plan(topology, checkpoint)
+        return api.bind_plan(topology, checkpoint)
