@@ -54,11 +54,11 @@ def __getattr__(name: str) -> Any:
         from spillway import api
 
         return getattr(api, name)
-    if name == "repair":
+    if name in ("repair", "api"):
         import importlib
 
-        return importlib.import_module("spillway.repair")
+        return importlib.import_module(f"spillway.{name}")
     raise AttributeError(f"module 'spillway' has no attribute {name!r}")
 
 
-__all__ = ["SpillwayError", "StorageError", "UsageError", "__version__", *sorted(_API), "repair", "rescale"]
+__all__ = ["SpillwayError", "StorageError", "UsageError", "__version__", *sorted(_API), "api", "repair", "rescale"]

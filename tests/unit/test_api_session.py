@@ -1,0 +1,141 @@
+"""``spillway.open`` and the read-side door (spillway/api/): one binding per opened checkpoint, results whose
+``to_json()`` the CLI prints, option dataclasses whose errors speak Python, exports that resolve. Expected
+values come from the fixtures (Flink's ids in ids.json, its loader's view in oracle.json), not from spillway."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fixtures import fixture_named
+
+import spillway
+from spillway import api
+
+ROOT = Path(__file__).resolve().parents[2]
+PROD = fixture_named("1.20.3-prod")  # a 1.x stream-graph plan whose uids differ from the names
+COUNTED = fixture_named("2.3.0-counted")
+
+
+def _flink_ids(name: str) -> dict[str, str]:
+    ids = json.loads((fixture_named(name).root / "ids.json").read_text())["stream_nodes"]
+    return {n["name"]: n["operator_id"] for n in ids}
+
+
+def test_every_export_resolves_and_type_checkers_see_the_same_names() -> None:
+    tree = ast.parse((ROOT / "spillway" / "api" / "__init__.py").read_text())
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spillway.api."):
+            for alias in node.names:
+                typed[alias.asname or alias.name] = node.module.removeprefix("spillway.api.")
+    assert typed == api._EXPORTS
+    for name, module in api._EXPORTS.items():
+        assert getattr(api, name) is getattr(__import__(f"spillway.api.{module}", fromlist=[name]), name)
+
+
+def test_no_export_is_shadowed_by_a_submodule_of_the_same_name() -> None:
+    # Python binds a submodule to its package's attribute on import: an export named like a submodule would be
+    # replaced by the module (as spillway.rescale once was).
+    submodules = {p.stem for p in (ROOT / "spillway" / "api").glob("*.py")}
+    assert not submodules & set(api._EXPORTS)
+    code = "import spillway.api.keys, spillway.api; print(spillway.api.keygroup('1', 'int').key_group)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_checkpoint_binds_its_plan_once_and_every_result_shares_it() -> None:
+    cp = spillway.open(PROD.root / "checkpoints", plan=PROD.root / "plan.json")
+    binding = cp.binding
+    assert binding is not None and cp.binding is binding
+    flinks = _flink_ids(PROD.name)
+    assert {b.name: b.operator_id for b in binding.operators} == flinks  # deduced, without uids
+    validated, analyzed = cp.validate(), cp.analyze()
+    assert validated.binding is binding and analyzed.binding is binding
+    assert validated.to_json()["binding"] == analyzed.to_json()["binding"] == cp.binding_json()
+    flink = json.loads(PROD.oracle.read_text())
+    assert analyzed.to_json()["checkpoint_id"] == flink["checkpoint_id"] == cp.model.checkpoint_id
+
+
+def test_uids_and_a_uid_map_bind_through_flinks_uid_hash(tmp_path: Path) -> None:
+    ids = json.loads((PROD.root / "ids.json").read_text())["stream_nodes"]
+    uids = {n["name"]: n["uid"] for n in ids if n["uid"]}
+    uid_map = tmp_path / "uids.json"
+    uid_map.write_text(json.dumps(uids))
+    for cp in (
+        spillway.open(PROD.root / "checkpoints", plan=PROD.root / "plan.json", uids=uids),
+        spillway.open(PROD.root / "checkpoints", plan=PROD.root / "plan.json", uid_map=uid_map),
+    ):
+        assert cp.binding is not None
+        by_uid = {b.name: b.operator_id for b in cp.binding.operators if b.method == "uid-hash"}
+        assert set(by_uid) == set(uids) and by_uid == {k: _flink_ids(PROD.name)[k] for k in uids}
+
+
+def test_files_and_diff_name_operators_by_the_plan() -> None:
+    flinks = {v: k for k, v in _flink_ids(PROD.name).items()}
+    doc = api.files(PROD.root / "checkpoints", plan=PROD.root / "plan.json").to_json()
+    named = {o["operator_id"]: o["plan_name"] for cp in doc["checkpoints"] for o in cp["operators"]}  # type: ignore[index, union-attr]
+    assert named and all(flinks[i] == n for i, n in named.items())
+    same = api.diff(PROD.root / "checkpoints", PROD.root / "checkpoints", plan=PROD.root / "plan.json")
+    assert same.identical and same.to_json()["schema"] == "spillway.diff/1"
+
+
+@pytest.mark.parametrize(
+    ("make", "argument", "words"),
+    [
+        (lambda: api.ForecastOptions({"count": 0}), "parallelism", "parallelism['count']=0: must be a positive"),
+        (lambda: api.ForecastOptions({}), "parallelism", "parallelism: name at least one vertex"),
+        (
+            lambda: api.ForecastOptions({"count": 3}, keys={"count": "tuple:x"}),
+            "keys",
+            "keys['count']='tuple:x': ",
+        ),
+        (
+            lambda: api.ForecastOptions({"count": 3}, key_fns={"count": "nofunction"}),
+            "key_fns",
+            "key_fns['count']='nofunction': expected module:function",
+        ),
+        (lambda: api.buffer_settings(buffer_size=63), "buffer_size", "buffer_size=63: at least 64 bytes"),
+        (lambda: api.buffer_settings(buffers_per_channel=-1), "buffers_per_channel", "must not be negative"),
+        (lambda: api.AnalyzeOptions(records=True), "records", "records: needs parquet"),
+        (lambda: api.AnalyzeOptions(value_type="tuple(nope)"), "value_type", "value_type='tuple(nope)': "),
+        (lambda: api.PreflightOptions(flink_version="2.x"), "flink_version", "expected X.Y.Z"),
+        (lambda: api.PreflightOptions(max_parallelism={None: 0}), "max_parallelism", "must be a positive"),
+        (lambda: api.keygroup("x", "long"), "key", "key='x': is not an integer"),
+        (lambda: api.keygroup("1", "int", 128, 129), "parallelism", "need 0 < parallelism"),
+    ],
+)
+def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> None:
+    with pytest.raises(api.ArgumentError) as caught:
+        make()
+    assert caught.value.argument == argument and words in str(caught.value)
+    assert "--" not in str(caught.value)  # no CLI option in a library error
+    assert caught.value.exit_code == api.EXIT_USAGE and isinstance(caught.value, spillway.UsageError)
+
+
+def test_a_forecast_needs_the_plan_and_says_so_in_python() -> None:
+    cp = spillway.open(COUNTED.checkpoint_dir)
+    with pytest.raises(api.ArgumentError, match=r"^forecast: needs the plan"):
+        cp.analyze(api.AnalyzeOptions(forecast=api.ForecastOptions({"count": 3})))
+    with pytest.raises(spillway.UsageError, match=r"^uids and uid_map need a plan"):
+        spillway.open(COUNTED.checkpoint_dir, uids={"a": "b"})
+
+
+def test_the_first_apis_functions_agree_with_the_checkpoint() -> None:
+    plan = COUNTED.root / "jobgraph.json"
+    cp = spillway.open(COUNTED.checkpoint_dir, plan=plan)
+    assert spillway.validate(COUNTED.checkpoint_dir, plan).findings == cp.validate().report.findings
+    assert spillway.analyze(cp.loaded, plan).records == cp.analyze().analysis.records
+    verdict = spillway.restore_verdict(COUNTED.checkpoint_dir, plan)
+    assert verdict.restorable == cp.verdict().restorable  # type: ignore[union-attr]
+    answer = cp.preflight(plan)
+    assert answer.restorable is True and answer.to_json()["plan"] == str(plan)
+    old = spillway.preflight(cp.loaded, plan)
+    assert old.restorable is True and [r.check for r in old.reasons] == [r.check for r in answer.result.reasons]
