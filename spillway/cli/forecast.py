@@ -10,7 +10,8 @@ from rich.table import Table
 
 from spillway.cli.common import human_bytes, out
 from spillway.cli.wide import print_wide
-from spillway.rescale.forecast import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE, SEGMENT_SIZE, BufferSettings
+from spillway.rescale.forecast import BufferSettings
+from spillway.rescale.options import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE
 
 SegmentSizeOpt = Annotated[
     int,
@@ -26,7 +27,7 @@ FloatingBuffersOpt = Annotated[
     int,
     typer.Option("--floating-buffers-per-gate", help="Forecast: taskmanager.network.memory.floating-buffers-per-gate."),
 ]
-DEFAULTS = (SEGMENT_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
+DEFAULTS = (DEFAULT_BUFFER_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
 
 
 def buffer_settings(segment_size: int, buffers_per_channel: int, floating: int) -> BufferSettings:
