@@ -86,5 +86,5 @@ class DropOperatorOptions:
     def __post_init__(self) -> None:
         ops = _operators(self.operators, "operators")
         if not ops:
-            raise UsageError("drop_operator: name the operator(s) to drop (operators=[…], --operator)")
+            raise UsageError("drop_operator: name the operator(s) to drop: operators=[id, uid or name, …]")
         object.__setattr__(self, "operators", ops)
