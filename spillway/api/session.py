@@ -218,8 +218,6 @@ class Checkpoint:
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
     # --- writing: rescale and repairs (api/writing.py) ---
-
-    # --- writing: rescale and repairs (api/writing.py) ---
     if TYPE_CHECKING:
         from spillway.api.write_options import (
             ClearFinishedOptions,
