@@ -88,6 +88,25 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py k
     from spillway.api.views import edges as edges
     from spillway.api.views import render_value as render_value
     from spillway.api.views import uid_map_template as uid_map_template
+    from spillway.api.write_options import DEFAULT_BUFFER_SIZE as DEFAULT_BUFFER_SIZE
+    from spillway.api.write_options import IN_PROCESS as IN_PROCESS
+    from spillway.api.write_options import RESCALE_SCHEMA as RESCALE_SCHEMA
+    from spillway.api.write_options import ClearFinishedOptions as ClearFinishedOptions
+    from spillway.api.write_options import DropOperatorOptions as DropOperatorOptions
+    from spillway.api.write_options import RelocateOptions as RelocateOptions
+    from spillway.api.write_options import RescaleOptions as RescaleOptions
+    from spillway.api.write_options import StripOptions as StripOptions
+    from spillway.api.write_options import check_key_specs as check_key_specs
+    from spillway.api.writing import Change as Change
+    from spillway.api.writing import ChannelLoss as ChannelLoss
+    from spillway.api.writing import EdgeLoss as EdgeLoss
+    from spillway.api.writing import EdgeRoute as EdgeRoute
+    from spillway.api.writing import Loss as Loss
+    from spillway.api.writing import LostChannel as LostChannel
+    from spillway.api.writing import Moved as Moved
+    from spillway.api.writing import RepairResult as RepairResult
+    from spillway.api.writing import RescaleResult as RescaleResult
+    from spillway.api.writing import VertexChange as VertexChange
 
 
 # name -> submodule of spillway.api that defines it (or re-exports it from the layers below).
