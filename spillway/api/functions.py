@@ -32,7 +32,8 @@ from spillway.inspect.preflight import check as _preflight
 from spillway.inspect.reports import analyze_json, validate_json
 from spillway.inspect.topology import Topology, load_plan
 from spillway.inspect.validate import Progress, Report
-from spillway.rescale.rescale import RescaleReport, rescale_checkpoint
+from spillway.rescale.options import RescaleOptions
+from spillway.rescale.rescale import RescaleReport
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 
@@ -126,17 +127,17 @@ def rescale(
     plan: Topology | PathLike,
     parallelism: dict[str, int],
     out: PathLike | None = None,
+    *,
+    rebase: Rebase = None,
     **options: Any,
 ) -> RescaleReport:
-    """``spillway rescale``: see ``spillway.rescale.rescale.rescale_checkpoint`` for the options
-    (``keys``, ``key_fns``, ``buffer_size``, ``master`` — None for in-process —, ``rebase``, ``dry_run``,
-    ``force`` — leave out damaged logical channels of moved edges, listed in ``plan.lost``). ``out`` may be
+    """``spillway rescale`` over a path: ``spillway.open(src, plan=plan, rebase=rebase).rescale(RescaleOptions(
+    parallelism, out, **options)).report`` (``options``: the fields of ``RescaleOptions``: ``keys``,
+    ``key_fns``, ``buffer_size``, ``master`` — None for in-process —, ``dry_run``, ``force``, …). ``out`` may be
     left out for a ``dry_run``. Also callable as ``spillway.rescale(...)`` (see ``spillway/__init__.py``)."""
-    if "rebase" in options:
-        options["rebase"] = _rules(options["rebase"])
-    topology = _plan(plan)
-    assert topology is not None
-    return rescale_checkpoint(str(src), topology, parallelism, None if out is None else str(out), **options)
+    from spillway.api.session import open as open_at
+
+    return open_at(src, plan=plan, rebase=rebase).rescale(RescaleOptions(parallelism, out, **options)).report
 
 
 __all__ = [

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.api.errors import ArgumentError
-from spillway.rescale.forecast import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE, SEGMENT_SIZE, BufferSettings
+from spillway.rescale.forecast import BufferSettings
+from spillway.rescale.options import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE
+from spillway.rescale.options import DEFAULT_BUFFER_SIZE as SEGMENT_SIZE
 
 PathLike = str | os.PathLike[str]
 MIN_BUFFER_SIZE = 64  # below this no stream element header fits a network buffer

@@ -218,6 +218,45 @@ class Checkpoint:
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
     # --- writing: rescale and repairs (api/writing.py) ---
+    if TYPE_CHECKING:
+        from spillway.api.write_options import (
+            ClearFinishedOptions,
+            DropOperatorOptions,
+            RelocateOptions,
+            RescaleOptions,
+            StripOptions,
+        )
+        from spillway.api.writing import RepairResult, RescaleResult
+
+    def rescale(self, options: RescaleOptions) -> RescaleResult:
+        """``spillway rescale``: a new checkpoint at the new parallelism (needs the plan); see api/writing.py."""
+        from spillway.api import writing
+
+        return writing.rescale(self, options)
+
+    def relocate(self, options: RelocateOptions) -> RepairResult:
+        """``spillway repair relocate``: every path below ``options.old`` moved below ``options.new``."""
+        from spillway.api import writing
+
+        return writing.relocate(self, options)
+
+    def strip_channel_state(self, options: StripOptions) -> RepairResult:
+        """``spillway repair strip-channel-state``: in-flight data dropped, with what was lost."""
+        from spillway.api import writing
+
+        return writing.strip_channel_state(self, options)
+
+    def clear_finished(self, options: ClearFinishedOptions) -> RepairResult:
+        """``spillway repair clear-finished``: FLIP-147 finished markers cleared."""
+        from spillway.api import writing
+
+        return writing.clear_finished(self, options)
+
+    def drop_operator(self, options: DropOperatorOptions) -> RepairResult:
+        """``spillway repair drop-operator``: operators removed with the other half of their channels."""
+        from spillway.api import writing
+
+        return writing.drop_operator(self, options)
 
 
 def _source(plan: object, source: str | None) -> str:

@@ -7,21 +7,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+import spillway.api as api
 from spillway.cli.common import err, guarded
-from spillway.cli.options import (
-    DryRunOpt,
-    JsonOpt,
-    OperatorsOpt,
-    OutOpt,
-    PlanOpt,
-    RebaseOpt,
-    SrcArg,
-    UidMapOpt,
-    UidOpt,
-    plan_with_uids,
-)
-from spillway.cli.repair_common import show_report
-from spillway.repair import operations
+from spillway.cli.options import DryRunOpt, JsonOpt, OperatorsOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg, UidMapOpt, UidOpt
+from spillway.cli.repair_common import open_source, show_report
 
 HELP = """Clear FLIP-147 finished markers (fully finished operators, finished subtasks) so that Flink's
 restore-time finished-state checks accept a checkpoint for a changed topology. With --plan and no
@@ -55,15 +44,8 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        report = operations.clear_finished(
-            src,
-            out_dir,
-            operators=operator,
-            plan=plan_with_uids(plan, uid, uid_map),
-            force=force,
-            dry_run=dry_run,
-            rebase=rebase,
-        )
+        options = api.ClearFinishedOptions(out_dir, operator, dry_run, force)
+        report = open_source(src, plan, uid, uid_map, rebase).clear_finished(options)
         if not json_out:
             for c in report.changes:
                 err.print(f"[yellow]{escape(c.what)}[/]")

@@ -1,24 +1,46 @@
-"""How every ``spillway repair`` command shows its report (the work is in ``spillway.repair``)."""
+"""What every writing command (rescale, ``spillway repair …``) shares: opening its source through the API,
+showing a repair's report, and the restore instructions after a write (the work is in ``spillway.api``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
+import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, emit_json, err, out
+from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, out
 from spillway.cli.wide import print_wide
-from spillway.inspect.restore_instructions import restore_lines
-from spillway.repair.session import RepairReport
+
+if TYPE_CHECKING:
+    from spillway.api import Checkpoint, RepairResult
 
 
-def show_report(report: RepairReport, json_out: bool) -> int:
+def open_source(
+    src: str, plan: str | None, uid: list[str] | None, uid_map: str | None, rebase: list[str] | None
+) -> Checkpoint:
+    """SRC opened with --plan, --uid/--uid-map and --rebase (checked here first, in the CLI's words)."""
+    if plan is None and (uid or uid_map):
+        raise UsageError("--uid and --uid-map need --plan")
+    uids: dict[str, str] = {}
+    for item in uid or []:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--uid {item!r}: expected NAME=UID")
+        uids[name] = value
+    for rule in rebase or []:
+        old, sep, new = rule.partition("=")
+        if not sep or not old or not new:
+            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {rule!r}")
+    return api.open(src, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase)
+
+
+def show_report(report: RepairResult, json_out: bool) -> int:
     if json_out:
         emit_json(report.to_json())
         return EXIT_OK
-    show_binding_doc(report.extra.get("binding"))
+    show_binding_doc(report.binding)
     title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
     table = Table(title=title, title_justify="left")
     for col in ("change", "count", "detail"):
@@ -30,13 +52,11 @@ def show_report(report: RepairReport, json_out: bool) -> int:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if not report.dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")
-    show_restore(report.extra.get("restore"))
+    show_restore(report.restore_lines())
     return EXIT_OK
 
 
-def show_restore(restore: dict[str, Any] | None) -> None:
-    """After every writing command: how to restore what it wrote (restore_instructions)."""
-    if restore is None:
-        return
-    for line in restore_lines(restore):
+def show_restore(lines: list[str]) -> None:
+    """After every writing command: how to restore what it wrote (none after a dry run)."""
+    for line in lines:
         out.print(escape(line), soft_wrap=True)

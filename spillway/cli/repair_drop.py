@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+import spillway.api as api
 from spillway.cli.common import UsageError, guarded
 from spillway.cli.options import (
     DryRunOpt,
@@ -16,10 +17,8 @@ from spillway.cli.options import (
     SrcArg,
     UidMapOpt,
     UidOpt,
-    plan_with_uids,
 )
-from spillway.cli.repair_common import show_report
-from spillway.repair import operations
+from spillway.cli.repair_common import open_source, show_report
 
 HELP = """Remove the chosen operators' state from a checkpoint — also from checkpoints with channel
 state, which the State Processor API cannot open. Channels into or out of a dropped operator lose
@@ -47,15 +46,8 @@ def command(
     def run() -> int:
         if not operator:
             raise UsageError("name the operator(s) to drop with --operator")
-        report = operations.drop_operator(
-            src,
-            out_dir,
-            operators=operator,
-            plan=plan_with_uids(plan, uid, uid_map),
-            dry_run=dry_run,
-            force=force,
-            rebase=rebase,
-        )
+        options = api.DropOperatorOptions(out_dir, operator, dry_run, force)
+        report = open_source(src, plan, uid, uid_map, rebase).drop_operator(options)
         return show_report(report, json_out)
 
     raise typer.Exit(guarded(run, json_out))

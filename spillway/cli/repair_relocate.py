@@ -6,21 +6,10 @@ from typing import Annotated
 
 import typer
 
-from spillway.cli.common import guarded
-from spillway.cli.options import (
-    DryRunOpt,
-    ForceOpt,
-    JsonOpt,
-    OutOpt,
-    PlanOpt,
-    RebaseOpt,
-    SrcArg,
-    UidMapOpt,
-    UidOpt,
-    plan_with_uids,
-)
-from spillway.cli.repair_common import show_report
-from spillway.repair import operations
+import spillway.api as api
+from spillway.cli.common import UsageError, guarded
+from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg, UidMapOpt, UidOpt
+from spillway.cli.repair_common import open_source, show_report
 
 HELP = """Rewrite every path at or below --from so that it lies below --to: file, segment,
 incremental shared/private/meta, changelog, channel-state and operator-state handles, file-merging
@@ -63,18 +52,9 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        report = operations.relocate(
-            src,
-            out_dir,
-            old,
-            new,
-            copy_data=copy_data,
-            relative=relative,
-            plan=plan_with_uids(plan, uid, uid_map),
-            dry_run=dry_run,
-            force=force,
-            rebase=rebase,
-        )
-        return show_report(report, json_out)
+        if not old or not new:
+            raise UsageError("--from and --to must not be empty")
+        options = api.RelocateOptions(out_dir, old, new, copy_data, relative, dry_run, force)
+        return show_report(open_source(src, plan, uid, uid_map, rebase).relocate(options), json_out)
 
     raise typer.Exit(guarded(run, json_out))

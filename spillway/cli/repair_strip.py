@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.markup import escape
 
+import spillway.api as api
 from spillway.cli.common import err, guarded
 from spillway.cli.options import (
     DryRunOpt,
@@ -17,10 +18,8 @@ from spillway.cli.options import (
     SrcArg,
     UidMapOpt,
     UidOpt,
-    plan_with_uids,
 )
-from spillway.cli.repair_common import show_report
-from spillway.repair import operations
+from spillway.cli.repair_common import open_source, show_report
 
 HELP = """Drop the channel state (in-flight records) of the chosen operators — or of all — and keep
 everything else, above all the sources' split-assignment (coordinator) state. Whole logical channels
@@ -49,27 +48,20 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        report = operations.strip_channel_state(
-            src,
-            out_dir,
-            operators=operator,
-            plan=plan_with_uids(plan, uid, uid_map),
-            dry_run=dry_run,
-            force=force,
-            rebase=rebase,
-        )
-        extra = report.extra
-        if extra["channels"] and not json_out:
-            dropped = extra["records_dropped"]
+        options = api.StripOptions(out_dir, operator, dry_run, force)
+        report = open_source(src, plan, uid, uid_map, rebase).strip_channel_state(options)
+        loss = report.loss
+        if loss is not None and loss.channels and not json_out:
+            dropped = loss.records_dropped
             err.print(
-                f"[bold red]WARNING: {len(extra['channels'])} channels with "
+                f"[bold red]WARNING: {len(loss.channels)} channels with "
                 f"{'an unknown number of' if dropped is None else dropped} in-flight records "
-                f"({extra['bytes_dropped']} bytes) are dropped. Exactly-once no longer holds for them: they were "
+                f"({loss.bytes_dropped} bytes) are dropped. Exactly-once no longer holds for them: they were "
                 "sent before the checkpoint and will not be replayed.[/]"
             )
-            for name, e in extra["edges"].items():
-                records = "an unknown number of" if e["records"] is None else e["records"]
-                err.print(f"  [red]{escape(name)}: {records} records, {e['bytes']} bytes[/]")
+            for name, e in (loss.edges or {}).items():
+                records = "an unknown number of" if e.records is None else e.records
+                err.print(f"  [red]{escape(name)}: {records} records, {e.bytes} bytes[/]")
         return show_report(report, json_out)
 
     raise typer.Exit(guarded(run, json_out))

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+import spillway.api as api
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
-from spillway.cli.forecast import (
-    DEFAULTS,
-    BuffersPerChannelOpt,
-    FloatingBuffersOpt,
-    SegmentSizeOpt,
-    buffer_settings,
-    show_forecast,
-)
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
-from spillway.cli.repair_common import show_restore
+from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.repair_common import open_source, show_restore
 from spillway.cli.wide import print_wide
-from spillway.rescale.plan import DEFAULT_BUFFER_SIZE
+
+if TYPE_CHECKING:
+    from spillway.api import RescaleResult
 
 HELP = """Rescale a checkpoint offline: write a NEW checkpoint in which the chosen vertices have a new
 parallelism, with every in-flight record already on the channel Flink would route it to. Flink then
@@ -39,7 +35,7 @@ counted); latency markers are dropped. The data movement runs on Spark (--master
 --dry-run forecasts the restore: the records and bytes each new channel and channel-state file would
 get (the old channels are read and routed, nothing is written), and what Flink's own restore-time
 rescaling would do instead: per new subtask the virtual channels, bytes read and filtered, and the
-network buffers recovered against what a gate gets (--segment-size, --buffers-per-channel,
+network buffers recovered against what a gate gets (--buffer-size, --buffers-per-channel,
 --floating-buffers-per-gate; Flink's defaults).
 
 A source that validate finds damaged is refused. --force rescales it anyway by leaving out every old
@@ -86,28 +82,16 @@ def _counts(values: list[str] | None, option: str) -> dict[str, int]:
 
 def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
     """--key and --key-fn, checked before any work: a bad extractor or both for one vertex is a usage error."""
-    from spillway.formats.values import ValueSpecError, parse_key_extractor
-
     keys, fns = _pairs(key, "--key"), _pairs(key_fn, "--key-fn")
-    both = sorted(set(keys) & set(fns))
-    if both:
-        raise UsageError(f"--key and --key-fn both given for {', '.join(both)}: give one")
-    for name, spec in keys.items():
-        try:
-            parse_key_extractor(spec)
-        except ValueSpecError as exc:
-            raise UsageError(f"--key {name}={spec}: {exc}") from None
-    for name, spec in fns.items():
-        if ":" not in spec:
-            raise UsageError(f"--key-fn {name}={spec}: expected module:function")
+    api.check_key_specs(keys, fns)
     if fns:
         _import_from_cwd()
     return keys, fns
 
 
-def lost_records_text(doc: dict[str, Any]) -> str:
+def lost_records_text(result: RescaleResult) -> str:
     """What ``--force`` leaves out, in records (counted where validate framed a channel whole) and bytes."""
-    counted, uncounted, total = doc["lost_records"], doc["lost_uncounted_bytes"], doc["lost_bytes"]
+    counted, uncounted, total = result.lost_records, result.lost_uncounted_bytes, result.lost_bytes
     if not uncounted:
         return f"{counted} records, {total} bytes"
     if uncounted == total:
@@ -129,24 +113,60 @@ def _import_from_cwd() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
 
 
-def show_lost(doc: dict[str, Any], dry_run: bool) -> None:
-    lost = doc["lost_channels"]
+def show_lost(result: RescaleResult) -> None:
+    lost = result.lost_channels
     t = Table(
-        title=f"[bold red]{'would leave' if dry_run else 'left'} out {len(lost)} damaged logical channels "
-        f"(--force): {lost_records_text(doc)} of in-flight data the restored job will never see[/]",
+        title=f"[bold red]{'would leave' if result.dry_run else 'left'} out {len(lost)} damaged logical channels "
+        f"(--force): {lost_records_text(result)} of in-flight data the restored job will never see[/]",
         title_justify="left",
     )
     for col in ("channel", "edge", "records", "bytes (as stated)", "why"):
         t.add_column(col, no_wrap=col != "why")
     for x in lost:
         t.add_row(
-            escape(x["channel"]),
-            escape(x["edge"]),
-            "unknown" if x["records"] is None else str(x["records"]),
-            str(x["stated_bytes"]),
-            escape("; ".join(x["reasons"])),
+            escape(x.channel),
+            escape(x.edge),
+            "unknown" if x.records is None else str(x.records),
+            str(x.stated_bytes),
+            escape("; ".join(x.reasons)),
         )
     print_wide(t)
+
+
+def show_result(result: RescaleResult) -> None:
+    """A rescale's result, for people."""
+    show_binding_doc(result.binding)
+    dry_run = result.dry_run
+    t = Table(
+        title=("would write " if dry_run else "wrote ") + escape(result.out or "(no --out)"), title_justify="left"
+    )
+    for col in ("vertex", "old p", "new p"):
+        t.add_column(col, no_wrap=True)
+    for v in result.vertices:
+        t.add_row(escape(v.vertex), str(v.old_parallelism), str(v.new_parallelism))
+    print_wide(t)
+    e = Table(title="edges", title_justify="left")
+    for col in ("edge", "rule", "key"):
+        e.add_column(col, no_wrap=True)
+    for x in result.edges:
+        e.add_row(escape(x.edge), escape(x.rule), escape(x.key or x.key_fn or "-"))
+    print_wide(e)
+    moved = result.moved
+    if moved is not None:
+        out.print(
+            f"{moved.records} records from {result.source_channels} old channels into "
+            f"{moved.channel_files} channel files · watermarks kept {moved.markers_kept} · dropped "
+            + (", ".join(f"{n} {k}" for k, n in moved.dropped.items()) or "nothing")
+        )
+    if result.lost_channels:
+        show_lost(result)
+    if result.forecast is not None:
+        show_forecast(result.forecast)
+    for n in result.notes:
+        out.print(f"[dim]note:[/] {escape(n)}")
+    if result.plan_file:
+        out.print(f"plan of the rescaled job (for validate --plan): {escape(result.plan_file)}", soft_wrap=True)
+    show_restore(result.restore_lines())
 
 
 def command(
@@ -166,12 +186,17 @@ def command(
         str, typer.Option("--master", help="Spark master: local[*], local[N], spark://host:port, yarn; or inprocess.")
     ] = "local[*]",
     buffer_size: Annotated[
-        int, typer.Option("--buffer-size", help="Max chunk (network buffer) size of the new channel files.")
-    ] = DEFAULT_BUFFER_SIZE,
+        int,
+        typer.Option(
+            "--buffer-size",
+            help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes: the largest chunk of the "
+            "new channel files, and the buffers the forecast reads into.",
+        ),
+    ] = api.DEFAULT_BUFFER_SIZE,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Plan and forecast (read the channels, route, count); write nothing.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Report as JSON (schema spillway.rescale/1).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help=f"Report as JSON (schema {api.RESCALE_SCHEMA}).")] = False,
     rebase: RebaseOpt = None,
     uid: UidOpt = None,
     uid_map: UidMapOpt = None,
@@ -183,13 +208,10 @@ def command(
             "(each listed, with the bytes lost).",
         ),
     ] = False,
-    segment_size: SegmentSizeOpt = DEFAULTS[0],
-    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
-    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
+    buffers_per_channel: BuffersPerChannelOpt = api.BUFFERS_PER_CHANNEL,
+    floating_buffers_per_gate: FloatingBuffersOpt = api.FLOATING_BUFFERS_PER_GATE,
 ) -> None:
     def run() -> int:
-        from spillway.rescale.rescale import rescale_checkpoint
-
         def announce(checkpoint_dir: str) -> None:
             err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
@@ -197,59 +219,24 @@ def command(
             raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
         counts = _counts(parallelism, "--parallelism")
         keys, fns = _key_specs(key, key_fn)
-        buffers = buffer_settings(segment_size, buffers_per_channel, floating_buffers_per_gate)
-        topology = plan_with_uids(plan, uid, uid_map)
-        assert topology is not None
-        report = rescale_checkpoint(
-            src,
-            topology,
+        options = api.RescaleOptions(
             counts,
             out_dir,
-            keys=keys,
-            key_fns=fns,
+            keys,
+            fns,
             buffer_size=buffer_size,
-            master=None if master == "inprocess" else master,
-            rebase=rebase,
+            master=master,
             dry_run=dry_run,
-            on_start=None if json_out else announce,
-            buffers=buffers,
             force=force,
+            buffers_per_channel=buffers_per_channel,
+            floating_buffers_per_gate=floating_buffers_per_gate,
+            on_start=None if json_out else announce,
         )
-        doc = report.to_doc()
-        doc["dry_run"] = dry_run
+        result = open_source(src, plan, uid, uid_map, rebase).rescale(options)
         if json_out:
-            emit_json(doc)
-            return EXIT_OK
-        show_binding_doc(doc.get("binding"))
-        t = Table(
-            title=("would write " if dry_run else "wrote ") + escape(out_dir or "(no --out)"), title_justify="left"
-        )
-        for col in ("vertex", "old p", "new p"):
-            t.add_column(col, no_wrap=True)
-        for v in doc["vertices"]:
-            t.add_row(escape(v["vertex"]), str(v["old_parallelism"]), str(v["new_parallelism"]))
-        print_wide(t)
-        e = Table(title="edges", title_justify="left")
-        for col in ("edge", "rule", "key"):
-            e.add_column(col, no_wrap=True)
-        for x in doc["edges"]:
-            e.add_row(escape(x["edge"]), escape(x["rule"]), escape(x["key"] or x["key_fn"] or "-"))
-        print_wide(e)
-        if not dry_run:
-            out.print(
-                f"{doc['records_moved']} records from {doc['source_channels']} old channels into "
-                f"{doc['channel_files']} channel files · watermarks kept {doc['markers_kept']} · dropped "
-                + (", ".join(f"{n} {k}" for k, n in doc["dropped"].items()) or "nothing")
-            )
-        if doc["lost_channels"]:
-            show_lost(doc, dry_run)
-        if doc["forecast"] is not None:
-            show_forecast(doc["forecast"])
-        for n in doc["notes"]:
-            out.print(f"[dim]note:[/] {escape(n)}")
-        if doc["plan_file"]:
-            out.print(f"plan of the rescaled job (for validate --plan): {escape(doc['plan_file'])}", soft_wrap=True)
-        show_restore(doc["restore"])
+            emit_json(result.to_json())
+        else:
+            show_result(result)
         return EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))

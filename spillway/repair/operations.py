@@ -1,5 +1,8 @@
-"""The four repairs as library calls: each reads SRC, writes a new checkpoint at OUT (never over
-anything, self-checked before the rename) and returns a ``RepairReport``. ``dry_run`` writes nothing.
+"""The four repairs: each takes an opened checkpoint, its plan and the repair's options
+(``spillway.repair.options``), writes a new checkpoint at ``options.out`` (never over anything,
+self-checked before the rename) and returns a ``RepairReport``. ``dry_run`` writes nothing.
+``spillway.api`` calls them (``Checkpoint.strip_channel_state(StripOptions(...))``); the first library
+calls over paths are kept as one-liners:
 
     from spillway.repair import operations as repair
     report = repair.strip_channel_state("chk-42", "chk-42-stripped", plan="plan.json", operators=["slow"])
@@ -11,53 +14,47 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from spillway import progress
 from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
-from spillway.inspect.topology import PlanRef, as_topology
+from spillway.inspect.topology import PlanRef, Topology, as_topology
 from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
+from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.repair.relocate import relocate as relocate_paths
-from spillway.repair.session import RepairReport, finish, moved_rules, source_damage, source_rebases
+from spillway.repair.session import (
+    EdgeLoss,
+    Loss,
+    RepairReport,
+    finish,
+    moved_rules,
+    source_damage,
+    source_rebases,
+)
 from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs
-from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.relative import relative_copies
 from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
-from spillway.storage.workspace import Workspace, open_workspace
+from spillway.storage.workspace import Workspace, output_workspace
 
 
-def relocate(
-    src: str,
-    out: str,
-    old: str,
-    new: str,
-    *,
-    copy_data: bool = False,
-    relative: bool = False,
-    plan: PlanRef | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Rewrite every path starting with ``old`` to start with ``new``."""
-    if not old or not new:
-        raise UsageError("--from and --to must not be empty")
-    with open_workspace(src, out, rebase) as io:
-        loaded = io.loaded
-        damage = source_damage(loaded, plan, force)
+def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: RelocateOptions) -> RepairReport:
+    """Rewrite every path starting with ``options.old`` to start with ``options.new``."""
+    old, new, copy_data, relative = options.old, options.new, options.copy_data, options.relative
+    with output_workspace(loaded, str(options.out)) as io:
+        damage = source_damage(loaded, plan, options.force)
         relative_under = io.final_prefix if relative else None
         if relative and not loaded.checkpoint.features.relative_file_handles:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
@@ -114,32 +111,21 @@ def relocate(
             return undo
 
         rp.warnings.extend(damage)
-        return finish(rp, io, dry_run, plan, before=copy_external)
+        return finish(rp, io, options.dry_run, plan, before=copy_external)
 
 
-def strip_channel_state(
-    src: str,
-    out: str,
-    *,
-    operators: list[str] | None = None,
-    plan: PlanRef | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Drop whole logical channels (both halves) of ``operators`` (all when None), with a loss report
-    in ``extra``: ``records_dropped``, ``bytes_dropped``, ``edges``, ``channels``."""
-    with open_workspace(src, out, rebase) as io:
-        loaded = io.loaded
-        damage = source_damage(loaded, plan, force)
-        ids = operator_ids(loaded.checkpoint, operators)
+def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: StripOptions) -> RepairReport:
+    """Drop whole logical channels (both halves) of ``options.operators`` (all when None), with a loss
+    report (``RepairReport.loss``: records and bytes dropped, per edge, every channel)."""
+    with output_workspace(loaded, str(options.out)) as io:
+        damage = source_damage(loaded, plan, options.force)
+        ids = operator_ids(loaded.checkpoint, _names(options.operators))
         if ids is not None and plan is None:
             raise RepairError(
                 "stripping some operators needs --plan: each channel's other half sits on the operator at the "
                 "other end of the edge, and dropping one half only would break record framing on restore"
             )
-        topology = as_topology(plan)
-        result = strip_channels(loaded.checkpoint, analyze(loaded, topology), ids)
+        result = strip_channels(loaded.checkpoint, analyze(loaded, plan), ids)
         copies = relative_copies(loaded, result.checkpoint)
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
         rp.changes.append(Change("channel handles removed", result.handles_removed))
@@ -152,43 +138,27 @@ def strip_channel_state(
         )
         rp.changes.append(Change("records dropped", dropped, "" if dropped is not None else unknown))
         rp.changes.append(Change("bytes dropped", result.bytes_dropped))
-        edges: dict[str, dict[str, int | None]] = {}
+        edges: dict[str, EdgeLoss] = {}
         for loss in result.losses:
             name = f"{loss.upstream} -> {loss.downstream}" + (f" ({loss.edge})" if loss.edge else "")
-            e = edges.setdefault(name, {"records": 0, "bytes": 0})
-            e["records"] = None if e["records"] is None or loss.records is None else e["records"] + loss.records
-            e["bytes"] = (e["bytes"] or 0) + loss.bytes
-        extra: dict[str, Any] = {
-            "records_dropped": dropped,
-            **({"records_dropped_reason": unknown} if dropped is None else {}),
-            "bytes_dropped": result.bytes_dropped,
-            "edges": edges,
-            "channels": [vars(loss) for loss in result.losses],
-        }
+            e = edges.setdefault(name, EdgeLoss(0, 0))
+            e.records = None if e.records is None or loss.records is None else e.records + loss.records
+            e.bytes += loss.bytes
+        lost = Loss(dropped, result.bytes_dropped, unknown if dropped is None else None, edges, result.losses)
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
         rp.warnings.extend(damage)
-        return finish(rp, io, dry_run, plan, extra=extra)
+        return finish(rp, io, options.dry_run, plan, loss=lost)
 
 
-def clear_finished(
-    src: str,
-    out: str,
-    *,
-    operators: list[str] | None = None,
-    plan: PlanRef | None = None,
-    force: bool = False,
-    dry_run: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Clear FLIP-147 finished markers of ``operators``, or, given the new job's ``plan`` and no
+def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: ClearFinishedOptions) -> RepairReport:
+    """Clear FLIP-147 finished markers of ``options.operators``, or, given the new job's ``plan`` and no
     operators, of exactly the vertices Flink's restore-time checks would refuse."""
-    with open_workspace(src, out, rebase) as io:
-        loaded = io.loaded
+    force = options.force
+    with output_workspace(loaded, str(options.out)) as io:
         damage = source_damage(loaded, None, force)
         cp = loaded.checkpoint
-        topology = as_topology(plan) if plan else None
-        verdict = check(topology, cp) if topology is not None else None  # binds first: plan names resolve
-        ids = operator_ids(cp, operators)
+        verdict = check(plan, cp) if plan is not None else None  # binds first: plan names resolve
+        ids = operator_ids(cp, _names(options.operators))
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (--operator) or give the new job's --plan")
@@ -222,7 +192,106 @@ def clear_finished(
         rp.warnings.append("cleared operators restart with no state; cleared sources read their input again")
         rp.self_check_rebase = source_rebases(loaded, io.rebase)
         rp.warnings.extend(damage)
-        return finish(rp, io, dry_run, plan)
+        return finish(rp, io, options.dry_run, plan)
+
+
+def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOperatorOptions) -> RepairReport:
+    """Remove ``options.operators`` from the checkpoint, with the other half of each of their channels."""
+    with output_workspace(loaded, str(options.out)) as io:
+        damage = source_damage(loaded, plan, options.force)
+        ids = operator_ids(loaded.checkpoint, _names(options.operators))
+        if not ids:
+            raise UsageError("name the operator(s) to drop with --operator")
+        has_channels = any(
+            s.input_channel_state or s.result_subpartition_state
+            for o in loaded.checkpoint.operators
+            if o.operator_id in ids
+            for s in o.subtasks
+        )
+        cp = loaded.checkpoint
+        rp = RepairPlan(PlannedOutput(cp))
+        lost = Loss(0, 0)
+        if has_channels:
+            if plan is None:
+                raise RepairError(
+                    "the operator holds channel state: --plan is needed to drop the other half of "
+                    "each of its channels too"
+                )
+            stripped = strip_channels(cp, analyze(loaded, plan), ids)
+            cp = stripped.checkpoint
+            rp.changes.append(
+                Change(
+                    "channels dropped with it",
+                    len(stripped.losses),
+                    f"{'an unknown number of' if stripped.records_dropped is None else stripped.records_dropped} "
+                    f"records, {stripped.bytes_dropped} bytes",
+                )
+            )
+            lost = Loss(stripped.records_dropped, stripped.bytes_dropped)
+        new = drop_operators(cp, ids)
+        rp.output = PlannedOutput(new, relative_copies(loaded, new))
+        for o in loaded.checkpoint.operators:
+            if o.operator_id in ids:
+                rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
+                rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
+        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        rp.warnings.extend(damage)
+        return finish(rp, io, options.dry_run, plan, loss=lost)
+
+
+def _names(operators: Sequence[str] | None) -> list[str] | None:
+    return None if operators is None else list(operators)
+
+
+# The first library calls (path in, report out), kept for their callers: each opens SRC and runs the call above.
+
+
+def relocate(
+    src: str,
+    out: str,
+    old: str,
+    new: str,
+    *,
+    copy_data: bool = False,
+    relative: bool = False,
+    plan: PlanRef | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Rewrite every path starting with ``old`` to start with ``new`` (:func:`relocate_opened`)."""
+    options = RelocateOptions(out, old, new, copy_data, relative, dry_run, force)
+    return relocate_opened(load_checkpoint(src, rebase), as_topology(plan), options)
+
+
+def strip_channel_state(
+    src: str,
+    out: str,
+    *,
+    operators: list[str] | None = None,
+    plan: PlanRef | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Drop whole logical channels of ``operators`` (all when None) (:func:`strip_opened`)."""
+    options = StripOptions(out, operators, dry_run, force)
+    return strip_opened(load_checkpoint(src, rebase), as_topology(plan), options)
+
+
+def clear_finished(
+    src: str,
+    out: str,
+    *,
+    operators: list[str] | None = None,
+    plan: PlanRef | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    rebase: list[str] | None = None,
+) -> RepairReport:
+    """Clear FLIP-147 finished markers (:func:`clear_opened`)."""
+    options = ClearFinishedOptions(out, operators, dry_run, force)
+    return clear_opened(load_checkpoint(src, rebase), as_topology(plan), options)
 
 
 def drop_operator(
@@ -235,48 +304,9 @@ def drop_operator(
     force: bool = False,
     rebase: list[str] | None = None,
 ) -> RepairReport:
-    """Remove ``operators`` from the checkpoint, with the other half of each of their channels."""
-    with open_workspace(src, out, rebase) as io:
-        loaded = io.loaded
-        damage = source_damage(loaded, plan, force)
-        ids = operator_ids(loaded.checkpoint, operators)
-        if not ids:
-            raise UsageError("name the operator(s) to drop with --operator")
-        has_channels = any(
-            s.input_channel_state or s.result_subpartition_state
-            for o in loaded.checkpoint.operators
-            if o.operator_id in ids
-            for s in o.subtasks
-        )
-        cp = loaded.checkpoint
-        rp = RepairPlan(PlannedOutput(cp))
-        extra: dict[str, Any] = {"records_dropped": 0, "bytes_dropped": 0}
-        if has_channels:
-            if plan is None:
-                raise RepairError(
-                    "the operator holds channel state: --plan is needed to drop the other half of "
-                    "each of its channels too"
-                )
-            stripped = strip_channels(cp, analyze(loaded, as_topology(plan)), ids)
-            cp = stripped.checkpoint
-            rp.changes.append(
-                Change(
-                    "channels dropped with it",
-                    len(stripped.losses),
-                    f"{'an unknown number of' if stripped.records_dropped is None else stripped.records_dropped} "
-                    f"records, {stripped.bytes_dropped} bytes",
-                )
-            )
-            extra = {"records_dropped": stripped.records_dropped, "bytes_dropped": stripped.bytes_dropped}
-        new = drop_operators(cp, ids)
-        rp.output = PlannedOutput(new, relative_copies(loaded, new))
-        for o in loaded.checkpoint.operators:
-            if o.operator_id in ids:
-                rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
-                rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
-        rp.self_check_rebase = source_rebases(loaded, io.rebase)
-        rp.warnings.extend(damage)
-        return finish(rp, io, dry_run, plan, extra=extra)
+    """Remove ``operators`` from the checkpoint (:func:`drop_opened`)."""
+    options = DropOperatorOptions(out, operators, dry_run, force)
+    return drop_opened(load_checkpoint(src, rebase), as_topology(plan), options)
 
 
 def _external_copies(
@@ -349,4 +379,14 @@ def _remove_made(made: list[Path]) -> None:
             pass  # a directory someone else has put files into meanwhile stays
 
 
-__all__ = ["RepairReport", "clear_finished", "drop_operator", "relocate", "strip_channel_state"]
+__all__ = [
+    "RepairReport",
+    "clear_finished",
+    "clear_opened",
+    "drop_opened",
+    "drop_operator",
+    "relocate",
+    "relocate_opened",
+    "strip_channel_state",
+    "strip_opened",
+]

@@ -10,17 +10,18 @@ published (``spillway.storage.fs.publish_dir``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
-from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions
-from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding
+from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions, restore_lines
+from spillway.inspect.topology import Topology, operator_binding
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
+from spillway.repair.transforms import ChannelLoss
 from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.rules import PathRule
@@ -31,14 +32,51 @@ SCHEMA = "spillway.repair/1"
 
 
 @dataclass
+class EdgeLoss:
+    """What one edge lost: its records (None: not known for every channel) and bytes."""
+
+    records: int | None
+    bytes: int
+
+
+@dataclass
+class Loss:
+    """In-flight data a repair dropped (strip-channel-state; drop-operator with channel state)."""
+
+    records_dropped: int | None  # None: not known (``records_dropped_reason`` says why, where known)
+    bytes_dropped: int
+    records_dropped_reason: str | None = None
+    edges: dict[str, EdgeLoss] | None = None  # strip-channel-state: per edge
+    channels: list[ChannelLoss] | None = None  # strip-channel-state: every logical channel dropped
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"records_dropped": self.records_dropped}
+        if self.records_dropped_reason is not None:
+            doc["records_dropped_reason"] = self.records_dropped_reason
+        doc["bytes_dropped"] = self.bytes_dropped
+        if self.edges is not None:
+            doc["edges"] = {name: {"records": e.records, "bytes": e.bytes} for name, e in self.edges.items()}
+        if self.channels is not None:
+            doc["channels"] = [vars(c) for c in self.channels]
+        return doc
+
+
+@dataclass
 class RepairReport:
-    """What a repair did (or, with ``dry_run``, would do): the ``spillway.repair/1`` document."""
+    """What a repair did (or, with ``dry_run``, would do); ``to_json()`` is the ``spillway.repair/1`` document."""
 
     out: str
     dry_run: bool
     changes: list[Change]
     warnings: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
+    loss: Loss | None = None
+    planned: bool = False  # a plan was given: the report carries its ``binding``
+    binding: list[dict[str, Any]] | None = None  # how the plan's operators were bound (binding_json rows)
+    restore: dict[str, Any] | None = None  # how to restore the output (restore_instructions); None in a dry run
+
+    def restore_lines(self) -> list[str]:
+        """``restore`` as the lines the CLI prints (none for a dry run)."""
+        return [] if self.restore is None else restore_lines(self.restore)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,15 +89,23 @@ class RepairReport:
                 for c in self.changes
             ],
             "warnings": self.warnings,
-            **self.extra,
+            **(self.loss.to_json() if self.loss is not None else {}),
+            **({"binding": self.binding} if self.planned else {}),
+            "restore": self.restore,
         }
 
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The document's keys after ``warnings`` (the loss report, ``binding``, ``restore``), as before."""
+        doc = self.to_json()
+        return {k: v for k, v in doc.items() if k not in {"schema", "out", "dry_run", "changes", "warnings"}}
 
-def source_damage(loaded: LoadedCheckpoint, plan: PlanRef | None, force: bool) -> list[str]:
+
+def source_damage(loaded: LoadedCheckpoint, topology: Topology | None, force: bool) -> list[str]:
     """Validate the source before anything is written. A damaged source is refused (a repair would
     carry the damage along or hide it); with ``force`` the repair goes ahead and each error becomes a
     warning in its report."""
-    errors = validate(loaded, as_topology(plan)).errors
+    errors = validate(loaded, topology).errors
     if not errors:
         return []
     listed = [f"{f.rule}: {f.message}" + (f" ({f.file})" if f.file else "") for f in errors]
@@ -133,9 +179,9 @@ def finish(
     rp: RepairPlan,
     io: Workspace,
     dry_run: bool,
-    plan: PlanRef | None,
+    topology: Topology | None,
     before: Callable[[], Callable[[], None] | None] | None = None,
-    extra: dict[str, Any] | None = None,
+    loss: Loss | None = None,
 ) -> RepairReport:
     """Write (unless ``dry_run``), self-check, publish; return the change report. ``before`` runs
     just before the output is written (e.g. copying data files) and may return an undo for failures."""
@@ -147,7 +193,6 @@ def finish(
         undo = before() if before is not None else None
         try:
             rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
-            topology = as_topology(plan)
             write_checkpoint(
                 rp.output,
                 io.target,
@@ -164,10 +209,17 @@ def finish(
             if undo is not None:
                 undo()
             raise
-    topology = as_topology(plan)
-    binding = {"binding": binding_json(operator_binding(topology, io.loaded.checkpoint))} if topology else {}
-    restore = {"restore": None if dry_run else _restore(rp, io)}
-    return RepairReport(io.shown_out, dry_run, rp.changes, rp.warnings, {**(extra or {}), **binding, **restore})
+    binding = binding_json(operator_binding(topology, io.loaded.checkpoint)) if topology is not None else None
+    return RepairReport(
+        io.shown_out,
+        dry_run,
+        rp.changes,
+        rp.warnings,
+        loss,
+        planned=topology is not None,
+        binding=binding,
+        restore=None if dry_run else _restore(rp, io),
+    )
 
 
 def _restore(rp: RepairPlan, io: Workspace) -> dict[str, Any]:

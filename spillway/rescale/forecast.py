@@ -24,21 +24,19 @@ from spillway.flink.keygroups import key_group_range, operator_index
 from spillway.formats.channel_file import HEADER_SIZE, read_chunk_header
 from spillway.rescale.channel_reader import open_part
 from spillway.rescale.channel_writer import target_file_name
+from spillway.rescale.options import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE
 from spillway.rescale.plan import EdgePlan, RescalePlan, SourceChannel
 
 # The router (and with it numpy, ~0.1-0.25 s of import) is imported by forecast() only: the CLI imports
 # this module for BufferSettings and its defaults in every command, validate and dump included.
 
-SEGMENT_SIZE = 32 * 1024  # taskmanager.memory.segment-size
-BUFFERS_PER_CHANNEL = 2  # taskmanager.network.memory.buffers-per-channel
-FLOATING_BUFFERS_PER_GATE = 8  # taskmanager.network.memory.floating-buffers-per-gate
 UPPER_BOUND_MAX_PARALLELISM = 32768  # KeyGroupRangeAssignment: RANGE cancels the max parallelism out
 LENGTH_FIELD = 4  # a chunk's length field
 
 
 @dataclass(frozen=True)
 class BufferSettings:
-    segment_size: int = SEGMENT_SIZE
+    segment_size: int = DEFAULT_BUFFER_SIZE  # the network buffer size
     buffers_per_channel: int = BUFFERS_PER_CHANNEL
     floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE
 

@@ -5,24 +5,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spillway.errors import UsageError
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
-from spillway.inspect.topology import PlanRef, Topology, as_topology, operator_binding, parse_plan
+from spillway.inspect.topology import Topology, operator_binding, parse_plan
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.plan import DEFAULT_BUFFER_SIZE, RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
+from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
@@ -83,6 +82,35 @@ def refuse_damaged(errors: list[Finding], force: bool) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Moved:
+    """What a rescale moved: in-flight records, new channel files, watermarks kept, what was dropped (by kind)."""
+
+    records: int
+    channel_files: int
+    markers_kept: int
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True)
+class VertexChange:
+    """A vertex whose parallelism the rescale changes."""
+
+    vertex: str
+    old_parallelism: int
+    new_parallelism: int
+
+
+@dataclass(frozen=True)
+class EdgeRoute:
+    """How the in-flight records of one edge go to their new channels."""
+
+    edge: str
+    rule: str  # hash, balanced, keep, global, broadcast, custom
+    key: str | None  # the key extractor (hash edges), or
+    key_fn: str | None  # the key function (module:function)
+
+
 @dataclass
 class RescaleReport:
     plan: RescalePlan
@@ -98,34 +126,59 @@ class RescaleReport:
     forecast: dict[str, Any] | None = None  # dry run: what would move, and what Flink's own rescaling would do
     restore: dict[str, Any] | None = None  # written: how to restore it (restore_instructions); None in a dry run
 
-    def to_doc(self) -> dict[str, Any]:
+    @property
+    def moved(self) -> Moved | None:
+        """What was moved; None for a dry run, which moves nothing (its ``forecast`` says what would move)."""
+        if self.move is None:
+            return None
         dropped: dict[str, int] = {}
         kept = records = 0
-        for r in self.move.sources if self.move else []:
+        for r in self.move.sources:
             records += r.records
             kept += r.kept_markers
             for k, n in r.dropped.items():
                 dropped[k] = dropped.get(k, 0) + n
+        return Moved(records, len(self.move.files), kept, dropped)
+
+    @property
+    def vertices(self) -> list[VertexChange]:
+        return [VertexChange(v.label, v.old_p, v.new_p) for v in self.plan.vertices.values() if v.rescaled]
+
+    @property
+    def edges(self) -> list[EdgeRoute]:
+        return [EdgeRoute(e.label, e.rule, e.key, e.key_fn) for e in self.plan.edges]
+
+    @property
+    def lost_bytes(self) -> int:
+        """Bytes of the lost channels, as their handles state them."""
+        return sum(lost.stated_bytes for lost in self.plan.lost)
+
+    @property
+    def lost_records(self) -> int:
+        """Records of the lost channels where counted (``lost_uncounted_bytes``: the bytes of the others)."""
+        return sum(lost.records or 0 for lost in self.plan.lost)
+
+    @property
+    def lost_uncounted_bytes(self) -> int:
+        return sum(lost.stated_bytes for lost in self.plan.lost if lost.records is None)
+
+    def to_doc(self) -> dict[str, Any]:
+        moved = self.moved
         return {
-            "schema": "spillway.rescale/1",
+            "schema": RESCALE_SCHEMA,
             "lost_channels": [vars(lost) for lost in self.plan.lost],
-            "lost_bytes": sum(lost.stated_bytes for lost in self.plan.lost),
-            # records of the lost channels where counted; the bytes of those whose records cannot be counted
-            "lost_records": sum(lost.records or 0 for lost in self.plan.lost),
-            "lost_uncounted_bytes": sum(lost.stated_bytes for lost in self.plan.lost if lost.records is None),
+            "lost_bytes": self.lost_bytes,
+            "lost_records": self.lost_records,
+            "lost_uncounted_bytes": self.lost_uncounted_bytes,
             "out": str(self.out) if self.out else None,
-            "vertices": [
-                {"vertex": v.label, "old_parallelism": v.old_p, "new_parallelism": v.new_p}
-                for v in self.plan.vertices.values()
-                if v.rescaled
-            ],
-            "edges": [{"edge": e.label, "rule": e.rule, "key": e.key, "key_fn": e.key_fn} for e in self.plan.edges],
+            "vertices": [vars(v) for v in self.vertices],
+            "edges": [vars(e) for e in self.edges],
             "source_channels": len(self.plan.sources),
             # What was moved; null in a dry run, which moves nothing (its ``forecast`` says what would move).
-            "records_moved": records if self.move else None,
-            "channel_files": len(self.move.files) if self.move else None,
-            "markers_kept": kept if self.move else None,
-            "dropped": dropped if self.move else None,
+            "records_moved": moved.records if moved else None,
+            "channel_files": moved.channel_files if moved else None,
+            "markers_kept": moved.markers_kept if moved else None,
+            "dropped": moved.dropped if moved else None,
             "notes": self.plan.notes + self.notes,
             "plan_file": self.plan_file,
             "binding": self.binding,
@@ -310,39 +363,20 @@ def rescale(
     return report
 
 
-def rescale_checkpoint(
-    src: str,
-    plan: PlanRef,
-    parallelism: dict[str, int],
-    out: str | None,
-    *,
-    keys: dict[str, str] | None = None,
-    key_fns: dict[str, str] | None = None,
-    buffer_size: int = DEFAULT_BUFFER_SIZE,
-    master: str | None = "local[*]",
-    rebase: list[str] | None = None,
-    dry_run: bool = False,
-    on_start: Callable[[str], None] | None = None,
-    buffers: BufferSettings | None = None,
-    force: bool = False,
-) -> RescaleReport:
-    """Rescale the checkpoint at ``src`` (path or URI) under the job plan file ``plan`` and write the
-    result to ``out`` (path or URI; must not exist). A remote SRC is read from a local working copy, a
-    remote output is written and self-checked locally, then published (each object read back and
-    compared, ``_metadata`` last). ``on_start(checkpoint_dir)`` is called once the source is open.
-    A source with validate errors is refused; with ``force`` its damaged logical channels on the edges
-    being moved are left out (``RescaleReport.plan.lost``) and any other error is still refused.
-    ``out`` may be None for a ``dry_run`` (nothing is written; the report's ``out`` is then None)."""
+def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: RescaleOptions) -> RescaleReport:
+    """Rescale the opened checkpoint ``loaded`` (local, or the working copy of a remote one) of the job
+    ``topology`` as ``options`` say, and write the result to ``options.out`` (path or URI; must not exist).
+    A remote output is written and self-checked locally, then published (each object read back and
+    compared, ``_metadata`` last). A source with validate errors is refused; with ``options.force`` its
+    damaged logical channels on the edges being moved are left out (``RescaleReport.plan.lost``) and any
+    other error is still refused. A ``dry_run`` writes nothing (the report's ``out`` is then None
+    without an ``out``)."""
     from spillway.storage import fs
-    from spillway.storage.workspace import open_workspace
+    from spillway.storage.workspace import output_workspace
 
-    if out is None and not dry_run:
-        raise UsageError("rescale_checkpoint: out (the new checkpoint's directory) is needed unless dry_run=True")
-    topology = as_topology(plan)
-    assert topology is not None
+    out, master, dry_run, force = options.out, options.master, options.dry_run, options.force
     # A dry run writes nothing: without an output, the workspace gets a target no checkpoint can be inside.
-    with open_workspace(src, os.devnull if out is None else out, rebase) as ws:
-        loaded = ws.loaded
+    with output_workspace(loaded, os.devnull if out is None else str(out)) as ws:
         if master is not None and not dry_run:
             _prestart_spark(master)  # the JVM starts while the source is validated and planned
         checked = validate(loaded, topology)
@@ -353,20 +387,20 @@ def rescale_checkpoint(
         rules = [*ws.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
         if ws.remote_out is not None and not dry_run:
             fs.check_target(ws.remote_out)
-        if on_start is not None and not dry_run:
-            on_start(str(loaded.location.checkpoint_dir))
+        if options.on_start is not None and not dry_run:
+            options.on_start(str(loaded.location.checkpoint_dir))
         report = rescale(
             loaded,
             topology,
-            parallelism,
+            dict(options.parallelism),
             ws.target,
-            keys=keys,
-            key_fns=key_fns,
-            buffer_size=buffer_size,
+            keys=dict(options.keys),
+            key_fns=dict(options.key_fns),
+            buffer_size=options.buffer_size,
             master=master,
             rebase=rules,
             dry_run=dry_run,
-            buffers=buffers,
+            buffers=BufferSettings(options.buffer_size, options.buffers_per_channel, options.floating_buffers_per_gate),
             damage=damage,
         )
         if not dry_run:

@@ -105,7 +105,8 @@ def load_checkpoint(
         location = CheckpointLocation(copy.checkpoint_dir / METADATA, copy.note, copy.metadata_uri)
         copies += [Rebase.parse(r, internal=True) for r in copy.rebase]
     else:
-        location = locate_checkpoint(path)
+        # A local checkpoint may be named as Flink names it (file:/x, file:///x), as the repairs always took it.
+        location = locate_checkpoint(strip_file_scheme(str(path)) or path)
     data = read_regular(location.metadata_path)
     # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
     bar = progress.stage("decoding _metadata", len(data), "bytes")

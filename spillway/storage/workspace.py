@@ -58,19 +58,23 @@ def refuse_output_inside_source(target: Path, checkpoint_dir: Path) -> None:
 
 @contextmanager
 def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator[Workspace]:
+    """Open ``src`` (``--rebase`` rules ``rebase``) and the output ``out_dir`` (:func:`output_workspace`)."""
+    loaded = load_checkpoint(src if fs.is_remote(src) else strip_file_scheme(src) or src, list(rebase or []))
+    with output_workspace(loaded, out_dir) as ws:
+        yield ws
+
+
+@contextmanager
+def output_workspace(loaded: LoadedCheckpoint, out_dir: str) -> Iterator[Workspace]:
+    """Where a rewriting command writes from an opened checkpoint: the output's self-check rules are the
+    user's ``--rebase`` rules the checkpoint was opened with, plus, for a remote source, those reaching the
+    local copies of its files (the output reads them from the same copies)."""
     workdir: Path | None = None
     try:
-        rules = list(rebase or [])
-        if fs.is_remote(src) or fs.is_remote(out_dir):
-            workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
-        if fs.is_remote(src):
-            loaded = load_checkpoint(src, rules)
-            # the output's self-check reads the source's remote files from the same local copies
-            rules += [str(r) for r in loaded.resolver.rules if r.internal]
-        else:
-            loaded = load_checkpoint(strip_file_scheme(src) or src, rules)
+        remote_src = loaded.location.uri is not None
+        rules = [str(r) for r in loaded.resolver.rules if remote_src or not r.internal]
         if fs.is_remote(out_dir):
-            assert workdir is not None
+            workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
             final = out_dir.rstrip("/")
             name = final.rpartition("/")[2] or "checkpoint"
             yield Workspace(loaded, rules, workdir / "output" / name, final, final)

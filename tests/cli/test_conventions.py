@@ -81,7 +81,7 @@ def test_every_help_fits_and_keeps_option_names_whole(columns: int) -> None:
 def test_rescale_help_at_80_columns_keeps_flinks_option_names_whole() -> None:
     _, stdout, _ = run(["rescale", "-h"], columns=80)
     _fits(stdout, 80)
-    for name in ("--buffers-per-channel", "--floating-buffers-per-gate", "--segment-size", "--key-fn"):
+    for name in ("--buffers-per-channel", "--floating-buffers-per-gate", "--buffer-size", "--key-fn"):
         assert re.search(rf"^  {name} ", stdout, re.M), name  # the option column, whole
     # Flink's own option names in the descriptions: whole, on a line of their own where the column is too narrow
     for key in (

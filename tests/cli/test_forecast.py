@@ -118,7 +118,7 @@ def test_flink_side_follows_flinks_mappers(dry_and_real) -> None:  # type: ignor
 def test_tiny_buffers_flag_the_gates(tmp_path: Path) -> None:
     doc = run_json(
         "rescale", checkpoint(), "--plan", str(FIXTURE / "jobgraph.json"), *ARGS, "--out", str(tmp_path / "x"),
-        "--dry-run", "--json", "--segment-size", "64", "--buffers-per-channel", "0", "--floating-buffers-per-gate", "1",
+        "--dry-run", "--json", "--buffer-size", "64", "--buffers-per-channel", "0", "--floating-buffers-per-gate", "1",
     )  # fmt: skip
     hash_edge = next(e for e in doc["forecast"]["flink"]["edges"] if "HASH" in e["edge"])
     assert all(s["gate_buffers"] == 1 for s in hash_edge["subtasks"])

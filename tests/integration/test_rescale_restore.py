@@ -160,8 +160,9 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
 
     from typer.testing import CliRunner
 
+    import spillway
+    from spillway.api import RescaleOptions
     from spillway.cli.app import app
-    from spillway.rescale.rescale import rescale_checkpoint
 
     fixture = fixture_dir(release)
     ids = {n["uid"]: n["operator_id"] for n in json.loads((fixture / "ids.json").read_text())["stream_nodes"]}
@@ -205,16 +206,10 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
 
     out = tmp_path / "forced"
     parallelism = {"parse": 3, "count": 3}
-    report = rescale_checkpoint(
-        str(chk),
-        # the stream-graph plan shows names, not uids: the source's uid is given as a user would (--uid)
-        load_plan(copy / flavour, {"Source: seq": "src"} if flavour == "plan.json" else None),
-        parallelism,
-        str(out),
-        keys={"count": "tuple:0:long"},
-        master=None,
-        force=True,
-    )
+    # the stream-graph plan shows names, not uids: the source's uid is given as a user would (--uid)
+    plan = load_plan(copy / flavour, {"Source: seq": "src"} if flavour == "plan.json" else None)
+    options = RescaleOptions(parallelism, out, keys={"count": "tuple:0:long"}, master=None, force=True)
+    report = spillway.open(chk, plan=plan).rescale(options).report
     assert [x.channel for x in report.plan.lost] == [channel["label"]]
     counts, totals = summarize(restore(release, "counted", out, vertex_parallelism=parallelism, until_finished=True))
     gone = set(lost)

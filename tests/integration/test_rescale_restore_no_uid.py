@@ -24,8 +24,9 @@ import pytest
 from support.console import spillway
 from support.flink_harness import restore
 
+from spillway.api import RescaleOptions
+from spillway.api import open as open_checkpoint
 from spillway.inspect.topology import load_plan
-from spillway.rescale.rescale import rescale_checkpoint
 
 pytestmark = pytest.mark.flink
 
@@ -138,9 +139,8 @@ def test_stream_graph_plan_alone_rescales_and_restores_exactly_once(
 ) -> None:
     fixture = fixture_dir(release, scenario)
     out = tmp_path / "rescaled"
-    report = rescale_checkpoint(
-        str(checkpoint_dir(release, scenario)), load_plan(fixture / "plan.json"), UP, str(out), keys=KEY, master=None
-    )
+    cp = open_checkpoint(checkpoint_dir(release, scenario), plan=load_plan(fixture / "plan.json"))
+    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None)).report
     assert_binding_exact(report.binding, release, scenario)
     assert report.to_doc()["records_moved"] > 0
     result = restore(
@@ -206,14 +206,9 @@ def test_uid_not_name_on_1_20_binds_no_wrong_id_and_the_one_uid_asked_for_restor
     assert "check-totals" in open_ones
 
     out = tmp_path / "rescaled"
-    report = rescale_checkpoint(
-        str(checkpoint_dir(release, scenario)),
-        load_plan(fixture / "plan.json", {"check-totals": "checker"}),
-        UP,
-        str(out),
-        keys=KEY,
-        master=None,
-    )
+    plan = load_plan(fixture / "plan.json", {"check-totals": "checker"})
+    cp = open_checkpoint(checkpoint_dir(release, scenario), plan=plan)
+    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None)).report
     assert_binding_exact(report.binding, release, scenario)
     result = restore(
         release, scenario, out, vertex_parallelism=UP_HARNESS, until_finished=True, workdir=tmp_path / "run"

@@ -1,0 +1,90 @@
+"""What each repair is asked to do: one options object per repair (``spillway.api`` re-exports them).
+
+The source, its plan and its path rules are not options: they belong to the opened checkpoint
+(``spillway.open(path, plan=…, uids=…, rebase=…)``), which every repair takes first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spillway.errors import UsageError
+
+PathLike = str | os.PathLike[str]
+
+
+def _operators(value: Sequence[str] | None, field_name: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not all(isinstance(o, str) and o for o in value):
+        raise UsageError(f"{field_name}: expected a list of operator ids, uids or names, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class RelocateOptions:
+    """Rewrite every path at or below ``old`` to lie below ``new`` (``spillway repair relocate``).
+
+    ``copy_data``: also copy every referenced file to its new place; ``relative``: files that will sit
+    directly in ``out`` become relative handles (metadata V3+); ``force``: write even if the source has
+    validate errors (each becomes a warning of the report); ``dry_run``: write nothing."""
+
+    out: PathLike
+    old: str
+    new: str
+    copy_data: bool = False
+    relative: bool = False
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.old or not self.new:
+            raise UsageError("relocate: old and new (the path prefixes) must not be empty")
+
+
+@dataclass(frozen=True)
+class StripOptions:
+    """Drop the channel state of ``operators`` (ids, uids or names; None: every channel), whole logical
+    channels at a time (``spillway repair strip-channel-state``)."""
+
+    out: PathLike
+    operators: Sequence[str] | None = None
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operators", _operators(self.operators, "operators"))
+
+
+@dataclass(frozen=True)
+class ClearFinishedOptions:
+    """Clear the FLIP-147 finished markers of ``operators``; None: of exactly the vertices Flink's
+    restore-time checks would refuse under the checkpoint's plan (``spillway repair clear-finished``).
+    ``force``: clear even where Flink would accept the markers, and even if the source has validate errors."""
+
+    out: PathLike
+    operators: Sequence[str] | None = None
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operators", _operators(self.operators, "operators"))
+
+
+@dataclass(frozen=True)
+class DropOperatorOptions:
+    """Remove ``operators`` (at least one) and the other half of each of their channels
+    (``spillway repair drop-operator``)."""
+
+    out: PathLike
+    operators: Sequence[str] = ()
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        ops = _operators(self.operators, "operators")
+        if not ops:
+            raise UsageError("drop_operator: name the operator(s) to drop: operators=[id, uid or name, …]")
+        object.__setattr__(self, "operators", ops)

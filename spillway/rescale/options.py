@@ -1,0 +1,85 @@
+"""What a rescale is asked to do (``RescaleOptions``; ``spillway.api`` re-exports it), checked before
+any storage is touched, and Flink's network buffer defaults it starts from.
+
+The source, its plan and its path rules are not options: they belong to the opened checkpoint
+(``spillway.open(path, plan=…, uids=…, rebase=…)``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from spillway.errors import UsageError
+
+PathLike = str | os.PathLike[str]
+
+# Flink's network buffer settings, as a job gets them by default. The network buffer (memory segment)
+# size is also the largest chunk Flink writes into a channel-state file, so the rescale's new files
+# are chunked by it and the restore forecast reads into buffers of it: one size, one name.
+DEFAULT_BUFFER_SIZE = 32 * 1024  # taskmanager.memory.segment-size
+BUFFERS_PER_CHANNEL = 2  # taskmanager.network.memory.buffers-per-channel
+FLOATING_BUFFERS_PER_GATE = 8  # taskmanager.network.memory.floating-buffers-per-gate
+MIN_BUFFER_SIZE, MAX_BUFFER_SIZE = 64, 64 * 1024 * 1024
+IN_PROCESS = "inprocess"  # the master that moves the data in this process (no Spark)
+RESCALE_SCHEMA = "spillway.rescale/1"  # the report's JSON document (docs/rescale.md)
+
+
+def check_key_specs(keys: Mapping[str, str], key_fns: Mapping[str, str]) -> None:
+    """Every key extractor parses and every key function is ``module:function``; one of them per vertex."""
+    from spillway.formats.values import ValueSpecError, parse_key_extractor
+
+    both = sorted(set(keys) & set(key_fns))
+    if both:
+        raise UsageError(f"a key extractor and a key function both given for {', '.join(both)}: give one")
+    for name, spec in keys.items():
+        try:
+            parse_key_extractor(spec)
+        except ValueSpecError as exc:
+            raise UsageError(f"key extractor {name}={spec}: {exc}") from None
+    for name, spec in key_fns.items():
+        module, sep, function = spec.partition(":")
+        if not sep or not module or not function:
+            raise UsageError(f"key function {name}={spec}: expected module:function")
+
+
+@dataclass(frozen=True)
+class RescaleOptions:
+    """``parallelism``: ``{vertex: new parallelism}`` (vertex id, operator uid or name); ``out``: the new
+    checkpoint's directory or URI (must not exist; may be left out for a ``dry_run``); ``keys`` /
+    ``key_fns``: ``{vertex: extractor}`` / ``{vertex: "module:function"}`` for the vertex's keyBy (or
+    custom) input; ``buffer_size``: the network buffer size (taskmanager.memory.segment-size): the largest
+    chunk of the new channel files, and the buffers the forecast reads into; ``master``: Spark master, or
+    None / ``"inprocess"`` to move the data in this process; ``dry_run``: plan and forecast, write nothing;
+    ``force``: leave out the damaged logical channels of moved edges (listed, with what is lost);
+    ``buffers_per_channel`` / ``floating_buffers_per_gate``: Flink's settings the forecast assumes;
+    ``on_start(checkpoint_dir)``: called once the source is open, before the data moves."""
+
+    parallelism: Mapping[str, int]
+    out: PathLike | None = None
+    keys: Mapping[str, str] = field(default_factory=dict)
+    key_fns: Mapping[str, str] = field(default_factory=dict)
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    master: str | None = "local[*]"
+    dry_run: bool = False
+    force: bool = False
+    buffers_per_channel: int = BUFFERS_PER_CHANNEL
+    floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE
+    on_start: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.parallelism:
+            raise UsageError("parallelism: name at least one vertex and its new parallelism")
+        for name, n in self.parallelism.items():
+            if not isinstance(name, str) or not name or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise UsageError(f"parallelism {name!r}: {n!r}: expected {{vertex: positive int}}")
+        if self.out is None and not self.dry_run:
+            raise UsageError("out (the new checkpoint's directory) is needed unless dry_run=True")
+        check_key_specs(self.keys, self.key_fns)
+        if not MIN_BUFFER_SIZE <= self.buffer_size <= MAX_BUFFER_SIZE:
+            raise UsageError(f"buffer size {self.buffer_size} is outside [{MIN_BUFFER_SIZE} B, 64 MiB]")
+        if self.buffers_per_channel < 0 or self.floating_buffers_per_gate < 0:
+            raise UsageError("buffers per channel and floating buffers per gate must not be negative")
+        if self.master == IN_PROCESS:
+            object.__setattr__(self, "master", None)
