@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py keeps the two in step)
+if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
     from spillway.api.errors import CATEGORIES as CATEGORIES
     from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
     from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py k
     from spillway.api.keys import parse_key as parse_key
     from spillway.api.options import BUFFERS_PER_CHANNEL as BUFFERS_PER_CHANNEL
     from spillway.api.options import FLOATING_BUFFERS_PER_GATE as FLOATING_BUFFERS_PER_GATE
-    from spillway.api.options import SEGMENT_SIZE as SEGMENT_SIZE
     from spillway.api.options import AnalyzeOptions as AnalyzeOptions
     from spillway.api.options import BufferSettings as BufferSettings
     from spillway.api.options import ForecastOptions as ForecastOptions
@@ -88,6 +87,25 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py k
     from spillway.api.views import edges as edges
     from spillway.api.views import render_value as render_value
     from spillway.api.views import uid_map_template as uid_map_template
+    from spillway.api.write_options import DEFAULT_BUFFER_SIZE as DEFAULT_BUFFER_SIZE
+    from spillway.api.write_options import IN_PROCESS as IN_PROCESS
+    from spillway.api.write_options import RESCALE_SCHEMA as RESCALE_SCHEMA
+    from spillway.api.write_options import ClearFinishedOptions as ClearFinishedOptions
+    from spillway.api.write_options import DropOperatorOptions as DropOperatorOptions
+    from spillway.api.write_options import RelocateOptions as RelocateOptions
+    from spillway.api.write_options import RescaleOptions as RescaleOptions
+    from spillway.api.write_options import StripOptions as StripOptions
+    from spillway.api.write_options import check_key_specs as check_key_specs
+    from spillway.api.writing import Change as Change
+    from spillway.api.writing import ChannelLoss as ChannelLoss
+    from spillway.api.writing import EdgeLoss as EdgeLoss
+    from spillway.api.writing import EdgeRoute as EdgeRoute
+    from spillway.api.writing import Loss as Loss
+    from spillway.api.writing import LostChannel as LostChannel
+    from spillway.api.writing import Moved as Moved
+    from spillway.api.writing import RepairResult as RepairResult
+    from spillway.api.writing import RescaleResult as RescaleResult
+    from spillway.api.writing import VertexChange as VertexChange
 
 
 # name -> submodule of spillway.api that defines it (or re-exports it from the layers below).
@@ -101,7 +119,6 @@ _EXPORTS: dict[str, str] = {
     "BufferSettings": "options",
     "buffer_settings": "options",
     "check_value_type": "options",
-    "SEGMENT_SIZE": "options",
     "BUFFERS_PER_CHANNEL": "options",
     "FLOATING_BUFFERS_PER_GATE": "options",
     "ValidateResult": "results",
