@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py keeps the two in step)
+if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
     from spillway.api.errors import CATEGORIES as CATEGORIES
     from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
     from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api.py k
     from spillway.api.keys import parse_key as parse_key
     from spillway.api.options import BUFFERS_PER_CHANNEL as BUFFERS_PER_CHANNEL
     from spillway.api.options import FLOATING_BUFFERS_PER_GATE as FLOATING_BUFFERS_PER_GATE
-    from spillway.api.options import SEGMENT_SIZE as SEGMENT_SIZE
     from spillway.api.options import AnalyzeOptions as AnalyzeOptions
     from spillway.api.options import BufferSettings as BufferSettings
     from spillway.api.options import ForecastOptions as ForecastOptions
@@ -120,7 +119,6 @@ _EXPORTS: dict[str, str] = {
     "BufferSettings": "options",
     "buffer_settings": "options",
     "check_value_type": "options",
-    "SEGMENT_SIZE": "options",
     "BUFFERS_PER_CHANNEL": "options",
     "FLOATING_BUFFERS_PER_GATE": "options",
     "ValidateResult": "results",

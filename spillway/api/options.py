@@ -13,21 +13,28 @@ from dataclasses import dataclass, field
 
 from spillway.api.errors import ArgumentError
 from spillway.rescale.forecast import BufferSettings
-from spillway.rescale.options import BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE as SEGMENT_SIZE
+from spillway.rescale.options import (
+    BUFFERS_PER_CHANNEL,
+    DEFAULT_BUFFER_SIZE,
+    FLOATING_BUFFERS_PER_GATE,
+    MAX_BUFFER_SIZE,
+    MIN_BUFFER_SIZE,
+    check_key_specs,
+)
 
 PathLike = str | os.PathLike[str]
-MIN_BUFFER_SIZE = 64  # below this no stream element header fits a network buffer
 
 
 def buffer_settings(
-    buffer_size: int = SEGMENT_SIZE,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
     buffers_per_channel: int = BUFFERS_PER_CHANNEL,
     floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE,
 ) -> BufferSettings:
     """Flink's network buffer settings for the restore forecast, checked."""
     if buffer_size < MIN_BUFFER_SIZE:
         raise ArgumentError("buffer_size", buffer_size, f"at least {MIN_BUFFER_SIZE} bytes")
+    if buffer_size > MAX_BUFFER_SIZE:
+        raise ArgumentError("buffer_size", buffer_size, f"at most {MAX_BUFFER_SIZE // (1024 * 1024)} MiB")
     counts = {"buffers_per_channel": buffers_per_channel, "floating_buffers_per_gate": floating_buffers_per_gate}
     for name, n in counts.items():
         if n < 0:
@@ -39,23 +46,6 @@ def check_parallelism(parallelism: Mapping[str, int], argument: str = "paralleli
     for vertex, n in parallelism.items():
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ArgumentError(argument, n, "must be a positive integer", vertex)
-
-
-def check_keys(keys: Mapping[str, str], key_fns: Mapping[str, str]) -> None:
-    """Key extractors (``tuple:0:long`` …) parse, ``key_fns`` are ``module:function``, never both for one vertex."""
-    from spillway.formats.values import ValueSpecError, parse_key_extractor
-
-    both = sorted(set(keys) & set(key_fns))
-    if both:
-        raise ArgumentError("keys", None, f"and key_fns both given for {', '.join(both)}: give one")
-    for vertex, spec in keys.items():
-        try:
-            parse_key_extractor(spec)
-        except ValueSpecError as exc:
-            raise ArgumentError("keys", spec, str(exc), vertex) from None
-    for vertex, spec in key_fns.items():
-        if ":" not in spec:
-            raise ArgumentError("key_fns", spec, "expected module:function", vertex)
 
 
 @dataclass(frozen=True)
@@ -72,7 +62,7 @@ class ForecastOptions:
         if not self.parallelism:
             raise ArgumentError("parallelism", None, "name at least one vertex: {vertex: new parallelism}")
         check_parallelism(self.parallelism)
-        check_keys(self.keys, self.key_fns)
+        check_key_specs(self.keys, self.key_fns)
 
 
 @dataclass(frozen=True)
@@ -123,7 +113,7 @@ class PreflightOptions:
         check_parallelism(self.parallelism)
         check_parallelism({k or "": n for k, n in self.max_parallelism.items()}, "max_parallelism")
         self.release()
-        check_keys(self.keys, self.key_fns)
+        check_key_specs(self.keys, self.key_fns)
 
     def release(self) -> tuple[int, int, int] | None:
         """``flink_version`` as (major, minor, patch)."""
@@ -138,8 +128,8 @@ class PreflightOptions:
 
 __all__ = [
     "BUFFERS_PER_CHANNEL",
+    "DEFAULT_BUFFER_SIZE",
     "FLOATING_BUFFERS_PER_GATE",
-    "SEGMENT_SIZE",
     "AnalyzeOptions",
     "BufferSettings",
     "ForecastOptions",

@@ -45,10 +45,9 @@ def files(
         report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
     else:
         report = collect_files([_pair(i, rebase) for i in items])
-    for cf in report.checkpoints:
-        if first is not None or plan is not None:
-            topology, first = first or read_plan(plan, uids=uids, uid_map=uid_map), None
-            assert topology is not None
+    if first is not None:  # each checkpoint binds a plan of its own (the binding rebuilds the plan's chains)
+        for i, cf in enumerate(report.checkpoints):
+            topology = first if i == 0 else read_plan(plan, uids=uids, uid_map=uid_map)
             Checkpoint(cf.loaded, topology, cf.source).binding  # noqa: B018 - names the operators
     for d in report.damaged:
         warn(f"{d.checkpoint}: damaged, left out: {d.error}")
@@ -78,17 +77,18 @@ def diff(
     ``spillway.diff/1``. With ``plan`` both sides are named by it (say, before and after a rescale)."""
     from spillway.storage.load import LoadedCheckpoint
 
-    read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
+    first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
 
-    def opened(x: LoadedCheckpoint | Opened) -> Checkpoint:
+    def opened(x: LoadedCheckpoint | Opened, topology: Topology | None) -> Checkpoint:
         if isinstance(x, Checkpoint):
             return x
-        topology = read_plan(plan, uids=uids, uid_map=uid_map) if plan is not None else None
         if isinstance(x, LoadedCheckpoint):
             return Checkpoint(x, topology)
         return _open(x, topology, rebase)
 
-    return opened(a).diff(opened(b))
+    side_a = opened(a, first)  # the same plan names both sides, each bound on its own (a copy read again)
+    side_b = opened(b, read_plan(plan, uids=uids, uid_map=uid_map) if first is not None else None)
+    return side_a.diff(side_b)
 
 
 def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoint:

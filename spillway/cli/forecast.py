@@ -10,8 +10,8 @@ from rich.table import Table
 
 from spillway.api import (
     BUFFERS_PER_CHANNEL,
+    DEFAULT_BUFFER_SIZE,
     FLOATING_BUFFERS_PER_GATE,
-    SEGMENT_SIZE,
     ArgumentError,
     BufferSettings,
     UsageError,
@@ -22,23 +22,17 @@ from spillway.cli.options import FORECAST_FLAGS
 from spillway.cli.wide import print_wide
 
 # One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
-# rescale writes. --segment-size, its first name here, stays as a hidden alias.
+# rescale writes (its --buffer-size). --segment-size, the forecast's first name for it, stays as a hidden alias.
 BufferSizeOpt = Annotated[
     int | None,
     typer.Option(
         "--buffer-size",
         metavar="BYTES",
-        help=f"Flink's network buffer size, taskmanager.memory.segment-size (default {SEGMENT_SIZE}).",
+        help=f"Flink's network buffer size, taskmanager.memory.segment-size (default {DEFAULT_BUFFER_SIZE}).",
     ),
 ]
 SegmentSizeAliasOpt = Annotated[
     int | None, typer.Option("--segment-size", hidden=True, help="Deprecated: use --buffer-size.")
-]
-SegmentSizeOpt = Annotated[
-    int,
-    typer.Option(
-        "--segment-size", help="Forecast: Flink's taskmanager.memory.segment-size in bytes (network buffer size)."
-    ),
 ]
 BuffersPerChannelOpt = Annotated[
     int,
@@ -48,14 +42,14 @@ FloatingBuffersOpt = Annotated[
     int,
     typer.Option("--floating-buffers-per-gate", help="Forecast: taskmanager.network.memory.floating-buffers-per-gate."),
 ]
-DEFAULTS = (SEGMENT_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
+DEFAULTS = (DEFAULT_BUFFER_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
 
 
 def buffer_size(given: int | None, alias: int | None) -> int:
     """--buffer-size, or its deprecated alias --segment-size (not both with different values)."""
     if given is not None and alias is not None and given != alias:
         raise UsageError(f"--buffer-size {given} and --segment-size {alias}: one buffer size, give --buffer-size")
-    return next((n for n in (given, alias) if n is not None), SEGMENT_SIZE)
+    return next((n for n in (given, alias) if n is not None), DEFAULT_BUFFER_SIZE)
 
 
 def buffer_settings(size: int, buffers_per_channel: int, floating: int) -> BufferSettings:

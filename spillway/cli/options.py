@@ -106,8 +106,8 @@ def counts(values: list[str] | None, option: str) -> dict[str, int]:
 
 
 def key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """--key and --key-fn pairs (the API checks the extractors); --key-fn modules are found in the current
-    directory, as ``python -m`` finds them."""
+    """--key and --key-fn pairs (the API checks the extractors: ``check_key_specs``); --key-fn modules are found
+    in the current directory, as ``python -m`` finds them."""
     keys, fns = pairs(key, "--key"), pairs(key_fn, "--key-fn")
     both = sorted(set(keys) & set(fns))
     if both:
@@ -130,8 +130,6 @@ def import_from_cwd() -> None:
 
 # The options of the forecast and key arguments of the API, in the CLI's words (guarded(..., flags=...)).
 FORECAST_FLAGS = {
-    "keys": "--key",
-    "key_fns": "--key-fn",
     "buffer_size": "--buffer-size",
     "buffers_per_channel": "--buffers-per-channel",
     "floating_buffers_per_gate": "--floating-buffers-per-gate",

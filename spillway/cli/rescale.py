@@ -12,7 +12,7 @@ import spillway.api as api
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
 from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, counts, key_specs
 from spillway.cli.repair_common import open_source, show_restore
 from spillway.cli.wide import print_wide
 
@@ -58,37 +58,6 @@ Examples:
 """
 
 
-def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for v in values or []:
-        name, sep, value = v.rpartition("=")
-        if not sep or not name or not value:
-            raise UsageError(f"{what} {v!r}: expected VERTEX=VALUE")
-        if name in result and result[name] != value:
-            raise UsageError(f"{what} given twice for {name!r} ({result[name]!r} and {value!r}): which one?")
-        result[name] = value
-    return result
-
-
-def _counts(values: list[str] | None, option: str) -> dict[str, int]:
-    """VERTEX=N pairs of a parallelism option; N must be a positive integer (a usage error otherwise)."""
-    counts: dict[str, int] = {}
-    for name, n in _pairs(values, option).items():
-        if not n.isdigit() or int(n) < 1:
-            raise UsageError(f"{option} {name}={n}: N must be a positive integer")
-        counts[name] = int(n)
-    return counts
-
-
-def _key_specs(key: list[str] | None, key_fn: list[str] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """--key and --key-fn, checked before any work: a bad extractor or both for one vertex is a usage error."""
-    keys, fns = _pairs(key, "--key"), _pairs(key_fn, "--key-fn")
-    api.check_key_specs(keys, fns)
-    if fns:
-        _import_from_cwd()
-    return keys, fns
-
-
 def lost_records_text(result: RescaleResult) -> str:
     """What ``--force`` leaves out, in records (counted where validate framed a channel whole) and bytes."""
     counted, uncounted, total = result.lost_records, result.lost_uncounted_bytes, result.lost_bytes
@@ -97,20 +66,6 @@ def lost_records_text(result: RescaleResult) -> str:
     if uncounted == total:
         return f"records unknown, {total} bytes"
     return f"{counted} records + unknown records in {uncounted} bytes, {total} bytes in all"
-
-
-def _import_from_cwd() -> None:
-    """--key-fn modules are found in the current directory, as ``python -m`` finds them: a console script's
-    path starts with its own bin/ instead. Also for Spark's Python workers (they inherit PYTHONPATH)."""
-    import os
-    import sys
-
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if cwd not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
 
 
 def show_lost(result: RescaleResult) -> None:
@@ -217,10 +172,10 @@ def command(
 
         if out_dir is None and not dry_run:
             raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
-        counts = _counts(parallelism, "--parallelism")
-        keys, fns = _key_specs(key, key_fn)
+        new_p = counts(parallelism, "--parallelism")
+        keys, fns = key_specs(key, key_fn)
         options = api.RescaleOptions(
-            counts,
+            new_p,
             out_dir,
             keys,
             fns,

@@ -174,7 +174,7 @@ def find_vertex(topology: Topology, name: str) -> str:
         return hits[0]
     known = ", ".join(sorted(v.label() for v in topology.vertices.values()))
     if not hits:
-        raise PlanError(f"no vertex {name!r} in the plan (vertex id, operator name or --uid); vertices: {known}")
+        raise PlanError(f"no vertex {name!r} in the plan (vertex id, operator name or given uid); vertices: {known}")
     raise PlanError(f"{name!r} names {len(hits)} vertices of the plan; use a vertex id")
 
 

@@ -437,11 +437,11 @@ def forecast_rescale(
     key_fns: dict[str, str] | None = None,
     buffers: BufferSettings | None = None,
 ) -> dict[str, Any]:
-    """The restore forecast of rescaling ``loaded`` to ``parallelism`` (``analyze --new-parallelism``):
+    """The restore forecast of rescaling ``loaded`` to ``parallelism`` (``analyze -p``, ``Checkpoint.analyze``):
     planned and key-checked as ``rescale --dry-run`` does; reads the channel state, writes nothing."""
     loaded.resolve_files()
     plan = build_plan(loaded.checkpoint, topology, loaded.resolver, parallelism, keys, key_fns)
     if not plan.rescaled():
-        raise RescaleRefused("nothing to forecast: every --new-parallelism equals the vertex's current parallelism")
+        raise RescaleRefused("nothing to forecast: every vertex named keeps its current parallelism")
     refuse_wrong_extractors(plan)
     return forecast(plan, buffers)

@@ -49,6 +49,15 @@ def test_analyze_parallelism_forecasts_and_the_old_name_is_a_hidden_alias() -> N
     assert "-p, --parallelism" in helptext and "--new-parallelism" not in helptext
 
 
+def test_a_forecast_at_the_current_parallelism_says_so_without_an_old_option_name() -> None:
+    plan = json.loads(Path(PLAN).read_text())  # the job graph Flink's REST API gave for the job
+    count = next(n["parallelism"] for n in plan.get("plan", plan)["nodes"] if n["description"].startswith("count<"))
+    done = spillway("analyze", CHK, "--plan", PLAN, "-p", f"count={count}", *KEY, "--json")
+    doc = json.loads(done.out)
+    assert done.code == 1 and doc["error"].startswith("nothing to forecast: every vertex named keeps its current")
+    assert "--" not in doc["error"]
+
+
 def test_one_buffer_size_option_and_segment_size_is_its_hidden_alias() -> None:
     size = _segment_size()
     args = ["analyze", CHK, "--plan", PLAN, "-p", "count=3", *KEY, "--json"]

@@ -92,16 +92,6 @@ def test_files_and_diff_name_operators_by_the_plan() -> None:
     [
         (lambda: api.ForecastOptions({"count": 0}), "parallelism", "parallelism['count']=0: must be a positive"),
         (lambda: api.ForecastOptions({}), "parallelism", "parallelism: name at least one vertex"),
-        (
-            lambda: api.ForecastOptions({"count": 3}, keys={"count": "tuple:x"}),
-            "keys",
-            "keys['count']='tuple:x': ",
-        ),
-        (
-            lambda: api.ForecastOptions({"count": 3}, key_fns={"count": "nofunction"}),
-            "key_fns",
-            "key_fns['count']='nofunction': expected module:function",
-        ),
         (lambda: api.buffer_settings(buffer_size=63), "buffer_size", "buffer_size=63: at least 64 bytes"),
         (lambda: api.buffer_settings(buffers_per_channel=-1), "buffers_per_channel", "must not be negative"),
         (lambda: api.AnalyzeOptions(records=True), "records", "records: needs parquet"),
@@ -118,6 +108,15 @@ def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> N
     assert caught.value.argument == argument and words in str(caught.value)
     assert "--" not in str(caught.value)  # no CLI option in a library error
     assert caught.value.exit_code == api.EXIT_USAGE and isinstance(caught.value, spillway.UsageError)
+
+
+def test_key_extractors_are_checked_as_for_rescale() -> None:
+    # one check (spillway.rescale.options.check_key_specs) for the forecast and the rescale alike
+    for make in (api.ForecastOptions, lambda p, **k: api.RescaleOptions(p, dry_run=True, **k)):
+        with pytest.raises(spillway.UsageError, match=r"^key extractor count=tuple:x: "):
+            make({"count": 3}, keys={"count": "tuple:x"})
+        with pytest.raises(spillway.UsageError, match=r"^key function count=nofunction: expected module:function"):
+            make({"count": 3}, key_fns={"count": "nofunction"})
 
 
 def test_a_forecast_needs_the_plan_and_says_so_in_python() -> None:
