@@ -41,6 +41,10 @@ _EXPORTS: dict[str, str] = {
     "RescaleReport": "functions",
     "Topology": "functions",
     "Verdict": "functions",
+    # a process that is one command (the CLI): its settings, made before the command runs
+    "freeze_after_pauses": "process",
+    "set_storage_timeout": "process",
+    "EXIT_INTERRUPTED": "process",
     # errors and progress, for callers (and the CLI) that must not reach below the door
     "SpillwayError": "errors",
     "UsageError": "errors",
