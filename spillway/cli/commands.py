@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 import typer
 from typer._click.core import Command
@@ -45,11 +46,31 @@ def load(name: str, module_name: str) -> Command:
     module = importlib.import_module(f"spillway.cli.{module_name}")
     holder = typer.Typer()
     holder.command(name, help=module.HELP)(module.command)
-    return get_command_from_info(
+    command = get_command_from_info(
         holder.registered_commands[0],
         pretty_exceptions_short=app.pretty_exceptions_short,
         rich_markup_mode=app.rich_markup_mode,
     )
+    run = command.callback
+    assert run is not None
+
+    def prepared(*args: Any, **kwargs: Any) -> Any:
+        prepare()
+        return run(*args, **kwargs)
+
+    command.callback = prepared
+    return command
+
+
+def prepare() -> None:
+    """What every command needs before it runs, done when one does (never for help or a group's usage)."""
+    from spillway.api import freeze_after_pauses
+    from spillway.cli import output
+
+    if freeze_gc:
+        freeze_after_pauses()
+    # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
+    output.use(None)
 
 
 def _loaders(table: Mapping[str, str]) -> dict[str, Callable[[], Command]]:
@@ -113,13 +134,8 @@ def root(
         "SECONDS (default: $SPILLWAY_STORAGE_TIMEOUT, else 30); exit code 3.",
     ),
 ) -> None:
-    # Runs before every command (never for help or --version), so what only a command needs loads here.
-    from spillway.api import freeze_after_pauses, set_storage_timeout
-    from spillway.cli import output
+    # Runs before every command (help of a command too): the command's own setup waits for it (prepare).
+    from spillway.api import set_storage_timeout
 
-    if freeze_gc:
-        freeze_after_pauses()
-    # Each invocation sees its own streams (a terminal, a pipe, a test runner's buffers).
-    output.use(None)
-    # ... and its own timeout (None: the environment's or the default).
+    # Each invocation has its own timeout (None: the environment's or the default).
     set_storage_timeout(storage_timeout)

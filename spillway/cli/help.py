@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 # typer (0.29) carries its own copy of click: its usage errors, contexts and help formatter.
 from typer._click.core import Command, Context
-from typer._click.exceptions import UsageError
+from typer._click.exceptions import MissingParameter, UsageError
 from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -89,6 +89,7 @@ def plain_metavars(command: Any) -> None:
         option = make_help_option(ctx)
         if option is not None and option.metavar is None:
             option.metavar = ""
+            option.process_value = _unset_unconverted(option)
         return option
 
     command.get_help_option = get_help_option
@@ -103,6 +104,28 @@ def plain_metavars(command: Any) -> None:
         elif isinstance(param, TyperArgument):
             # typer has no hook for how an argument's type is shown: its method is replaced on the instance.
             param.display_type_rich = _no_type.__get__(param)  # type: ignore[method-assign]
+        if isinstance(param, (TyperOption, TyperArgument)):
+            param.process_value = _unset_unconverted(param)  # type: ignore[method-assign,assignment]
+
+
+def _unset_unconverted(param: TyperOption | TyperArgument) -> Callable[[Context, Any], Any]:
+    """``param.process_value``, minus the pydantic adapter typer builds for an option left unset only to
+    turn None into None (or ``()``): importing pydantic and building it is ~0.1 s of CPU, paid by every
+    command (the group's ``--storage-timeout`` is one) and every subcommand's help. Given a value, typer's."""
+    convert = param.process_value
+
+    def process_value(ctx: Context, value: Any) -> Any:
+        if value is not None:
+            return convert(ctx, value)
+        # typer (0.29) _TyperParameter.process_value with RuntimeParam.coerce's answer for None
+        value = () if param.multiple or param.nargs == -1 else None
+        if param.required and param.value_is_missing(value):
+            raise MissingParameter(ctx=ctx, param=param)
+        if param.callback is not None:
+            value = param.callback(ctx, param, value)
+        return value
+
+    return process_value
 
 
 def _wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
