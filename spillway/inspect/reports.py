@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spillway.formats.values import value_data
-
 if TYPE_CHECKING:  # binding_json (dump, files, diff) needs none of validate's and analyze's machinery
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary
@@ -75,6 +73,8 @@ def validate_json(
 
 
 def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
+    from spillway.formats.values import value_data
+
     value, problem = value_data(r["value"], value_type)
     doc = {**r, "value": value}
     if problem:
