@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.plans import job_checkpoint as job_checkpoint
     from spillway.api.plans import read_plan as read_plan
     from spillway.api.plans import rebase_rules as rebase_rules
+    from spillway.api.process import freeze_after_pauses as freeze_after_pauses
+    from spillway.api.process import set_storage_timeout as set_storage_timeout
     from spillway.api.progress import Sink as Sink
     from spillway.api.progress import Stage as Stage
     from spillway.api.progress import collecting as collecting
@@ -152,6 +154,9 @@ _EXPORTS: dict[str, str] = {
     "LoadedCheckpoint": "functions",
     "Rebase": "functions",
     "RescaleReport": "functions",
+    # a process that is one command (the CLI): its settings, made before the command runs
+    "freeze_after_pauses": "process",
+    "set_storage_timeout": "process",
     # writing: rescale and the repairs on an opened checkpoint (options in, typed result out)
     "RescaleOptions": "write_options",
     "RelocateOptions": "write_options",
