@@ -1,6 +1,7 @@
 """Mutation testing of spillway's core with mutmut 3, one module at a time (see docs/mutation-testing.md).
 
     .venv/bin/python tools/mutation.py safe_writer [--max-children 2]
+    .venv/bin/python tools/mutation.py topology --only _bound_vertices --only parse_plan
     .venv/bin/python tools/mutation.py --list
 
 Each run works in a scratch copy of the working tree (``$TMPDIR/spillway-mutation/<module>``), so
@@ -163,6 +164,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/inspect/topology.py",
         [
             "tests/unit/test_topology_binding.py",
+            "tests/unit/test_topology_plans.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_finished_binding.py",
@@ -266,11 +268,29 @@ def every_test_for(work: Path, functions: list[str]) -> None:
     path.write_text(json.dumps(stats))
 
 
+def only_globs(module: str, functions: list[str] | None) -> list[str]:
+    """mutmut's names for the mutants of ``functions`` (``x_f__mutmut_3``, ``xǁClassǁmethod__mutmut_3``) as globs
+    for ``mutmut run``; none: every mutant of the module."""
+    dotted = MODULES[module][0].removesuffix(".py").replace("/", ".")
+    globs = []
+    for f in functions or []:
+        cls, _, name = f.rpartition(".")
+        mangled = f"x\u01c1{cls}\u01c1{name}" if cls else f"x_{name}"
+        globs.append(f"{dotted}.{mangled}__mutmut_*")
+    return globs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("module", nargs="?", choices=sorted(MODULES))
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--list", action="store_true", help="the modules and their tests")
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="FUNCTION",
+        help="mutate only this function of the module (repeatable; a method as Class.method; fnmatch globs allowed)",
+    )
     ap.add_argument(
         "--rerun",
         action="store_true",
@@ -302,7 +322,7 @@ def main() -> int:
         if not later:
             import_time = []
     else:
-        returncode = subprocess.run(run_cmd, cwd=work, env=env).returncode
+        returncode = subprocess.run([*run_cmd, *only_globs(args.module, args.only)], cwd=work, env=env).returncode
     if import_time and returncode == 0:
         configure(work, args.module, FORKSERVER)
         every_test_for(work, IMPORT_TIME[args.module])
