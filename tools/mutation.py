@@ -96,7 +96,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "repair_transforms": (
         "spillway/repair/transforms.py",
-        ["tests/cli/test_repair.py", "tests/cli/test_repair_releases.py"],
+        ["tests/unit/test_repair_transforms.py", "tests/cli/test_repair.py", "tests/cli/test_repair_releases.py"],
     ),
     # test_stream_elements.py also frames (against the reference walk) but its generated streams made each
     # mutant that loops in Framer.feed run to mutmut's timeout: minutes per mutant on a shared machine.
