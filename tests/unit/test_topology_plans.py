@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fixtures import Fixture, fixture_named
+from support.fixtures import Fixture, all_fixtures, fixture_named
 
 from spillway.inspect.topology import (
     PlanError,
@@ -417,3 +417,66 @@ def test_a_uid_map_file(tmp_path: Path) -> None:
         with pytest.raises(PlanError) as err:
             load_uid_map(path)
         assert str(err.value) == f'{path}: a uid map is a JSON object {{"operator name": "uid", …}}'
+
+
+# Jobs that set no chaining control (no startNewChain / disableChaining / slot sharing groups; the README of the
+# generator): Flink chained them by its defaults, which the plan alone must reproduce before any evidence.
+DEFAULT_CHAINED = [
+    f
+    for f in all_fixtures()
+    if (f.root / "ids.json").exists()
+    and (f.root / "plan.json").exists()
+    and not f.info["scenario"].startswith(("prod", "finished", "sql"))
+]
+
+
+@pytest.mark.parametrize("fx", [pytest.param(f, id=f.name) for f in DEFAULT_CHAINED])
+def test_a_stream_graph_plan_alone_chains_as_flinks_defaults_do(fx: Fixture) -> None:
+    """Before any binding, a stream-graph plan's vertices are Flink's job vertices (ids.json) — every FORWARD edge
+    between equal parallelisms with one output and one input chained, nothing else — each named head first, with
+    the plan's parallelism and the node ids of its operators."""
+    ids = _ids(fx)
+    doc = json.loads((fx.root / "plan.json").read_text())
+    plan_id = {n["type"]: n["id"] for n in doc["nodes"]}
+    name_of = {n["operator_id"]: n["name"] for n in ids["stream_nodes"]}
+    expected = {}
+    for v in ids["vertices"]:
+        chain = [name_of[i] for i in reversed(v["operator_ids"])]
+        expected[str(plan_id[chain[0]])] = (chain, [plan_id[c] for c in chain], v["parallelism"])
+    topology = parse_plan(doc)
+    assert topology.flavour == "stream-graph" and topology.stream_graph is not None and topology.job_graph is None
+    assert {k: (v.names, v.node_ids, v.parallelism) for k, v in topology.vertices.items()} == expected
+    vertex_of = {
+        plan_id[name_of[i]]: str(plan_id[name_of[v["id"]]]) for v in ids["vertices"] for i in v["operator_ids"]
+    }
+    by_type = {n["id"]: n for n in doc["nodes"]}
+    expected_edges = sorted(
+        (vertex_of[p["id"]], vertex_of[n["id"]], p["ship_strategy"])
+        for n in doc["nodes"]
+        for p in n.get("predecessors", [])
+        if vertex_of[p["id"]] != vertex_of[n["id"]]
+    )
+    assert sorted((e.upstream, e.downstream, e.ship_strategy) for e in topology.edges()) == expected_edges
+    assert by_type  # every node listed once
+    for v in topology.vertices.values():
+        assert sorted(e.gate for e in v.inputs) == list(range(len(v.inputs)))
+
+
+def test_a_sql_plans_vertices_are_named_by_their_descriptions_in_both_flavours() -> None:
+    """Flink's SQL operators carry a short name (``type``) and a description (``contents`` in the stream-graph
+    plan, the job-graph plan's ``description``): vertices show the description in both flavours, alike."""
+    fx = fixture_named("2.3.0-sql")
+    stream = json.loads((fx.root / "plan.json").read_text())
+    assert any(n["contents"] != n["type"] for n in stream["nodes"])
+    by_stream = sorted(v.names for v in parse_plan(stream).vertices.values())
+    assert by_stream == sorted(v.names for v in load_plan(fx.root / "jobgraph.json").vertices.values())
+    assert {name for names in by_stream for name in names} == {n["contents"] for n in stream["nodes"]}
+
+
+def test_an_edge_without_a_ship_strategy_says_nothing_rather_than_none() -> None:
+    doc = _streamgraph()
+    node = next(n for n in doc["nodes"] if n.get("predecessors"))
+    del node["predecessors"][0]["ship_strategy"]
+    topology = parse_plan(doc)
+    edge = next(e for e in topology.edges() if e.downstream == str(node["id"]))
+    assert edge.ship_strategy == "" and not edge.all_to_all
