@@ -462,6 +462,24 @@ def test_a_stream_graph_plan_alone_chains_as_flinks_defaults_do(fx: Fixture) -> 
         assert sorted(e.gate for e in v.inputs) == list(range(len(v.inputs)))
 
 
+def test_an_operator_chains_every_forward_output_as_flink_did() -> None:
+    """Flink's chaining does not count an operator's outputs: in the finished job's mixed-chain variant pmap feeds
+    psink and bsink over FORWARD edges of equal parallelism, and Flink's job graph (the variant's jobgraph.json,
+    and its refusal naming the vertex ``Source: pseq -> pmap -> (psink: Writer, bsink: Writer)``) has all four in
+    one vertex. The stream-graph plan alone gives that vertex too."""
+    root = fixture_named("2.3.0-finished").root.parent / "finished-variants" / "2.3.0" / "mixed-chain"
+    flink = json.loads((root / "jobgraph.json").read_text())
+    pseq = next(n for n in flink["nodes"] if n["description"].startswith("Source: pseq"))
+    assert (
+        "Source: pseq -> pmap -> (psink: Writer, bsink: Writer)"
+        in json.loads((root / "flink.json").read_text())["error"]
+    )
+    flink_names = parse_plan(flink).vertices[pseq["id"]].names
+    assert flink_names == ["Source: pseq", "pmap", "psink: Writer", "bsink: Writer"]
+    stream = parse_plan(json.loads((root / "plan.json").read_text()))
+    assert [v.names for v in stream.vertices.values() if v.names[0] == "Source: pseq"] == [flink_names]
+
+
 def test_a_sql_plans_vertices_are_named_by_their_descriptions_in_both_flavours() -> None:
     """Flink's SQL operators carry a short name (``type``) and a description (``contents`` in the stream-graph
     plan, the job-graph plan's ``description``): vertices show the description in both flavours, alike."""
@@ -480,3 +498,23 @@ def test_an_edge_without_a_ship_strategy_says_nothing_rather_than_none() -> None
     topology = parse_plan(doc)
     edge = next(e for e in topology.edges() if e.downstream == str(node["id"]))
     assert edge.ship_strategy == "" and not edge.all_to_all
+    jobs = _jobgraph()
+    vertex = next(n for n in jobs["nodes"] if n.get("inputs"))
+    del vertex["inputs"][0]["ship_strategy"]
+    edge = next(e for e in parse_plan(jobs).edges() if e.downstream == vertex["id"])
+    assert edge.ship_strategy == ""
+
+
+def test_a_job_graph_input_arrives_on_the_gate_its_num_names() -> None:
+    """``inputs[].num`` is the input gate (Flink's JsonPlanGenerator writes the edge's input number): slow-count's
+    two inputs listed in the other order keep their gates — events on 0, rules on 1 (ids.json: type numbers 1
+    and 2 of the two-input operator)."""
+    fx = fixture_named("2.3.0-prod")
+    ids = _ids(fx)
+    vertex_of = {n["id"]: n["vertex_id"] for n in ids["stream_nodes"]}
+    gate_of = {vertex_of[e["source"]]: e["type_number"] - 1 for e in ids["stream_edges"] if e["type_number"] > 0}
+    doc = _jobgraph()
+    node = next(n for n in doc["nodes"] if len(n.get("inputs", [])) == 2)
+    node["inputs"].reverse()
+    gates = {e.upstream: e.gate for e in parse_plan(doc).vertices[node["id"]].inputs}
+    assert gates == gate_of and sorted(gates.values()) == [0, 1]
