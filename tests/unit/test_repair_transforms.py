@@ -154,7 +154,7 @@ def test_clearing_finished_flags_turns_the_chosen_operators_running_with_no_stat
     ]
     bsrc = out.operator(o["Source: bseq"]["operator_id"])
     psrc = out.operator(o["Source: pseq"]["operator_id"])
-    assert bsrc is not None and not bsrc.fully_finished and bsrc.subtasks == []
+    assert bsrc is not None and bsrc.fully_finished is False and bsrc.subtasks == []
     assert psrc is not None and [s.index for s in psrc.subtasks] == [1] and not psrc.subtasks[0].finished
     for name in ("bsink: Writer", "pmap", "slow"):
         op, old = out.operator(o[name]["operator_id"]), cp.operator(o[name]["operator_id"])
