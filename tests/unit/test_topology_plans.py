@@ -518,3 +518,38 @@ def test_a_job_graph_input_arrives_on_the_gate_its_num_names() -> None:
     node["inputs"].reverse()
     gates = {e.upstream: e.gate for e in parse_plan(doc).vertices[node["id"]].inputs}
     assert gates == gate_of and sorted(gates.values()) == [0, 1]
+
+
+@pytest.mark.parametrize("flavour", ["job", "stream"])
+def test_a_parallelism_of_one_is_a_plan(flavour: str) -> None:
+    """A job at parallelism 1 (the smallest Flink runs) is a valid plan."""
+    doc, nid = _set(flavour, "parallelism", 1)
+    key = nid if flavour == "job" else str(nid)
+    assert parse_plan(doc).vertices[key].parallelism == 1
+
+
+def test_a_v6_checkpoint_binds_operators_without_uid_by_the_names_flink_stored() -> None:
+    """2.3.0-no-uid: Flink 2.3 stores every operator's name (oracle.json) and no uid; the plan's operators bind by
+    those names, each to Flink's id (ids.json)."""
+    fx = fixture_named("2.3.0-no-uid")
+    cp = _checkpoint(fx)
+    stored = {o["operator_id"]: (o["name"], o["uid"]) for o in json.loads(fx.oracle.read_text())["operators"]}
+    assert all(uid is None for _, uid in stored.values())
+    flink = {n["name"]: n["operator_id"] for n in _ids(fx)["stream_nodes"]}
+    binding = bind_job(load_plan(fx.root / "plan.json"), cp).operators
+    assert binding is not None
+    assert {b.name: (b.operator_id, b.method) for b in binding.operators} == {
+        name: (i, "stored-name") for name, i in flink.items()
+    }
+
+
+def test_an_edge_no_evidence_decides_says_so() -> None:
+    """2.3.0-prod's stream-graph plan: the FORWARD edges Flink's rules would chain but the checkpoint does not
+    decide are UNKNOWN, each with the reason that says what is missing."""
+    fx = fixture_named("2.3.0-prod")
+    jb = bind_job(load_plan(fx.root / "plan.json"), _checkpoint(fx))
+    unknown = [k for k, state in jb.edges.items() if state == "unknown"]
+    assert unknown and jb.uncertain_edges() == unknown
+    assert {jb.edge_reasons[k] for k in unknown} == {
+        "the plan does not show whether Flink chained it, and nothing in the checkpoint decides"
+    }
