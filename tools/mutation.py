@@ -92,7 +92,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # rescale planning: edge rules, byte-balanced segments, refusals (pure Python, no Spark)
     "rescale_plan": (
         "spillway/rescale/plan.py",
-        ["tests/unit/test_rescale_plan.py", "tests/cli/test_rescale_force.py"],
+        ["tests/unit/test_rescale_plan.py", "tests/unit/test_rescale_edge_rules.py", "tests/cli/test_rescale_force.py"],
     ),
     "repair_transforms": (
         "spillway/repair/transforms.py",
