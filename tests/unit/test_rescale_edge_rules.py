@@ -190,3 +190,38 @@ def test_an_unknown_or_ambiguous_name_is_a_usage_error_listing_the_vertices() ->
     with pytest.raises(UsageError) as err:
         resolve_vertex(topology, bound, "twice")
     assert str(err.value) == "'twice' names 2 vertices; use a vertex id"
+
+
+def test_a_stateful_operator_the_binding_cannot_place_refuses_the_rescale_naming_who_could_hold_it() -> None:
+    """1.20.3-prod-counted with its stream-graph plan and no uid: nothing in the checkpoint tells check-totals
+    (operator state) from the discard sink (both with a uid, same parallelism, no channel state into either).
+    The refusal names the operator by Flink's id of check-totals (ids.json; 1.20 stores no names), the two plan
+    operators that could hold it, and what decides it; with check-totals' uid the plan is made."""
+    fx = fixture_named("1.20.3-prod-counted")
+    ids = _ids("1.20.3-prod-counted")
+    ld = load_checkpoint(fx.checkpoint_dir)
+    ld.resolve_files()
+    args: dict[str, Any] = {"keys": {"count-per-key": "tuple:0:long"}}
+    p = {"count-per-key": 3, "forward-values": 3, "parse": 3}
+    with pytest.raises(RescaleRefused) as err:
+        build_plan(ld.checkpoint, load_plan(fx.root / "plan.json"), ld.resolver, p, **args)
+    assert str(err.value) == (
+        f"cannot tell which vertex operator(s) {ids['check-totals']['operator_id']} belong to: the checkpoint's "
+        "evidence fits more than one way, with 'check-totals', 'discard: Writer'. Give the uid of one of them "
+        "(--uid NAME=UID or --uid-map FILE), or pass the job-graph plan (REST /jobs/<job-id>/plan)"
+    )
+    plan = build_plan(
+        ld.checkpoint,
+        load_plan(fx.root / "plan.json", {"check-totals": ids["check-totals"]["uid"]}),
+        ld.resolver,
+        p,
+        **args,
+    )
+    # (the plan alone does not show forward-values' startNewChain: the operators, not the chains, are compared)
+    assert sorted(n for v in plan.rescaled() for n in v.label.split(" -> ")) == [
+        "count-per-key",
+        "forward-values",
+        "parse",
+    ]
+    # Nothing rescaled: nothing needs placing.
+    assert build_plan(ld.checkpoint, load_plan(fx.root / "plan.json"), ld.resolver, {}).rescaled() == []
