@@ -150,6 +150,24 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,  # status (int32, out)
         ctypes.c_void_p,  # stream_records (int64, out): of them, records
     ]
+    lib.spw_frame_file.restype = ctypes.c_int
+    lib.spw_frame_file.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,  # offsets (int64)
+        ctypes.c_void_p,  # lengths (int32)
+        ctypes.c_void_p,  # slots (int64)
+        ctypes.c_void_p,  # states (framer_t)
+        ctypes.c_void_p,  # status (int32, in/out)
+        ctypes.c_void_p,  # buf
+        ctypes.c_int64,
+        ctypes.c_int64,
+    ]
+    lib.spw_init_states.restype = None
+    lib.spw_init_states.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(FramerRules), ctypes.c_void_p]
+    lib.spw_in_element.restype = ctypes.c_int
+    lib.spw_in_element.argtypes = [ctypes.c_void_p]
     lib.spw_stream_records.restype = ctypes.c_int64
     lib.spw_stream_records.argtypes = [ctypes.POINTER(FramerState)]
     lib.spw_crc_rows.restype = None
@@ -218,6 +236,87 @@ def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> lis
         address(stream_records),
     )
     return [(r, d) if s == 0 else None for r, d, s in zip(records, stream_records, status, strict=True)]
+
+
+def _address(a: array[Any]) -> int:
+    return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
+
+
+class FileFraming:
+    """Many channels framed file by file (``spw_frame_file``): each file is read once, in file order, and every
+    chunk goes to the framer of its channel. ``add`` the channels, then for each phase (a channel's parts in stream
+    order: phase 0 its first part, phase 1 its second) run ``frame_file`` on every file of that phase — files of
+    one phase on any threads, phases one after the other — then read ``results``."""
+
+    MAX_GAP = 64 << 10  # bytes of unlisted chunks read through rather than starting a new read
+
+    def __init__(self, rules: FramerRules) -> None:
+        self.rules = rules
+        self.totals = array("q")
+        self.complete = array("b")
+        # phase -> (fd, base) -> chunk offsets, payload lengths, channel slots
+        self.files: list[dict[tuple[int, int], tuple[array[int], array[int], array[int]]]] = []
+        self.states: ctypes.Array[FramerState] | None = None
+        self.status = array("i")
+
+    def add(self, parts: list[tuple[int, int, list[int], list[int]]], total: int, complete: bool) -> int:
+        """One channel: (fd, base, chunk offsets, payload lengths) per part in stream order, each part's offsets
+        increasing; its payload length; whether it must end on a record boundary. Returns its slot."""
+        slot = len(self.totals)
+        self.totals.append(total)
+        self.complete.append(complete)
+        for phase, (fd, base, offsets, lengths) in enumerate(parts):
+            if phase == len(self.files):
+                self.files.append({})
+            listed = self.files[phase].get((fd, base))
+            if listed is None:
+                listed = self.files[phase][fd, base] = (array("q"), array("i"), array("q"))
+            listed[0].extend(offsets)
+            listed[1].extend(lengths)
+            listed[2].extend([slot] * len(offsets))
+        return slot
+
+    def start(self) -> None:
+        lib = library()
+        assert lib is not None
+        n = len(self.totals)
+        self.states = (FramerState * max(n, 1))()
+        lib.spw_init_states(self.states, n, ctypes.byref(self.rules), _address(self.totals))
+        self.status = array("i", [0]) * n
+
+    def frame_file(self, phase: int, file: tuple[int, int], buffer: bytearray) -> None:
+        """Feed one file's chunks of one phase (releases the GIL; files of a phase touch disjoint channels)."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        offsets, lengths, slots = self.files[phase][file]
+        lib.spw_frame_file(
+            file[0],
+            file[1],
+            len(offsets),
+            _address(offsets),
+            _address(lengths),
+            _address(slots),
+            ctypes.addressof(self.states),
+            _address(self.status),
+            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
+            len(buffer),
+            self.MAX_GAP,
+        )
+
+    def results(self) -> list[tuple[int, int] | None]:
+        """(stream elements, of them records) per channel, None where it did not frame cleanly."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        out: list[tuple[int, int] | None] = []
+        size = ctypes.sizeof(FramerState)
+        base = ctypes.addressof(self.states)
+        for slot, status in enumerate(self.status):
+            state = self.states[slot]
+            if status != 0 or (self.complete[slot] and lib.spw_in_element(base + slot * size)):
+                out.append(None)
+            else:
+                out.append((state.records, lib.spw_stream_records(ctypes.byref(state))))
+        return out
 
 
 WALK_ERRORS = {

@@ -43,6 +43,25 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
     const framer_rules_t *rules = st->rules;
     if (st->dead) return n;
     while (i < n) {
+        if (st->left == 0 && !st->need_tag && !st->head_len) {
+            /* Whole elements inside this piece, in locals: no per-element state stores but the tag count. Anything
+             * else (a fault, an element or length prefix running past the piece) stops it; the general code below
+             * then takes that element and says what is wrong with it. */
+            const int64_t room = st->total - st->consumed, limit = rules->limit;
+            int64_t done = 0;
+            while (n - i >= 5) {
+                int64_t length = (int32_t)(((uint32_t)buf[i] << 24) | ((uint32_t)buf[i + 1] << 16) |
+                                           ((uint32_t)buf[i + 2] << 8) | buf[i + 3]);
+                if (length <= 0 || length > n - i - 4 || length > room - i - 4 || length > limit) break;
+                uint8_t tag = buf[i + 4];
+                if (length < rules->min_len[tag] || length > rules->max_len[tag]) break;
+                st->tag_counts[tag]++;
+                done++;
+                i += 4 + length;
+            }
+            st->records += done;
+            if (i >= n) break;
+        }
         if (st->left == 0 && !st->need_tag) {
             int32_t length;
             if (st->head_len || n - i < 4) {
@@ -177,6 +196,83 @@ void spw_frame_batch(const framer_rules_t *rules, int64_t nchan, const int64_t *
         status[c] = rc;
     }
 }
+
+/* Frame the chunks of one file, read in file order: each chunk is fed to the framer of the channel it belongs to
+ * (states[slots[k]]), so a file is read once, front to back, in reads of up to bufsize bytes that cover many chunks
+ * (cat's access pattern) instead of one read per chunk. Valid only where every channel's chunks in this file come
+ * in increasing offset order in its stream (the caller checks) and a channel's earlier parts were fed first (the
+ * caller runs its parts' files in phases). Chunks of a channel whose status is not 0 are skipped; a fault sets it
+ * to 1, a read error to -1. Reads are contiguous when the listed chunks are: a gap wider than max_gap starts a
+ * new read. */
+typedef struct { int64_t offset; int32_t length; int64_t slot; } listed_chunk_t;
+
+static int by_offset(const void *a, const void *b) {
+    const listed_chunk_t *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static void feed_chunk(framer_t *st, int32_t *status, const uint8_t *p, int64_t n, int64_t piece) {
+    int64_t at = 0;
+    while (at < n) {
+        at = spw_feed(st, p, n, piece, at);
+        if (st->fault_kind) { *status = 1; return; }
+    }
+    st->consumed += n;
+}
+
+#include <stdlib.h>
+
+int spw_frame_file(int fd, int64_t base, int64_t n, const int64_t *offsets, const int32_t *lengths,
+                   const int64_t *slots, framer_t *states, int32_t *status, uint8_t *buf, int64_t bufsize,
+                   int64_t max_gap) {
+    listed_chunk_t *list = malloc(sizeof *list * (size_t)(n ? n : 1));
+    if (!list) return -1;
+    for (int64_t k = 0; k < n; k++) { list[k].offset = offsets[k]; list[k].length = lengths[k]; list[k].slot = slots[k]; }
+    qsort(list, (size_t)n, sizeof *list, by_offset);
+    int64_t k = 0;
+    while (k < n) {
+        int64_t start = list[k].offset + 4, end = start + list[k].length;
+        if (end - start > bufsize) {  /* a chunk longer than the buffer: streamed through it on its own */
+            framer_t *st = &states[list[k].slot];
+            int32_t *s = &status[list[k].slot];
+            for (int64_t pos = start; pos < end && *s == 0;) {
+                int64_t want = end - pos < bufsize ? end - pos : bufsize;
+                if (pread(fd, buf, (size_t)want, base + pos) != want) { *s = -1; break; }
+                feed_chunk(st, s, buf, want, k);
+                pos += want;
+            }
+            k++;
+            continue;
+        }
+        int64_t j = k + 1;  /* the chunks [k, j) are read together: [start, end) */
+        while (j < n) {
+            int64_t s2 = list[j].offset + 4, e2 = s2 + list[j].length;
+            if (s2 - end > max_gap || (e2 > end ? e2 : end) - start > bufsize) break;
+            if (e2 > end) end = e2;
+            j++;
+        }
+        int ok = pread(fd, buf, (size_t)(end - start), base + start) == end - start;
+        for (int64_t i = k; i < j; i++) {
+            int32_t *s = &status[list[i].slot];
+            if (*s != 0) continue;
+            if (!ok) { *s = -1; continue; }
+            feed_chunk(&states[list[i].slot], s, buf + (list[i].offset + 4 - start), list[i].length, i);
+        }
+        k = j;
+    }
+    free(list);
+    return 0;
+}
+
+/* Set up n framers for spw_frame_file: rules and each channel's payload length, the rest zero. */
+void spw_init_states(framer_t *states, int64_t n, const framer_rules_t *rules, const int64_t *totals) {
+    memset(states, 0, sizeof *states * (size_t)n);
+    for (int64_t c = 0; c < n; c++) { states[c].rules = rules; states[c].total = totals[c]; }
+}
+
+/* Whether framer c stopped inside an element (a complete channel must not). */
+int spw_in_element(const framer_t *st) { return st->head_len || st->left || st->need_tag; }
 
 /* CRC-32 (zlib's: reflected 0xEDB88320, init and final xor ~0) of `rows` byte strings of `length`
  * bytes, the r-th at base + r * stride. Per-record fingerprints of the rescale self-check: equal to
