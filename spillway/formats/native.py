@@ -168,6 +168,8 @@ def library() -> ctypes.CDLL | None:
     lib.spw_init_states.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(FramerRules), ctypes.c_void_p]
     lib.spw_in_element.restype = ctypes.c_int
     lib.spw_in_element.argtypes = [ctypes.c_void_p]
+    lib.spw_locate.restype = ctypes.c_int64
+    lib.spw_locate.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.spw_stream_records.restype = ctypes.c_int64
     lib.spw_stream_records.argtypes = [ctypes.POINTER(FramerState)]
     lib.spw_crc_rows.restype = None
@@ -327,8 +329,9 @@ WALK_ERRORS = {
 }
 
 
-def walk_file(fd: int, base: int, size: int) -> tuple[list[tuple[int, int]], tuple[int, str] | None] | None:
-    """Chunk chain of a file-backed blob in C: ([(offset, length)], (error offset, why) or None).
+def walk_file(fd: int, base: int, size: int) -> tuple[array[int], array[int], tuple[int, str] | None] | None:
+    """Chunk chain of a file-backed blob in C: the offsets of the chunks' length fields (increasing, ``q``), their
+    payload lengths (``i``), and (error offset, why) where the chain breaks or None.
 
     None when the native library is unavailable (callers use the construct-based walk)."""
     lib = library()
@@ -336,13 +339,34 @@ def walk_file(fd: int, base: int, size: int) -> tuple[list[tuple[int, int]], tup
         return None
     cap = max(16, size // 4096)
     while True:
-        offsets = (ctypes.c_int64 * cap)()
-        lengths = (ctypes.c_int32 * cap)()
+        offsets, lengths = array("q", [0]) * cap, array("i", [0]) * cap
         err_off, err_kind = ctypes.c_int64(0), ctypes.c_int32(0)
-        n = lib.spw_walk(fd, base, size, offsets, lengths, cap, ctypes.byref(err_off), ctypes.byref(err_kind))
+        n = lib.spw_walk(
+            fd,
+            base,
+            size,
+            ctypes.cast(_address(offsets), ctypes.POINTER(ctypes.c_int64)),
+            ctypes.cast(_address(lengths), ctypes.POINTER(ctypes.c_int32)),
+            cap,
+            ctypes.byref(err_off),
+            ctypes.byref(err_kind),
+        )
         if n >= 0:
             break
         cap *= 4
-    chunks = list(zip(offsets[:n], lengths[:n], strict=True))
+    del offsets[n:], lengths[n:]  # in place: no second copy of a large map
     error = (err_off.value, WALK_ERRORS.get(err_kind.value, "?")) if err_kind.value else None
-    return chunks, error
+    return offsets, lengths, error
+
+
+def locate(sorted_offsets: array[int], offsets: array[int]) -> tuple[array[int], int] | None:
+    """The index of each of ``offsets`` among ``sorted_offsets`` (-1: not there) and how many were not found;
+    None without the native library."""
+    lib = library()
+    if lib is None:
+        return None
+    out = array("q", [0]) * len(offsets)
+    missing = lib.spw_locate(
+        _address(sorted_offsets), len(sorted_offsets), _address(offsets), len(offsets), _address(out)
+    )
+    return out, missing

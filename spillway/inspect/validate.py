@@ -16,7 +16,7 @@ from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
 from spillway.inspect.rules.chunks import handle_chunk_findings, unclaimed_finding
-from spillway.inspect.rules.common import Located
+from spillway.inspect.rules.common import Claims, Located
 from spillway.inspect.rules.files import missing_file, referenced_files, size_finding, unreadable_file
 from spillway.inspect.rules.plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.records import FramedChannel, record_findings
@@ -114,7 +114,7 @@ class _Validation:
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
         engine.prefetch_walks(located)
-        claimed: dict[Hashable, dict[int, Located]] = {}  # blob key -> chunk offset -> the handle claiming it
+        claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use
         done = 0
         for x in located:
@@ -128,9 +128,12 @@ class _Validation:
                 if fault is not None:
                     self.recorder.damaged(fault, x.key)
             if info.blob is not None:
-                self.recorder.all(handle_chunk_findings(x, info, claimed.setdefault(key, {})))
+                claims = claimed.get(key)
+                if claims is None:
+                    claims = claimed[key] = Claims(info.chunks)
+                self.recorder.all(handle_chunk_findings(x, info, claims))
         for key in blob_keys:
-            finding = unclaimed_finding(engine.blobs[key], claimed.get(key, {}))
+            finding = unclaimed_finding(engine.blobs[key], claimed.get(key))
             if finding is not None:
                 self.recorder.add(finding)
 

@@ -21,6 +21,7 @@ from spillway.formats.channel_file import (
     Blob,
     BlobError,
     Chunk,
+    ChunkMap,
     FileBlob,
     Walked,
     chunk_map,
@@ -163,7 +164,7 @@ class Engine:
         key = self.blob_key(delegate)
         if key in self.blobs:
             return self.blobs[key]
-        info = self.blobs[key] = ChannelBlob(None, {}, False, "?")
+        info = self.blobs[key] = ChannelBlob(None, ChunkMap(), False, "?")
         if not is_byte_source(delegate):
             info.fault = self.recorder.add(no_byte_source(who, "null" if delegate is None else type(delegate).__name__))
             return info
@@ -199,9 +200,8 @@ class Engine:
     def measured(self, h: ChannelHandle) -> int | None:
         """A handle's payload bytes if every one of its offsets starts a chunk of its file, else None."""
         info = self.info(h)
-        if info is None or not all(o in info.chunks for o in h.offsets):
-            return None
-        return sum(info.chunks[o] for o in h.offsets)
+        positions = info.chunks.indices(h.offsets) if info is not None else None
+        return None if info is None or positions is None else info.chunks.payload(positions)
 
     def payload(self, h: ChannelHandle) -> int:
         """A handle's payload bytes as measured from its file's chunks (its stated size where unknown: an upper
@@ -323,11 +323,10 @@ class Engine:
             info = self.info(h)
             if info is None or not isinstance(info.blob, FileBlob):
                 return None
-            chunks = info.chunks
-            try:
-                lengths = [chunks[o] for o in h.offsets]
-            except KeyError:
+            positions = info.chunks.indices(h.offsets)
+            if positions is None:
                 return None
+            lengths = list(map(info.chunks.lengths.__getitem__, positions))
             total += sum(lengths)
             plan.append((info.blob.fileno(), info.blob.base, h.offsets, lengths))
         return plan, total

@@ -43,25 +43,6 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
     const framer_rules_t *rules = st->rules;
     if (st->dead) return n;
     while (i < n) {
-        if (st->left == 0 && !st->need_tag && !st->head_len) {
-            /* Whole elements inside this piece, in locals: no per-element state stores but the tag count. Anything
-             * else (a fault, an element or length prefix running past the piece) stops it; the general code below
-             * then takes that element and says what is wrong with it. */
-            const int64_t room = st->total - st->consumed, limit = rules->limit;
-            int64_t done = 0;
-            while (n - i >= 5) {
-                int64_t length = (int32_t)(((uint32_t)buf[i] << 24) | ((uint32_t)buf[i + 1] << 16) |
-                                           ((uint32_t)buf[i + 2] << 8) | buf[i + 3]);
-                if (length <= 0 || length > n - i - 4 || length > room - i - 4 || length > limit) break;
-                uint8_t tag = buf[i + 4];
-                if (length < rules->min_len[tag] || length > rules->max_len[tag]) break;
-                st->tag_counts[tag]++;
-                done++;
-                i += 4 + length;
-            }
-            st->records += done;
-            if (i >= n) break;
-        }
         if (st->left == 0 && !st->need_tag) {
             int32_t length;
             if (st->head_len || n - i < 4) {
@@ -134,6 +115,21 @@ int64_t spw_walk(int fd, int64_t base, int64_t size, int64_t *offsets, int32_t *
         pos += 4 + (int64_t)len;
     }
     return count;
+}
+
+/* Where each of m chunk offsets is among the n increasing offsets of a blob's chunks: its index, or -1 where no
+ * chunk starts there. Returns how many were not found. */
+int64_t spw_locate(const int64_t *sorted, int64_t n, const int64_t *query, int64_t m, int64_t *out) {
+    int64_t missing = 0;
+    for (int64_t k = 0; k < m; k++) {
+        int64_t lo = 0, hi = n, q = query[k];
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] < q) lo = mid + 1; else hi = mid;
+        }
+        if (lo < n && sorted[lo] == q) out[k] = lo; else { out[k] = -1; missing++; }
+    }
+    return missing;
 }
 
 /* Feed n chunks of one blob (payload at base + offsets[k] + 4, lengths[k] bytes) to the framer,

@@ -7,7 +7,7 @@ from collections.abc import Generator, Iterator
 
 from spillway.formats.channel_file import HEADER_SIZE, LENGTH_SIZE, SERIALIZATION_VERSION, BlobError
 from spillway.inspect.findings import Finding
-from spillway.inspect.rules.common import ChannelBlob, Flagged, Located
+from spillway.inspect.rules.common import ChannelBlob, Claims, Flagged, Located
 from spillway.model.checkpoint import ByteStreamHandle
 
 
@@ -29,18 +29,18 @@ def chain_finding(error: BlobError, display: str, offset: int) -> Finding:
     return Finding("chunk-chain", f"chunk chain breaks: {error}", file=display, offset=offset)
 
 
-def handle_chunk_findings(x: Located, info: ChannelBlob, claimed: dict[int, Located]) -> Iterator[Flagged]:
+def handle_chunk_findings(x: Located, info: ChannelBlob, claimed: Claims) -> Iterator[Flagged]:
     """The chunks of one handle: each offset starts a chunk no other handle claims (``claimed``, which this
     updates), and the handle's size is what its chunks add up to."""
     h, blob = x.handle, info.blob
     assert blob is not None
     offsets = h.offsets
-    wanted = set(offsets)
+    positions = info.chunks.indices(offsets)
     footprint: int
-    if len(wanted) == len(offsets) and wanted <= info.chunks.keys() and claimed.keys().isdisjoint(wanted):
-        # The usual case at C speed (set and dict operations): every offset starts a chunk nobody claimed.
-        claimed.update(dict.fromkeys(offsets, x))
-        footprint = sum(map(info.chunks.__getitem__, offsets)) + LENGTH_SIZE * len(offsets)
+    if positions is not None and len(set(offsets)) == len(offsets) and claimed.free(positions):
+        # The usual case, found in C and arrays: every offset starts a chunk nobody claimed.
+        claimed.take(positions, x)
+        footprint = info.chunks.payload(positions) + LENGTH_SIZE * len(offsets)
     else:
         footprint = yield from _offset_findings(x, info, claimed)
     inline = isinstance(h.delegate, ByteStreamHandle)
@@ -58,7 +58,7 @@ def handle_chunk_findings(x: Located, info: ChannelBlob, claimed: dict[int, Loca
         yield Flagged(finding, (x.key,))
 
 
-def _offset_findings(x: Located, info: ChannelBlob, claimed: dict[int, Located]) -> Generator[Flagged, None, int]:
+def _offset_findings(x: Located, info: ChannelBlob, claimed: Claims) -> Generator[Flagged, None, int]:
     """Each offset on its own, with a finding for every one that is out of bounds, not a chunk start, or
     claimed twice; returns the handle's footprint as far as it can be measured."""
     h, blob = x.handle, info.blob
@@ -92,18 +92,20 @@ def _offset_findings(x: Located, info: ChannelBlob, claimed: dict[int, Located])
             )
             # Which of the two owns the chunk is unknown: both are suspect.
             yield Flagged(x.finding("chunk-overlap", message, info.display, blob.physical(off)), (x.key, other.key))
-        claimed[off] = x
+        claimed.set(off, x)
         total += LENGTH_SIZE + length
     return total
 
 
-def unclaimed_finding(info: ChannelBlob, claimed: dict[int, Located]) -> Finding | None:
+def unclaimed_finding(info: ChannelBlob, claimed: Claims | None) -> Finding | None:
     """``unclaimed-chunks``: chunks of a fully walked blob that no handle refers to."""
     if info.blob is None or not info.complete:
         return None
-    unclaimed = [off for off in info.chunks if off not in claimed]
+    unclaimed = claimed.unclaimed() if claimed is not None else list(range(len(info.chunks)))
     if not unclaimed:
         return None
-    size = sum(LENGTH_SIZE + info.chunks[off] for off in unclaimed)
+    size = sum(LENGTH_SIZE + info.chunks.lengths[i] for i in unclaimed)
     message = f"{len(unclaimed)} chunks ({size} bytes) belong to no handle"
-    return Finding("unclaimed-chunks", message, file=info.display, offset=info.blob.physical(unclaimed[0]))
+    return Finding(
+        "unclaimed-chunks", message, file=info.display, offset=info.blob.physical(info.chunks.offsets[unclaimed[0]])
+    )
