@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from array import array
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,7 @@ class FrameBatch:
     def __len__(self) -> int:
         return len(self.totals)
 
-    def add(self, parts: list[tuple[int, int, list[int], list[int]]], total: int, complete: bool) -> None:
+    def add(self, parts: Sequence[tuple[int, int, list[int], Sequence[int]]], total: int, complete: bool) -> None:
         """One channel: (fd, base, chunk offsets, payload lengths) per part, its payload length, and whether
         it must end on a record boundary."""
         for fd, base, offsets, lengths in parts:
@@ -261,7 +262,7 @@ class FileFraming:
         self.states: ctypes.Array[FramerState] | None = None
         self.status = array("i")
 
-    def add(self, parts: list[tuple[int, int, list[int], list[int]]], total: int, complete: bool) -> int:
+    def add(self, parts: Sequence[tuple[int, int, list[int], Sequence[int]]], total: int, complete: bool) -> int:
         """One channel: (fd, base, chunk offsets, payload lengths) per part in stream order, each part's offsets
         increasing; its payload length; whether it must end on a record boundary. Returns its slot."""
         slot = len(self.totals)

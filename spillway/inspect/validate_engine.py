@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from array import array
 from collections import deque
 from collections.abc import Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,7 +62,7 @@ Parts = list[tuple[OperatorState, ChannelHandle]]  # the parts of a logical chan
 Job = tuple[str, Parts, int | None]
 Counted = tuple[int, int, int]  # the C framer's result for a clean channel: (elements, records, payload bytes)
 # (fd, blob base, chunk offsets, payload lengths) per part of a logical channel, in stream order
-NativePlan = list[tuple[int, int, list[int], list[int]]]
+NativePlan = list[tuple[int, int, list[int], "array[int]"]]
 
 
 def usable_cores() -> int:
@@ -326,7 +327,7 @@ class Engine:
             positions = info.chunks.indices(h.offsets)
             if positions is None:
                 return None
-            lengths = list(map(info.chunks.lengths.__getitem__, positions))
+            lengths = array("i", map(info.chunks.lengths.__getitem__, positions))
             total += sum(lengths)
             plan.append((info.blob.fileno(), info.blob.base, h.offsets, lengths))
         return plan, total
