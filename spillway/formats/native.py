@@ -48,7 +48,8 @@ class FramerState(ctypes.Structure):
         ("dead", ctypes.c_int32),
         ("head", ctypes.c_uint8 * 4),
         ("records", ctypes.c_int64),
-        ("tag_counts", ctypes.c_int64 * 256),
+        ("tag_counts", ctypes.POINTER(ctypes.c_int64)),  # 256 counters, or NULL (the file-by-file framing: 10 000
+        ("record_tags", ctypes.c_int64),  # channels at ~100 bytes each instead of ~2 KiB)
         ("start_piece", ctypes.c_int64),
         ("start_pos", ctypes.c_int64),
         ("fault_kind", ctypes.c_int32),

@@ -19,7 +19,8 @@ typedef struct {
     int32_t length, need_tag, head_len, dead;
     uint8_t head[4];
     int64_t records;
-    int64_t tag_counts[256];
+    int64_t *tag_counts;  /* elements per tag byte (256 of them), or NULL: not counted */
+    int64_t record_tags;  /* elements begun with a stream record's tag */
     int64_t start_piece, start_pos;
     int32_t fault_kind, fault_tag;
     int64_t fault_value, fault_piece, fault_pos, fault_remaining;
@@ -73,7 +74,8 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
             uint8_t tag = buf[i];
             st->need_tag = 0;
             st->tag = tag;
-            st->tag_counts[tag]++;
+            if (st->tag_counts) st->tag_counts[tag]++;
+            st->record_tags += rules->is_record[tag];
             if (st->length < rules->min_len[tag] || st->length > rules->max_len[tag]) {
                 st->fault_tag = tag;
                 int64_t take = st->left < n - i ? st->left : n - i;
@@ -157,9 +159,7 @@ int spw_frame_chunks(framer_t *st, int fd, int64_t base, const int64_t *offsets,
 
 /* Whole stream records the framer has passed: elements of a record tag, less one still in progress. */
 int64_t spw_stream_records(const framer_t *st) {
-    int64_t n = 0;
-    for (int t = 0; t < 256; t++)
-        if (st->rules->is_record[t]) n += st->tag_counts[t];
+    int64_t n = st->record_tags;
     if (st->left > 0 && !st->need_tag && st->rules->is_record[st->tag]) n--;
     return n;
 }
