@@ -131,7 +131,7 @@ class _Validation:
                 claims = claimed.get(key)
                 if claims is None:
                     claims = claimed[key] = Claims(info.chunks)
-                self.recorder.all(handle_chunk_findings(x, info, claims))
+                self.recorder.all(handle_chunk_findings(x, info, claims, engine.positions(x.handle)))
         for key in blob_keys:
             finding = unclaimed_finding(engine.blobs[key], claimed.get(key))
             if finding is not None:

@@ -110,6 +110,7 @@ class Engine:
         self.pool: ThreadPoolExecutor | None = None
         self.opened: dict[Hashable, Blob | None] = {}  # opened ahead of open_blob, for the walks on the pool
         self.walks: dict[Hashable, Future[Walked | None]] = {}
+        self.located: dict[tuple[int, Hashable], tuple[list[int], array[int] | None]] = {}  # see ``positions``
 
     def close(self) -> None:
         if self.pool is not None:  # no worker may still read a descriptor that is about to be closed
@@ -198,10 +199,26 @@ class Engine:
         self.recorder.report.chunks += len(info.chunks)
         return info
 
+    def positions(self, h: ChannelHandle) -> array[int] | None:
+        """Where a handle's offsets are in its blob's chunk map (once its blob is open), None if one starts no
+        chunk; found once per handle."""
+        # By the offsets list, which the handles a merged handle unmerges into share (each call makes new ones),
+        # and the blob; the list is kept with the result, so its id is not reused while the entry exists.
+        key = (id(h.offsets), self.blob_key(h.delegate))
+        known = self.located.get(key)
+        if known is not None:
+            return known[1]
+        info = self.info(h)
+        if info is None:
+            return None
+        found = info.chunks.indices(h.offsets)
+        self.located[key] = (h.offsets, found)
+        return found
+
     def measured(self, h: ChannelHandle) -> int | None:
         """A handle's payload bytes if every one of its offsets starts a chunk of its file, else None."""
         info = self.info(h)
-        positions = info.chunks.indices(h.offsets) if info is not None else None
+        positions = self.positions(h) if info is not None else None
         return None if info is None or positions is None else info.chunks.payload(positions)
 
     def payload(self, h: ChannelHandle) -> int:
@@ -324,7 +341,7 @@ class Engine:
             info = self.info(h)
             if info is None or not isinstance(info.blob, FileBlob):
                 return None
-            positions = info.chunks.indices(h.offsets)
+            positions = self.positions(h)
             if positions is None:
                 return None
             lengths = array("i", map(info.chunks.lengths.__getitem__, positions))

@@ -36,6 +36,9 @@ def test_chunk_map_holds_every_chunk_written(tmp_path, monkeypatch, use_c: bool)
     assert chunks.payload(positions) == 2 * 32 * 1024
     assert chunks.indices([offsets[1], offsets[1] + 2]) is None  # one offset starts no chunk
     assert chunks.indices([]) is not None
+    many = [offsets[i % len(offsets)] for i in range(40, 0, -1)]  # enough to be looked up in C, when built
+    assert list(chunks.indices(many) or []) == [i % len(offsets) for i in range(40, 0, -1)]
+    assert chunks.indices([*many, offsets[-1] + 1]) is None
 
 
 def test_chunk_map_stops_where_the_chain_breaks(tmp_path) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Generator, Iterator
 
 from spillway.formats.channel_file import HEADER_SIZE, LENGTH_SIZE, SERIALIZATION_VERSION, BlobError
@@ -29,13 +30,15 @@ def chain_finding(error: BlobError, display: str, offset: int) -> Finding:
     return Finding("chunk-chain", f"chunk chain breaks: {error}", file=display, offset=offset)
 
 
-def handle_chunk_findings(x: Located, info: ChannelBlob, claimed: Claims) -> Iterator[Flagged]:
+def handle_chunk_findings(
+    x: Located, info: ChannelBlob, claimed: Claims, positions: array[int] | None
+) -> Iterator[Flagged]:
     """The chunks of one handle: each offset starts a chunk no other handle claims (``claimed``, which this
-    updates), and the handle's size is what its chunks add up to."""
+    updates), and the handle's size is what its chunks add up to. ``positions``: where its offsets are in the
+    chunk map (``ChunkMap.indices``), None if one starts no chunk."""
     h, blob = x.handle, info.blob
     assert blob is not None
     offsets = h.offsets
-    positions = info.chunks.indices(offsets)
     footprint: int
     if positions is not None and len(set(offsets)) == len(offsets) and claimed.free(positions):
         # The usual case, found in C and arrays: every offset starts a chunk nobody claimed.
