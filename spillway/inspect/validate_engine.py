@@ -255,8 +255,7 @@ class Engine:
         if library() is None:
             yield from (None for _ in jobs)
             return
-        plans = [self.native_plan(parts) for _, parts, _ in jobs]
-        by_file = self.frame_by_file(jobs, plans)
+        by_file, plans = self.frame_by_file(jobs)
         pool = self.start_pool()
         # per batch: its result, and per job (index in the batch, or -1: not framed natively, or -2: framed by
         # file; then payload bytes, or the job's index)
@@ -281,10 +280,11 @@ class Engine:
                 yield None if found is None else (*found, size)
 
         batch, entries, size = FrameBatch(), [], 0
-        for n, ((_, _, bound_alone), plan) in enumerate(zip(jobs, plans, strict=True)):
+        for n, (_, _, bound_alone) in enumerate(jobs):
             if n in by_file:
                 entries.append((-2, n))
                 continue
+            plan = plans.get(n)
             if plan is None:
                 entries.append((-1, 0))
                 continue
@@ -302,20 +302,27 @@ class Engine:
         while groups:
             yield from results(groups.popleft())
 
-    def frame_by_file(self, jobs: list[Job], plans: list[tuple[NativePlan, int] | None]) -> dict[int, Counted | None]:
-        """Frame, file by file, every job whose parts each list their chunks in file order (as Flink writes them):
-        its result by job index. Reading each file once, front to back, in large reads is what ``cat`` does; one
-        read per chunk costs about twice its CPU (benchmarks/README.md)."""
+    def frame_by_file(self, jobs: list[Job]) -> tuple[dict[int, Counted | None], dict[int, tuple[NativePlan, int]]]:
+        """Frame, file by file, every job whose parts each list their chunks in file order (every handle of the
+        bundled Flink fixtures does): its result by job index; and the native plans of the other jobs the C
+        framer can take, by job index. Reading each file once, front to back, in large reads is what ``cat``
+        does; one read per chunk cost about twice its CPU (benchmarks/README.md)."""
         from spillway.formats.native import FileFraming, framer_rules
 
         framing = FileFraming(framer_rules(self.tags, None))
-        slots: dict[int, int] = {}
-        for n, ((_, _, bound_alone), plan) in enumerate(zip(jobs, plans, strict=True)):
-            if plan is not None and all(offsets == sorted(offsets) for _, _, offsets, _ in plan[0]):
-                total = plan[1] if bound_alone is None else bound_alone
-                slots[n] = framing.add(plan[0], total, bound_alone is None)
+        slots: dict[int, tuple[int, int]] = {}  # job index -> (slot, payload bytes)
+        others: dict[int, tuple[NativePlan, int]] = {}
+        for n, (_, parts, bound_alone) in enumerate(jobs):
+            plan = self.native_plan(parts)
+            if plan is None:
+                continue
+            if not all(offsets == sorted(offsets) for _, _, offsets, _ in plan[0]):
+                others[n] = plan
+                continue
+            total = plan[1] if bound_alone is None else bound_alone
+            slots[n] = (framing.add(plan[0], total, bound_alone is None), plan[1])
         if not slots:
-            return {}
+            return {}, others
         framing.start()
         pool = self.start_pool()
         for phase, files in enumerate(framing.files):  # a channel's second part only after its first
@@ -327,10 +334,10 @@ class Engine:
                     done.result()
         counts = framing.results()
         out: dict[int, Counted | None] = {}
-        for n, slot in slots.items():
-            found, plan = counts[slot], plans[n]
-            out[n] = None if found is None or plan is None else (*found, plan[1])
-        return out
+        for n, (slot, payload) in slots.items():
+            found = counts[slot]
+            out[n] = None if found is None else (*found, payload)
+        return out, others
 
     def native_plan(self, parts: Parts) -> tuple[NativePlan, int] | None:
         """What the C framer needs for a channel whose parts are all whole chunks of local files, and the
