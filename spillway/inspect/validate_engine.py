@@ -2,9 +2,11 @@
 framer on a small thread pool (the pure-Python framer where a channel needs locating faults or there is no C
 compiler), and the read buffers.
 
-The C walks and framing release the GIL, so they run on the pool (one thread per usable core) ahead of the
-Python loop that turns results into findings. That loop consumes the results in the same order as a serial
-run, so the findings and their order do not depend on the number of threads.
+The C walks and framing release the GIL, so they run on the pool (one thread per usable core). Channels whose
+handles list their chunks in file order are framed file by file (each file read once, front to back); the
+others in batches, a few ahead of the Python loop that turns results into findings. That loop consumes the
+results in job order, as a serial run does, so the findings and their order do not depend on the number of
+threads.
 """
 
 from __future__ import annotations
