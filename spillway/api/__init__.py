@@ -41,6 +41,11 @@ _EXPORTS: dict[str, str] = {
     "RescaleReport": "functions",
     "Topology": "functions",
     "Verdict": "functions",
+    # dump
+    "dump_checkpoint": "dump",
+    "DumpView": "dump",
+    "DumpResult": "dump",
+    "OperatorTree": "dump",
     # errors and progress, for callers (and the CLI) that must not reach below the door
     "SpillwayError": "errors",
     "UsageError": "errors",
