@@ -29,10 +29,16 @@ locals, with no dict of fields and no decoder call in between.
 
 from __future__ import annotations
 
+import hashlib
+import marshal
+import os
 import re
 import struct
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from types import CodeType
 from typing import Any
 
 from construct import (
@@ -48,6 +54,7 @@ from construct import (
     Switch,
 )
 
+from spillway.cache import cache_root
 from spillway.formats.modutf8 import decode_modified_utf8
 from spillway.formats.primitives import (
     BoundedArray,
@@ -99,10 +106,18 @@ class Build:
         return f"Build({getattr(self.factory, '__name__', self.factory)!r}, {', '.join(self.fields)})"
 
 
+# Arrays of fixed-size items shorter than this are unpacked by a precompiled Struct per length.
+_SHORT_RUNS = 64
 # How deep ``Decoded`` switches are inlined into the enclosing function (a handle, its delegate).
 _INLINE_DEPTH = 2
 # The most lines a case may take to be inlined (a channel handle with its delegate's chain: ~40).
 _INLINE_LINES = 100
+
+
+@cache
+def _short_runs(fmt: str) -> list[struct.Struct]:
+    return [struct.Struct(f">{n}{fmt}") for n in range(_SHORT_RUNS)]
+
 
 _THIS_FIELD = re.compile(r"this\['(\w+)'\]")
 
@@ -249,7 +264,13 @@ class _Gen:
         fixed = self.fixed(sub, "x")
         if fixed is not None and fixed[1] is None:
             size = struct.calcsize(">" + fixed[0])
-            out.append(f"{ind}{var} = list(_unpack_from('>%d{fixed[0]}' % {count}, data, pos))")
+            # short runs (a channel's offsets) through a precompiled Struct: no format string per list
+            short = f"runs_{ord(fixed[0])}"
+            self.ns[short] = _short_runs(fixed[0])
+            out.append(
+                f"{ind}{var} = list({short}[{count}].unpack_from(data, pos) if {count} < {_SHORT_RUNS}"
+                f" else _unpack_from('>%d{fixed[0]}' % {count}, data, pos))"
+            )
             out.append(f"{ind}pos += {count} * {size}")
             return
         out.append(f"{ind}{var} = []")
@@ -374,12 +395,34 @@ class _Gen:
     def module(self) -> dict[str, Any]:
         source = "\n\n".join(self.functions) + "\n"
         ns = dict(self.ns)
-        exec(compile(source, "<spillway.fastparse>", "exec"), ns)  # generated from our own layouts
+        exec(_compiled(source), ns)  # generated from our own layouts
         for name, value in list(ns.items()):
             if name.startswith("cases_"):
                 ns[name] = {key: ns[fname] for key, fname in value.items()}
                 # the functions look the table up by name at call time: rebind in their globals
         return ns
+
+
+def _compiled(source: str) -> CodeType:
+    """``source`` compiled, through a cache keyed by its hash (compiling the metadata parser is most of
+    its build time, paid by every command that decodes a ``_metadata``). Any cache trouble: compile."""
+    name = f"{hashlib.sha256(source.encode()).hexdigest()[:24]}.{sys.implementation.cache_tag}.code"
+    path = cache_root() / "fastparse" / name
+    try:
+        code = marshal.loads(path.read_bytes())
+        if isinstance(code, CodeType):
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = compile(source, "<spillway.fastparse>", "exec")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(code))
+        os.replace(tmp, path)  # whole or absent: a reader never sees a partial file
+    except OSError:
+        pass
+    return code
 
 
 def compile_fast(layout: Construct, hooks: Mapping[int, Callable[[Any], Any] | Decoded] | None = None) -> Parser:
