@@ -16,6 +16,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
+    from spillway.api.dump import DumpResult as DumpResult
+    from spillway.api.dump import DumpView as DumpView
+    from spillway.api.dump import OperatorTree as OperatorTree
+    from spillway.api.dump import dump_checkpoint as dump_checkpoint
     from spillway.api.errors import CATEGORIES as CATEGORIES
     from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
     from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
@@ -154,6 +158,11 @@ _EXPORTS: dict[str, str] = {
     "LoadedCheckpoint": "functions",
     "Rebase": "functions",
     "RescaleReport": "functions",
+    # dump
+    "dump_checkpoint": "dump",
+    "DumpView": "dump",
+    "DumpResult": "dump",
+    "OperatorTree": "dump",
     # a process that is one command (the CLI): its settings, made before the command runs
     "freeze_after_pauses": "process",
     "set_storage_timeout": "process",
