@@ -10,26 +10,8 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.forecast import (
-    DEFAULTS,
-    BufferSizeOpt,
-    BuffersPerChannelOpt,
-    FloatingBuffersOpt,
-    SegmentSizeAliasOpt,
-    buffer_settings,
-    buffer_size,
-    show_forecast,
-)
-from spillway.cli.options import (
-    FORECAST_FLAGS,
-    RebaseOpt,
-    UidMapOpt,
-    UidOpt,
-    counts,
-    key_specs,
-    rebase_rules,
-    uid_pairs,
-)
+from spillway.cli.forecast import Forecast, show_forecast
+from spillway.cli.options import Naming, bundled, counts, key_specs
 from spillway.cli.wide import print_wide
 
 # 0 and 1 as everywhere; 2 usage; 3 is kept for "storage unreachable" (issue 21). Unknown is neither a yes a
@@ -95,6 +77,7 @@ def options(
     )
 
 
+@bundled
 def command(
     checkpoint: Annotated[
         str,
@@ -112,8 +95,6 @@ def command(
     parallelism: Annotated[
         list[str] | None, typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism.")
     ] = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
     allow_non_restored_state: Annotated[
         bool,
         typer.Option(
@@ -127,23 +108,15 @@ def command(
     flink_version: Annotated[
         str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
     ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="Forecast: VERTEX=EXTRACTOR (as for rescale).")] = None,
-    key_fn: Annotated[
-        list[str] | None, typer.Option("--key-fn", help="Forecast: VERTEX=module:function (as for rescale).")
-    ] = None,
-    buffer_size_: BufferSizeOpt = None,
-    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
-    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
+    forecasting: Forecast = Forecast(),
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
-    rebase: RebaseOpt = None,
-    segment_size: SegmentSizeAliasOpt = None,
+    naming: Naming = Naming(),
 ) -> None:
     def run() -> int:
-        size = buffer_size(buffer_size_, segment_size)
-        buffers = buffer_settings(size, buffers_per_channel, floating_buffers_per_gate)
+        buffers = forecasting.buffers()
+        key, key_fn = forecasting.key, forecasting.key_fn
         settings = options(parallelism, max_parallelism, allow_non_restored_state, flink_version, key, key_fn, buffers)
-        uids = uid_pairs(plan, uid, uid_map)
-        found = api.check_restore(checkpoint, plan, settings, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
+        found = api.check_restore(checkpoint, plan, settings, **naming.keywords(plan))
         if json_out:
             emit_json(found.to_json())
         else:
@@ -152,7 +125,7 @@ def command(
             return EXIT_UNKNOWN
         return EXIT_OK if found.restorable else EXIT_FINDINGS
 
-    raise typer.Exit(guarded(run, json_out, FORECAST_FLAGS))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:

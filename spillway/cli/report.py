@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, err, guarded, out
-from spillway.cli.options import FORECAST_FLAGS, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
+from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -137,7 +137,7 @@ def command(
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
         return _verdict(done.errors)
 
-    raise typer.Exit(guarded(run, flags=FORECAST_FLAGS))
+    raise typer.Exit(guarded(run))
 
 
 def _target(out_file: str | None, html: str | None) -> str:
