@@ -499,7 +499,7 @@ def check_target(uri: str) -> Location:
     loc = locate(uri)
     require_container(loc)
     if exists(loc):
-        raise WriteError(f"{uri}: already exists; spillway never overwrites (choose a new --out)")
+        raise WriteError(f"{uri}: already exists; spillway never overwrites (choose another output location)")
     return loc
 
 
