@@ -124,6 +124,58 @@ class PlanNaming(Naming):
         return PlanNames(self.plan, self.uid, self.uid_map)
 
 
+@dataclasses.dataclass(frozen=True)
+class NewJob:
+    """What a new job's plan does not show (``preflight``; ``report --new-plan``), as preflight reads it."""
+
+    parallelism: Annotated[
+        list[str] | None,
+        typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in the new job."),
+    ] = None
+    max_parallelism: Annotated[
+        list[str] | None,
+        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
+    ] = None
+    allow_non_restored_state: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-restored-state", help="As Flink's option: state of operators not in the new job is dropped."
+        ),
+    ] = False
+    flink_version: Annotated[
+        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
+    ] = None
+
+    def given(self) -> list[str]:
+        """The options given, by name."""
+        values = (self.parallelism, self.max_parallelism, self.allow_non_restored_state, self.flink_version)
+        names = ("-p", "--max-parallelism", "--allow-non-restored-state", "--flink-version")
+        return [name for name, value in zip(names, values, strict=True) if value]
+
+    def options(
+        self, keys: tuple[dict[str, str], dict[str, str]] = ({}, {}), buffers: api.BufferSettings | None = None
+    ) -> api.PreflightOptions:
+        """As the API's ``PreflightOptions`` (with the forecast's ``keys``/``key_fns`` and ``buffers``)."""
+        return api.PreflightOptions(
+            counts(self.parallelism, "-p"),
+            _max_parallelism(self.max_parallelism),
+            self.allow_non_restored_state,
+            self.flink_version,
+            *keys,
+            buffers or api.BufferSettings(),
+        )
+
+
+def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
+    found: dict[str | None, int] = {}
+    for item in values or []:
+        name, sep, n = item.rpartition("=")
+        if not n.isdigit() or int(n) < 1 or (sep and not name):
+            raise UsageError(f"--max-parallelism {item!r}: expected N or VERTEX=N with N a positive integer")
+        found[name if sep else None] = int(n)
+    return found
+
+
 def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
     """--uid NAME=UID pairs (checked: --uid and --uid-map need --plan)."""
     if plan is None and (uid or uid_map):
