@@ -120,9 +120,6 @@ class PlanNaming(Naming):
         """``plan``, ``uids``, ``uid_map`` and ``rebase`` as the API's reading calls take them."""
         return {"plan": self.plan, **self.keywords(self.plan)}
 
-    def plan_names(self) -> PlanNames:
-        return PlanNames(self.plan, self.uid, self.uid_map)
-
 
 @dataclasses.dataclass(frozen=True)
 class NewJob:
