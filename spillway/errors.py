@@ -31,6 +31,19 @@ class UsageError(SpillwayError):
     exit_code: ClassVar[int] = EXIT_USAGE
 
 
+class ArgumentError(UsageError):
+    """A bad argument of a library call, in Python's words: the message names the argument
+    (``buffer_size=32: at least 64 bytes``); ``argument``/``key``/``value``/``detail`` let a front end say the
+    same in its own words (the CLI names its option: ``--buffer-size 32: at least 64 bytes``).
+    ``key``: the entry of a mapping argument (``keys["count"]``), if any; ``value`` None: the argument as a
+    whole (``detail`` says what is wrong with it)."""
+
+    def __init__(self, argument: str, value: object, detail: str, key: str | None = None) -> None:
+        self.argument, self.value, self.detail, self.key = argument, value, detail, key
+        where = argument if key is None else f"{argument}[{key!r}]"
+        super().__init__(f"{where}: {detail}" if value is None else f"{where}={value!r}: {detail}")
+
+
 class StorageError(SpillwayError):
     """A file system could not be reached or read (or written) as needed: a refused or silent endpoint, a
     timeout, missing credentials, a missing client library (exit 3). Says nothing about the checkpoint."""

@@ -17,9 +17,9 @@ from spillway.rescale.options import (
     BUFFERS_PER_CHANNEL,
     DEFAULT_BUFFER_SIZE,
     FLOATING_BUFFERS_PER_GATE,
-    MAX_BUFFER_SIZE,
-    MIN_BUFFER_SIZE,
+    check_buffers,
     check_key_specs,
+    check_parallelism,
 )
 
 PathLike = str | os.PathLike[str]
@@ -31,21 +31,8 @@ def buffer_settings(
     floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE,
 ) -> BufferSettings:
     """Flink's network buffer settings for the restore forecast, checked."""
-    if buffer_size < MIN_BUFFER_SIZE:
-        raise ArgumentError("buffer_size", buffer_size, f"at least {MIN_BUFFER_SIZE} bytes")
-    if buffer_size > MAX_BUFFER_SIZE:
-        raise ArgumentError("buffer_size", buffer_size, f"at most {MAX_BUFFER_SIZE // (1024 * 1024)} MiB")
-    counts = {"buffers_per_channel": buffers_per_channel, "floating_buffers_per_gate": floating_buffers_per_gate}
-    for name, n in counts.items():
-        if n < 0:
-            raise ArgumentError(name, n, "must not be negative")
+    check_buffers(buffer_size, buffers_per_channel, floating_buffers_per_gate)
     return BufferSettings(buffer_size, buffers_per_channel, floating_buffers_per_gate)
-
-
-def check_parallelism(parallelism: Mapping[str, int], argument: str = "parallelism") -> None:
-    for vertex, n in parallelism.items():
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ArgumentError(argument, n, "must be a positive integer", vertex)
 
 
 @dataclass(frozen=True)

@@ -11,26 +11,8 @@ from rich.table import Table
 from spillway import api
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.forecast import (
-    DEFAULTS,
-    BufferSizeOpt,
-    BuffersPerChannelOpt,
-    FloatingBuffersOpt,
-    SegmentSizeAliasOpt,
-    buffer_settings,
-    buffer_size,
-    show_forecast,
-)
-from spillway.cli.options import (
-    FORECAST_FLAGS,
-    RebaseOpt,
-    UidMapOpt,
-    UidOpt,
-    counts,
-    key_specs,
-    rebase_rules,
-    uid_pairs,
-)
+from spillway.cli.forecast import Forecast, show_forecast
+from spillway.cli.options import Naming, bundled, counts
 from spillway.cli.wide import print_wide
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
@@ -75,6 +57,7 @@ spillway rescale --help). Re-routed keyBy edges need --key or --key-fn for the d
 """
 
 
+@bundled
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
     plan: Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph).")] = None,
@@ -96,9 +79,7 @@ def command(
             "--heatmap/--no-heatmap", help=f"Per-edge heat maps (default: when parallelism <= {HEATMAP_AUTO_MAX})."
         ),
     ] = None,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: Naming = Naming(),
     parallelism: Annotated[
         list[str] | None,
         typer.Option(
@@ -108,12 +89,7 @@ def command(
     new_parallelism: Annotated[
         list[str] | None, typer.Option("--new-parallelism", hidden=True, help="Deprecated: use -p/--parallelism.")
     ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="With -p: VERTEX=EXTRACTOR.")] = None,
-    key_fn: Annotated[list[str] | None, typer.Option("--key-fn", help="With -p: VERTEX=module:function.")] = None,
-    buffer_size_: BufferSizeOpt = None,
-    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
-    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
-    segment_size: SegmentSizeAliasOpt = None,
+    forecasting: Forecast = Forecast(),
 ) -> None:
     try:
         api.check_value_type(value_type)
@@ -124,19 +100,18 @@ def command(
         new_p = [*(parallelism or []), *(new_parallelism or [])]
         if records and not parquet:
             raise UsageError("--records needs --parquet DIR")
-        if (new_p or key or key_fn) and not plan:
+        keyed = forecasting.key or forecasting.key_fn
+        if (new_p or keyed) and not plan:
             raise UsageError("-p/--parallelism, --key and --key-fn need --plan")
-        if (key or key_fn) and not new_p:
+        if keyed and not new_p:
             raise UsageError("--key/--key-fn need -p/--parallelism")
         forecast = None
         if new_p:
-            keys, fns = key_specs(key, key_fn)
-            buffers = buffer_settings(
-                buffer_size(buffer_size_, segment_size), buffers_per_channel, floating_buffers_per_gate
-            )
+            keys, fns = forecasting.keys()
+            buffers = forecasting.buffers()
             forecast = api.ForecastOptions(counts(new_p, "-p/--parallelism"), keys, fns, buffers)
         options = api.AnalyzeOptions(decode, value_type, parquet, records, forecast)
-        cp = api.open(path, plan=plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map, rebase=rebase_rules(rebase))
+        cp = naming.open(path, plan)
         result = cp.analyze(options)
         if json_out:
             emit_json(result.to_json())
@@ -150,7 +125,7 @@ def command(
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return EXIT_FINDINGS if result.damaged else EXIT_OK
 
-    raise typer.Exit(guarded(run, json_out, FORECAST_FLAGS))
+    raise typer.Exit(guarded(run, json_out))
 
 
 BAR = "█"

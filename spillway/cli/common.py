@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.markup import escape
 
-from spillway.api import (
-    CATEGORIES,
-    EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_STORAGE,
-    EXIT_USAGE,
-    ArgumentError,
-    SpillwayError,
-    UsageError,
-    collecting,
-)
+from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
+from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
+from spillway.api.errors import EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 from spillway.cli.progress import progress_bars
 
@@ -43,7 +36,7 @@ T = TypeVar("T")
 
 
 def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
     if json_out:
         # Scripts reading --json get an answer on stdout too, never an empty stream. ``category`` says
         # what the exit code says: "storage" (could not reach or read it), "usage", "findings".
@@ -52,7 +45,7 @@ def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -
                 "schema": "spillway.error/1",
                 "error": message,
                 "kind": kind,
-                "category": CATEGORIES.get(code, "findings"),
+                "category": codes.CATEGORIES.get(code, "findings"),
                 "exit_code": code,
             }
         )
@@ -61,24 +54,55 @@ def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -
 
 def show_warnings(warnings: list[str]) -> None:
     for w in warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning:[/] {escape(cli_words(w))}", markup=True, highlight=False, emoji=False, soft_wrap=True
+        )
 
 
-def in_flags(exc: SpillwayError, flags: Mapping[str, str] | None) -> str:
-    """The error's message; an ``ArgumentError`` about an argument ``flags`` maps to an option in the option's
-    words (``buffer_size=32: …`` -> ``--buffer-size 32: …``, ``keys['count']='x': …`` -> ``--key count=x: …``)."""
-    if not isinstance(exc, ArgumentError) or not flags or exc.argument not in flags:
-        return str(exc)
-    flag = flags[exc.argument]
+# What the library says in its own terms about a setting that is a global option here, and how the CLI says it.
+_RULE = re.compile(r"^rebase rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ")
+_TIMEOUT = "(storage timeout: SPILLWAY_STORAGE_TIMEOUT)"
+
+
+def cli_words(message: str) -> str:
+    """A library message in the CLI's words: ``rebase rule 'A=B': …`` -> ``--rebase A=B: …``; the storage
+    timeout -> ``--storage-timeout``."""
+    message = _RULE.sub(lambda m: f"--rebase {ast.literal_eval(m[1])}: ", message)
+    return message.replace(_TIMEOUT, "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT)")
+
+
+# The option of each API argument, one name per concept across the commands: an ``ArgumentError`` about one of
+# them is shown in the option's words (guarded, in_flags).
+FLAGS = {
+    "buffer_size": "--buffer-size",
+    "buffers_per_channel": "--buffers-per-channel",
+    "floating_buffers_per_gate": "--floating-buffers-per-gate",
+    "parallelism": "-p",
+    "max_parallelism": "--max-parallelism",
+    "flink_version": "--flink-version",
+    "keys": "--key",
+    "key_fns": "--key-fn",
+    "out": "--out",
+    "operators": "--operator",
+    "old": "--from",
+    "new": "--to",
+}
+
+
+def in_flags(exc: SpillwayError) -> str:
+    """The error's message in the CLI's words: an ``ArgumentError`` about an argument that is an option here names
+    the option (``buffer_size=32: …`` -> ``--buffer-size 32: …``, ``keys['count']='x': …`` -> ``--key count=x: …``)."""
+    if not isinstance(exc, ArgumentError) or exc.argument not in FLAGS:
+        return cli_words(str(exc))
+    flag = FLAGS[exc.argument]
     if exc.value is None:
         return f"{flag}: {exc.detail}"
     return f"{flag} {exc.value if exc.key is None else f'{exc.key}={exc.value}'}: {exc.detail}"
 
 
-def guarded(action: Callable[[], T], json_out: bool = False, flags: Mapping[str, str] | None = None) -> T:
-    """Run a command body; turn every expected failure into one clear line and its exit code (with
-    ``json_out`` also a ``spillway.error/1`` object on stdout). ``flags``: the option of each API argument
-    whose ``ArgumentError`` should name the option instead (:func:`in_flags`)."""
+def guarded(action: Callable[[], T], json_out: bool = False) -> T:
+    """Run a command body; turn every expected failure into one clear line in the CLI's words (:func:`in_flags`)
+    and its exit code (with ``json_out`` also a ``spillway.error/1`` object on stdout)."""
     try:
         # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
         # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
@@ -92,14 +116,14 @@ def guarded(action: Callable[[], T], json_out: bool = False, flags: Mapping[str,
         return result
     except SpillwayError as exc:
         kind = "UsageError" if isinstance(exc, ArgumentError) else type(exc).__name__  # one kind per category
-        fail(in_flags(exc, flags), exc.exit_code, kind, json_out)
+        fail(in_flags(exc), exc.exit_code, kind, json_out)
     except (BrokenPipeError, ReaderGone):
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
         raise typer.Exit(EXIT_OK) from None
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(codes.EXIT_INTERRUPTED) from None
     # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
     except PermissionError as exc:
         fail(f"{exc.filename}: permission denied", EXIT_FINDINGS, "PermissionError", json_out)

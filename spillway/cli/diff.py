@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
+from spillway.cli.options import PlanNaming, bundled
 from spillway.cli.wide import print_wide
 
 HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
@@ -29,18 +29,15 @@ Examples:
 """
 
 
+@bundled
 def command(
     a: Annotated[str, typer.Argument(help="first checkpoint: job checkpoint dir, chk-N dir or _metadata file")],
     b: Annotated[str, typer.Argument(help="second checkpoint (compared against A)")],
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.diff/1).")] = False,
-    rebase: RebaseOpt = None,
-    plan: NamingPlanOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: PlanNaming = PlanNaming(),
 ) -> None:
     def run() -> int:
-        uids = uid_pairs(plan, uid, uid_map)
-        d = api.diff(a, b, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
+        d = api.diff(a, b, **naming.plan_keywords())
         if json_out:
             emit_json(d.to_json())
         else:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
+from spillway.cli.options import PlanNaming, bundled
 from spillway.cli.wide import print_wide
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
@@ -36,20 +36,17 @@ Examples:
 """
 
 
+@bundled
 def command(
     paths: Annotated[
         list[str],
         typer.Argument(help="job checkpoint dirs (every chk-N in it), chk-N dirs or _metadata files; local or URIs"),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.files/1).")] = False,
-    rebase: RebaseOpt = None,
-    plan: NamingPlanOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: PlanNaming = PlanNaming(),
 ) -> None:
     def run() -> int:
-        uids = uid_pairs(plan, uid, uid_map)
-        report = api.files(paths, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
+        report = api.files(paths, **naming.plan_keywords())
         if json_out:
             emit_json(report.to_json())
         else:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from spillway.api import (
-    BUFFERS_PER_CHANNEL,
-    DEFAULT_BUFFER_SIZE,
-    FLOATING_BUFFERS_PER_GATE,
-    ArgumentError,
-    BufferSettings,
-    UsageError,
-)
-from spillway.api import buffer_settings as checked_buffers
-from spillway.cli.common import human_bytes, in_flags, out
-from spillway.cli.options import FORECAST_FLAGS
+from spillway import api
+from spillway.api import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE, UsageError
+from spillway.cli.common import human_bytes, out
+from spillway.cli.options import key_specs
 from spillway.cli.wide import print_wide
 
 # One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
@@ -42,7 +36,6 @@ FloatingBuffersOpt = Annotated[
     int,
     typer.Option("--floating-buffers-per-gate", help="Forecast: taskmanager.network.memory.floating-buffers-per-gate."),
 ]
-DEFAULTS = (DEFAULT_BUFFER_SIZE, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
 
 
 def buffer_size(given: int | None, alias: int | None) -> int:
@@ -52,12 +45,35 @@ def buffer_size(given: int | None, alias: int | None) -> int:
     return next((n for n in (given, alias) if n is not None), DEFAULT_BUFFER_SIZE)
 
 
-def buffer_settings(size: int, buffers_per_channel: int, floating: int) -> BufferSettings:
-    """The forecast's network settings, checked by the API, its errors in the CLI's words."""
-    try:
-        return checked_buffers(size, buffers_per_channel, floating)
-    except ArgumentError as exc:
-        raise UsageError(in_flags(exc, FORECAST_FLAGS)) from None
+@dataclasses.dataclass(frozen=True)
+class Forecast:
+    """The restore forecast's key extractors and Flink's network buffers (``analyze -p``, ``preflight``)."""
+
+    key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key", metavar="VERTEX=EXTRACTOR", help="Forecast: a keyBy vertex's key extractor (as for rescale)."
+        ),
+    ] = None
+    key_fn: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key-fn", metavar="VERTEX=MODULE:FN", help="Forecast: a keyBy vertex's key function (as for rescale)."
+        ),
+    ] = None
+    buffer_size: BufferSizeOpt = None
+    buffers_per_channel: BuffersPerChannelOpt = BUFFERS_PER_CHANNEL
+    floating_buffers_per_gate: FloatingBuffersOpt = FLOATING_BUFFERS_PER_GATE
+    segment_size: SegmentSizeAliasOpt = None
+
+    def keys(self) -> tuple[dict[str, str], dict[str, str]]:
+        """--key and --key-fn as the API's ``keys`` and ``key_fns``."""
+        return key_specs(self.key, self.key_fn)
+
+    def buffers(self) -> api.BufferSettings:
+        """The network settings, checked by the API (its errors name the options: ``guarded``)."""
+        size = buffer_size(self.buffer_size, self.segment_size)
+        return api.buffer_settings(size, self.buffers_per_channel, self.floating_buffers_per_gate)
 
 
 def show_forecast(f: dict[str, Any]) -> None:

@@ -1,10 +1,15 @@
-"""Options several commands share, declared once."""
+"""Options several commands share, declared once; groups of them (``Naming``, ``PlanNaming``) that a command takes
+as one parameter through :func:`bundled`."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import os
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -53,6 +58,119 @@ UidMapOpt = Annotated[
     str | None,
     typer.Option("--uid-map", metavar="FILE", help='JSON file {"operator name": "uid", …} (like --uid).'),
 ]
+
+
+def bundled(command: Callable[..., None]) -> Callable[..., None]:
+    """Let a command take groups of options: a parameter annotated with a dataclass whose fields are typer options
+    (``Annotated``, with defaults) stands for those options, in its place in ``-h``; the command is called with the
+    dataclass built from them. typer reads the command's ``__signature__``."""
+    signature = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, tuple[Callable[..., object], list[str]]] = {}
+    for param in signature.parameters.values():
+        group = param.annotation
+        if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        hints = get_type_hints(group, include_extras=True)
+        names = [f.name for f in dataclasses.fields(group)]
+        groups[param.name] = (group, names)
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        for f in dataclasses.fields(group):
+            default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+            params.append(inspect.Parameter(f.name, keyword, default=default, annotation=hints[f.name]))
+
+    @functools.wraps(command)
+    def run(**given: Any) -> None:
+        for name, (group, names) in groups.items():
+            given[name] = group(**{n: given.pop(n) for n in names})
+        command(**given)
+
+    run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]  # read by typer
+    run.__annotations__ = {p.name: p.annotation for p in params} | {"return": signature.return_annotation}
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class Naming:
+    """--uid/--uid-map (the uids a plan cannot show) and --rebase, as given; checked, in the CLI's words, when used
+    (inside ``guarded``: a mistake is a usage error like any other)."""
+
+    rebase: RebaseOpt = None
+    uid: UidOpt = None
+    uid_map: UidMapOpt = None
+
+    def keywords(self, plan: str | None) -> dict[str, Any]:
+        """``uids``, ``uid_map`` and ``rebase`` as the API's calls take them (the uids are ``plan``'s)."""
+        uids = uid_pairs(plan, self.uid, self.uid_map)
+        return {"uids": uids, "uid_map": self.uid_map, "rebase": rebase_rules(self.rebase)}
+
+    def open(self, path: str, plan: str | None) -> api.Checkpoint:
+        """PATH opened with ``plan`` and these uids and rules."""
+        return api.open(path, plan=plan, **self.keywords(plan))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanNaming(Naming):
+    """--plan only to name operators (dump, diff, files), with --uid/--uid-map and --rebase."""
+
+    plan: NamingPlanOpt = None
+
+    def plan_keywords(self) -> dict[str, Any]:
+        """``plan``, ``uids``, ``uid_map`` and ``rebase`` as the API's reading calls take them."""
+        return {"plan": self.plan, **self.keywords(self.plan)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NewJob:
+    """What a new job's plan does not show (``preflight``; ``report --new-plan``), as preflight reads it."""
+
+    parallelism: Annotated[
+        list[str] | None,
+        typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in the new job."),
+    ] = None
+    max_parallelism: Annotated[
+        list[str] | None,
+        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
+    ] = None
+    allow_non_restored_state: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-restored-state", help="As Flink's option: state of operators not in the new job is dropped."
+        ),
+    ] = False
+    flink_version: Annotated[
+        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
+    ] = None
+
+    def given(self) -> list[str]:
+        """The options given, by name."""
+        values = (self.parallelism, self.max_parallelism, self.allow_non_restored_state, self.flink_version)
+        names = ("-p", "--max-parallelism", "--allow-non-restored-state", "--flink-version")
+        return [name for name, value in zip(names, values, strict=True) if value]
+
+    def options(
+        self, keys: tuple[dict[str, str], dict[str, str]] = ({}, {}), buffers: api.BufferSettings | None = None
+    ) -> api.PreflightOptions:
+        """As the API's ``PreflightOptions`` (with the forecast's ``keys``/``key_fns`` and ``buffers``)."""
+        return api.PreflightOptions(
+            counts(self.parallelism, "-p"),
+            _max_parallelism(self.max_parallelism),
+            self.allow_non_restored_state,
+            self.flink_version,
+            *keys,
+            buffers or api.BufferSettings(),
+        )
+
+
+def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
+    found: dict[str | None, int] = {}
+    for item in values or []:
+        name, sep, n = item.rpartition("=")
+        if not n.isdigit() or int(n) < 1 or (sep and not name):
+            raise UsageError(f"--max-parallelism {item!r}: expected N or VERTEX=N with N a positive integer")
+        found[name if sep else None] = int(n)
+    return found
 
 
 def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
@@ -126,17 +244,6 @@ def import_from_cwd() -> None:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if cwd not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
-
-
-# The options of the forecast and key arguments of the API, in the CLI's words (guarded(..., flags=...)).
-FORECAST_FLAGS = {
-    "buffer_size": "--buffer-size",
-    "buffers_per_channel": "--buffers-per-channel",
-    "floating_buffers_per_gate": "--floating-buffers-per-gate",
-    "parallelism": "-p",
-    "max_parallelism": "--max-parallelism",
-    "flink_version": "--flink-version",
-}
 
 
 class PlanNames:

@@ -9,27 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.forecast import (
-    DEFAULTS,
-    BufferSizeOpt,
-    BuffersPerChannelOpt,
-    FloatingBuffersOpt,
-    SegmentSizeAliasOpt,
-    buffer_settings,
-    buffer_size,
-    show_forecast,
-)
-from spillway.cli.options import (
-    FORECAST_FLAGS,
-    RebaseOpt,
-    UidMapOpt,
-    UidOpt,
-    counts,
-    key_specs,
-    rebase_rules,
-    uid_pairs,
-)
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.forecast import Forecast, show_forecast
+from spillway.cli.options import Naming, NewJob, bundled
 from spillway.cli.wide import print_wide
 
 # 0 and 1 as everywhere; 2 usage; 3 is kept for "storage unreachable" (issue 21). Unknown is neither a yes a
@@ -63,38 +45,7 @@ Examples:
 VERDICT_STYLE = {"refused": "bold red", "unknown": "yellow", "warning": "yellow", "ok": "green", "note": "dim"}
 
 
-def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
-    out: dict[str | None, int] = {}
-    for item in values or []:
-        name, sep, n = item.rpartition("=")
-        if not n.isdigit() or int(n) < 1 or (sep and not name):
-            raise UsageError(f"--max-parallelism {item!r}: expected N or VERTEX=N with N a positive integer")
-        out[name if sep else None] = int(n)
-    return out
-
-
-def options(
-    parallelism: list[str] | None,
-    max_parallelism: list[str] | None,
-    allow_non_restored_state: bool,
-    flink_version: str | None,
-    key: list[str] | None = None,
-    key_fn: list[str] | None = None,
-    buffers: api.BufferSettings | None = None,
-) -> api.PreflightOptions:
-    """What the new job's plan does not show, from the options preflight and report share."""
-    keys, fns = key_specs(key, key_fn)
-    return api.PreflightOptions(
-        counts(parallelism, "-p"),
-        _max_parallelism(max_parallelism),
-        allow_non_restored_state,
-        flink_version,
-        keys,
-        fns,
-        buffers or api.BufferSettings(),
-    )
-
-
+@bundled
 def command(
     checkpoint: Annotated[
         str,
@@ -109,41 +60,14 @@ def command(
             "--plan", help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID."
         ),
     ],
-    parallelism: Annotated[
-        list[str] | None, typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism.")
-    ] = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
-    allow_non_restored_state: Annotated[
-        bool,
-        typer.Option(
-            "--allow-non-restored-state", help="As Flink's option: state of operators not in the job is dropped."
-        ),
-    ] = False,
-    max_parallelism: Annotated[
-        list[str] | None,
-        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
-    ] = None,
-    flink_version: Annotated[
-        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
-    ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="Forecast: VERTEX=EXTRACTOR (as for rescale).")] = None,
-    key_fn: Annotated[
-        list[str] | None, typer.Option("--key-fn", help="Forecast: VERTEX=module:function (as for rescale).")
-    ] = None,
-    buffer_size_: BufferSizeOpt = None,
-    buffers_per_channel: BuffersPerChannelOpt = DEFAULTS[1],
-    floating_buffers_per_gate: FloatingBuffersOpt = DEFAULTS[2],
+    new_job: NewJob = NewJob(),
+    forecasting: Forecast = Forecast(),
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
-    rebase: RebaseOpt = None,
-    segment_size: SegmentSizeAliasOpt = None,
+    naming: Naming = Naming(),
 ) -> None:
     def run() -> int:
-        size = buffer_size(buffer_size_, segment_size)
-        buffers = buffer_settings(size, buffers_per_channel, floating_buffers_per_gate)
-        settings = options(parallelism, max_parallelism, allow_non_restored_state, flink_version, key, key_fn, buffers)
-        uids = uid_pairs(plan, uid, uid_map)
-        found = api.check_restore(checkpoint, plan, settings, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
+        settings = new_job.options(forecasting.keys(), forecasting.buffers())
+        found = api.check_restore(checkpoint, plan, settings, **naming.keywords(plan))
         if json_out:
             emit_json(found.to_json())
         else:
@@ -152,7 +76,7 @@ def command(
             return EXIT_UNKNOWN
         return EXIT_OK if found.restorable else EXIT_FINDINGS
 
-    raise typer.Exit(guarded(run, json_out, FORECAST_FLAGS))
+    raise typer.Exit(guarded(run, json_out))
 
 
 def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 import spillway.api as api
-from spillway.cli.common import err, guarded
-from spillway.cli.options import DryRunOpt, JsonOpt, OperatorsOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg, UidMapOpt, UidOpt
-from spillway.cli.repair_common import open_source, show_report
+from spillway.cli.common import err
+from spillway.cli.repair_common import Repair, operators_repair
+
+if TYPE_CHECKING:
+    from spillway.api import RepairResult
 
 HELP = """Clear FLIP-147 finished markers (fully finished operators, finished subtasks) so that Flink's
 restore-time finished-state checks accept a checkpoint for a changed topology. With --plan and no
@@ -25,30 +28,22 @@ Examples:
 """
 
 
-def command(
-    src: SrcArg,
-    out_dir: OutOpt,
-    operator: OperatorsOpt = None,
-    plan: PlanOpt = None,
+@dataclasses.dataclass(frozen=True)
+class Clear(Repair):
+    """The repairs' options, with what --force means here."""
+
     force: Annotated[
         bool,
         typer.Option(
             "--force",
             help="Clear even where Flink would accept the markers, and even if the source has validate errors.",
         ),
-    ] = False,
-    dry_run: DryRunOpt = False,
-    json_out: JsonOpt = False,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
-) -> None:
-    def run() -> int:
-        options = api.ClearFinishedOptions(out_dir, operator, dry_run, force)
-        report = open_source(src, plan, uid, uid_map, rebase).clear_finished(options)
-        if not json_out:
-            for c in report.changes:
-                err.print(f"[yellow]{escape(c.what)}[/]")
-        return show_report(report, json_out)
+    ] = False
 
-    raise typer.Exit(guarded(run, json_out))
+
+def show_cleared(report: RepairResult) -> None:
+    for c in report.changes:
+        err.print(f"[yellow]{escape(c.what)}[/]")
+
+
+command = operators_repair(api.ClearFinishedOptions, api.Checkpoint.clear_finished, show_cleared, Clear)

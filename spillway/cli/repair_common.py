@@ -1,39 +1,73 @@
-"""What every writing command (rescale, ``spillway repair …``) shares: opening its source through the API,
-showing a repair's report, and the restore instructions after a write (the work is in ``spillway.api``)."""
+"""What every writing command (rescale, ``spillway repair …``) shares: the repairs' common options and run
+(options checked, source opened through the API, one call, the report shown), and the restore instructions after
+a write (the work is in ``spillway.api``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
-import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, out
+from spillway.cli.common import EXIT_OK, emit_json, err, guarded, out
+from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, Naming, OperatorsOpt, OutOpt, PlanOpt, SrcArg, bundled
 from spillway.cli.wide import print_wide
 
 if TYPE_CHECKING:
     from spillway.api import Checkpoint, RepairResult
 
+Options = TypeVar("Options")
 
-def open_source(
-    src: str, plan: str | None, uid: list[str] | None, uid_map: str | None, rebase: list[str] | None
-) -> Checkpoint:
-    """SRC opened with --plan, --uid/--uid-map and --rebase (checked here first, in the CLI's words)."""
-    if plan is None and (uid or uid_map):
-        raise UsageError("--uid and --uid-map need --plan")
-    uids: dict[str, str] = {}
-    for item in uid or []:
-        name, sep, value = item.rpartition("=")
-        if not sep or not name or not value:
-            raise UsageError(f"--uid {item!r}: expected NAME=UID")
-        uids[name] = value
-    for rule in rebase or []:
-        old, sep, new = rule.partition("=")
-        if not sep or not old or not new:
-            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {rule!r}")
-    return api.open(src, plan=plan, uids=uids, uid_map=uid_map, rebase=rebase)
+
+@dataclasses.dataclass(frozen=True)
+class Repair:
+    """SRC, --out, --plan, --dry-run, --force and --json: what every ``spillway repair`` command takes."""
+
+    src: SrcArg
+    out_dir: OutOpt
+    plan: PlanOpt = None
+    dry_run: DryRunOpt = False
+    force: ForceOpt = False
+    json_out: JsonOpt = False
+
+    def run(
+        self,
+        naming: Naming,
+        options: Callable[[], Options],
+        write: Callable[[Checkpoint, Options], RepairResult],
+        before: Callable[[RepairResult], None] | None = None,
+    ) -> NoReturn:
+        """Check the repair's ``options`` (before any storage is touched), open SRC, ``write``, show the report
+        (``before`` it, in text: what the repair wants said first) and exit with its code."""
+
+        def run() -> int:
+            checked = options()
+            report = write(naming.open(self.src, self.plan), checked)
+            if before is not None and not self.json_out:
+                before(report)
+            return show_report(report, self.json_out)
+
+        raise typer.Exit(guarded(run, self.json_out))
+
+
+def operators_repair(
+    options: Callable[[str, list[str] | None, bool, bool], Options],
+    write: Callable[[Checkpoint, Options], RepairResult],
+    before: Callable[[RepairResult], None] | None = None,
+    repair_options: type[Repair] = Repair,
+) -> Callable[..., None]:
+    """The command of a repair of chosen operators (--operator): ``options(out, operators, dry_run, force)`` checked,
+    then ``write`` on the opened source; ``repair_options``: the common options, where one says more here."""
+
+    def command(repair: Repair, operator: OperatorsOpt = None, naming: Naming = Naming()) -> None:
+        repair.run(naming, lambda: options(repair.out_dir, operator, repair.dry_run, repair.force), write, before)
+
+    command.__annotations__ = {**command.__annotations__, "repair": repair_options}  # what typer is shown
+    return bundled(command)
 
 
 def show_report(report: RepairResult, json_out: bool) -> int:

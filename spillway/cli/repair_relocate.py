@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 
 import spillway.api as api
-from spillway.cli.common import UsageError, guarded
-from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, OutOpt, PlanOpt, RebaseOpt, SrcArg, UidMapOpt, UidOpt
-from spillway.cli.repair_common import open_source, show_report
+from spillway.cli.options import Naming, bundled
+from spillway.cli.repair_common import Repair
 
 HELP = """Rewrite every path at or below --from so that it lies below --to: file, segment,
 incremental shared/private/meta, changelog, channel-state and operator-state handles, file-merging
@@ -30,9 +29,9 @@ Examples:
 """
 
 
+@bundled
 def command(
-    src: SrcArg,
-    out_dir: OutOpt,
+    repair: Repair,
     old: Annotated[
         str, typer.Option("--from", help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).")
     ],
@@ -43,18 +42,9 @@ def command(
     relative: Annotated[
         bool, typer.Option("--relative", help="Files directly in --out become relative handles.")
     ] = False,
-    dry_run: DryRunOpt = False,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
-    plan: PlanOpt = None,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: Naming = Naming(),
 ) -> None:
-    def run() -> int:
-        if not old or not new:
-            raise UsageError("--from and --to must not be empty")
-        options = api.RelocateOptions(out_dir, old, new, copy_data, relative, dry_run, force)
-        return show_report(open_source(src, plan, uid, uid_map, rebase).relocate(options), json_out)
+    def options() -> api.RelocateOptions:
+        return api.RelocateOptions(repair.out_dir, old, new, copy_data, relative, repair.dry_run, repair.force)
 
-    raise typer.Exit(guarded(run, json_out))
+    repair.run(naming, options, api.Checkpoint.relocate)

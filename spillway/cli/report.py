@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, err, guarded, out
-from spillway.cli.options import FORECAST_FLAGS, RebaseOpt, UidMapOpt, UidOpt, rebase_rules, uid_pairs
+from spillway.cli.options import Naming, NewJob, bundled
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -65,6 +65,7 @@ def write_new(target: Path, text: str, force: bool) -> None:
             os.unlink(tmp)
 
 
+@bundled
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")],
     out_file: Annotated[
@@ -74,9 +75,7 @@ def command(
         str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: Naming = Naming(),
     new_plan: Annotated[
         str | None,
         typer.Option(
@@ -86,40 +85,16 @@ def command(
             "spillway preflight's answer.",
         ),
     ] = None,
-    parallelism: Annotated[
-        list[str] | None,
-        typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in --new-plan."),
-    ] = None,
-    max_parallelism: Annotated[
-        list[str] | None,
-        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
-    ] = None,
-    allow_non_restored_state: Annotated[
-        bool,
-        typer.Option(
-            "--allow-non-restored-state", help="As Flink's option, for --new-plan: state not in the job is dropped."
-        ),
-    ] = False,
-    flink_version: Annotated[
-        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
-    ] = None,
+    new_job: NewJob = NewJob(),
     html: Annotated[str | None, typer.Option("--html", metavar="FILE", hidden=True, help="Deprecated: --out.")] = None,
 ) -> None:
     def run() -> int:
         target_name = _target(out_file, html)
-        settings = _new_job_options(new_plan, parallelism, max_parallelism, allow_non_restored_state, flink_version)
-        uids = uid_pairs(plan or new_plan, uid, uid_map)
+        settings = _new_job_options(new_plan, new_job)
+        named = naming.keywords(plan or new_plan)  # the uids name operators of either plan
 
         def page() -> api.ReportResult:
-            return api.report(
-                path,
-                plan=plan,
-                uids=uids,
-                uid_map=uid_map,
-                rebase=rebase_rules(rebase),
-                new_plan=new_plan,
-                options=settings,
-            )
+            return api.report(path, plan=plan, new_plan=new_plan, options=settings, **named)
 
         if target_name == "-":  # stdout, as for every tool that takes a FILE
             done = page()
@@ -137,7 +112,7 @@ def command(
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
         return _verdict(done.errors)
 
-    raise typer.Exit(guarded(run, flags=FORECAST_FLAGS))
+    raise typer.Exit(guarded(run))
 
 
 def _target(out_file: str | None, html: str | None) -> str:
@@ -150,31 +125,13 @@ def _target(out_file: str | None, html: str | None) -> str:
     return target
 
 
-def _new_job_options(
-    new_plan: str | None,
-    parallelism: list[str] | None,
-    max_parallelism: list[str] | None,
-    allow_non_restored_state: bool,
-    flink_version: str | None,
-) -> api.PreflightOptions | None:
+def _new_job_options(new_plan: str | None, new_job: NewJob) -> api.PreflightOptions | None:
     """What --new-plan's plan does not show, read as spillway preflight reads it (usage errors first)."""
     if new_plan is None:
-        given = [
-            name
-            for name, value in (
-                ("-p", parallelism),
-                ("--max-parallelism", max_parallelism),
-                ("--allow-non-restored-state", allow_non_restored_state),
-                ("--flink-version", flink_version),
-            )
-            if value
-        ]
-        if given:
-            raise UsageError(f"{', '.join(given)}: only with --new-plan (they describe the new job)")
+        if new_job.given():
+            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
         return None
-    from spillway.cli.preflight import options
-
-    return options(parallelism, max_parallelism, allow_non_restored_state, flink_version)
+    return new_job.options()
 
 
 def _verdict(errors: int) -> int:

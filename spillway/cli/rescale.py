@@ -12,8 +12,8 @@ import spillway.api as api
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
 from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt, counts, key_specs
-from spillway.cli.repair_common import open_source, show_restore
+from spillway.cli.options import Naming, bundled, counts, key_specs
+from spillway.cli.repair_common import show_restore
 from spillway.cli.wide import print_wide
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ def show_result(result: RescaleResult) -> None:
     show_restore(result.restore_lines())
 
 
+@bundled
 def command(
     src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
     plan: Annotated[str, typer.Option("--plan", help="Flink plan JSON of the job (job graph or stream graph).")],
@@ -152,9 +153,7 @@ def command(
         bool, typer.Option("--dry-run", help="Plan and forecast (read the channels, route, count); write nothing.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help=f"Report as JSON (schema {api.RESCALE_SCHEMA}).")] = False,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: Naming = Naming(),
     force: Annotated[
         bool,
         typer.Option(
@@ -187,7 +186,7 @@ def command(
             floating_buffers_per_gate=floating_buffers_per_gate,
             on_start=None if json_out else announce,
         )
-        result = open_source(src, plan, uid, uid_map, rebase).rescale(options)
+        result = naming.open(src, plan).rescale(options)
         if json_out:
             emit_json(result.to_json())
         else:

@@ -200,8 +200,7 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
     with output_workspace(loaded, str(options.out)) as io:
         damage = source_damage(loaded, plan, options.force)
         ids = operator_ids(loaded.checkpoint, _names(options.operators))
-        if not ids:
-            raise UsageError("name the operator(s) to drop with --operator")
+        assert ids, "DropOperatorOptions names at least one operator"
         has_channels = any(
             s.input_channel_state or s.result_subpartition_state
             for o in loaded.checkpoint.operators

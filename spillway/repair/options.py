@@ -10,16 +10,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spillway.errors import UsageError
+from spillway.errors import ArgumentError
 
 PathLike = str | os.PathLike[str]
 
 
-def _operators(value: Sequence[str] | None, field_name: str) -> tuple[str, ...] | None:
+def _operators(value: Sequence[str] | None) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str) or not all(isinstance(o, str) and o for o in value):
-        raise UsageError(f"{field_name}: expected a list of operator ids, uids or names, got {value!r}")
+        raise ArgumentError("operators", value, "expected a list of operator ids, uids or names")
     return tuple(value)
 
 
@@ -40,14 +40,14 @@ class RelocateOptions:
     force: bool = False
 
     def __post_init__(self) -> None:
-        if not self.old or not self.new:
-            raise UsageError("relocate: old and new (the path prefixes) must not be empty")
+        for argument, prefix in (("old", self.old), ("new", self.new)):
+            if not prefix:
+                raise ArgumentError(argument, None, "the path prefix must not be empty")
 
 
 @dataclass(frozen=True)
-class StripOptions:
-    """Drop the channel state of ``operators`` (ids, uids or names; None: every channel), whole logical
-    channels at a time (``spillway repair strip-channel-state``)."""
+class _OperatorsOptions:
+    """A repair of chosen operators (ids, uids or names); None: as the repair says."""
 
     out: PathLike
     operators: Sequence[str] | None = None
@@ -55,36 +55,28 @@ class StripOptions:
     force: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "operators", _operators(self.operators, "operators"))
+        object.__setattr__(self, "operators", _operators(self.operators))
 
 
 @dataclass(frozen=True)
-class ClearFinishedOptions:
+class StripOptions(_OperatorsOptions):
+    """Drop the channel state of ``operators`` (ids, uids or names; None: every channel), whole logical
+    channels at a time (``spillway repair strip-channel-state``)."""
+
+
+@dataclass(frozen=True)
+class ClearFinishedOptions(_OperatorsOptions):
     """Clear the FLIP-147 finished markers of ``operators``; None: of exactly the vertices Flink's
     restore-time checks would refuse under the checkpoint's plan (``spillway repair clear-finished``).
     ``force``: clear even where Flink would accept the markers, and even if the source has validate errors."""
 
-    out: PathLike
-    operators: Sequence[str] | None = None
-    dry_run: bool = False
-    force: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "operators", _operators(self.operators, "operators"))
-
 
 @dataclass(frozen=True)
-class DropOperatorOptions:
+class DropOperatorOptions(_OperatorsOptions):
     """Remove ``operators`` (at least one) and the other half of each of their channels
     (``spillway repair drop-operator``)."""
 
-    out: PathLike
-    operators: Sequence[str] = ()
-    dry_run: bool = False
-    force: bool = False
-
     def __post_init__(self) -> None:
-        ops = _operators(self.operators, "operators")
-        if not ops:
-            raise UsageError("drop_operator: name the operator(s) to drop: operators=[id, uid or name, …]")
-        object.__setattr__(self, "operators", ops)
+        super().__post_init__()
+        if not self.operators:
+            raise ArgumentError("operators", None, "name the operator(s) to drop (ids, uids or names)")

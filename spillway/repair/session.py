@@ -189,7 +189,7 @@ def finish(
         if io.remote_out is not None:
             fs.check_target(io.remote_out)  # refuse before doing any work
         elif io.target.exists():  # before copying any data (the writer refuses it too, but later)
-            raise WriteError(f"{io.target}: already exists; spillway never overwrites (choose a new --out)")
+            raise WriteError(f"{io.target}: already exists; spillway never overwrites (choose another output location)")
         undo = before() if before is not None else None
         try:
             rp.output.final_prefix = rp.output.final_prefix or io.final_prefix

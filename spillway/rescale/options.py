@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from spillway.errors import UsageError
+from spillway.errors import ArgumentError
 
 PathLike = str | os.PathLike[str]
 
@@ -32,16 +32,35 @@ def check_key_specs(keys: Mapping[str, str], key_fns: Mapping[str, str]) -> None
 
     both = sorted(set(keys) & set(key_fns))
     if both:
-        raise UsageError(f"a key extractor and a key function both given for {', '.join(both)}: give one")
+        raise ArgumentError("key_fns", key_fns[both[0]], "also has a key extractor in keys: give one", both[0])
     for name, spec in keys.items():
         try:
             parse_key_extractor(spec)
         except ValueSpecError as exc:
-            raise UsageError(f"key extractor {name}={spec}: {exc}") from None
+            raise ArgumentError("keys", spec, str(exc), name) from None
     for name, spec in key_fns.items():
         module, sep, function = spec.partition(":")
         if not sep or not module or not function:
-            raise UsageError(f"key function {name}={spec}: expected module:function")
+            raise ArgumentError("key_fns", spec, "expected module:function", name)
+
+
+def check_buffers(buffer_size: int, buffers_per_channel: int, floating_buffers_per_gate: int) -> None:
+    """Flink's network buffer settings: a buffer (memory segment) of 64 B to 64 MiB, counts not negative."""
+    if buffer_size < MIN_BUFFER_SIZE:
+        raise ArgumentError("buffer_size", buffer_size, f"at least {MIN_BUFFER_SIZE} bytes")
+    if buffer_size > MAX_BUFFER_SIZE:
+        raise ArgumentError("buffer_size", buffer_size, f"at most {MAX_BUFFER_SIZE // (1024 * 1024)} MiB")
+    counts = {"buffers_per_channel": buffers_per_channel, "floating_buffers_per_gate": floating_buffers_per_gate}
+    for name, n in counts.items():
+        if n < 0:
+            raise ArgumentError(name, n, "must not be negative")
+
+
+def check_parallelism(parallelism: Mapping[str, int], argument: str = "parallelism") -> None:
+    """``{vertex: n}``: every n a positive integer."""
+    for vertex, n in parallelism.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ArgumentError(argument, n, "must be a positive integer", vertex)
 
 
 @dataclass(frozen=True)
@@ -70,16 +89,14 @@ class RescaleOptions:
 
     def __post_init__(self) -> None:
         if not self.parallelism:
-            raise UsageError("parallelism: name at least one vertex and its new parallelism")
-        for name, n in self.parallelism.items():
-            if not isinstance(name, str) or not name or isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise UsageError(f"parallelism {name!r}: {n!r}: expected {{vertex: positive int}}")
+            raise ArgumentError("parallelism", None, "name at least one vertex: {vertex: new parallelism}")
+        for name in self.parallelism:
+            if not isinstance(name, str) or not name:
+                raise ArgumentError("parallelism", name, "expected {vertex: new parallelism}, vertex a non-empty str")
+        check_parallelism(self.parallelism)
         if self.out is None and not self.dry_run:
-            raise UsageError("out (the new checkpoint's directory) is needed unless dry_run=True")
+            raise ArgumentError("out", None, "the new checkpoint's directory is needed unless dry_run=True")
         check_key_specs(self.keys, self.key_fns)
-        if not MIN_BUFFER_SIZE <= self.buffer_size <= MAX_BUFFER_SIZE:
-            raise UsageError(f"buffer size {self.buffer_size} is outside [{MIN_BUFFER_SIZE} B, 64 MiB]")
-        if self.buffers_per_channel < 0 or self.floating_buffers_per_gate < 0:
-            raise UsageError("buffers per channel and floating buffers per gate must not be negative")
+        check_buffers(self.buffer_size, self.buffers_per_channel, self.floating_buffers_per_gate)
         if self.master == IN_PROCESS:
             object.__setattr__(self, "master", None)

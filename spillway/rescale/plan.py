@@ -18,7 +18,7 @@ from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind, operator_binding
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE, MIN_BUFFER_SIZE
+from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage.locate import FileResolver
 
 HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM = "hash", "balanced", "keep", "global", "broadcast", "custom"
@@ -184,8 +184,7 @@ def build_plan(
     ``damaged``: channel handles that cannot be trusted (``rescale --force``), with why; every old logical
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
     where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
-    if not MIN_BUFFER_SIZE <= buffer_size <= MAX_BUFFER_SIZE:
-        raise RescaleRefused(f"--buffer-size {buffer_size} is outside [64 B, 64 MiB]")
+    check_buffers(buffer_size, 0, 0)
     bound = bind(topology, cp)
     new_p = {resolve_vertex(topology, bound, k): n for k, n in parallelism.items()}
     key_of = {resolve_vertex(topology, bound, k): s for k, s in (keys or {}).items()}

@@ -46,7 +46,7 @@ from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError
 from spillway.storage.rules import PathRule, location_of
 from spillway.storage.safe_writer import WriteError
-from spillway.storage.timeouts import timeout
+from spillway.storage.timeouts import TIMEOUT_ENV, timeout
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -104,7 +104,7 @@ def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args:
     worker.start()
     worker.join(deadline)
     if worker.is_alive():
-        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (see --storage-timeout)")
+        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (storage timeout: {TIMEOUT_ENV})")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -499,7 +499,7 @@ def check_target(uri: str) -> Location:
     loc = locate(uri)
     require_container(loc)
     if exists(loc):
-        raise WriteError(f"{uri}: already exists; spillway never overwrites (choose a new --out)")
+        raise WriteError(f"{uri}: already exists; spillway never overwrites (choose another output location)")
     return loc
 
 

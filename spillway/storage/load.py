@@ -123,7 +123,7 @@ def load_checkpoint(
     loaded = LoadedCheckpoint(location, checkpoint, FileResolver(location, [*user, *copies]), len(data))
     loaded.unmatched_rebase = unmatched_rules(checkpoint, user)
     for rule in loaded.unmatched_rebase:
-        notices.warn(f"--rebase {rule}: matches no path in {location.shown} (nothing was rebased by it)")
+        notices.warn(f"rebase rule {rule!r}: matches no path in {location.shown} (nothing was rebased by it)")
     return loaded
 
 

@@ -95,7 +95,7 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
 
 @dataclass(frozen=True)
 class Rebase(PathRule):
-    """A ``--rebase OLD=NEW`` rule (OLD and NEW: a path or a URI; matched on any spelling of OLD's
+    """A rebase rule ``OLD=NEW`` (OLD and NEW: a path or a URI; matched on any spelling of OLD's
     location, see ``spillway.storage.rules``). ``internal`` rules are spillway's own (to the local
     copies of remote files): they are applied like the others but never shown."""
 
@@ -105,7 +105,7 @@ class Rebase(PathRule):
     def parse(cls, text: str, internal: bool = False) -> Rebase:
         old, sep, new = text.partition("=")
         if not sep or not old or not new:
-            raise LocateError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+            raise LocateError(f"rebase rule {text!r}: expected OLD_PREFIX=NEW_PREFIX")
         return cls(old, new, internal)
 
 

@@ -305,9 +305,9 @@ def test_source_is_untouched_by_every_command(tmp_path: Path) -> None:
     ("args", "code", "message"),
     [
         (["relocate", "{missing}", "--from", "a", "--to", "b"], 2, "no such file or directory"),
-        (["relocate", "{src}", "--from", "", "--to", "b"], 2, "--from and --to must not be empty"),
+        (["relocate", "{src}", "--from", "", "--to", "b"], 2, "--from: the path prefix must not be empty"),
         (["drop-operator", "{src}", "--operator", "nosuch"], 2, "no operator with id, uid or name 'nosuch'"),
-        (["drop-operator", "{src}"], 2, "name the operator(s) to drop with --operator"),
+        (["drop-operator", "{src}"], 2, "--operator: name the operator(s) to drop"),
         (["clear-finished", "{src}"], 2, "name the operators to clear (--operator)"),
         (["strip-channel-state", "{src}", "--plan", "{missing}"], 2, "no such plan file"),
         (["strip-channel-state", "{src}", "--rebase", "nonsense"], 2, "--rebase expects OLD_PREFIX=NEW_PREFIX"),

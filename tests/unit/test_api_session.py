@@ -100,6 +100,16 @@ def test_files_and_diff_name_operators_by_the_plan() -> None:
         (lambda: api.PreflightOptions(max_parallelism={None: 0}), "max_parallelism", "must be a positive"),
         (lambda: api.keygroup("x", "long"), "key", "key='x': is not an integer"),
         (lambda: api.keygroup("1", "int", 128, 129), "parallelism", "need 0 < parallelism"),
+        (lambda: api.RescaleOptions({}, "o"), "parallelism", "parallelism: name at least one vertex"),
+        (lambda: api.RescaleOptions({"count": 0}, "o"), "parallelism", "parallelism['count']=0: must be a positive"),
+        (lambda: api.RescaleOptions({"count": 3}), "out", "out: the new checkpoint's directory is needed unless"),
+        (lambda: api.RescaleOptions({"count": 3}, "o", buffer_size=32), "buffer_size", "buffer_size=32: at least 64"),
+        (lambda: api.RescaleOptions({"c": 3}, "o", buffers_per_channel=-1), "buffers_per_channel", "not be negative"),
+        (lambda: api.RelocateOptions("o", "", "/new"), "old", "old: the path prefix must not be empty"),
+        (lambda: api.RelocateOptions("o", "/old", ""), "new", "new: the path prefix must not be empty"),
+        (lambda: api.StripOptions("o", "slow"), "operators", "operators='slow': expected a list of operator ids"),
+        (lambda: api.ClearFinishedOptions("o", [""]), "operators", "operators=['']: expected a list of operator ids"),
+        (lambda: api.DropOperatorOptions("o"), "operators", "operators: name the operator(s) to drop"),
     ],
 )
 def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> None:
@@ -113,10 +123,12 @@ def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> N
 def test_key_extractors_are_checked_as_for_rescale() -> None:
     # one check (spillway.rescale.options.check_key_specs) for the forecast and the rescale alike
     for make in (api.ForecastOptions, lambda p, **k: api.RescaleOptions(p, dry_run=True, **k)):
-        with pytest.raises(spillway.UsageError, match=r"^key extractor count=tuple:x: "):
+        with pytest.raises(api.ArgumentError, match=r"^keys\['count'\]='tuple:x': value spec 'tuple:x': unknown type"):
             make({"count": 3}, keys={"count": "tuple:x"})
-        with pytest.raises(spillway.UsageError, match=r"^key function count=nofunction: expected module:function"):
+        with pytest.raises(api.ArgumentError, match=r"^key_fns\['count'\]='nofunction': expected module:function"):
             make({"count": 3}, key_fns={"count": "nofunction"})
+        with pytest.raises(api.ArgumentError, match=r"^key_fns\['count'\]='m:f': also has a key extractor in keys"):
+            make({"count": 3}, keys={"count": "long"}, key_fns={"count": "m:f"})
 
 
 def test_a_forecast_needs_the_plan_and_says_so_in_python() -> None:

@@ -88,7 +88,7 @@ def test_rebase_rules_need_both_sides() -> None:
     for bad in ("nothing", "=/b", "/a="):
         with pytest.raises(LocateError) as err:
             Rebase.parse(bad)
-        assert str(err.value) == f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {bad!r}"
+        assert str(err.value) == f"rebase rule {bad!r}: expected OLD_PREFIX=NEW_PREFIX"
 
 
 @pytest.mark.parametrize(
