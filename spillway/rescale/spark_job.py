@@ -32,14 +32,14 @@ from spillway import progress
 from spillway.rescale import spark_cds
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.layout import Piece, PieceResult, create_files, plan_files, sum_pieces, write_piece
-from spillway.rescale.plan import RescalePlan, RescaleRefused
+from spillway.rescale.plan import RescalePlan, RescaleRefused, SourceChannel
 from spillway.rescale.route_error import RouteError
 from spillway.rescale.staging import RunRef, remove_staging, stage_source
 from spillway.storage.safe_writer import WriteError
 
 
 def session(master: str) -> Any:
-    """The SparkSession for ``master``: the one ``prestart`` is already bringing up, else a new one."""
+    """The SparkContext for ``master``: the one ``prestart`` is already bringing up, else a new one."""
     global _pending
     pending, _pending = _pending, None
     if pending is not None and pending[0] == master:
@@ -62,9 +62,14 @@ def prestart(master: str) -> None:
         pool.shutdown(wait=False)
 
 
+def _starting(master: str) -> bool:
+    """True while ``prestart``'s JVM for ``master`` is still coming up (the driver has time to spare)."""
+    pending = _pending
+    return pending is not None and pending[0] == master and not pending[1].done()
+
+
 def _start(master: str) -> Any:
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -73,8 +78,6 @@ def _start(master: str) -> Any:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.log.level": "ERROR",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
     }
@@ -86,14 +89,30 @@ def _start(master: str) -> Any:
         options["spark.driver.extraJavaOptions"] = f"-XX:TieredStopAtLevel=1 {cds}".strip()
     conf = SparkConf().setMaster(master).setAppName("spillway-rescale").setAll(list(options.items()))
     _launch_quietly(conf)
-    builder = SparkSession.builder.master(master).appName("spillway-rescale")
-    for key, value in options.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # A bare SparkContext: the jobs use the RDD API only, and a SparkSession's own set-up took another
+    # 1.5-2 s of the start (measured side by side, benchmarks/README.md).
+    sc = SparkContext.getOrCreate(conf)
     if building is not None:
-        spark_cds.record_jvm(spark, building)
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        spark_cds.record_jvm(sc, building)
+    sc.setLogLevel("ERROR")
+    _warm_up(sc)
+    return sc
+
+
+def _import_worker_modules(_: Iterator[int]) -> Iterator[int]:
+    """A warm-up task: the python worker imports what the route and write tasks need (numpy, the router,
+    the writer) by importing this module, which is how this function reaches the worker."""
+    return iter(())
+
+
+def _warm_up(sc: Any) -> None:
+    """Run one empty task per core before the first real job: it starts the python workers and imports
+    their modules, and loads the JVM's scheduling classes (the first job of a fresh context took 2.6-4.3 s
+    against 0.1 s for the next, measured). On the start thread this overlaps the driver's own work; a
+    failure here is left for the real job to report."""
+    n = max(1, int(sc.defaultParallelism))
+    with contextlib.suppress(Exception):  # the route or write job meets the same failure and reports it
+        sc.parallelize(range(n), n).mapPartitions(_import_worker_modules).collect()
 
 
 spark_log: str | None = None  # where the JVM's (and its python workers') stderr goes, once redirected
@@ -206,14 +225,14 @@ def executor_failure(exc: Exception) -> Exception:
 
 
 @contextlib.contextmanager
-def _task_progress(spark: Any) -> Iterator[None]:
+def _task_progress(sc: Any) -> Iterator[None]:
     """Tick a progress stage each time a Spark task finishes (the driver polls Spark's status tracker:
     one task routes a slice of the old channels or writes a share of the new channel files)."""
     bar = progress.stage("rescale: Spark tasks (route, then write)", None, "tasks")
     if bar is progress.SILENT:
         yield
         return
-    tracker = spark.sparkContext.statusTracker()
+    tracker = sc.statusTracker()
     seen: dict[int, tuple[int, int]] = {}  # stage id -> (completed, total)
     stop = threading.Event()
 
@@ -238,32 +257,62 @@ def _task_progress(spark: Any) -> Iterator[None]:
         bar.done()
 
 
+def _route_while_starting(
+    plan: RescalePlan, directory: str, master: str, sources: list[SourceChannel]
+) -> tuple[list[SourceReport], list[RunRef]]:
+    """Route old channels on the driver while the JVM for ``master`` is still starting (and warming up its
+    python workers), smallest first, so the driver is back soon after Spark is ready; what is routed here is
+    taken off ``sources``. The biggest old channel always stays for Spark. These are the steps and files a
+    route task would make (staging file named by the channel id), so the output bytes do not change: they
+    depend only on the sorted run refs."""
+    reports: list[SourceReport] = []
+    refs: list[RunRef] = []
+    bar = None
+    while len(sources) > 1 and _starting(master):
+        if bar is None:
+            bar = progress.stage("rescale: routing on the driver while Spark starts", None, "old channels")
+        src = sources.pop()
+        staged, stats = stage_source(src, plan.edges[src.edge], directory)
+        reports.append(finish_report(src, stats, copies=sum(r.records for r in staged)))
+        refs.extend(staged)
+        bar.advance()
+    if bar is not None:
+        bar.done()
+    return reports, refs
+
+
 def run_spark(
     plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
 ) -> tuple[MoveResult, list[str], dict[int, int]]:
     """Returns the move result, the executors' self-check problems and records written per edge.
-    ``timings`` gets ``spark_start`` (waiting for the session and JVM) in seconds."""
-    t0 = time.perf_counter()
-    spark = session(master)
-    if timings is not None:
-        timings["spark_start"] = time.perf_counter() - t0
+    ``timings`` gets ``spark_start`` (waiting for the session and JVM, after the driver routed what it could
+    meanwhile) and ``driver_route`` (that routing) in seconds."""
     plan = _absolute(plan)
     directory = os.path.abspath(directory)
     plan_bytes = pickle.dumps(plan)
-    sc = spark.sparkContext
-    cores = sc.defaultParallelism
-    order = [s.sid for s in sorted(plan.sources, key=lambda s: -s.payload_bytes)]
-    n = max(1, min(len(order), cores * 4))
-    slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
+    prestart(master)  # nothing new if rescale_checkpoint started it already
+    files: list[Any] = []
+    found: list[Any] = []
     try:
-        with _task_progress(spark):
+        t0 = time.perf_counter()
+        sources = sorted(plan.sources, key=lambda s: -s.payload_bytes)  # biggest first
+        reports, driver_refs = _route_while_starting(plan, directory, master, sources)
+        t1 = time.perf_counter()
+        sc = session(master)
+        if timings is not None:
+            timings["driver_route"] = t1 - t0
+            timings["spark_start"] = time.perf_counter() - t1
+        cores = sc.defaultParallelism
+        order = [s.sid for s in sources]
+        n = max(1, min(len(order), cores * 4))
+        slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
+        with _task_progress(sc):
             routed = sc.parallelize(slices, n).mapPartitions(_route_task(plan_bytes, directory)).collect()
-            reports = sorted((SourceReport(**doc) for doc, _ in routed), key=lambda r: r.sid)
-            refs = sorted((RunRef(*t) for _, rows in routed for t in rows), key=RunRef.order)
+            reports = sorted([*reports, *(SourceReport(**doc) for doc, _ in routed)], key=lambda r: r.sid)
+            refs = sorted([*driver_refs, *(RunRef(*t) for _, rows in routed for t in rows)], key=RunRef.order)
             files, pieces = plan_files(refs, plan.buffer_size, piece_size(sum(r.length for r in refs), cores))
             create_files(directory, files)
             pieces.sort(key=lambda p: p.start - p.end)  # biggest first: the last round is the shortest
-            found = []
             if pieces:
                 write = _write_task(directory, plan.buffer_size, plan_bytes)
                 found = sc.parallelize(pieces, len(pieces)).mapPartitions(write).collect()
