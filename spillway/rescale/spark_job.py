@@ -262,13 +262,15 @@ def _route_while_starting(
 ) -> tuple[list[SourceReport], list[RunRef]]:
     """Route old channels on the driver while the JVM for ``master`` is still starting (and warming up its
     python workers), smallest first, so the driver is back soon after Spark is ready; what is routed here is
-    taken off ``sources``. The biggest old channel always stays for Spark. These are the steps and files a
-    route task would make (staging file named by the channel id), so the output bytes do not change: they
-    depend only on the sorted run refs."""
+    taken off ``sources``. The biggest old channels, one per core Spark will have, always stay for Spark (else
+    its cores would idle while one task routes). These are the steps and files a route task would make
+    (staging file named by the channel id), so the output bytes do not change: they depend only on the
+    sorted run refs."""
     reports: list[SourceReport] = []
     refs: list[RunRef] = []
     bar = None
-    while len(sources) > 1 and _starting(master):
+    keep = _expected_cores(master)
+    while len(sources) > keep and _starting(master):
         if bar is None:
             bar = progress.stage("rescale: routing on the driver while Spark starts", None, "old channels")
         src = sources.pop()
@@ -279,6 +281,17 @@ def _route_while_starting(
     if bar is not None:
         bar.done()
     return reports, refs
+
+
+def _expected_cores(master: str) -> int:
+    """The cores a Spark master will offer, as far as its URL says (``local[N]``, ``local[*]``); 2 for a
+    cluster, whose size is known only once its executors register."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return 2
+    if m.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
 
 
 def run_spark(
