@@ -64,3 +64,20 @@ def test_driver_routes_nothing_once_spark_is_up(tmp_path: Path, monkeypatch: pyt
 def test_expected_cores_from_the_master_url(master: str, cores: int) -> None:
     # Spark's own reading of a master URL: "local" is one thread, local[N] (and local[N,F], F = retries) N
     assert spark_job._expected_cores(master) == cores
+
+
+def test_staging_leaves_the_output_at_once_and_is_deleted_meanwhile(tmp_path: Path) -> None:
+    from spillway.rescale.staging import STAGING_DIR, staging_dir
+
+    out = tmp_path / ".o.spillway-1234.partial"
+    (out / "kept.channels").parent.mkdir()
+    (out / "kept.channels").write_bytes(b"x")
+    for i in range(3):
+        Path(staging_dir(str(out)), f"{i:09d}.runs").write_bytes(b"r" * 1000)
+    remover = spark_job.discard_staging(str(out))
+    assert not (out / STAGING_DIR).exists()  # gone from the output before the function returns
+    assert remover is not None
+    remover.join(timeout=30)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # and deleted, nothing left beside it
+    assert [p.name for p in out.iterdir()] == ["kept.channels"]
+    assert spark_job.discard_staging(str(out)) is None  # nothing staged: nothing to do
