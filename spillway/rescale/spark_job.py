@@ -2,8 +2,10 @@
 executors, and self-check every piece there. The driver only handles the plan, the run refs (~100 bytes
 per run of up to 256 KiB) and small per-piece / per-source reports (never the records themselves).
 
-Job 1 (one task per slice of old channels): each task routes its old channels into staging files beside
-the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
+Before the jobs: while the JVM starts (``prestart``; a bare SparkContext, then one warm-up task per core),
+the driver routes the smallest old channels itself, exactly as a route task would (``_route_while_starting``).
+Job 1 (one task per slice of the remaining old channels): each task routes its old channels into staging files
+beside the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
 records, crc) and a report per old channel.
 Between the jobs the driver sorts the refs (the replay order) and lays out every new file from them
 (``layout.plan_files``): each file is cut into pieces of whole runs, about ``PIECES_PER_CORE`` per core
