@@ -27,21 +27,26 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import re
 import shutil
-import signal
-import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from side_by_side import ratios, spread  # noqa: E402
+from spark_cluster import standalone  # noqa: E402
+
 PY = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -136,82 +141,68 @@ def baseline_checkout(rev: str) -> Path:
     return tree
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = Path(home, "bin", "java") if home else shutil.which("java")
-    if not java:
-        raise SystemExit("java (17) is needed for a standalone cluster")
-    return str(java)
+def _event_conf(work: Path) -> tuple[Path, Path]:
+    """A fresh SPARK_CONF_DIR whose spark-defaults.conf is the caller's (if any) plus an uncompressed event
+    log into a directory of its own; returns (conf dir, event dir)."""
+    run = Path(tempfile.mkdtemp(prefix="events-", dir=work))
+    conf, events = run / "conf", run / "log"
+    conf.mkdir()
+    events.mkdir()
+    mine = Path(os.environ.get("SPARK_CONF_DIR", "/nonexistent"), "spark-defaults.conf")
+    text = mine.read_text() if mine.is_file() else ""
+    text += f"\nspark.eventLog.enabled true\nspark.eventLog.dir file:{events}\nspark.eventLog.compress false\n"
+    (conf / "spark-defaults.conf").write_text(text)
+    return conf, events
 
 
-@contextmanager
-def standalone(workers: int, base: Path) -> Iterator[tuple[str, tuple[int, ...]]]:
-    """(spark://127.0.0.1:PORT, the worker daemons' pids) of a fresh standalone master with ``workers``
-    registered workers of 1 core and 1 GiB each, started from the pyspark distribution in the venv (as
-    tests/integration/test_rescale_spark_cluster.py does). Stopped (process groups killed) on exit."""
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    base.mkdir(parents=True, exist_ok=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    url = f"spark://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "SPARK_SCALA_VERSION": "2.13",  # pip's pyspark has no RELEASE file (see the integration test)
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": PY,
+def spark_phases(events: Path, launched: float, ended: float, cores: int) -> dict | None:
+    """Where a Spark run's wall time went, from its event log (epoch seconds ``launched`` / ``ended`` of the
+    CLI process). Jobs in order: a warm-up (if the revision has one), the route job, the write job. ``task``:
+    seconds of task work (deserialize + run, summed over tasks: the part more cores can share);
+    ``serial``: the wall time not covered by that work spread over ``cores``."""
+    logs = sorted(events.rglob("events_*")) or sorted(p for p in events.rglob("*") if p.is_file())
+    if not logs:
+        return None
+    app = None
+    jobs: dict[int, dict] = {}
+    stage_job: dict[int, int] = {}
+    with open(logs[-1]) as f:
+        for line in f:
+            e = json.loads(line)
+            kind = e["Event"]
+            if kind == "SparkListenerApplicationStart":
+                app = e["Timestamp"] / 1e3
+            elif kind == "SparkListenerJobStart":
+                jobs[e["Job ID"]] = {"submit": e["Submission Time"] / 1e3, "task": 0.0, "tasks": 0}
+                for sid in e.get("Stage IDs", []):
+                    stage_job[sid] = e["Job ID"]
+            elif kind == "SparkListenerJobEnd":
+                jobs[e["Job ID"]]["end"] = e["Completion Time"] / 1e3
+            elif kind == "SparkListenerTaskEnd":
+                m = e.get("Task Metrics") or {}
+                job = jobs[stage_job[e["Stage ID"]]]
+                job["task"] += (m.get("Executor Deserialize Time", 0) + m.get("Executor Run Time", 0)) / 1e3
+                job["tasks"] += 1
+    done = [jobs[k] for k in sorted(jobs) if "end" in jobs[k]]
+    if app is None or not done:
+        return None
+    task = sum(j["task"] for j in done)
+    wall = ended - launched
+    return {
+        "to_context": app - launched,  # interpreter, imports, source validation, JVM and context start
+        "to_first_job": done[0]["submit"] - app,
+        "in_jobs_not_tasks": sum(j["end"] - j["submit"] for j in done) - task / cores,
+        "between_jobs": sum(b["submit"] - a["end"] for a, b in itertools.pairwise(done)),
+        "after_jobs": ended - done[-1]["end"],
+        "task": task,
+        "serial": wall - task / cores,
+        "jobs": [{k: round(v, 3) if isinstance(v, float) else v for k, v in j.items()} for j in done],
     }
 
-    def daemon(cls: str, args: list[str], log: Path) -> subprocess.Popen:
-        cmd = [_java(), "-Xmx512m", "-cp", f"{home / 'jars'}/*", cls, *args]
-        return subprocess.Popen(
-            cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=base
-        )
 
-    procs = [
-        daemon(
-            "org.apache.spark.deploy.master.Master",
-            ["--host", "127.0.0.1", "--port", str(port), "--webui-port", "0"],
-            base / "master.log",
-        )
-    ]
-    try:
-        for i in range(workers):
-            work = base / f"work-{i}"
-            work.mkdir(exist_ok=True)
-            args = [url, "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0"]
-            procs.append(
-                daemon(
-                    "org.apache.spark.deploy.worker.Worker", [*args, "--work-dir", str(work)], base / f"worker-{i}.log"
-                )
-            )
-        deadline = time.monotonic() + 90
-        while (
-            len(
-                re.findall(
-                    r"Registering worker 127\.0\.0\.1:\d+ with 1 cores",
-                    (base / "master.log").read_text(errors="replace"),
-                )
-            )
-            < workers
-        ):
-            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-                raise SystemExit(f"standalone cluster did not come up; logs in {base}")
-            time.sleep(0.2)
-        yield url, tuple(p.pid for p in procs[1:])
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                    p.wait(timeout=15)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    with suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
+def master_cores(master: str) -> int:
+    m = re.fullmatch(r"local\[(\d+)\]|standalone:(\d+)", master)
+    return int(m.group(1) or m.group(2)) if m else os.cpu_count() or 1
 
 
 def run_case(
@@ -222,22 +213,29 @@ def run_case(
     out: Path,
     code: Path | None = None,
     extra: tuple[int, ...] = (),
+    cores: int = 1,
 ) -> dict:
     if out.exists():
         shutil.rmtree(out)
     cmd = [PY, "-m", "spillway", "rescale", str(chk), "--plan", str(plan), *args, "--out", str(out)]
     cmd += ["--master", master, "--json"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    events = None
+    if master != "inprocess":
+        conf, events = _event_conf(out.parent)
+        env["SPARK_CONF_DIR"] = str(conf)
     if code is not None:  # PYTHONPATH wins over the editable install; local python workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
         if master.startswith("spark://"):  # a cluster's executors do not: hand it to them explicitly
             env["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.executorEnv.PYTHONPATH={env['PYTHONPATH']} pyspark-shell"
+    launched = time.time()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
     sampler = TreeSampler(proc.pid, extra=extra)
     sampler.start()
     stdout, stderr = proc.communicate()
     wall = time.perf_counter() - t0
+    ended = time.time()
     sampler.stop.set()
     sampler.join()
     # CPU of the whole tree (driver, JVM, python workers; a cluster's workers and executors), each process's
@@ -247,6 +245,9 @@ def run_case(
     if proc.returncode != 0:
         raise SystemExit(f"{master}: exit {proc.returncode}\n{stderr.decode()[-3000:]}")
     doc = json.loads(stdout)
+    phases = spark_phases(events, launched, ended, cores) if events is not None else None
+    if events is not None:
+        shutil.rmtree(events.parent, ignore_errors=True)
     return {
         "wall": wall,
         "timings": doc.get("timings", {}),
@@ -254,6 +255,7 @@ def run_case(
         "peak": dict(sampler.peak),
         "records": doc["records_moved"],
         "digest": _digest(out),
+        "spark": phases,
     }
 
 
@@ -322,6 +324,96 @@ CASES = {
 }
 
 
+def _phases_line(label: str, runs: list[dict]) -> str | None:
+    """Medians over the runs of where the Spark runs' wall time went (``spark_phases``)."""
+    phases = [r["spark"] for r in runs if r.get("spark")]
+    if not phases:
+        return None
+
+    def med(key: str) -> float:
+        return statistics.median(p[key] for p in phases)
+
+    return (
+        f"  {label:10} serial {med('serial'):5.1f} s = to SparkContext {med('to_context'):4.1f} + to first job "
+        f"{med('to_first_job'):4.1f} + in jobs outside tasks {med('in_jobs_not_tasks'):4.1f} + between jobs "
+        f"{med('between_jobs'):4.1f} + after jobs {med('after_jobs'):4.1f} s | task work {med('task'):5.1f} s in "
+        f"{len(phases[0]['jobs'])} jobs (medians of {len(phases)})"
+    )
+
+
+def run_masters(
+    case: str, chk: Path, plan: Path, args: argparse.Namespace, urls: dict, base_code: Path | None, work: Path
+) -> dict:
+    """One case: every master in turn, ``args.repeat`` rounds (REV right before this checkout each time)."""
+    cargs = CASES[case]
+    mib = payload_bytes(chk, plan, cargs) / (1 << 20)
+    print(f"\ncase {case} ({' '.join(cargs)}): {mib:.0f} MiB of channel-state payload moved", flush=True)
+    runs: dict[str, list[dict]] = {m: [] for m in args.masters}
+    old_runs: dict[str, list[dict]] = {m: [] for m in args.masters}
+    for _ in range(args.repeat):
+        for master in args.masters:
+            url, extra = urls[master]
+            cores = master_cores(master)
+            if base_code is not None:  # interleaved, so both see the same machine state
+                old_runs[master].append(run_case(chk, plan, cargs, url, work / case, base_code, extra, cores))
+            runs[master].append(run_case(chk, plan, cargs, url, work / case, extra=extra, cores=cores))
+    rows: dict[str, dict] = {}
+    baseline: dict[str, dict] = {}
+    for master in args.masters:
+        best = min(runs[master], key=lambda r: r["wall"])
+        best["walls"] = [r["wall"] for r in runs[master]]
+        rows[master] = best
+        olds = old_runs[master]
+        if olds:
+            old = baseline[master] = min(olds, key=lambda r: r["wall"])
+            old["walls"] = [r["wall"] for r in olds]
+            print(_line(f"{master} @{args.baseline}", old, mib), flush=True)
+            print(f"  {'':10} wall min / median / max {spread(old['walls'], '{:.1f}')} s")
+            line = _phases_line(f"@{args.baseline}", olds)
+            if line:
+                print(line)
+        print(_line(master, best, mib), flush=True)
+        print(f"  {'':10} wall min / median / max {spread(best['walls'], '{:.1f}')} s", flush=True)
+        line = _phases_line("", runs[master])
+        if line:
+            print(line, flush=True)
+        if olds:
+            pairs = ratios(old["walls"], best["walls"])
+            print(f"  {'':10} {args.baseline} / now, per pair, min / median / max: {spread(pairs)}x", flush=True)
+    digests = {m: r["digest"] for m, rs in runs.items() for r in rs}
+    digests.update({f"{m}@{args.baseline}": r["digest"] for m, rs in old_runs.items() for r in rs})
+    same = len(set(digests.values())) == 1
+    print(f"  outputs byte-identical across masters and runs: {same}")
+    spark = [m for m in args.masters if m != "inprocess"]
+    if len(spark) >= 2:
+        a, b = spark[0], spark[-1]
+        for label, by in (("now", runs), (f"@{args.baseline}", old_runs)):
+            if not by[a]:
+                continue
+            walls_a = [r["wall"] for r in by[a]]
+            walls_b = [r["wall"] for r in by[b]]
+            move = statistics.median(r["timings"]["move"] for r in by[a]) / statistics.median(
+                r["timings"]["move"] for r in by[b]
+            )
+            print(
+                f"  speed-up {b} / {a} ({label}), per round min / median / max: {spread(ratios(walls_a, walls_b))}x "
+                f"end to end, {move:.2f}x in the move phase (medians)"
+            )
+            phases = [r["spark"] for r in by[a] if r.get("spark")]
+            n = master_cores(b)
+            if phases and master_cores(a) == 1:
+                serial = statistics.median(p["serial"] for p in phases)
+                task = statistics.median(p["task"] for p in phases)
+                bound = (serial + task) / (serial + task / n)
+                print(
+                    f"  Amdahl's bound on {n} cores ({label}) from {a}'s medians, serial {serial:.1f} s and task "
+                    f"work {task:.1f} s: {bound:.2f}x"
+                )
+    if not same:
+        raise SystemExit(f"outputs differ across masters: {digests}")
+    return {"mib": mib, "runs": rows, "baseline": baseline, "identical": same, "all": runs, "all_baseline": old_runs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gib", type=float, default=1.0, help="channel state on the REBALANCE edge src -> parse")
@@ -357,55 +449,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cat", *map(str, chk.iterdir())], stdout=subprocess.DEVNULL, check=True)  # warm page cache
     results: dict = {"input": str(chk), "cases": {}}
-    for case in args.cases:
-        cargs = CASES[case]
-        mib = payload_bytes(chk, plan, cargs) / (1 << 20)
-        print(f"\ncase {case} ({' '.join(cargs)}): {mib:.0f} MiB of channel-state payload moved", flush=True)
-        rows: dict[str, dict] = {}
-        baseline: dict[str, dict] = {}
-        for master in args.masters:
-            best = old = None
-            walls: list[float] = []
-            old_walls: list[float] = []
-            with _master(master, work) as (url, extra):
-                for _ in range(args.repeat):
-                    if base_code is not None:  # interleaved, so both see the same machine state
-                        o = run_case(chk, plan, cargs, url, work / case, base_code, extra)
-                        old_walls.append(o["wall"])
-                        old = o if old is None or o["wall"] < old["wall"] else old
-                    r = run_case(chk, plan, cargs, url, work / case, extra=extra)
-                    walls.append(r["wall"])
-                    best = r if best is None or r["wall"] < best["wall"] else best
-            assert best is not None
-            best["walls"] = walls
-            rows[master] = best
-            if old is not None:
-                baseline[master] = old
-                print(_line(f"{master} @{args.baseline}", old, mib), flush=True)
-                if len(old_walls) > 1:
-                    w = sorted(old_walls)
-                    print(f"  {'':10} wall min / median / max {w[0]:.1f} / {w[len(w) // 2]:.1f} / {w[-1]:.1f} s")
-            print(_line(master, best, mib), flush=True)
-            if len(walls) > 1:
-                w = sorted(walls)
-                print(
-                    f"  {'':10} wall min / median / max {w[0]:.1f} / {w[len(w) // 2]:.1f} / {w[-1]:.1f} s", flush=True
-                )
-            if old is not None:
-                print(f"  {'':10} {old['wall'] / best['wall']:.2f}x faster than {args.baseline}", flush=True)
-        digests = {m: r["digest"] for m, r in rows.items()}
-        digests.update({f"{m}@{args.baseline}": r["digest"] for m, r in baseline.items()})
-        same = len(set(digests.values())) == 1
-        print(f"  outputs byte-identical across masters: {same}")
-        spark = [m for m in args.masters if m != "inprocess"]
-        if len(spark) >= 2:
-            a, b = spark[0], spark[-1]
-            whole = rows[a]["wall"] / rows[b]["wall"]
-            move = rows[a]["timings"]["move"] / rows[b]["timings"]["move"]  # this checkout always has timings
-            print(f"  speed-up {b} / {a}: {whole:.2f}x end to end, {move:.2f}x in the move phase")
-        results["cases"][case] = {"mib": mib, "runs": rows, "baseline": baseline, "identical": same}
-        if not same:
-            raise SystemExit(f"outputs differ across masters: {digests}")
+    with ExitStack() as stack:  # every cluster stays up for the whole run, so the masters can take turns
+        urls = {m: stack.enter_context(_master(m, work)) for m in args.masters}
+        for case in args.cases:
+            results["cases"][case] = run_masters(case, chk, plan, args, urls, base_code, work)
     shutil.rmtree(work / "parse", ignore_errors=True)
     shutil.rmtree(work / "count", ignore_errors=True)
     if args.results:

@@ -108,10 +108,10 @@ def java_options() -> tuple[str, Path | None]:
     return f"-XX:ArchiveClassesAtExit={part} {QUIET}", building
 
 
-def record_jvm(spark: Any, building: Path) -> None:
-    """Note the driver JVM's pid, so a later run knows when its archive is complete."""
+def record_jvm(sc: Any, building: Path) -> None:
+    """Note the driver JVM's pid (``sc``: its SparkContext), so a later run knows when its archive is complete."""
     try:
-        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        pid = sc._jvm.java.lang.ProcessHandle.current().pid()
         building.write_text(str(pid))
     except Exception:  # only speed depends on this; the marker goes stale and is cleared
         pass

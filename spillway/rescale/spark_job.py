@@ -2,8 +2,10 @@
 executors, and self-check every piece there. The driver only handles the plan, the run refs (~100 bytes
 per run of up to 256 KiB) and small per-piece / per-source reports (never the records themselves).
 
-Job 1 (one task per slice of old channels): each task routes its old channels into staging files beside
-the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
+Before the jobs: while the JVM starts (``prestart``; a bare SparkContext, then one warm-up task per core),
+the driver routes the smallest old channels itself, exactly as a route task would (``_route_while_starting``).
+Job 1 (one task per slice of the remaining old channels): each task routes its old channels into staging files
+beside the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
 records, crc) and a report per old channel.
 Between the jobs the driver sorts the refs (the replay order) and lays out every new file from them
 (``layout.plan_files``): each file is cut into pieces of whole runs, about ``PIECES_PER_CORE`` per core
@@ -19,6 +21,7 @@ import contextlib
 import os
 import pickle
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -32,14 +35,14 @@ from spillway import progress
 from spillway.rescale import spark_cds
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.layout import Piece, PieceResult, create_files, plan_files, sum_pieces, write_piece
-from spillway.rescale.plan import RescalePlan, RescaleRefused
+from spillway.rescale.plan import RescalePlan, RescaleRefused, SourceChannel
 from spillway.rescale.route_error import RouteError
-from spillway.rescale.staging import RunRef, remove_staging, stage_source
+from spillway.rescale.staging import STAGING_DIR, RunRef, remove_staging, stage_source
 from spillway.storage.safe_writer import WriteError
 
 
 def session(master: str) -> Any:
-    """The SparkSession for ``master``: the one ``prestart`` is already bringing up, else a new one."""
+    """The SparkContext for ``master``: the one ``prestart`` is already bringing up, else a new one."""
     global _pending
     pending, _pending = _pending, None
     if pending is not None and pending[0] == master:
@@ -62,9 +65,14 @@ def prestart(master: str) -> None:
         pool.shutdown(wait=False)
 
 
+def _starting(master: str) -> bool:
+    """True while ``prestart``'s JVM for ``master`` is still coming up (the driver has time to spare)."""
+    pending = _pending
+    return pending is not None and pending[0] == master and not pending[1].done()
+
+
 def _start(master: str) -> Any:
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -73,8 +81,6 @@ def _start(master: str) -> Any:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.log.level": "ERROR",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
     }
@@ -86,14 +92,30 @@ def _start(master: str) -> Any:
         options["spark.driver.extraJavaOptions"] = f"-XX:TieredStopAtLevel=1 {cds}".strip()
     conf = SparkConf().setMaster(master).setAppName("spillway-rescale").setAll(list(options.items()))
     _launch_quietly(conf)
-    builder = SparkSession.builder.master(master).appName("spillway-rescale")
-    for key, value in options.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # A bare SparkContext: the jobs use the RDD API only, and a SparkSession's own set-up took another
+    # 1.5-2 s of the start (measured side by side, benchmarks/README.md).
+    sc = SparkContext.getOrCreate(conf)
     if building is not None:
-        spark_cds.record_jvm(spark, building)
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        spark_cds.record_jvm(sc, building)
+    sc.setLogLevel("ERROR")
+    _warm_up(sc)
+    return sc
+
+
+def _import_worker_modules(_: Iterator[int]) -> Iterator[int]:
+    """A warm-up task: the python worker imports what the route and write tasks need (numpy, the router,
+    the writer) by importing this module, which is how this function reaches the worker."""
+    return iter(())
+
+
+def _warm_up(sc: Any) -> None:
+    """Run one empty task per core before the first real job: it starts the python workers and imports
+    their modules, and loads the JVM's scheduling classes (the first job of a fresh context took 2.6-4.3 s
+    against 0.1 s for the next, measured). On the start thread this overlaps the driver's own work; a
+    failure here is left for the real job to report."""
+    n = max(1, int(sc.defaultParallelism))
+    with contextlib.suppress(Exception):  # the route or write job meets the same failure and reports it
+        sc.parallelize(range(n), n).mapPartitions(_import_worker_modules).collect()
 
 
 spark_log: str | None = None  # where the JVM's (and its python workers') stderr goes, once redirected
@@ -206,14 +228,14 @@ def executor_failure(exc: Exception) -> Exception:
 
 
 @contextlib.contextmanager
-def _task_progress(spark: Any) -> Iterator[None]:
+def _task_progress(sc: Any) -> Iterator[None]:
     """Tick a progress stage each time a Spark task finishes (the driver polls Spark's status tracker:
     one task routes a slice of the old channels or writes a share of the new channel files)."""
     bar = progress.stage("rescale: Spark tasks (route, then write)", None, "tasks")
     if bar is progress.SILENT:
         yield
         return
-    tracker = spark.sparkContext.statusTracker()
+    tracker = sc.statusTracker()
     seen: dict[int, tuple[int, int]] = {}  # stage id -> (completed, total)
     stop = threading.Event()
 
@@ -238,41 +260,101 @@ def _task_progress(spark: Any) -> Iterator[None]:
         bar.done()
 
 
+def _route_while_starting(
+    plan: RescalePlan, directory: str, master: str, sources: list[SourceChannel]
+) -> tuple[list[SourceReport], list[RunRef]]:
+    """Route old channels on the driver while the JVM for ``master`` is still starting (and warming up its
+    python workers), smallest first, so the driver is back soon after Spark is ready; what is routed here is
+    taken off ``sources``. The biggest old channels, one per core Spark will have, always stay for Spark (else
+    its cores would idle while one task routes). These are the steps and files a route task would make
+    (staging file named by the channel id), so the output bytes do not change: they depend only on the
+    sorted run refs."""
+    reports: list[SourceReport] = []
+    refs: list[RunRef] = []
+    bar = None
+    keep = _expected_cores(master)
+    while len(sources) > keep and _starting(master):
+        if bar is None:
+            bar = progress.stage("rescale: routing on the driver while Spark starts", None, "old channels")
+        src = sources.pop()
+        staged, stats = stage_source(src, plan.edges[src.edge], directory)
+        reports.append(finish_report(src, stats, copies=sum(r.records for r in staged)))
+        refs.extend(staged)
+        bar.advance()
+    if bar is not None:
+        bar.done()
+    return reports, refs
+
+
+def discard_staging(directory: str) -> threading.Thread | None:
+    """Move the staging directory out of the output's temporary directory (a rename: the final check must not
+    see it) and delete it on a thread of its own, meanwhile the driver checks and renames the output. Deleting
+    it took 0.2-3.8 s after the write job (measured, benchmarks/README.md), all of it serial otherwise. The
+    thread is not a daemon: the process waits for it before it exits. If the rename fails, it is deleted here."""
+    staged = os.path.join(directory, STAGING_DIR)
+    trash = f"{directory.rstrip(os.sep)}.staging"
+    try:
+        os.rename(staged, trash)
+    except OSError:
+        remove_staging(directory)
+        return None
+    remover = threading.Thread(target=shutil.rmtree, args=(trash, True), name="spillway-staging-removal")
+    remover.start()
+    return remover
+
+
+def _expected_cores(master: str) -> int:
+    """The cores a Spark master will offer, as far as its URL says (``local[N]``, ``local[*]``); 2 for a
+    cluster, whose size is known only once its executors register."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return 2
+    if m.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
+
+
 def run_spark(
     plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
 ) -> tuple[MoveResult, list[str], dict[int, int]]:
     """Returns the move result, the executors' self-check problems and records written per edge.
-    ``timings`` gets ``spark_start`` (waiting for the session and JVM) in seconds."""
-    t0 = time.perf_counter()
-    spark = session(master)
-    if timings is not None:
-        timings["spark_start"] = time.perf_counter() - t0
+    ``timings`` gets ``spark_start`` (waiting for the session and JVM, after the driver routed what it could
+    meanwhile) and ``driver_route`` (that routing) in seconds."""
     plan = _absolute(plan)
     directory = os.path.abspath(directory)
     plan_bytes = pickle.dumps(plan)
-    sc = spark.sparkContext
-    cores = sc.defaultParallelism
-    order = [s.sid for s in sorted(plan.sources, key=lambda s: -s.payload_bytes)]
-    n = max(1, min(len(order), cores * 4))
-    slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
+    prestart(master)  # nothing new if rescale_checkpoint started it already
+    files: list[Any] = []
+    found: list[Any] = []
     try:
-        with _task_progress(spark):
+        t0 = time.perf_counter()
+        sources = sorted(plan.sources, key=lambda s: -s.payload_bytes)  # biggest first
+        reports, driver_refs = _route_while_starting(plan, directory, master, sources)
+        t1 = time.perf_counter()
+        sc = session(master)
+        if timings is not None:
+            timings["driver_route"] = t1 - t0
+            timings["spark_start"] = time.perf_counter() - t1
+        cores = sc.defaultParallelism
+        order = [s.sid for s in sources]
+        n = max(1, min(len(order), cores * 4))
+        slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
+        with _task_progress(sc):
             routed = sc.parallelize(slices, n).mapPartitions(_route_task(plan_bytes, directory)).collect()
-            reports = sorted((SourceReport(**doc) for doc, _ in routed), key=lambda r: r.sid)
-            refs = sorted((RunRef(*t) for _, rows in routed for t in rows), key=RunRef.order)
+            reports = sorted([*reports, *(SourceReport(**doc) for doc, _ in routed)], key=lambda r: r.sid)
+            refs = sorted([*driver_refs, *(RunRef(*t) for _, rows in routed for t in rows)], key=RunRef.order)
             files, pieces = plan_files(refs, plan.buffer_size, piece_size(sum(r.length for r in refs), cores))
             create_files(directory, files)
             pieces.sort(key=lambda p: p.start - p.end)  # biggest first: the last round is the shortest
-            found = []
             if pieces:
                 write = _write_task(directory, plan.buffer_size, plan_bytes)
                 found = sc.parallelize(pieces, len(pieces)).mapPartitions(write).collect()
-    except Exception as exc:
-        if type(exc).__module__.startswith(("pyspark", "py4j")):
+    except BaseException as exc:
+        remove_staging(directory)
+        if isinstance(exc, Exception) and type(exc).__module__.startswith(("pyspark", "py4j")):
             raise executor_failure(exc) from None
         raise
-    finally:
-        remove_staging(directory)
+    discard_staging(directory)
     problems, per_gate = sum_pieces(directory, files, [PieceResult(*row) for row in found])
     by_gate = {(ep.down_head, ep.gate): ep.index for ep in plan.edges}
     per_edge: dict[int, int] = {}
