@@ -63,6 +63,14 @@ def _no_type(self: Any, ctx: Any) -> str | None:
     return None
 
 
+def _usage_pieces(self: Any, ctx: Any) -> list[str]:
+    # An argument in the usage line as click and git show it: PATH, [PATH], PATHS... (typer 0.29 writes {path}).
+    name = (self.metavar or self.name or "arg").upper()
+    if not self.required:
+        name = f"[{name}]"
+    return [name + ("..." if self.nargs != 1 else "")]
+
+
 def metavar(option: TyperOption) -> str:
     if option.is_flag:
         return ""
@@ -102,6 +110,7 @@ def plain_metavars(command: Any) -> None:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = metavar(param)
         elif isinstance(param, TyperArgument):
+            param.get_usage_pieces = _usage_pieces.__get__(param)  # type: ignore[method-assign]
             # typer has no hook for how an argument's type is shown: its method is replaced on the instance.
             param.display_type_rich = _no_type.__get__(param)  # type: ignore[method-assign]
         if isinstance(param, (TyperOption, TyperArgument)):

@@ -198,3 +198,21 @@ def test_report_html_dash_writes_the_page_to_stdout(tmp_path: Path) -> None:
     assert run(["report", str(COUNTED.checkpoint_dir), "--html", str(page)])[0] == 0
     strip = re.compile(r"<meta name=\"generated\"[^>]*>|\d{4}-\d\d-\d\dT[\d:.]+Z?")
     assert strip.sub("", page.read_text()) == strip.sub("", stdout)
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (("validate",), "Usage: spillway validate [OPTIONS] PATH"),
+        (("files",), "Usage: spillway files [OPTIONS] PATHS..."),
+        (("diff",), "Usage: spillway diff [OPTIONS] A B"),
+        (("repair", "relocate"), "Usage: spillway repair relocate [OPTIONS] SRC"),
+    ],
+)
+def test_usage_names_arguments_as_click_and_git_do(command: tuple[str, ...], usage: str) -> None:
+    # Expected from each command's declared arguments (names upper-cased, a repeatable one with "..."): typer's
+    # own "{path}" braces are not a convention anyone reads.
+    code, out, _ = run([*command, "-h"], columns=80)
+    assert code == 0 and out.splitlines()[0] == usage
+    code, _, err = run([*command], columns=80)
+    assert code == 2 and usage in err
