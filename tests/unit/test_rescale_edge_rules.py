@@ -225,3 +225,60 @@ def test_a_stateful_operator_the_binding_cannot_place_refuses_the_rescale_naming
     ]
     # Nothing rescaled: nothing needs placing.
     assert build_plan(ld.checkpoint, load_plan(fx.root / "plan.json"), ld.resolver, {}).rescaled() == []
+
+
+def test_a_partially_finished_vertex_is_refused() -> None:
+    """2.3.0-finished: pseq/pmap/psink have subtask 0 finished (oracle.json), which an offline rescale cannot
+    spread over a new parallelism."""
+    fx = fixture_named("2.3.0-finished")
+    oracle = {o["name"]: o for o in json.loads(fx.oracle.read_text())["operators"]}
+    finished = [s["index"] for s in oracle["Source: pseq"]["subtasks"] if s["finished"]]
+    assert finished == [0]
+    ld = load_checkpoint(fx.checkpoint_dir)
+    ld.resolve_files()
+    with pytest.raises(RescaleRefused) as err:
+        build_plan(ld.checkpoint, load_plan(fx.root / "jobgraph.json"), ld.resolver, {"pmap": 3})
+    first = str(err.value).split(": operator ")[1].split(" is ")[0]
+    assert first in ("psrc", "pmap", "psink")  # uids Flink stored for the three (oracle.json)
+    assert str(err.value) == (
+        f"Source: pseq -> pmap -> psink: Writer: operator {first} is partially finished (subtasks {finished}); "
+        "rescale it in Flink or clear the flags first (spillway repair clear-finished)"
+    )
+
+
+@pytest.mark.parametrize("name", ["2.3.0-inline", "2.3.0-unaligned"])
+def test_each_part_of_a_moved_channel_points_at_flinks_bytes(name: str) -> None:
+    """Every part of every source channel of the keyBy edge into a rescaled slow points at the bytes of a delegate
+    Flink wrote (oracle.json): inline, the delegate's bytes themselves (sha256) and size; in a file, the file's
+    absolute path, its start and the delegate's size."""
+    import hashlib
+
+    fx = fixture_named(name)
+    oracle = json.loads(fx.oracle.read_text())
+    inline: dict[str, int] = {}
+    files: dict[str, int] = {}
+    offsets: set[tuple[str, tuple[int, ...]]] = set()
+    for o in oracle["operators"]:
+        for s in o["subtasks"]:
+            for side, key in (("input", "input_channel_state"), ("output", "result_subpartition_state")):
+                for h in s[key]:
+                    d = h["delegate"]
+                    if d["type"] == "ByteStreamStateHandle":
+                        inline[d["data_sha256"]] = d["state_size"]
+                    else:
+                        files[str((fx.checkpoint_dir / d["relative_path"]).resolve())] = d["state_size"]
+                    offsets |= {(side, tuple(ch["offsets"])) for ch in h.get("channels", [h])}
+    ld = load_checkpoint(fx.checkpoint_dir)
+    ld.resolve_files()
+    plan = build_plan(
+        ld.checkpoint, load_plan(fx.root / "jobgraph.json"), ld.resolver, {"slow": 3}, keys={"slow": "string"}
+    )
+    parts = [p for s in plan.sources for p in s.parts]
+    assert parts and {p.side for p in parts} == {"input", "output"}
+    for p in parts:
+        assert (p.side, p.offsets) in offsets
+        if p.data is not None:
+            assert p.path is None and p.base == 0
+            assert inline[hashlib.sha256(p.data).hexdigest()] == p.size == len(p.data)
+        else:
+            assert p.path is not None and files[p.path] == p.size and p.base == 0  # whole files (no file merging)
