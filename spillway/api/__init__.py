@@ -16,6 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
+    from spillway.api.binding_rows import binding_json as binding_json
+    from spillway.api.binding_rows import uid_map_template as uid_map_template
     from spillway.api.dump import DumpResult as DumpResult
     from spillway.api.dump import DumpView as DumpView
     from spillway.api.dump import OperatorTree as OperatorTree
@@ -89,10 +91,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.views import Report as Report
     from spillway.api.views import Topology as Topology
     from spillway.api.views import Verdict as Verdict
-    from spillway.api.views import binding_json as binding_json
     from spillway.api.views import edges as edges
     from spillway.api.views import render_value as render_value
-    from spillway.api.views import uid_map_template as uid_map_template
     from spillway.api.write_options import DEFAULT_BUFFER_SIZE as DEFAULT_BUFFER_SIZE
     from spillway.api.write_options import IN_PROCESS as IN_PROCESS
     from spillway.api.write_options import RESCALE_SCHEMA as RESCALE_SCHEMA
@@ -201,10 +201,10 @@ _EXPORTS: dict[str, str] = {
     "Report": "views",
     "Topology": "views",
     "Verdict": "views",
-    "binding_json": "views",
+    "binding_json": "binding_rows",
     "edges": "views",
     "render_value": "views",
-    "uid_map_template": "views",
+    "uid_map_template": "binding_rows",
     # errors, exit codes and what long work reports, for callers (and the CLI) that must not reach below the door
     "SpillwayError": "errors",
     "UsageError": "errors",

@@ -11,7 +11,6 @@ from spillway.inspect.files import GROUPS, FilesReport
 from spillway.inspect.findings import Finding
 from spillway.inspect.finished import Verdict
 from spillway.inspect.preflight import Result as PreflightAnswer
-from spillway.inspect.reports import binding_json, uid_map_template
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import Report
 from spillway.model.checkpoint import Checkpoint as CheckpointModel
@@ -31,8 +30,6 @@ __all__ = [
     "Report",
     "Topology",
     "Verdict",
-    "binding_json",
     "edges",
     "render_value",
-    "uid_map_template",
 ]

@@ -16,7 +16,8 @@ from spillway.cli.wide import print_wide
 
 
 def show_binding(binding: api.Binding | None) -> None:
-    show_binding_doc(api.binding_json(binding))
+    if binding is not None:  # without a plan there is nothing to show, and nothing to load for it
+        show_binding_doc(api.binding_json(binding))
 
 
 def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:

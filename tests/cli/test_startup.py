@@ -84,6 +84,15 @@ def test_a_plain_small_run_converts_nothing_and_imports_only_its_command(name: s
     assert "spillway.inspect.parquet_out" not in modules and "spillway.storage.fs" not in modules
 
 
+def test_a_plain_dump_loads_no_binding_validate_or_analyze_machinery(tmp_path: Path) -> None:
+    """Without --plan there is no binding to show: neither the binding search (numpy) nor the other
+    commands' modules behind the renderers' types."""
+    modules = imported(["dump", str(SMALL.checkpoint_dir)], tmp_path)
+    assert "spillway.cli.dump" in modules
+    unwanted = {"spillway.flink.operator_ids", "spillway.flink.deduction", "spillway.inspect.validate"}
+    assert not modules & {*unwanted, "spillway.inspect.analyze"}, sorted(modules & unwanted)
+
+
 @pytest.mark.parametrize(
     "path",
     [[c] for c in commands.COMMANDS] + [["repair", c] for c in commands.REPAIR_COMMANDS],
