@@ -11,7 +11,13 @@ from typing import Any
 
 from spillway.inspect import finished
 from spillway.inspect.topology import Topology
-from spillway.model.checkpoint import Checkpoint, OperatorState, channel_handles
+from spillway.model.checkpoint import (
+    Checkpoint,
+    InputChannelHandle,
+    OperatorState,
+    ResultSubpartitionHandle,
+    channel_handles,
+)
 from spillway.storage.load import LoadedCheckpoint
 
 # verdicts of one reason
@@ -114,12 +120,12 @@ def _channel_parts(op: OperatorState) -> tuple[dict[int, int], dict[int, int]]:
     partitions: dict[int, int] = {}
     for s in op.subtasks:
         for h in channel_handles(s.input_channel_state):
-            if h.offsets:
-                g, c = h.gate_index, h.input_channel_index  # type: ignore[union-attr]
+            if h.offsets and isinstance(h, InputChannelHandle):  # input state holds input handles only
+                g, c = h.gate_index, h.input_channel_index
                 gates[g] = max(gates.get(g, 0), c)
         for h in channel_handles(s.result_subpartition_state):
-            if h.offsets:
-                p, c = h.partition_index, h.subpartition_index  # type: ignore[union-attr]
+            if h.offsets and isinstance(h, ResultSubpartitionHandle):
+                p, c = h.partition_index, h.subpartition_index
                 partitions[p] = max(partitions.get(p, 0), c)
     return gates, partitions
 
