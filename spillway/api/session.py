@@ -93,9 +93,11 @@ class Checkpoint:
     @cached_property
     def job_binding(self) -> JobBinding | None:
         """The plan bound to the checkpoint (vertices, chains, operators); None without a plan."""
+        if self.plan is None:
+            return None
         from spillway.inspect.topology import bind_job
 
-        return None if self.plan is None else bind_job(self.plan, self.model)
+        return bind_job(self.plan, self.model)
 
     @property
     def binding(self) -> Binding | None:

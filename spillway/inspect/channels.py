@@ -9,9 +9,13 @@ Input state sits on the downstream chain's head operator, output state on the up
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: validate without a plan loads no plan machinery
+    from spillway.inspect.topology import BoundVertex, Edge, Topology
+
 from dataclasses import dataclass, field
 
-from spillway.inspect.topology import BoundVertex, Edge, Topology
 from spillway.model.checkpoint import ChannelHandle, Checkpoint, OperatorState, channel_handles
 
 

@@ -9,6 +9,11 @@ streamed: memory stays bounded by the number of chunks, not their bytes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
+    from spillway.inspect.topology import BoundVertex, Topology
+
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
@@ -21,7 +26,6 @@ from spillway.inspect.rules.files import missing_file, referenced_files, size_fi
 from spillway.inspect.rules.plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.records import FramedChannel, record_findings
 from spillway.inspect.rules.structure import structure_findings
-from spillway.inspect.topology import Topology, bind
 from spillway.inspect.validate_engine import Counted, Engine, Job, Parts, usable_cores
 from spillway.inspect.validate_report import Recorder, Report, Unchecked
 from spillway.model.checkpoint import Checkpoint, channel_handles
@@ -39,7 +43,7 @@ def validate(
 ) -> Report:
     """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread)."""
     if topology is not None:
-        bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
+        _bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
     threads = usable_cores() if workers is None else workers
     run = _Validation(loaded, topology, progress or (lambda what, n: None), threads)
     try:
@@ -161,7 +165,7 @@ class _Validation:
     def check_plan(self, located: list[Located]) -> ChannelMap:
         """The plan's rules, and the logical channels it assembles."""
         assert self.topology is not None
-        bound = bind(self.topology, self.cp)
+        bound = _bind(self.topology, self.cp)
         for finding in plan_findings(self.topology, bound, self.cp):
             self.recorder.add(finding)
         cmap = logical_channels(self.topology, bound, self.cp)
@@ -263,3 +267,9 @@ class _Validation:
 
 
 __all__ = ["Progress", "Report", "Unchecked", "validate"]
+
+
+def _bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
+    from spillway.inspect.topology import bind
+
+    return bind(topology, checkpoint)

@@ -93,6 +93,13 @@ def test_a_plain_dump_loads_no_binding_validate_or_analyze_machinery(tmp_path: P
     assert not modules & {*unwanted, "spillway.inspect.analyze"}, sorted(modules & unwanted)
 
 
+def test_a_plain_validate_loads_no_plan_machinery(tmp_path: Path) -> None:
+    """Without --plan nothing is bound: no plan reading, binding search or plan checks are loaded."""
+    modules = imported(["validate", str(SMALL.checkpoint_dir)], tmp_path)
+    unwanted = {"spillway.inspect.topology", "spillway.flink.operator_ids", "spillway.inspect.plan_check"}
+    assert "spillway.inspect.validate" in modules and not modules & unwanted, sorted(modules & unwanted)
+
+
 @pytest.mark.parametrize(
     "path",
     [[c] for c in commands.COMMANDS] + [["repair", c] for c in commands.REPAIR_COMMANDS],

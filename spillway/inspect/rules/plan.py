@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
+    from spillway.inspect.topology import BoundVertex, Topology
+
 from collections.abc import Iterator
 
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
-from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 from spillway.inspect.rules.common import Flagged, Located
-from spillway.inspect.topology import BoundVertex, Topology, operator_binding
 from spillway.model.checkpoint import Checkpoint, InputChannelHandle, ResultSubpartitionHandle
 
 UNCERTAIN = (
@@ -19,6 +22,8 @@ UNCERTAIN = (
 
 
 def plan_findings(topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint) -> Iterator[Finding]:
+    from spillway.inspect.plan_check import plan_mismatches, state_mismatches
+
     """Whether the plan describes this checkpoint at all (``plan-mismatch``, ``plan-unbound``)."""
     for rule, operator, message in plan_mismatches(bound, cp) + state_mismatches(topology, cp):
         yield Finding(rule, message, operator=operator)
@@ -42,6 +47,8 @@ def placement_findings(
 ) -> Iterator[Flagged]:
     """Input state on a chain head whose gate and channel exist; output state on a chain tail whose partition
     and subpartition exist — only for operators bound for certain."""
+    from spillway.inspect.topology import operator_binding
+
     heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
     tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
     binding = operator_binding(topology, cp)
