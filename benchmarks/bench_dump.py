@@ -3,6 +3,7 @@
 
     python benchmarks/bench_dump.py                      # 200 operators x 128 subtasks, best of 3
     python benchmarks/bench_dump.py --operators 50 --parallelism 64 --repeat 5
+    python benchmarks/bench_dump.py --handle-heavy          # 200 x 32, a channel handle per channel
 
 1. ``benchmarks/synth/SynthMetadata.java`` is compiled against the Flink 2.3.0 jars and writes a
    realistic V6 ``_metadata`` with Flink's own serializer (incremental RocksDB handles with many
@@ -14,6 +15,9 @@
      dump          spillway dump FILE            (summary view, stdout to /dev/null)
      dump --json   spillway dump --json FILE     (stdout to /dev/null)
    Ratios are relative to the Flink loader.
+   ``--handle-heavy``: the shape "handle-heavy" of ``SynthMetadata`` (200 operators x 32 subtasks,
+   channel state on every subtask, one handle per channel: ~205k input and ~205k output channel
+   handles, ~99 MB), where per-handle costs dominate.
 3. ``--baseline REV``: REV's spillway (a cached ``git worktree``, see ``side_by_side.py``) runs each
    spillway command right before this checkout's, in every round; the report adds per-pair ratios
    REV / now (min / median / max; > 1 = this checkout is faster) of wall and CPU time. ``--no-flink``
@@ -87,20 +91,23 @@ def java_cp() -> str:
     return os.pathsep.join([str(compile_helpers()), flink_classpath()])
 
 
-def synthetic_metadata(operators: int, parallelism: int, seed: int) -> Path:
+def synthetic_metadata(operators: int, parallelism: int, seed: int, shape: str = "mixed") -> Path:
     """Build (or reuse) the synthetic checkpoint; returns the chk-N/_metadata path."""
     digest = sources_digest()[:12]
-    base = cache_root() / f"synth-{operators}x{parallelism}-s{seed}-{digest}"
+    tag = f"synth-{operators}x{parallelism}-s{seed}" + ("" if shape == "mixed" else f"-{shape}")
+    base = cache_root() / f"{tag}-{digest}"
     metadata = base / "chk-4242" / "_metadata"
     if metadata.exists():
         return metadata
-    for stale in cache_root().glob(f"synth-{operators}x{parallelism}-s{seed}-*"):
+    for stale in cache_root().glob(f"{tag}-*"):
+        if "-" in stale.name[len(tag) + 1 :]:
+            continue  # another shape's cache ("<tag>-<shape>-<digest>")
         shutil.rmtree(stale)  # built by an older version of the Java sources
     metadata.parent.mkdir(parents=True, exist_ok=True)
     tmp = metadata.with_suffix(".partial")
-    print(f"building synthetic metadata ({operators} operators x {parallelism} subtasks) ...", flush=True)
+    print(f"building synthetic metadata ({operators} operators x {parallelism} subtasks, {shape}) ...", flush=True)
     subprocess.run(
-        ["java", "-cp", java_cp(), "SynthMetadata", str(tmp), str(operators), str(parallelism), str(seed)],
+        ["java", "-cp", java_cp(), "SynthMetadata", str(tmp), str(operators), str(parallelism), str(seed), shape],
         check=True,
     )
     tmp.rename(metadata)
@@ -152,8 +159,13 @@ def run_once(
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--operators", type=int, default=200)
-    ap.add_argument("--parallelism", type=int, default=128)
+    ap.add_argument("--parallelism", type=int, help="default 128 (32 with --handle-heavy)")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument(
+        "--handle-heavy",
+        action="store_true",
+        help="channel state on every subtask, one handle per channel (default 200 x 32: ~99 MB)",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--file", type=Path, help="benchmark this _metadata instead of the synthetic one")
     ap.add_argument("--results", type=Path, help="also write the results as JSON to this file")
@@ -161,7 +173,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-flink", action="store_true", help="skip Flink's loader")
     args = ap.parse_args(argv)
 
-    metadata = args.file.resolve() if args.file else synthetic_metadata(args.operators, args.parallelism, args.seed)
+    shape = "handle-heavy" if args.handle_heavy else "mixed"
+    parallelism = args.parallelism or (32 if args.handle_heavy else 128)
+    metadata = args.file.resolve() if args.file else synthetic_metadata(args.operators, parallelism, args.seed, shape)
     size = metadata.stat().st_size
     print(f"file: {metadata} ({size / 1e6:.1f} MB)")
     base_code = baseline_checkout(args.baseline) if args.baseline else None

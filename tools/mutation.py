@@ -1,6 +1,7 @@
 """Mutation testing of spillway's core with mutmut 3, one module at a time (see docs/mutation-testing.md).
 
     .venv/bin/python tools/mutation.py safe_writer [--max-children 2]
+    .venv/bin/python tools/mutation.py topology --only _bound_vertices --only parse_plan
     .venv/bin/python tools/mutation.py --list
 
 Each run works in a scratch copy of the working tree (``$TMPDIR/spillway-mutation/<module>``), so
@@ -91,11 +92,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # rescale planning: edge rules, byte-balanced segments, refusals (pure Python, no Spark)
     "rescale_plan": (
         "spillway/rescale/plan.py",
-        ["tests/unit/test_rescale_plan.py", "tests/cli/test_rescale_force.py"],
+        ["tests/unit/test_rescale_plan.py", "tests/unit/test_rescale_edge_rules.py", "tests/cli/test_rescale_force.py"],
     ),
     "repair_transforms": (
         "spillway/repair/transforms.py",
-        ["tests/cli/test_repair.py", "tests/cli/test_repair_releases.py"],
+        ["tests/unit/test_repair_transforms.py", "tests/cli/test_repair.py", "tests/cli/test_repair_releases.py"],
     ),
     # test_stream_elements.py also frames (against the reference walk) but its generated streams made each
     # mutant that loops in Framer.feed run to mutmut's timeout: minutes per mutant on a shared machine.
@@ -163,6 +164,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/inspect/topology.py",
         [
             "tests/unit/test_topology_binding.py",
+            "tests/unit/test_topology_plans.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_finished_binding.py",
@@ -201,8 +203,9 @@ def workspace(module: str) -> Path:
     return work
 
 
-def configure(work: Path, module: str, extra: list[str] | None = None) -> None:
-    path, tests = MODULES[module]
+def configure(work: Path, module: str, extra: list[str] | None = None, tests: list[str] | None = None) -> None:
+    path, selected = MODULES[module]
+    tests = tests or selected
     tests = [t for t in tests if (work / t).exists()]
     toml = (work / "pyproject.toml").read_text()
     toml = re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[|\Z)", "", toml)
@@ -266,15 +269,41 @@ def every_test_for(work: Path, functions: list[str]) -> None:
     path.write_text(json.dumps(stats))
 
 
+def only_globs(module: str, functions: list[str] | None) -> list[str]:
+    """mutmut's names for the mutants of ``functions`` (``x_f__mutmut_3``, ``xǁClassǁmethod__mutmut_3``) as globs
+    for ``mutmut run``; none: every mutant of the module."""
+    dotted = MODULES[module][0].removesuffix(".py").replace("/", ".")
+    globs = []
+    for f in functions or []:
+        cls, _, name = f.rpartition(".")
+        mangled = f"x\u01c1{cls}\u01c1{name}" if cls else f"x_{name}"
+        globs.append(f"{dotted}.{mangled}__mutmut_*")
+    return globs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("module", nargs="?", choices=sorted(MODULES))
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--list", action="store_true", help="the modules and their tests")
     ap.add_argument(
+        "--only",
+        action="append",
+        metavar="FUNCTION",
+        help="mutate only this function of the module (repeatable; a method as Class.method; fnmatch globs allowed)",
+    )
+    ap.add_argument(
+        "--tests",
+        action="append",
+        metavar="FILE",
+        help="run these test files instead of the module's selection (repeatable): a narrow, fast selection for a "
+        "re-run can only kill fewer mutants, never more",
+    )
+    ap.add_argument(
         "--rerun",
         action="store_true",
-        help="re-run the mutants the module's last run did not kill, with the working tree's current tests",
+        help="re-run the mutants the module's last run did not kill (with --only: every mutant of those functions), "
+        "with the working tree's current tests",
     )
     args = ap.parse_args()
     if args.list or not args.module:
@@ -282,7 +311,7 @@ def main() -> int:
             print(f"{name:16} {path:40} {' '.join(tests)}")
         return 0
     work = refresh(args.module) if args.rerun else workspace(args.module)
-    configure(work, args.module, FORKSERVER if args.module in FORKSERVER_MODULES else None)
+    configure(work, args.module, FORKSERVER if args.module in FORKSERVER_MODULES else None, args.tests)
     temproot = work / "pytest-tmp"  # inside the workspace: removed with it by the next run of the module
     temproot.mkdir(exist_ok=True)
     env = {
@@ -294,7 +323,9 @@ def main() -> int:
     run_cmd = [*mutmut, "run", "--max-children", str(args.max_children)]
     import_time = [f"{f}__mutmut_*" for f in IMPORT_TIME.get(args.module, [])]
     returncode = 0
-    if args.rerun:
+    if args.rerun and args.only:
+        returncode = subprocess.run([*run_cmd, *only_globs(args.module, args.only)], cwd=work, env=env).returncode
+    elif args.rerun:
         names = not_killed(work, env, mutmut)
         later = {n for n in names if any(fnmatch.fnmatch(n, g) for g in import_time)}
         if names and len(later) < len(names):
@@ -302,9 +333,9 @@ def main() -> int:
         if not later:
             import_time = []
     else:
-        returncode = subprocess.run(run_cmd, cwd=work, env=env).returncode
+        returncode = subprocess.run([*run_cmd, *only_globs(args.module, args.only)], cwd=work, env=env).returncode
     if import_time and returncode == 0:
-        configure(work, args.module, FORKSERVER)
+        configure(work, args.module, FORKSERVER, args.tests)
         every_test_for(work, IMPORT_TIME[args.module])
         returncode = subprocess.run([*run_cmd, *import_time], cwd=work, env=env).returncode
     subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env)

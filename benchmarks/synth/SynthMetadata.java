@@ -3,8 +3,9 @@
  * serializer (Checkpoints.storeCheckpointMetadata), so the file is byte-for-byte what Flink would
  * write for that state. Compiled and run against the Flink 2.3.0 jars (metadata format V6).
  *
- * Usage: java -cp <classes>:<flink-2.3.0 lib/*> SynthMetadata OUT_FILE [OPERATORS [PARALLELISM [SEED]]]
- *        (defaults: 200 operators x 128 subtasks, seed 42; the output is deterministic per seed)
+ * Usage: java -cp <classes>:<flink-2.3.0 lib/*> SynthMetadata OUT_FILE [OPERATORS [PARALLELISM [SEED [SHAPE]]]]
+ *        (defaults: 200 operators x 128 subtasks, seed 42, shape "mixed"; the output is deterministic
+ *        per seed and shape)
  *
  * Shape of the state (modelled on the real 2.3.0 RocksDB / unaligned-checkpoint runs):
  *  - every operator: keyed state = one IncrementalRemoteKeyedStateHandle per subtask, max
@@ -16,6 +17,12 @@
  *  - every 10th operator (5, 15, ...) sits behind a keyBy with backpressure: per subtask one channel-state file
  *    (RelativeFileStateHandle in chk-N/) carrying a MergedInputChannelStateHandle over all
  *    upstream channels and a MergedResultSubpartitionStateHandle over all downstream subpartitions.
+ *
+ * Shape "handle-heavy": channel state on every subtask of every operator, one InputChannelStateHandle
+ * per upstream channel and one ResultSubpartitionStateHandle per downstream subpartition (not merged:
+ * what a job whose channel-state files are not merged, or a release before merging, writes), each
+ * over the subtask's one channel-state file. 200 operators x 32 subtasks give ~205k input and ~205k
+ * output channel handles in ~99 MB.
  */
 
 import java.io.BufferedOutputStream;
@@ -67,24 +74,31 @@ public final class SynthMetadata {
     private final Random rnd;
     private final String root;     // s3://…/<job id>
     private final String chkDir;   // root + /chk-<id>
+    private final boolean handleHeavy;
 
-    private SynthMetadata(long seed) {
+    private SynthMetadata(long seed, boolean handleHeavy) {
         this.rnd = new Random(seed);
+        this.handleHeavy = handleHeavy;
         this.root = "s3://acme-flink-prod-checkpoints/pipelines/clickstream-enrichment/" + hex(16);
         this.chkDir = root + "/chk-" + CHECKPOINT_ID;
     }
 
     public static void main(String[] args) throws Exception {
         if (args.length < 1) {
-            System.err.println("usage: SynthMetadata OUT_FILE [OPERATORS [PARALLELISM [SEED]]]");
+            System.err.println("usage: SynthMetadata OUT_FILE [OPERATORS [PARALLELISM [SEED [mixed|handle-heavy]]]]");
             System.exit(2);
         }
         int operators = args.length > 1 ? Integer.parseInt(args[1]) : 200;
         int parallelism = args.length > 2 ? Integer.parseInt(args[2]) : 128;
         long seed = args.length > 3 ? Long.parseLong(args[3]) : 42L;
+        String shape = args.length > 4 ? args[4] : "mixed";
+        if (!shape.equals("mixed") && !shape.equals("handle-heavy")) {
+            System.err.println("unknown shape " + shape + ": mixed or handle-heavy");
+            System.exit(2);
+        }
 
         long t0 = System.nanoTime();
-        CheckpointMetadata md = new SynthMetadata(seed).build(operators, parallelism);
+        CheckpointMetadata md = new SynthMetadata(seed, shape.equals("handle-heavy")).build(operators, parallelism);
         long t1 = System.nanoTime();
         java.io.File parent = new java.io.File(args[0]).getAbsoluteFile().getParentFile();
         if (parent != null) {
@@ -113,7 +127,7 @@ public final class SynthMetadata {
 
     private OperatorState operator(int op, int parallelism) {
         boolean source = op % 10 == 0;
-        boolean channelState = op % 10 == 5;
+        boolean channelState = handleHeavy || op % 10 == 5;
         String name = source ? "Source: events-" + op : (op % 3 == 0 ? "KeyedProcess" : "Window(Tumbling)");
         String uid = "op-" + op;
         OperatorState state = new OperatorState(name, uid, new OperatorID(rnd.nextLong(), rnd.nextLong()),
@@ -170,6 +184,10 @@ public final class SynthMetadata {
 
     /** One channel-state file per subtask, shared by its merged input and output handles. */
     private void channels(OperatorSubtaskState.Builder b, int sub, int parallelism) {
+        if (handleHeavy) {
+            unmergedChannels(b, sub, parallelism);
+            return;
+        }
         long pos = 0;
         List<InputChannelStateHandle> in = new ArrayList<>();
         List<ResultSubpartitionStateHandle> out = new ArrayList<>();
@@ -200,6 +218,44 @@ public final class SynthMetadata {
                 Collections.singletonList(MergedInputChannelStateHandle.fromChannelHandles(in))));
         b.setResultSubpartitionState(new StateObjectCollection<OutputStateHandle>(
                 Collections.singletonList(MergedResultSubpartitionStateHandle.fromChannelHandles(out))));
+    }
+
+    /**
+     * One channel-state file per subtask, one handle per channel over it; each channel holds 1-29
+     * buffers (one offset each), as the in-flight buffers of a backpressured channel do.
+     */
+    private void unmergedChannels(OperatorSubtaskState.Builder b, int sub, int parallelism) {
+        String file = uuid().toString();
+        List<List<Long>> inOffsets = new ArrayList<>();
+        List<List<Long>> outOffsets = new ArrayList<>();
+        long[] inSizes = new long[parallelism];
+        long[] outSizes = new long[parallelism];
+        long pos = 0;
+        for (int side = 0; side < 2; side++) {
+            for (int ch = 0; ch < parallelism; ch++) {
+                List<Long> offsets = new ArrayList<>();
+                long size = 0;
+                for (int buf = 1 + rnd.nextInt(29); buf > 0; buf--) {
+                    long n = 4 + rnd.nextInt(32_000);
+                    offsets.add(pos);
+                    pos += n;
+                    size += n;
+                }
+                (side == 0 ? inOffsets : outOffsets).add(offsets);
+                (side == 0 ? inSizes : outSizes)[ch] = size;
+            }
+        }
+        StreamStateHandle delegate = new RelativeFileStateHandle(new Path(chkDir + "/" + file), file, pos);
+        List<InputStateHandle> in = new ArrayList<>();
+        List<OutputStateHandle> out = new ArrayList<>();
+        for (int ch = 0; ch < parallelism; ch++) {
+            in.add(new InputChannelStateHandle(sub, new InputChannelInfo(0, ch), delegate,
+                    inOffsets.get(ch), inSizes[ch]));
+            out.add(new ResultSubpartitionStateHandle(sub, new ResultSubpartitionInfo(0, ch), delegate,
+                    outOffsets.get(ch), outSizes[ch]));
+        }
+        b.setInputChannelState(new StateObjectCollection<>(in));
+        b.setResultSubpartitionState(new StateObjectCollection<>(out));
     }
 
     private FileStateHandle sharedFile(long size) {

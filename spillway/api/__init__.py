@@ -16,6 +16,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
+    from spillway.api.dump import DumpResult as DumpResult
+    from spillway.api.dump import DumpView as DumpView
+    from spillway.api.dump import OperatorTree as OperatorTree
+    from spillway.api.dump import dump_checkpoint as dump_checkpoint
     from spillway.api.errors import CATEGORIES as CATEGORIES
     from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
     from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
@@ -54,6 +58,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.plans import job_checkpoint as job_checkpoint
     from spillway.api.plans import read_plan as read_plan
     from spillway.api.plans import rebase_rules as rebase_rules
+    from spillway.api.process import freeze_after_pauses as freeze_after_pauses
+    from spillway.api.process import set_storage_timeout as set_storage_timeout
     from spillway.api.progress import Sink as Sink
     from spillway.api.progress import Stage as Stage
     from spillway.api.progress import collecting as collecting
@@ -152,6 +158,14 @@ _EXPORTS: dict[str, str] = {
     "LoadedCheckpoint": "functions",
     "Rebase": "functions",
     "RescaleReport": "functions",
+    # dump
+    "dump_checkpoint": "dump",
+    "DumpView": "dump",
+    "DumpResult": "dump",
+    "OperatorTree": "dump",
+    # a process that is one command (the CLI): its settings, made before the command runs
+    "freeze_after_pauses": "process",
+    "set_storage_timeout": "process",
     # writing: rescale and the repairs on an opened checkpoint (options in, typed result out)
     "RescaleOptions": "write_options",
     "RelocateOptions": "write_options",

@@ -1,9 +1,10 @@
 """The ``spillway`` entry point.
 
-Importing the typer app means importing every command module, and typer converts each option through
-pydantic: together ~0.15 s of CPU before any work, as much as validate needs for a GiB of channel state.
-So a plain ``spillway validate`` (``fast.parse_validate`` says which) runs its command function directly;
-every other invocation, help and usage errors included, goes through the app in ``commands``.
+Start-up is most of a small command's time, so this imports only what the invocation needs:
+``--version`` alone is answered here; a plain ``spillway validate`` or ``dump`` (``fast.parse`` says
+which) runs its command function without typer, whose conversion of each option through pydantic costs
+more CPU than the command; everything else, help and usage errors included, goes through the app in
+``commands``, which imports the one command module that runs (``-h`` imports none).
 """
 
 from __future__ import annotations
@@ -13,19 +14,25 @@ from typing import Any
 
 
 def main() -> None:
-    # This process ends with its command: what a command decodes may skip the cycle collector. (Every
-    # path imports the codec anyway: the validate fast path and every typer command.)
-    from spillway.formats.metadata_codec import freeze_after_pauses
+    argv = sys.argv[1:]
+    if argv == ["--version"]:  # what the app's eager --version option prints (commands._print_version)
+        from spillway import __version__
 
-    freeze_after_pauses()
-    from spillway.cli.fast import run_validate
+        sys.stdout.write(f"spillway {__version__}\n")
+        sys.stdout.flush()
+        return
+    from spillway.cli import fast
 
-    code = run_validate(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    from spillway.cli.commands import app
+    plain = fast.parse(argv)
+    if plain is not None:
+        from spillway.api import freeze_after_pauses
 
-    app()
+        freeze_after_pauses()  # this process ends with its command (see commands.freeze_gc)
+        sys.exit(fast.run(plain))
+    from spillway.cli import commands
+
+    commands.freeze_gc = True
+    commands.app()
 
 
 def __getattr__(name: str) -> Any:

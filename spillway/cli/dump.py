@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from spillway import notices
+from spillway.api import DumpView, dump_checkpoint
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, PlanNames, RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
 from spillway.cli.wide import print_wide
-from spillway.inspect.jsonview import JsonView
-from spillway.inspect.operators import select_operators
-from spillway.inspect.summary import summarize
-from spillway.model.checkpoint import OperatorState
-from spillway.storage.load import LoadedCheckpoint, load_newest_readable
+
+if TYPE_CHECKING:
+    from spillway.api.dump import DumpResult, OperatorTree
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
 
@@ -56,51 +54,34 @@ def command(
     uid_map: UidMapOpt = None,
 ) -> None:
     def run() -> int:
-        names = PlanNames(plan, uid, uid_map)
-        loaded, damaged = load_newest_readable(path, rebase)
-        binding = names.bind(loaded.checkpoint)
-        for d in damaged:
-            notices.warn(f"{d.checkpoint}: damaged, passed over: {d.error}")
-        code = EXIT_FINDINGS if damaged else EXIT_OK
-        operators = select_operators(loaded.checkpoint, operator)
+        # parse -> one API call -> render
+        topology = plan_with_uids(plan, uid, uid_map)  # plan errors before any checkpoint is read
+        result = dump_checkpoint(path, DumpView(operator, subtask), plan=topology, rebase=rebase)
+        code = EXIT_FINDINGS if result.damaged else EXIT_OK
         if subtask is not None:
-            top = max((o.parallelism for o in operators), default=0)
+            top = result.top_parallelism
             if subtask < 0 or subtask >= top:
                 raise UsageError(
                     f"--subtask {subtask}: "
                     + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
                 )
         if json_out:
-            # Every rebase of the whole checkpoint is known before the (maybe filtered) view is built.
-            loaded.survey_files()
-            view = JsonView(loaded.resolver)
-            doc = view.checkpoint_head(loaded.checkpoint)
-            doc["source"] = {
-                "metadata_path": loaded.location.shown,
-                "checkpoint_dir": loaded.location.shown_dir,
-                "size": loaded.size,
-                "damaged": [d.to_json() for d in damaged],
-            }
-            doc["rebased"] = loaded.resolver.rebases()
-            doc["rebase_unmatched"] = loaded.unmatched_rebase
-            emit_json(doc, ("operators", view.operator_docs(loaded.checkpoint, operators, subtask)))
+            emit_json(result.json_head(), ("operators", result.operator_docs()))
             return code
-        _, missing = loaded.survey_files()
-        if binding is not None:
-            show_binding(binding)
-        show(loaded, operators, subtask, tree or operator is not None or subtask is not None, missing)
+        result.survey()
+        show_binding(result.binding)
+        show(result, tree or operator is not None or subtask is not None)
         return code
 
     raise typer.Exit(guarded(run, json_out))
 
 
-def show(
-    loaded: LoadedCheckpoint, operators: list[OperatorState], subtask: int | None, as_tree: bool, missing: int = 0
-) -> None:
-    cp = loaded.checkpoint
+def show(result: DumpResult, as_tree: bool) -> None:
+    loaded = result.loaded
+    cp = result.checkpoint
     if loaded.location.note:
         out.print(f"[dim]{escape(loaded.location.note)}[/]", soft_wrap=True)
-    summary = summarize(cp, operators)
+    summary = result.summary()
     table = Table(title=escape(loaded.location.shown), title_justify="left", expand=False)
     right: tuple[str, ...] = ("par/max", "keyed", "operator st.", "channel", "files")
     for col in ("operator (uid)", "operator id", "par/max", "finished", "keyed", "operator st.", "channel", "files"):
@@ -108,7 +89,7 @@ def show(
     for s in summary.operators:
         o = s.operator
         table.add_row(
-            _operator_cell(o),
+            _operator_cell(o.name, o.plan_name, o.uid),
             o.operator_id,
             f"{o.parallelism}/{o.max_parallelism}",
             s.finished_label(cp.features),
@@ -119,8 +100,8 @@ def show(
         )
     print_wide(table)
     if as_tree:
-        for o in operators:
-            print_wide(operator_tree(o, subtask, loaded))
+        for t in result.trees():
+            print_wide(operator_tree(t))
     kind = cp.properties.checkpoint_type.get("name", "?") if cp.properties else None
     parts = [
         f"format V{cp.format_version} ({cp.features.releases})",
@@ -136,18 +117,19 @@ def show(
     if cp.properties_note:
         parts.append(f"properties kept raw ({cp.properties_note})")
     out.print(escape(" · ".join(parts)))
-    for r in loaded.resolver.rebases():
+    for r in result.rebases():
         out.print(
             f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
         )
+    missing = result.missing_files
     if missing:
         out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
 
 
-def _operator_cell(o: OperatorState) -> str:
-    if o.name is None and o.plan_name:  # the checkpoint stores no name: say where this one comes from
-        return f"{escape(o.plan_name)} [dim](plan)[/]"
-    return escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else "")
+def _operator_cell(name: str | None, plan_name: str | None, uid: str | None) -> str:
+    if name is None and plan_name:  # the checkpoint stores no name: say where this one comes from
+        return f"{escape(plan_name)} [dim](plan)[/]"
+    return escape(name or "-") + (f" [dim]({escape(uid)})[/]" if uid else "")
 
 
 def _handle_label(doc: dict[str, Any]) -> str:
@@ -198,13 +180,12 @@ def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
         _add_doc(child, ch)
 
 
-def operator_tree(o: OperatorState, subtask: int | None, loaded: LoadedCheckpoint) -> Tree:
-    view = JsonView(loaded.resolver)
-    doc = view.operator(o, loaded.checkpoint.features, subtask)
-    root = Tree(f"[bold cyan]{escape(o.label())}[/] {escape(o.operator_id)}")
+def operator_tree(t: OperatorTree) -> Tree:
+    doc = t.doc
+    root = Tree(f"[bold cyan]{escape(t.label)}[/] {escape(t.operator_id)}")
     if doc["coordinator_state"]:
         _add_doc(root, doc["coordinator_state"], "coordinator")
-    if o.fully_finished:
+    if t.fully_finished:
         root.add("[yellow]fully finished[/] (no subtask state)")
     for s in doc["subtasks"]:
         node = root.add(f"subtask {s['index']}" + (" [yellow]finished[/]" if s["finished"] else ""))

@@ -1,14 +1,19 @@
-"""``spillway validate`` without typer, for the invocations whose meaning is plain.
+"""``spillway validate`` and ``spillway dump`` without typer, for the invocations whose meaning is plain.
 
-``parse_validate`` accepts only ``validate`` with one path and the command's own options, each spelt out
-(``--plan P``, not ``--plan=P``), the single-valued ones at most once, no value that starts with ``-``;
-it returns the keyword arguments typer would pass (tests/cli/test_fast_validate.py compares them with
-typer's parse of the same argv, and ``OPTIONS`` with the command's declared parameters). Anything else
+typer converts every option value through a pydantic ``TypeAdapter``: importing pydantic and building the
+adapters costs more CPU than validating or dumping a small checkpoint. ``parse`` accepts only one of
+``COMMANDS`` with one path and the command's own options, each spelt out (``--plan P``, not
+``--plan=P``), the single-valued ones at most once, no value that starts with ``-``, integers as plain
+digits; it returns the keyword arguments typer would pass (tests/cli/test_fast_path.py compares them with
+typer's parse of the same argv, and each table with the command's declared parameters). Anything else
 returns None and goes through typer, which owns help, usage errors and their messages.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
+from dataclasses import dataclass
 from typing import Any
 
 # option -> (keyword of validate.command, takes a value, repeatable)
@@ -20,20 +25,39 @@ OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--uid-map": ("uid_map", True, False),
     "--strict": ("strict", False, False),
 }
+DUMP_OPTIONS: dict[str, tuple[str, bool, bool]] = {
+    "--json": ("json_out", False, False),
+    "--operator": ("operator", True, False),
+    "--subtask": ("subtask", True, False),
+    "--tree": ("tree", False, False),
+    "--rebase": ("rebase", True, True),
+    "--plan": ("plan", True, False),
+    "--uid": ("uid", True, True),
+    "--uid-map": ("uid_map", True, False),
+}
+# command -> its options (each command takes one argument, ``path``)
+COMMANDS: dict[str, dict[str, tuple[str, bool, bool]]] = {"validate": OPTIONS, "dump": DUMP_OPTIONS}
+# options whose value is an int: taken as typer takes it only when it is plain digits
+INTEGERS = {("dump", "--subtask")}
+_DIGITS = re.compile(r"[0-9]{1,18}", re.ASCII)
 
 
-def parse_validate(argv: list[str]) -> dict[str, Any] | None:
-    if not argv or argv[0] != "validate":
+@dataclass(frozen=True)
+class Plain:
+    """A command to run and the keyword arguments typer would have called it with."""
+
+    command: str
+    kwargs: dict[str, Any]
+
+
+def parse(argv: list[str]) -> Plain | None:
+    if not argv or argv[0] not in COMMANDS:
         return None
-    kwargs: dict[str, Any] = {
-        "path": None,
-        "plan": None,
-        "json_out": False,
-        "rebase": None,
-        "uid": None,
-        "uid_map": None,
-        "strict": False,
-    }
+    name = argv[0]
+    options = COMMANDS[name]
+    kwargs: dict[str, Any] = {"path": None}
+    for keyword, takes_value, _ in options.values():
+        kwargs[keyword] = None if takes_value else False
     seen: set[str] = set()
     args = argv[1:]
     i = 0
@@ -47,23 +71,34 @@ def parse_validate(argv: list[str]) -> dict[str, Any] | None:
             kwargs["path"] = token
             i += 1
             continue
-        spec = OPTIONS.get(token)
+        spec = options.get(token)
         if spec is None or (token in seen and not spec[2]):
             return None
         seen.add(token)
-        name, takes_value, repeatable = spec
+        keyword, takes_value, repeatable = spec
         if not takes_value:
-            kwargs[name] = True
+            kwargs[keyword] = True
             i += 1
             continue
         if i + 1 >= len(args) or args[i + 1].startswith("-") or not _plain(args[i + 1]):
             return None
+        value: Any = args[i + 1]
+        if (name, token) in INTEGERS:
+            if not _DIGITS.fullmatch(value):
+                return None  # typer's conversion decides (and words its error)
+            value = int(value)
         if repeatable:
-            kwargs[name] = [*(kwargs[name] or []), args[i + 1]]
+            kwargs[keyword] = [*(kwargs[keyword] or []), value]
         else:
-            kwargs[name] = args[i + 1]
+            kwargs[keyword] = value
         i += 2
-    return kwargs if kwargs["path"] is not None else None
+    return Plain(name, kwargs) if kwargs["path"] is not None else None
+
+
+def parse_validate(argv: list[str]) -> dict[str, Any] | None:
+    """``parse`` for ``validate`` only: its keyword arguments, or None."""
+    plain = parse(argv) if argv[:1] == ["validate"] else None
+    return plain.kwargs if plain is not None else None
 
 
 def _plain(token: str) -> bool:
@@ -77,23 +112,26 @@ def _plain(token: str) -> bool:
     return True
 
 
-def run_validate(argv: list[str]) -> int | None:
-    """Run ``validate`` if ``parse_validate`` accepts ``argv``: its exit code; None: use typer."""
-    kwargs = parse_validate(argv)
-    if kwargs is None:
-        return None
+def run(plain: Plain) -> int:
+    """Run the command as typer would, after the app's callback: its exit code."""
     import typer
 
+    from spillway.api import EXIT_INTERRUPTED, set_storage_timeout
     from spillway.cli import output
-    from spillway.cli.validate import command
 
+    command = importlib.import_module(f"spillway.cli.{plain.command}").command
     output.use(None)  # what the app's callback does before every command
+    set_storage_timeout(None)
     try:
-        command(**kwargs)
+        command(**plain.kwargs)
     except typer.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:  # outside the command's own guard, as typer reports it
-        from spillway.errors import EXIT_INTERRUPTED
-
         return EXIT_INTERRUPTED
     return 0
+
+
+def run_validate(argv: list[str]) -> int | None:
+    """Run ``validate`` if ``parse`` accepts ``argv``: its exit code; None: use typer."""
+    plain = parse(argv) if argv[:1] == ["validate"] else None
+    return run(plain) if plain is not None else None

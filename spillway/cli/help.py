@@ -12,12 +12,13 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from gettext import gettext as _
+from typing import Any, ClassVar
 
 # typer (0.29) carries its own copy of click: its usage errors, contexts and help formatter.
-from typer._click.core import Context
-from typer._click.exceptions import UsageError
+from typer._click.core import Command, Context
+from typer._click.exceptions import MissingParameter, UsageError
 from typer._click.formatting import HelpFormatter as ClickHelpFormatter
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -75,15 +76,20 @@ def metavar(option: TyperOption) -> str:
 
 
 def plain_metavars(command: Any) -> None:
-    """Give every option of ``command`` (and of its subcommands) a metavar unless it has one."""
-    for sub in getattr(command, "commands", {}).values():
-        plain_metavars(sub)
+    """Give every option of ``command`` (and of its subcommands) a metavar unless it has one. A ``Group``'s
+    commands are left alone: it prepares each one when it loads it."""
+    if issubclass(command.context_class, _HelpContexts):
+        return  # prepared already
+    if not isinstance(command, Group):
+        for sub in getattr(command, "commands", {}).values():
+            plain_metavars(sub)
     make_help_option = command.get_help_option
 
     def get_help_option(ctx: Any) -> Any:
         option = make_help_option(ctx)
         if option is not None and option.metavar is None:
             option.metavar = ""
+            option.process_value = _unset_unconverted(option)
         return option
 
     command.get_help_option = get_help_option
@@ -98,6 +104,28 @@ def plain_metavars(command: Any) -> None:
         elif isinstance(param, TyperArgument):
             # typer has no hook for how an argument's type is shown: its method is replaced on the instance.
             param.display_type_rich = _no_type.__get__(param)  # type: ignore[method-assign]
+        if isinstance(param, (TyperOption, TyperArgument)):
+            param.process_value = _unset_unconverted(param)  # type: ignore[method-assign,assignment]
+
+
+def _unset_unconverted(param: TyperOption | TyperArgument) -> Callable[[Context, Any], Any]:
+    """``param.process_value``, minus the pydantic adapter typer builds for an option left unset only to
+    turn None into None (or ``()``): importing pydantic and building it is ~0.1 s of CPU, paid by every
+    command (the group's ``--storage-timeout`` is one) and every subcommand's help. Given a value, typer's."""
+    convert = param.process_value
+
+    def process_value(ctx: Context, value: Any) -> Any:
+        if value is not None:
+            return convert(ctx, value)
+        # typer (0.29) _TyperParameter.process_value with RuntimeParam.coerce's answer for None
+        value = () if param.multiple or param.nargs == -1 else None
+        if param.required and param.value_is_missing(value):
+            raise MissingParameter(ctx=ctx, param=param)
+        if param.callback is not None:
+            value = param.callback(ctx, param, value)
+        return value
+
+    return process_value
 
 
 def _wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
@@ -193,15 +221,84 @@ class _HelpContexts:
     """Marks a context class whose formatter is ``HelpFormatter``."""
 
 
+class Commands(MutableMapping[str, Command]):
+    """A group's commands by name, each built by its loader on first use (``group.commands[name]``).
+
+    Names (their order, ``in``, ``keys()``) cost nothing: click asks for them to resolve a command and
+    typer to suggest one for a typo. Only the command that runs, or whose help is shown, is imported."""
+
+    def __init__(self, loaders: Mapping[str, Callable[[], Command]]) -> None:
+        self._loaders = dict(loaders)
+        self._loaded: dict[str, Command] = {}
+
+    def __getitem__(self, name: str) -> Command:
+        command = self._loaded.get(name)
+        if command is None:
+            command = self._loaders[name]()  # KeyError: no such command
+            plain_metavars(command)
+            self._loaded[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._loaders[name] = lambda: command
+        self._loaded.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaders[name]
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaders)
+
+    def __len__(self) -> int:
+        return len(self._loaders)
+
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
+
+
+def _given(command: Command) -> Callable[[], Command]:
+    return lambda: command
+
+
 class Group(TyperGroup):
-    """The ``spillway`` group: built once per invocation with every command in it."""
+    """A ``spillway`` group: its commands are loaded one at a time, as they are used (``Commands``).
+
+    ``lazy`` (set by a subclass) names each command's loader; commands typer built already (a sub-group)
+    follow them. The list in ``-h`` comes from ``SUMMARIES`` without loading anything."""
+
+    lazy: ClassVar[Mapping[str, Callable[[], Command]]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        built = dict(self.commands)
+        self.loaders = Commands({**self.lazy, **{name: _given(command) for name, command in built.items()}})
+        self.commands = self.loaders
         plain_metavars(self)
 
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.loaders)  # typer's walks the items, which would load every command
+
+    def format_commands(self, ctx: Context, formatter: ClickHelpFormatter) -> None:
+        # As typer's (one row per visible command, its short help), with SUMMARIES standing in for the
+        # short help of a command not loaded (plain_metavars gives a loaded one the same text).
+        names = self.list_commands(ctx)
+        rows = []
+        for name in names:
+            summary = SUMMARIES.get(name)
+            if summary is None or self.loaders.loaded(name):
+                command = self.loaders[name]
+                if command.hidden:
+                    continue
+                summary = command.get_short_help_str(formatter.width - 6 - max(map(len, names)))
+            rows.append((name, summary))
+        if rows:
+            with formatter.section(_("Commands")):
+                formatter.write_dl(rows)
+
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
-        ctx.meta["spillway.argv"] = list(args)
+        if ctx.parent is None:  # the whole command line (``meta`` is shared with the subcommands' contexts)
+            ctx.meta["spillway.argv"] = list(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Context) -> Any:
@@ -209,8 +306,8 @@ class Group(TyperGroup):
             return super().invoke(ctx)
         except UsageError as exc:
             # A usage error click finds (a bad option, a bad KEY) is a spillway.error/1 on stdout too, for
-            # scripts reading --json; click still prints it on stderr and exits 2.
-            if "--json" in ctx.meta.get("spillway.argv", ()):
+            # scripts reading --json; click still prints it on stderr and exits 2. (Said once: by the root.)
+            if ctx.parent is None and "--json" in ctx.meta.get("spillway.argv", ()):
                 from spillway.cli import output
                 from spillway.cli.common import emit_json
 

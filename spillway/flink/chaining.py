@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from spillway.flink.features import NEWEST_RELEASE, dialects, parse_release
+from spillway.flink.features import NEWEST_RELEASE, Release, dialects, parse_release
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
 
 __all__ = [
@@ -31,10 +31,10 @@ class ChainRules:
     """What one release line does. Read from the release jars (``javap``) of every line listed in
     :data:`RELEASE_RULES`; see ``docs/format/operator-ids.md`` for the source of each field."""
 
-    #: Release line, e.g. ``"1.12-1.14"``; ``first``/``last`` as (major, minor), inclusive.
+    #: Release line, e.g. ``"1.12-1.14"``; ``first``/``last`` inclusive.
     line: str
-    first: tuple[int, int]
-    last: tuple[int, int]
+    first: Release
+    last: Release
     #: ``"own-copy"``: StreamGraphHasherV2 has its own frozen chainability test (1.10 and before);
     #: ``"job-graph-generator"``: it calls ``StreamingJobGraphGenerator.isChainable(edge, graph)`` (1.11+).
     hasher_predicate: str
@@ -74,8 +74,8 @@ _ALL = frozenset({"ALWAYS", "HEAD", "HEAD_WITH_SOURCES"})
 RELEASE_RULES: tuple[ChainRules, ...] = (
     ChainRules(
         "1.10",
-        (1, 0),
-        (1, 10),
+        Release(1, 0),
+        Release(1, 10),
         "own-copy",
         frozenset({"ALWAYS", "HEAD"}),
         frozenset({"ALWAYS"}),
@@ -91,8 +91,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "1.11",
-        (1, 11),
-        (1, 11),
+        Release(1, 11),
+        Release(1, 11),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -108,8 +108,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "1.12-1.13",
-        (1, 12),
-        (1, 13),
+        Release(1, 12),
+        Release(1, 13),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -125,8 +125,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "1.14",
-        (1, 14),
-        (1, 14),
+        Release(1, 14),
+        Release(1, 14),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -142,8 +142,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "1.15-1.17",
-        (1, 15),
-        (1, 17),
+        Release(1, 15),
+        Release(1, 17),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -159,8 +159,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "1.18-1.20",
-        (1, 18),
-        (1, 20),
+        Release(1, 18),
+        Release(1, 20),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -176,8 +176,8 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
     ),
     ChainRules(
         "2.0-2.3",
-        (2, 0),
-        (2, 99),
+        Release(2, 0),
+        Release(2, 99),
         "job-graph-generator",
         _ALL,
         frozenset({"ALWAYS"}),
@@ -194,7 +194,7 @@ RELEASE_RULES: tuple[ChainRules, ...] = (
 )
 
 
-def release_for_format_version(version: int) -> str:
+def release_for_format_version(version: int) -> Release:
     """The newest release line that writes checkpoint metadata version ``version`` (for when only the
     ``_metadata`` is known). For plans with Flink's default chaining settings every line gives the same ids."""
     if version == 1:
@@ -206,7 +206,7 @@ def release_for_format_version(version: int) -> str:
     return features.last_release or NEWEST_RELEASE
 
 
-def hasher_rules(release: str) -> ChainRules:
+def hasher_rules(release: str | Release) -> ChainRules:
     """The rules that apply to ``release`` (``"1.20.3"``, ``"2.0"`` …). Newer than the table: the newest line."""
     mm = parse_release(release)
     for rules in RELEASE_RULES:

@@ -24,11 +24,14 @@ import itertools
 import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import mmh3
-import numpy as np
 
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
+
+if TYPE_CHECKING:  # numpy is imported by the searches that use it: naming a plan's operators does not
+    import numpy as np  # need it, and it is a tenth of a second of every command's start-up
 
 __all__ = [
     "ABSENT",
@@ -88,6 +91,8 @@ class OperatorFacts:
 def _base_digests(positions: int, max_chained: int) -> np.ndarray:
     """``murmur3_128(0)`` of ``putInt(position)`` repeated ``1 + chained`` times, for every position and count:
     shape (positions, max_chained + 1, 16), uint8."""
+    import numpy as np
+
     out = np.zeros((positions, max_chained + 1, 16), dtype=np.uint8)
     for p in range(positions):
         for c in range(max_chained + 1):
@@ -98,6 +103,8 @@ def _base_digests(positions: int, max_chained: int) -> np.ndarray:
 def _rows_in(rows: np.ndarray, wanted: set[bytes]) -> list[int]:
     """Indexes of the 16-byte ``rows`` that are in ``wanted``: first on their low 8 bytes with numpy, then each
     candidate whole (keeps the per-row Python work to the few rows that can match)."""
+    import numpy as np
+
     if not wanted or rows.size == 0:
         return []
     rows = np.ascontiguousarray(rows)
@@ -115,6 +122,8 @@ def _mix(digests: np.ndarray, other: np.ndarray) -> np.ndarray:
     """Flink's per-input step ``hash[j] = (byte) (hash[j] * 37 ^ input[j])`` for every digest x every input
     candidate: (..., 16) x (M, 16) -> (..., M, 16). The low eight bits of the product depend only on the low
     eight bits of the byte, so unsigned 8-bit arithmetic gives Java's signed result."""
+    import numpy as np
+
     scaled = (digests.astype(np.uint16) * 37).astype(np.uint8)
     return np.bitwise_xor(scaled[..., None, :], other.reshape((1,) * (digests.ndim - 1) + other.shape))
 
@@ -148,6 +157,8 @@ def hash_search(
     kept when it is the node's known id (then the hit says which ids its inputs have) or, for a node not known, in
     ``targets`` and ``fits(node, id)``. Raw material: :func:`accept_hits` decides what is certain. ``budget``
     bounds the digests computed per node."""
+    import numpy as np
+
     target_set = {bytes.fromhex(t) for t in targets}
     n_nodes = len(graph.nodes)
     max_out = max((len(graph.out_edges(n.id)) for n in graph.nodes), default=0)
@@ -210,6 +221,8 @@ def id_relations(ids: Sequence[str], positions: int, max_chained: int) -> dict[t
     chained-output count whose input is parent: (child, parent) -> {(position, count)}. Each true pair comes with
     its mirror (parent, child) at the same values (the step can be undone); which is which is for the matching
     to decide, from where the two operators sit in the plan."""
+    import numpy as np
+
     if not ids:
         return {}
     base = _base_digests(positions, max_chained)

@@ -10,22 +10,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
-# A Flink release line as (major, minor): what release strings ("1.20", "1.20.3") are compared as.
-Release = tuple[int, int]
 
-NEWEST_RELEASE = "2.3"  # the newest Flink release this table was checked against
+class Release(NamedTuple):
+    """A Flink release line, (major, minor): the one representation of a release in spillway's tables (this one,
+    the chaining rules, the stream-element tags). Compares as the tuple; prints as ``1.20``."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+NEWEST_RELEASE = Release(2, 3)  # the newest Flink release this table was checked against
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)")
 
 
-def parse_release(release: str) -> Release:
-    """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> (major, minor): the one way
-    release strings of this table (and of the rest of spillway) become comparable."""
+def parse_release(release: str | Release) -> Release:
+    """``"1.20.3"``, ``"1.20"``, ``"2.3-SNAPSHOT"``, ``"release-1.20.3"`` -> ``Release(1, 20)`` …: the one way
+    release strings (of users, fixtures, jars) become comparable. A ``Release`` is returned as it is."""
+    if isinstance(release, Release):
+        return release
     m = _RELEASE.search(release)
     if m is None:
         raise ValueError(f"not a Flink release: {release!r}")
-    return int(m.group(1)), int(m.group(2))
+    return Release(int(m.group(1)), int(m.group(2)))
 
 
 class ChannelLayout(Enum):
@@ -40,8 +52,8 @@ class ChannelLayout(Enum):
 @dataclass(frozen=True, slots=True)
 class FormatFeatures:
     version: int
-    first_release: str | None  # the first Flink release whose files read as this row; None: none yet
-    last_release: str | None  # the last one; None: no released Flink writes it yet
+    first_release: Release | None  # the first Flink release whose files read as this row; None: none yet
+    last_release: Release | None  # the last one; None: no released Flink writes it yet
     channel_layout: ChannelLayout
     legacy_subtask_fields: bool  # V2: chain length per operator, duration and state count per subtask
     coordinator_state: bool  # operator-coordinator state per operator
@@ -77,8 +89,8 @@ class FormatFeatures:
 
 _V2 = FormatFeatures(
     version=2,
-    first_release="1.3",
-    last_release="1.10",
+    first_release=Release(1, 3),
+    last_release=Release(1, 10),
     channel_layout=ChannelLayout.NONE,
     legacy_subtask_fields=True,
     coordinator_state=False,
@@ -91,8 +103,8 @@ _V2 = FormatFeatures(
 # A V3 file without channel state reads the same in both dialects, so this row may also be Flink 1.11's.
 _V3 = FormatFeatures(
     version=3,
-    first_release="1.11",
-    last_release="1.15",
+    first_release=Release(1, 11),
+    last_release=Release(1, 15),
     channel_layout=ChannelLayout.INDEXED,
     legacy_subtask_fields=False,
     coordinator_state=True,
@@ -105,8 +117,8 @@ _V3 = FormatFeatures(
 # Flink 1.11 introduced V3; 1.12 added the subtask index to every channel handle without a new version.
 _V3_FLINK_1_11 = FormatFeatures(
     version=3,
-    first_release="1.11",
-    last_release="1.11",
+    first_release=Release(1, 11),
+    last_release=Release(1, 11),
     channel_layout=ChannelLayout.UNINDEXED,
     legacy_subtask_fields=False,
     coordinator_state=True,
@@ -119,8 +131,8 @@ _V3_FLINK_1_11 = FormatFeatures(
 )
 _V4 = FormatFeatures(
     version=4,
-    first_release="1.16",
-    last_release="1.20",
+    first_release=Release(1, 16),
+    last_release=Release(1, 20),
     channel_layout=ChannelLayout.INDEXED,
     legacy_subtask_fields=False,
     coordinator_state=True,
@@ -132,8 +144,8 @@ _V4 = FormatFeatures(
 )
 _V5 = FormatFeatures(
     version=5,
-    first_release="2.0",
-    last_release="2.0",
+    first_release=Release(2, 0),
+    last_release=Release(2, 0),
     channel_layout=ChannelLayout.INDEXED,
     legacy_subtask_fields=False,
     coordinator_state=True,
@@ -145,8 +157,8 @@ _V5 = FormatFeatures(
 )
 _V6 = FormatFeatures(
     version=6,
-    first_release="2.1",
-    last_release="2.3",
+    first_release=Release(2, 1),
+    last_release=Release(2, 3),
     channel_layout=ChannelLayout.TYPED,
     legacy_subtask_fields=False,
     coordinator_state=True,

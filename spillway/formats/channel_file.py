@@ -11,7 +11,9 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Iterator
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,8 +160,8 @@ def walk_chunks(blob: Blob) -> Iterator[Chunk]:
 
         native = walk_file(blob.fileno(), blob.base, blob.size)
         if native is not None:
-            chunks, error = native
-            for offset, length in chunks:
+            offsets, lengths, error = native
+            for offset, length in zip(offsets, lengths, strict=True):
                 yield Chunk(offset, length)
             if error is not None:
                 # Re-read the failing header with the declared layout for the precise message.
@@ -173,12 +175,60 @@ def walk_chunks(blob: Blob) -> Iterator[Chunk]:
         offset = chunk.end
 
 
-Walked = tuple[list[tuple[int, int]], tuple[int, str] | None]  # ``native.walk_file``: chunks, (offset, why)
+# ``native.walk_file``: chunk offsets, payload lengths, (offset, why) where the chain breaks
+Walked = tuple["array[int]", "array[int]", tuple[int, str] | None]
 
 
-def chunk_map(blob: Blob, walked: Walked | None = None) -> tuple[dict[int, int], BlobError | None]:
-    """``walk_chunks`` as offset -> payload length, without a ``Chunk`` per chunk (hundreds of thousands in a
-    large checkpoint), and the error where the chain breaks (None: it ends exactly at the end of the blob).
+class ChunkMap(Mapping[int, int]):
+    """The chunks of one blob, offset of each length field -> payload length, as two arrays in file order: 12 bytes
+    a chunk where a dict takes about 130 (a 10 GiB checkpoint has ~330 000 chunks of 32 KiB)."""
+
+    __slots__ = ("lengths", "offsets")
+
+    def __init__(self, offsets: array[int] | None = None, lengths: array[int] | None = None) -> None:
+        self.offsets = array("q") if offsets is None else offsets  # increasing, as the chain is walked
+        self.lengths = array("i") if lengths is None else lengths
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.offsets)
+
+    def index(self, offset: int) -> int:
+        """Position of the chunk whose length field is at ``offset``, -1 if no chunk starts there."""
+        i = bisect_left(self.offsets, offset)
+        return i if i < len(self.offsets) and self.offsets[i] == offset else -1
+
+    def __getitem__(self, offset: object) -> int:
+        i = self.index(offset) if isinstance(offset, int) else -1
+        if i < 0:
+            raise KeyError(offset)
+        return self.lengths[i]
+
+    def __contains__(self, offset: object) -> bool:
+        return isinstance(offset, int) and self.index(offset) >= 0
+
+    def indices(self, offsets: list[int]) -> array[int] | None:
+        """The position of every one of ``offsets`` (in C where it can), or None if any starts no chunk."""
+        from spillway.formats.native import locate
+
+        # A few offsets cost less by bisection here than the C call's argument conversion.
+        found = locate(self.offsets, array("q", offsets)) if len(offsets) > 16 else None
+        if found is None:
+            out = array("q", map(self.index, offsets))
+            return None if -1 in out else out
+        out, missing = found
+        return None if missing else out
+
+    def payload(self, positions: array[int]) -> int:
+        """Payload bytes of the chunks at ``positions``."""
+        return sum(map(self.lengths.__getitem__, positions))
+
+
+def chunk_map(blob: Blob, walked: Walked | None = None) -> tuple[ChunkMap, BlobError | None]:
+    """``walk_chunks`` as a ``ChunkMap``, without a ``Chunk`` per chunk (hundreds of thousands in a large
+    checkpoint), and the error where the chain breaks (None: it ends exactly at the end of the blob).
 
     ``walked``: the native walk of this blob, if it was already run (on another thread)."""
     if walked is None and isinstance(blob, FileBlob):
@@ -186,15 +236,16 @@ def chunk_map(blob: Blob, walked: Walked | None = None) -> tuple[dict[int, int],
 
         walked = walk_file(blob.fileno(), blob.base, blob.size)
     if walked is None:
-        found: dict[int, int] = {}
+        found = ChunkMap()
         try:
             for chunk in walk_chunks(blob):
-                found[chunk.offset] = chunk.length
+                found.offsets.append(chunk.offset)
+                found.lengths.append(chunk.length)
         except BlobError as exc:
             return found, exc
         return found, None
-    chunks, error = walked
-    found = dict(chunks)
+    offsets, lengths, error = walked
+    found = ChunkMap(offsets, lengths)
     if error is None:
         return found, None
     try:  # re-read the failing header with the declared layout for the precise message

@@ -18,14 +18,27 @@ per struct, a list per array), so every decoder written for containers works on 
 ``hooks`` maps a layout object to a function applied to each value parsed with it, as soon as it is
 parsed: the metadata decoder turns each operator into its model right away, so the parse tree of one
 operator at a time is alive instead of the whole file's.
+
+Handle lists (hundreds of thousands of channel handles in an unaligned checkpoint) cost a Python call
+per handle and per nested handle. Two things keep that down: the cases of a ``Decoded`` type switch
+are inlined into the parsing function as an ``if``/``elif`` chain on the type code (two levels deep;
+deeper ones and unknown codes go through the case table), and a decoder that is a ``Build`` (a model
+class and the fields it is constructed from) is emitted as that constructor call on the parsed
+locals, with no dict of fields and no decoder call in between.
 """
 
 from __future__ import annotations
 
+import hashlib
+import marshal
+import os
 import re
 import struct
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from types import CodeType
 from typing import Any
 
 from construct import (
@@ -41,6 +54,7 @@ from construct import (
     Switch,
 )
 
+from spillway.cache import cache_root
 from spillway.formats.modutf8 import decode_modified_utf8
 from spillway.formats.primitives import (
     BoundedArray,
@@ -75,6 +89,36 @@ class Decoded:
     decoders: Mapping[int, Callable[[Any], Any]]
 
 
+class Build:
+    """A decoder that constructs ``factory(*(body[f] for f in fields))``: callable on a parsed body
+    like any decoder, and emitted by the fast parser as the constructor call on the parsed fields."""
+
+    __slots__ = ("factory", "fields")
+
+    def __init__(self, factory: Callable[..., Any], *fields: str):
+        self.factory = factory
+        self.fields = fields
+
+    def __call__(self, body: Any) -> Any:
+        return self.factory(*[body[f] for f in self.fields])
+
+    def __repr__(self) -> str:
+        return f"Build({getattr(self.factory, '__name__', self.factory)!r}, {', '.join(self.fields)})"
+
+
+# Arrays of fixed-size items shorter than this are unpacked by a precompiled Struct per length.
+_SHORT_RUNS = 64
+# How deep ``Decoded`` switches are inlined into the enclosing function (a handle, its delegate).
+_INLINE_DEPTH = 2
+# The most lines a case may take to be inlined (a channel handle with its delegate's chain: ~40).
+_INLINE_LINES = 100
+
+
+@cache
+def _short_runs(fmt: str) -> list[struct.Struct]:
+    return [struct.Struct(f">{n}{fmt}") for n in range(_SHORT_RUNS)]
+
+
 _THIS_FIELD = re.compile(r"this\['(\w+)'\]")
 
 # Fixed-size items a struct run can absorb: construct -> struct format character(s).
@@ -92,6 +136,8 @@ class _Gen:
         self.functions: list[str] = []
         self.done: dict[tuple[int, int], str] = {}
         self.counter = 0
+        self.depth = 0  # Decoded switches inlined around the code being emitted
+        self.loops = 0  # array loops around the code being emitted
 
     def name(self, prefix: str) -> str:
         self.counter += 1
@@ -112,17 +158,26 @@ class _Gen:
             return fname
         fname = self.done[key] = self.name("parse")
         body: list[str] = []
-        self.field(con, "value", {}, body, "    ")
-        if then is not None:
-            body.append(f"    return {self.const(then, 'then')}(value), pos")
-        else:
-            body.append("    return value, pos")
+        depth, loops, self.depth, self.loops = self.depth, self.loops, 0, 0  # a function starts afresh
+        self.built(con, then, "value", body, "    ")
+        self.depth, self.loops = depth, loops
+        body.append("    return value, pos")
         self.functions.append("\n".join([f"def {fname}(data, pos, end):", *body]))
         return fname
 
-    def struct(self, con: FastStruct, var: str, out: list[str], ind: str) -> None:
+    def built(self, con: Construct, then: Callable[[Any], Any] | None, var: str, out: list[str], ind: str) -> None:
+        """Statements parsing ``con`` into ``var`` = ``then(value)`` (the value itself without ``then``)."""
+        if isinstance(then, Build) and isinstance(con, FastStruct):
+            self.struct(con, var, out, ind, then)
+            return
+        self.field(con, var, {}, out, ind)
+        if then is not None:
+            out.append(f"{ind}{var} = {self.const(then, 'then')}({var})")
+
+    def struct(self, con: FastStruct, var: str, out: list[str], ind: str, build: Build | None = None) -> None:
         """A struct's fields as statements of the enclosing function (no call, no result tuple):
-        locals named after ``var``, then ``var`` = the dict of its fields."""
+        locals named after ``var``, then ``var`` = the dict of its fields (``build``: the model built
+        from them)."""
         scope: dict[str, str] = {}  # field name -> local variable
         run: list[tuple[str, str, str | None]] = []  # (format, variable, post-processing)
 
@@ -157,7 +212,13 @@ class _Gen:
             if fname:
                 scope[fname] = local
         flush()
-        out.append(f"{ind}{var} = {self.context(scope)}")
+        if build is not None and all(f in scope for f in build.fields):
+            args = ", ".join(scope[f] for f in build.fields)
+            out.append(f"{ind}{var} = {self.const(build.factory, 'build')}({args})")
+        elif build is not None:
+            out.append(f"{ind}{var} = {self.const(build, 'then')}({self.context(scope)})")
+        else:
+            out.append(f"{ind}{var} = {self.context(scope)}")
 
     # -- pieces -------------------------------------------------------------------------------------
 
@@ -203,12 +264,20 @@ class _Gen:
         fixed = self.fixed(sub, "x")
         if fixed is not None and fixed[1] is None:
             size = struct.calcsize(">" + fixed[0])
-            out.append(f"{ind}{var} = list(_unpack_from('>%d{fixed[0]}' % {count}, data, pos))")
+            # short runs (a channel's offsets) through a precompiled Struct: no format string per list
+            short = f"runs_{ord(fixed[0])}"
+            self.ns[short] = _short_runs(fixed[0])
+            out.append(
+                f"{ind}{var} = list({short}[{count}].unpack_from(data, pos) if {count} < {_SHORT_RUNS}"
+                f" else _unpack_from('>%d{fixed[0]}' % {count}, data, pos))"
+            )
             out.append(f"{ind}pos += {count} * {size}")
             return
         out.append(f"{ind}{var} = []")
         out.append(f"{ind}for _ in range({count}):")
+        self.loops += 1
         self.field(sub, f"{var}_x", {}, out, ind + "    ")
+        self.loops -= 1
         out.append(f"{ind}    {var}.append({var}_x)")
 
     def expr(self, fn: Any, scope: dict[str, str]) -> str:
@@ -243,10 +312,32 @@ class _Gen:
         switch = body_sc.subcon if isinstance(body_sc, Renamed) else body_sc
         if not isinstance(switch, Switch) or self.expr(switch.keyfunc, {key_sc.name: "k"}) != "k":
             raise TypeError(f"fastparse: Decoded needs a Switch on {key_sc.name!r}")
-        self.field(key_sc.subcon, f"{var}_k", {}, out, ind)
+        key = f"{var}_k"
+        self.field(key_sc.subcon, key, {}, out, ind)
+        inline: dict[int, list[str]] = {}
+        if self.loops and self.depth < _INLINE_DEPTH:
+            # inlined only where it repeats (an element of a list; once-per-subtask handles stay
+            # calls), and only small cases (a keyed handle with its lists stays a call: code size)
+            self.depth += 1
+            for code, sub in switch.cases.items():
+                case: list[str] = []
+                self.built(sub, hook.decoders[code], var, case, ind + "    ")
+                if isinstance(code, int) and len(case) <= _INLINE_LINES:
+                    inline[code] = case
+            self.depth -= 1
         table = self.name("cases")
-        self.ns[table] = {code: self.function(sub, hook.decoders[code]) for code, sub in switch.cases.items()}
-        out.append(f"{ind}{var}, pos = {table}[{var}_k](data, pos, end)")
+        self.ns[table] = {
+            code: self.function(sub, hook.decoders[code]) for code, sub in switch.cases.items() if code not in inline
+        }
+        call = f"{var}, pos = {table}[{key}](data, pos, end)"  # unknown codes: a KeyError (a failure)
+        if not inline:
+            out.append(ind + call)
+            return
+        for i, (code, case) in enumerate(inline.items()):
+            out.append(f"{ind}{'el' if i else ''}if {key} == {code}:")
+            out.extend(case)
+        out.append(f"{ind}else:")
+        out.append(f"{ind}    {call}")
 
     def plain_field(self, con: Construct, var: str, scope: dict[str, str], out: list[str], ind: str) -> None:
         if isinstance(con, Renamed):
@@ -304,12 +395,34 @@ class _Gen:
     def module(self) -> dict[str, Any]:
         source = "\n\n".join(self.functions) + "\n"
         ns = dict(self.ns)
-        exec(compile(source, "<spillway.fastparse>", "exec"), ns)  # generated from our own layouts
+        exec(_compiled(source), ns)  # generated from our own layouts
         for name, value in list(ns.items()):
             if name.startswith("cases_"):
                 ns[name] = {key: ns[fname] for key, fname in value.items()}
                 # the functions look the table up by name at call time: rebind in their globals
         return ns
+
+
+def _compiled(source: str) -> CodeType:
+    """``source`` compiled, through a cache keyed by its hash (compiling the metadata parser is most of
+    its build time, paid by every command that decodes a ``_metadata``). Any cache trouble: compile."""
+    name = f"{hashlib.sha256(source.encode()).hexdigest()[:24]}.{sys.implementation.cache_tag}.code"
+    path = cache_root() / "fastparse" / name
+    try:
+        code = marshal.loads(path.read_bytes())
+        if isinstance(code, CodeType):
+            return code
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    code = compile(source, "<spillway.fastparse>", "exec")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(code))
+        os.replace(tmp, path)  # whole or absent: a reader never sees a partial file
+    except OSError:
+        pass
+    return code
 
 
 def compile_fast(layout: Construct, hooks: Mapping[int, Callable[[Any], Any] | Decoded] | None = None) -> Parser:
@@ -326,4 +439,4 @@ def compile_fast(layout: Construct, hooks: Mapping[int, Callable[[Any], Any] | D
     return parse
 
 
-__all__ = ["Decoded", "FastParseError", "compile_fast"]
+__all__ = ["Build", "Decoded", "FastParseError", "compile_fast"]

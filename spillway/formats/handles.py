@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from construct import Construct, Container, Flag, Int8ub, Int32sb, Int64sb, ListContainer, Pass, Switch, this
 
 from spillway.flink.features import ChannelLayout
-from spillway.formats.fastparse import Decoded
+from spillway.formats.fastparse import Build, Decoded
 from spillway.formats.primitives import (
     BoundedArray,
     BoundedBytes,
@@ -177,21 +178,21 @@ register(
     BYTE_STREAM,
     {PLAIN_STREAM, STREAM, COORDINATOR},
     FastStruct("name" / JavaString, "data" / BoundedBytes()),
-    lambda b: ByteStreamHandle(b["name"], b["data"]),
+    Build(ByteStreamHandle, "name", "data"),
     lambda h: Container(name=h.name, data=h.data),
 )
 register(
     FILE,
     {PLAIN_STREAM, STREAM},
     FastStruct("state_size" / Int64sb, "path" / JavaString),
-    lambda b: FileHandle(b["path"], b["state_size"]),
+    Build(FileHandle, "path", "state_size"),
     lambda h: Container(state_size=h.state_size, path=h.path),
 )
 register(
     RELATIVE_FILE,
     {PLAIN_STREAM, STREAM},
     FastStruct("relative_path" / JavaString, "state_size" / Int64sb),
-    lambda b: RelativeFileHandle(b["relative_path"], b["state_size"]),
+    Build(RelativeFileHandle, "relative_path", "state_size"),
     lambda h: Container(relative_path=h.relative_path, state_size=h.state_size),
 )
 register(
@@ -683,7 +684,7 @@ OutputChannelHandleTyped = _typed_channels("output", "result subpartition state 
 
 
 def _decode_typed(c: Any, subtask: int) -> Any:
-    return _CHANNEL_DECODE[c["type"]](c["body"], subtask)
+    return _CHANNEL_DECODE[c["type"]](c["body"], subtask) if isinstance(c, dict) else c
 
 
 def _encode_typed(h: AnyChannelHandle) -> Container:
@@ -727,4 +728,17 @@ def fast_decoders() -> dict[int, Decoded]:
     # Not CoordinatorHandle: the operator's layout checks its type code (metadata.py), and a decoded
     # handle has none; it is one handle per operator anyway.
     families = (PlainStreamHandle, StreamHandle, KeyedLeafHandle, KeyedHandle, OperatorHandle)
-    return {id(layout): Decoded(decoders) for layout in families}
+    hooks = {id(layout): Decoded(decoders) for layout in families}
+    # Typed channel handles (V6+) store their subtask index, and the fast parser gives offsets as a
+    # list and the delegate decoded: a single handle is its constructor on the parsed fields.
+    channel: dict[int, Decode] = {
+        INPUT_CHANNEL: Build(InputChannelHandle, "subtask_index", *_INPUT_PAIR, "offsets", "state_size", "delegate"),
+        RESULT_SUBPARTITION: Build(
+            ResultSubpartitionHandle, "subtask_index", *_OUTPUT_PAIR, "offsets", "state_size", "delegate"
+        ),
+        MERGED_INPUT_CHANNEL: partial(_merged_input, subtask=-1),  # stored in the body: never used
+        MERGED_RESULT_SUBPARTITION: partial(_merged_output, subtask=-1),
+    }
+    for layout in (InputChannelHandleTyped, OutputChannelHandleTyped):
+        hooks[id(layout)] = Decoded(channel)
+    return hooks

@@ -23,7 +23,7 @@ from construct import ConstructError, Container, ListContainer
 from spillway.flink.features import SUPPORTED_VERSIONS, FormatFeatures, dialects, format_features
 from spillway.formats.errors import CheckpointFormatError, from_construct
 from spillway.formats.fastparse import Decoded, compile_fast
-from spillway.formats.handles import channel_codec, decode_handle, encode_handle, fast_decoders
+from spillway.formats.handles import ChannelDecode, channel_codec, decode_handle, encode_handle, fast_decoders
 from spillway.formats.javaser import JavaEnum, JavaObject, JavaSerializationError, read_java_object
 from spillway.formats.metadata import METADATA_MAGIC, metadata_layout, operator_layout
 from spillway.model.checkpoint import (
@@ -193,13 +193,20 @@ def _operator(o: Any, features: FormatFeatures) -> OperatorState:
             continue
         s = e["state"]
         sub = _subtask_common(s, SubtaskState(marker))
-        sub.input_channel_state = [decode_input(h, marker) for h in s["input_channel_state"]]
-        sub.result_subpartition_state = [decode_output(h, marker) for h in s["result_subpartition_state"]]
+        sub.input_channel_state = _channels(s["input_channel_state"], decode_input, marker)
+        sub.result_subpartition_state = _channels(s["result_subpartition_state"], decode_output, marker)
         if features.ref_checkpoint_ids:
             sub.ref_marker = s["ref_marker"]
             sub.ref_checkpoint_id = s["ref_checkpoint_id"]
         op.subtasks.append(sub)
     return op
+
+
+def _channels(parsed: list[Any], decode: ChannelDecode, subtask: int) -> list[Any]:
+    """A subtask's channel handles as models: the fast parser's typed lists hold them already."""
+    if parsed and not isinstance(parsed[0], dict):
+        return parsed if type(parsed) is list else list(parsed)
+    return [decode(h, subtask) for h in parsed]
 
 
 def properties_from_java(obj: Any) -> CheckpointProperties:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from array import array
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ class FramerState(ctypes.Structure):
         ("dead", ctypes.c_int32),
         ("head", ctypes.c_uint8 * 4),
         ("records", ctypes.c_int64),
-        ("tag_counts", ctypes.c_int64 * 256),
+        ("tag_counts", ctypes.POINTER(ctypes.c_int64)),  # 256 counters, or NULL (the file-by-file framing: 10 000
+        ("record_tags", ctypes.c_int64),  # channels at ~100 bytes each instead of ~2 KiB)
         ("start_piece", ctypes.c_int64),
         ("start_pos", ctypes.c_int64),
         ("fault_kind", ctypes.c_int32),
@@ -150,6 +152,26 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,  # status (int32, out)
         ctypes.c_void_p,  # stream_records (int64, out): of them, records
     ]
+    lib.spw_frame_file.restype = ctypes.c_int
+    lib.spw_frame_file.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,  # offsets (int64)
+        ctypes.c_void_p,  # lengths (int32)
+        ctypes.c_void_p,  # slots (int64)
+        ctypes.c_void_p,  # states (framer_t)
+        ctypes.c_void_p,  # status (int32, in/out)
+        ctypes.c_void_p,  # buf
+        ctypes.c_int64,
+        ctypes.c_int64,
+    ]
+    lib.spw_init_states.restype = None
+    lib.spw_init_states.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(FramerRules), ctypes.c_void_p]
+    lib.spw_in_element.restype = ctypes.c_int
+    lib.spw_in_element.argtypes = [ctypes.c_void_p]
+    lib.spw_locate.restype = ctypes.c_int64
+    lib.spw_locate.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.spw_stream_records.restype = ctypes.c_int64
     lib.spw_stream_records.argtypes = [ctypes.POINTER(FramerState)]
     lib.spw_crc_rows.restype = None
@@ -173,7 +195,7 @@ class FrameBatch:
     def __len__(self) -> int:
         return len(self.totals)
 
-    def add(self, parts: list[tuple[int, int, list[int], list[int]]], total: int, complete: bool) -> None:
+    def add(self, parts: Sequence[tuple[int, int, list[int], Sequence[int]]], total: int, complete: bool) -> None:
         """One channel: (fd, base, chunk offsets, payload lengths) per part, its payload length, and whether
         it must end on a record boundary."""
         for fd, base, offsets, lengths in parts:
@@ -220,6 +242,87 @@ def frame_batch(batch: FrameBatch, rules: FramerRules, buffer: bytearray) -> lis
     return [(r, d) if s == 0 else None for r, d, s in zip(records, stream_records, status, strict=True)]
 
 
+def _address(a: array[Any]) -> int:
+    return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
+
+
+class FileFraming:
+    """Many channels framed file by file (``spw_frame_file``): each file is read once, in file order, and every
+    chunk goes to the framer of its channel. ``add`` the channels, then for each phase (a channel's parts in stream
+    order: phase 0 its first part, phase 1 its second) run ``frame_file`` on every file of that phase — files of
+    one phase on any threads, phases one after the other — then read ``results``."""
+
+    MAX_GAP = 64 << 10  # bytes of unlisted chunks read through rather than starting a new read
+
+    def __init__(self, rules: FramerRules) -> None:
+        self.rules = rules
+        self.totals = array("q")
+        self.complete = array("b")
+        # phase -> (fd, base) -> chunk offsets, payload lengths, channel slots
+        self.files: list[dict[tuple[int, int], tuple[array[int], array[int], array[int]]]] = []
+        self.states: ctypes.Array[FramerState] | None = None
+        self.status = array("i")
+
+    def add(self, parts: Sequence[tuple[int, int, list[int], Sequence[int]]], total: int, complete: bool) -> int:
+        """One channel: (fd, base, chunk offsets, payload lengths) per part in stream order, each part's offsets
+        increasing; its payload length; whether it must end on a record boundary. Returns its slot."""
+        slot = len(self.totals)
+        self.totals.append(total)
+        self.complete.append(complete)
+        for phase, (fd, base, offsets, lengths) in enumerate(parts):
+            if phase == len(self.files):
+                self.files.append({})
+            listed = self.files[phase].get((fd, base))
+            if listed is None:
+                listed = self.files[phase][fd, base] = (array("q"), array("i"), array("q"))
+            listed[0].extend(offsets)
+            listed[1].extend(lengths)
+            listed[2].extend([slot] * len(offsets))
+        return slot
+
+    def start(self) -> None:
+        lib = library()
+        assert lib is not None
+        n = len(self.totals)
+        self.states = (FramerState * max(n, 1))()
+        lib.spw_init_states(self.states, n, ctypes.byref(self.rules), _address(self.totals))
+        self.status = array("i", [0]) * n
+
+    def frame_file(self, phase: int, file: tuple[int, int], buffer: bytearray) -> None:
+        """Feed one file's chunks of one phase (releases the GIL; files of a phase touch disjoint channels)."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        offsets, lengths, slots = self.files[phase][file]
+        lib.spw_frame_file(
+            file[0],
+            file[1],
+            len(offsets),
+            _address(offsets),
+            _address(lengths),
+            _address(slots),
+            ctypes.addressof(self.states),
+            _address(self.status),
+            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
+            len(buffer),
+            self.MAX_GAP,
+        )
+
+    def results(self) -> list[tuple[int, int] | None]:
+        """(stream elements, of them records) per channel, None where it did not frame cleanly."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        out: list[tuple[int, int] | None] = []
+        size = ctypes.sizeof(FramerState)
+        base = ctypes.addressof(self.states)
+        for slot, status in enumerate(self.status):
+            state = self.states[slot]
+            if status != 0 or (self.complete[slot] and lib.spw_in_element(base + slot * size)):
+                out.append(None)
+            else:
+                out.append((state.records, lib.spw_stream_records(ctypes.byref(state))))
+        return out
+
+
 WALK_ERRORS = {
     1: "file ends inside a chunk length field",
     2: "negative chunk length",
@@ -228,8 +331,9 @@ WALK_ERRORS = {
 }
 
 
-def walk_file(fd: int, base: int, size: int) -> tuple[list[tuple[int, int]], tuple[int, str] | None] | None:
-    """Chunk chain of a file-backed blob in C: ([(offset, length)], (error offset, why) or None).
+def walk_file(fd: int, base: int, size: int) -> tuple[array[int], array[int], tuple[int, str] | None] | None:
+    """Chunk chain of a file-backed blob in C: the offsets of the chunks' length fields (increasing, ``q``), their
+    payload lengths (``i``), and (error offset, why) where the chain breaks or None.
 
     None when the native library is unavailable (callers use the construct-based walk)."""
     lib = library()
@@ -237,13 +341,34 @@ def walk_file(fd: int, base: int, size: int) -> tuple[list[tuple[int, int]], tup
         return None
     cap = max(16, size // 4096)
     while True:
-        offsets = (ctypes.c_int64 * cap)()
-        lengths = (ctypes.c_int32 * cap)()
+        offsets, lengths = array("q", [0]) * cap, array("i", [0]) * cap
         err_off, err_kind = ctypes.c_int64(0), ctypes.c_int32(0)
-        n = lib.spw_walk(fd, base, size, offsets, lengths, cap, ctypes.byref(err_off), ctypes.byref(err_kind))
+        n = lib.spw_walk(
+            fd,
+            base,
+            size,
+            ctypes.cast(_address(offsets), ctypes.POINTER(ctypes.c_int64)),
+            ctypes.cast(_address(lengths), ctypes.POINTER(ctypes.c_int32)),
+            cap,
+            ctypes.byref(err_off),
+            ctypes.byref(err_kind),
+        )
         if n >= 0:
             break
         cap *= 4
-    chunks = list(zip(offsets[:n], lengths[:n], strict=True))
+    del offsets[n:], lengths[n:]  # in place: no second copy of a large map
     error = (err_off.value, WALK_ERRORS.get(err_kind.value, "?")) if err_kind.value else None
-    return chunks, error
+    return offsets, lengths, error
+
+
+def locate(sorted_offsets: array[int], offsets: array[int]) -> tuple[array[int], int] | None:
+    """The index of each of ``offsets`` among ``sorted_offsets`` (-1: not there) and how many were not found;
+    None without the native library."""
+    lib = library()
+    if lib is None:
+        return None
+    out = array("q", [0]) * len(offsets)
+    missing = lib.spw_locate(
+        _address(sorted_offsets), len(sorted_offsets), _address(offsets), len(offsets), _address(out)
+    )
+    return out, missing

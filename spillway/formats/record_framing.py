@@ -156,6 +156,8 @@ class NativeFramer:
         self._lib = lib
         self._rules = framer_rules(tags, limit)  # cached and shared; referenced here so it outlives the state
         self._st = FramerState()
+        self._tag_counts = (ctypes.c_int64 * 256)()  # referenced here so it outlives the state
+        self._st.tag_counts = self._tag_counts
         self._st.rules = ctypes.pointer(self._rules)
         self._st.total = total
         self._st_ref = ctypes.byref(self._st)
@@ -232,7 +234,7 @@ class NativeFramer:
 
     @property
     def elements(self) -> dict[int, int]:
-        return {t: c for t, c in enumerate(self._st.tag_counts) if c}
+        return {t: c for t, c in enumerate(self._tag_counts) if c}
 
     @property
     def in_record(self) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from construct import Construct, Flag, GreedyBytes, If, Int8ub, Int32sb, Int64sb, Struct, Switch, this
 
-from spillway.flink.features import dialects, parse_release
+from spillway.flink.features import Release, dialects
 
 TAG_RECORD_WITH_TIMESTAMP = 0
 TAG_RECORD = 1
@@ -43,7 +43,7 @@ class ElementKind:
     name: str  # as reports count it
     head: Construct  # the fixed-size fields after the tag byte (records: the fields before the value)
     carries_value: bool  # a record: the user value follows the head
-    since: str  # first Flink release whose StreamElementSerializer writes this tag (flink.features.parse_release)
+    since: Release  # first Flink release whose StreamElementSerializer writes this tag
     event_time: bool = False  # the head's ``timestamp`` is the element's event time (shown by analyze)
     # Derived from ``head`` once (readers consult them per element):
     head_size: int = field(init=False)  # tag byte + head: the whole element if it carries no value
@@ -71,9 +71,9 @@ class ElementKind:
 _TIMESTAMP = Struct("timestamp" / Int64sb)
 
 KINDS: tuple[ElementKind, ...] = (
-    ElementKind(TAG_RECORD_WITH_TIMESTAMP, "record", _TIMESTAMP, True, "1.0", event_time=True),
-    ElementKind(TAG_RECORD, "record", Struct(), True, "1.0"),
-    ElementKind(TAG_WATERMARK, "watermark", _TIMESTAMP, False, "1.0", event_time=True),
+    ElementKind(TAG_RECORD_WITH_TIMESTAMP, "record", _TIMESTAMP, True, Release(1, 0), event_time=True),
+    ElementKind(TAG_RECORD, "record", Struct(), True, Release(1, 0)),
+    ElementKind(TAG_WATERMARK, "watermark", _TIMESTAMP, False, Release(1, 0), event_time=True),
     ElementKind(
         TAG_LATENCY_MARKER,
         "latency marker",
@@ -84,16 +84,16 @@ KINDS: tuple[ElementKind, ...] = (
             "subtask_index" / Int32sb,
         ),
         False,
-        "1.0",
+        Release(1, 0),
     ),
-    ElementKind(TAG_WATERMARK_STATUS, "watermark status", Struct("status" / Int32sb), False, "1.0"),
-    ElementKind(TAG_RECORD_ATTRIBUTES, "record attributes", Struct("is_backlog" / Flag), False, "1.19"),
+    ElementKind(TAG_WATERMARK_STATUS, "watermark status", Struct("status" / Int32sb), False, Release(1, 0)),
+    ElementKind(TAG_RECORD_ATTRIBUTES, "record attributes", Struct("is_backlog" / Flag), False, Release(1, 19)),
     ElementKind(
         TAG_INTERNAL_WATERMARK,
         "internal watermark",
         Struct("subpartition_index" / Int32sb, "timestamp" / Int64sb),
         False,
-        "1.19",
+        Release(1, 19),
     ),
 )
 ELEMENTS: dict[int, ElementKind] = {k.tag: k for k in KINDS}
@@ -107,7 +107,7 @@ def element_name(tag: int) -> str:
 
 RECORD_TAGS = frozenset(k.tag for k in KINDS if k.carries_value)
 ALL_TAGS = frozenset(ELEMENTS)
-TAGS_BEFORE_1_19 = frozenset(k.tag for k in KINDS if parse_release(k.since) < parse_release("1.19"))
+TAGS_BEFORE_1_19 = frozenset(k.tag for k in KINDS if k.since < Release(1, 19))
 
 # One whole element (record values kept as raw bytes), composed from the table.
 StreamElement = Struct(
@@ -128,8 +128,8 @@ def tags_for_format_version(version: int) -> frozenset[int]:
         return ALL_TAGS
     if any(r is None for r in newest):
         return ALL_TAGS
-    last = max(parse_release(r) for r in newest if r is not None)
-    return frozenset(k.tag for k in KINDS if parse_release(k.since) <= last)
+    last = max(r for r in newest if r is not None)
+    return frozenset(k.tag for k in KINDS if k.since <= last)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -43,6 +43,10 @@ RULES: dict[str, tuple[str, str]] = {
         ERROR,
         "the plan describes this checkpoint: operators bound by Flink's own ids have the plan's parallelism",
     ),
+    "plan-renamed": (
+        WARNING,
+        "an operator bound by the id Flink computes from the plan has another name in the checkpoint (V5+): renamed",
+    ),
     "plan-unbound": (WARNING, "no operator of the plan could be found in the checkpoint by Flink's ids"),
     "binding-uncertain": (
         WARNING,

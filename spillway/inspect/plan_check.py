@@ -4,9 +4,15 @@ An operator bound by Flink's own id (a job vertex id, a uid hash, the determinis
 or a name stored in the checkpoint) whose parallelism differs from its plan vertex means the plan is
 of another job or another version of it: an error. When nothing of the plan binds, the plan may be of
 another job, or its uids differ from its names: a warning saying what would make it certain.
+
+A name is not part of Flink's operator id (neither of the uid's hash nor of the generated hash): an operator bound
+by the id Flink computes from the plan, whose plan name differs from the name the checkpoint stores (metadata V5+),
+is the same operator renamed — Flink restores it by its id. A warning (``plan-renamed``), not a mismatch.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from spillway.flink.deduction import compatible
 from spillway.inspect.topology import (
@@ -66,6 +72,20 @@ def plan_mismatches(bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> li
     return found
 
 
+#: Binding methods by Flink's own id or stored name: certain enough to contradict the plan.
+DIRECT = frozenset({"stored-name", "uid-hash", "deterministic-hash", "hash-input"})
+#: Those whose id Flink computes from the plan (a uid's hash, the generated hash): no name goes into them.
+BY_FLINKS_ID = frozenset({"uid-hash", "deterministic-hash", "hash-input"})
+
+
+def _renamed(name: str, operator_id: str | None, method: str, stored: str, stored_uid: str | None) -> str:
+    uid = f" (uid {stored_uid!r}, as the checkpoint stores it)" if stored_uid and method == "uid-hash" else ""
+    return (
+        f"{name!r} is {operator_id} by {method}{uid}, which the checkpoint stores with the name {stored!r}: "
+        "the same operator renamed; Flink restores state by operator id, not by name"
+    )
+
+
 def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[str, str, str]]:
     """Certain contradictions between the plan and the state of operators bound by Flink's own ids (not by
     deduction, which only ever picks what fits): keyed state behind no keyed edge, a source reader's state on an
@@ -78,14 +98,19 @@ def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[s
         return []
     found: list[tuple[str, str, str]] = []
     facts = bind_job(topology, checkpoint).facts  # the evidence the binding used, not read again
-    direct = {"stored-name", "uid-hash", "deterministic-hash", "hash-input"}
     for b in binding.operators:
-        if graph is None or b.node_id is None or not b.exact or b.method not in direct:
+        if graph is None or b.node_id is None or not b.exact or b.method not in DIRECT:
             continue
         f = facts.get(b.operator_id or "")
         if f is None:
             continue
-        why = compatible(graph, graph.node(b.node_id), f, forward_keyed=True)
+        node = graph.node(b.node_id)
+        why = compatible(graph, node, replace(f, name=None), forward_keyed=True)
+        if why is None and f.name is not None and f.name != node.name:
+            if b.method in BY_FLINKS_ID:
+                found.append(("plan-renamed", b.name, _renamed(b.name, b.operator_id, b.method, f.name, f.uid)))
+                continue
+            why = f"the checkpoint stores the name {f.name!r}"
         if why is not None:
             found.append(
                 (
@@ -97,7 +122,7 @@ def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[s
             )
     # Keyed state lives on an operator whose input is keyed: a vertex fed only by other edges (or by none) cannot
     # hold it. Checked per vertex, so job-graph plans are covered too (FORWARD admitted: reinterpretAsKeyedStream).
-    seen = {m[1] for m in found}
+    seen = {m[1] for m in found if m[0] == "plan-mismatch"}
     for bv in bind(topology, checkpoint).values():
         keyed_input = any(e.ship_strategy.upper().startswith(("HASH", "FORWARD")) for e in bv.vertex.inputs)
         for op in bv.members:

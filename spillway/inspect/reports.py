@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spillway.formats.values import value_data
-from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary, edges
-from spillway.inspect.findings import RULES
-from spillway.inspect.finished import Verdict
-from spillway.inspect.validate import Report
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # binding_json (dump, files, diff) needs none of validate's and analyze's machinery
     from spillway.flink.operator_ids import Binding
+    from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary
+    from spillway.inspect.finished import Verdict
+    from spillway.inspect.validate import Report
 
 
 def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
@@ -71,11 +68,13 @@ def validate_json(
         "unchecked": [u.to_json() for u in report.unchecked],
         "rebased": rebased,
         "binding": binding_json(binding),
-        "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in RULES.items()},
+        "rules": {name: {"severity": sev, "description": desc} for name, (sev, desc) in _rules().items()},
     }
 
 
 def _record_json(r: dict[str, Any], value_type: str) -> dict[str, Any]:
+    from spillway.formats.values import value_data
+
     value, problem = value_data(r["value"], value_type)
     doc = {**r, "value": value}
     if problem:
@@ -147,7 +146,7 @@ def analyze_json(
             }
             for o in a.operators
         ],
-        "edges": [edge_json(e) for e in edges(a)],
+        "edges": [edge_json(e) for e in _edges(a)],
         "channels": [channel_json(c, decode, value_type) for c in a.channels],
         "restore_verdict": None
         if verdict is None
@@ -162,3 +161,15 @@ def analyze_json(
         "binding": binding_json(binding),
         "skipped": a.skipped,
     }
+
+
+def _rules() -> dict[str, tuple[str, str]]:
+    from spillway.inspect.findings import RULES
+
+    return RULES
+
+
+def _edges(a: Analysis) -> list[EdgeSummary]:
+    from spillway.inspect.analyze import edges
+
+    return edges(a)

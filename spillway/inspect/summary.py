@@ -5,8 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spillway.flink.features import FormatFeatures
-from spillway.model.checkpoint import FILE_BACKED_TYPES, ByteStreamHandle, Checkpoint, OperatorState, stream_size
-from spillway.model.walk import stream_leaves, subtask_handles
+from spillway.model.checkpoint import (
+    FILE_BACKED_TYPES,
+    ByteStreamHandle,
+    Checkpoint,
+    OperatorState,
+    StreamLeaf,
+    stream_size,
+)
+from spillway.model.walk import subtask_leaves
 
 
 @dataclass
@@ -31,29 +38,40 @@ class OperatorSummary:
 
 
 def summarize_operator(op: OperatorState) -> OperatorSummary:
-    # Runs over every handle of a checkpoint (hundreds of thousands): leaves without their roles,
-    # channels counted without unmerging them.
+    # Runs over every handle of a checkpoint (hundreds of thousands): sizes read off the top-level
+    # handles, leaves collected once per subtask (channel handles read straight through to their
+    # delegate), channels counted without unmerging them.
     s = OperatorSummary(op, coordinator_bytes=stream_size(op.coordinator_state))
     files = s.files
+    keyed = operator = channel = inline = channels = 0
+    leaves: list[StreamLeaf] = []
     for sub in op.subtasks:
         if sub.finished:
             s.finished_subtasks += 1
-        for kind, top in subtask_handles(sub):
-            if kind.endswith("keyed_state"):
-                s.keyed_bytes += top.state_size
-            elif kind.endswith("operator_state"):
-                s.operator_bytes += top.state_size
-            else:
-                s.channel_bytes += top.state_size
-            for leaf in stream_leaves(top):
-                if isinstance(leaf, FILE_BACKED_TYPES):
-                    files.add(leaf.file_name)
-                elif type(leaf) is ByteStreamHandle:
-                    s.inline_bytes += leaf.state_size
-        for channels in sub.input_channel_state:
-            s.channels += channels.channel_count
-        for out in sub.result_subpartition_state:
-            s.channels += out.channel_count
+        for handle in (sub.managed_keyed_state, sub.raw_keyed_state):
+            if handle is not None:
+                keyed += handle.state_size
+        for op_handle in (sub.managed_operator_state, sub.raw_operator_state):
+            if op_handle is not None:
+                operator += op_handle.state_size
+        for handles in (sub.input_channel_state, sub.result_subpartition_state):
+            for h in handles:
+                channel += h.state_size
+                channels += h.channel_count
+        leaves.clear()
+        subtask_leaves(sub, leaves)
+        for leaf in leaves:
+            if isinstance(leaf, FILE_BACKED_TYPES):
+                files.add(leaf.file_name)
+            elif type(leaf) is ByteStreamHandle:
+                inline += leaf.state_size
+    s.keyed_bytes, s.operator_bytes, s.channel_bytes, s.inline_bytes, s.channels = (
+        keyed,
+        operator,
+        channel,
+        inline,
+        channels,
+    )
     return s
 
 

@@ -4,10 +4,11 @@ Two plan flavours exist. The job-graph plan (REST ``/jobs/:id/plan``, possibly w
 ``{"plan": …}``) has one node per job vertex (= chain) whose ``id`` is the head operator's id and
 whose ``inputs[].num`` is the input gate. The stream-graph plan (``env.getExecutionPlan()``) has one
 node per operator and no chaining; chains are inferred the way Flink chains by default (forward
-edge, same parallelism, one input, one output). Its operators are bound to checkpoint operators by
-the ids Flink itself computes (``spillway.flink.operator_ids``: the uid hash, or the deterministic
-stream-graph hash), so binding is exact on every release where Flink's rule gives an id present in the
-checkpoint; on V5+ metadata also by the stored names. See docs/format/operator-ids.md.
+edge, same parallelism, the downstream's only input; an operator may chain several outputs). Its
+operators are bound to checkpoint operators by the ids Flink itself computes
+(``spillway.flink.operator_ids``: the uid hash, or the deterministic stream-graph hash), so binding is
+exact on every release where Flink's rule gives an id present in the checkpoint; on V5+ metadata also
+by the stored names. See docs/format/operator-ids.md.
 """
 
 from __future__ import annotations
@@ -207,13 +208,11 @@ def _job_graph(nodes: list[dict[str, Any]]) -> Topology:
 
 
 def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | None = None) -> Topology:
-    """Vertices of a stream-graph plan: chains by the simple default rule, or exactly the edges ``chained``
-    (node id pairs) when the checkpoint's evidence says which edges Flink chained."""
+    """Vertices of a stream-graph plan: chains by Flink's default rule as far as a plan shows it (a node with one
+    input, FORWARD, from a node of equal parallelism — however many outputs that node has, as Flink's chaining
+    does not count them), or exactly the edges ``chained`` (node id pairs) when the checkpoint's evidence says
+    which edges Flink chained."""
     by_id = {n["id"]: n for n in nodes}
-    succ: dict[Any, list[tuple[Any, str]]] = {n["id"]: [] for n in nodes}
-    for n in nodes:
-        for p in n.get("predecessors") or []:
-            succ[p["id"]].append((n["id"], p.get("ship_strategy", "")))
 
     def chains_to_pred(node: dict[str, Any]) -> bool:
         preds = node.get("predecessors") or []
@@ -221,8 +220,7 @@ def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | N
             return len(preds) == 1 and (int(preds[0]["id"]), int(node["id"])) in chained
         if len(preds) != 1 or preds[0].get("ship_strategy") != "FORWARD":
             return False
-        pred = by_id[preds[0]["id"]]
-        return len(succ[pred["id"]]) == 1 and pred["parallelism"] == node["parallelism"]
+        return bool(by_id[preds[0]["id"]]["parallelism"] == node["parallelism"])
 
     head_of: dict[Any, Any] = {}
     for n in nodes:  # plans list nodes in topological order

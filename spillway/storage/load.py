@@ -12,8 +12,8 @@ from pathlib import Path
 from spillway import notices, progress
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import FILE_BACKED_TYPES, Checkpoint, RelativeFileHandle, is_file_backed
-from spillway.model.walk import file_path_of, leaf_stream_handles
+from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
+from spillway.model.walk import file_names, file_path_of, leaf_stream_handles
 from spillway.safe_io import read_regular
 from spillway.storage.locate import (
     METADATA,
@@ -48,11 +48,7 @@ class LoadedCheckpoint:
 
     def survey_files(self) -> tuple[int, int]:
         """(files referenced, files not found) — cheap: resolves by directory, records rebases."""
-        absolute: set[str] = set()
-        relative: set[str] = set()
-        for handle in leaf_stream_handles(self.checkpoint):
-            if isinstance(handle, FILE_BACKED_TYPES):
-                (relative if handle.relative else absolute).add(handle.file_name)
+        absolute, relative = file_names(self.checkpoint)
         missing = self.resolver.survey(absolute)
         for rel in relative:
             local = self.resolver.resolve(RelativeFileHandle(rel, 0))

@@ -3,10 +3,15 @@
 The output goes to a temporary sibling directory first; only after a self-check (re-read and decode
 the written ``_metadata``, then the caller's check, e.g. ``validate`` with a plan) is it renamed into
 place. A crash or a failed check leaves the input untouched and no directory under the output name.
+
+Durability (POSIX): every file and every directory of the output is fsynced before the check, and the
+output's parent directory after the rename — a file's data reaches the disk with its own fsync, but a
+directory entry (a new file's name, the rename itself) only with an fsync of the directory holding it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -81,14 +86,47 @@ def write_checkpoint(
             raise WriteError("self-check: the written _metadata does not read back identically")
         result = check(tmp, plan)
         os.rename(tmp, out)
-        return result
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    # The output is in place now: make its name durable. A failure here cannot undo the rename, so it says so.
+    try:
+        _fsync_dir(out.parent)
+    except OSError as exc:
+        raise WriteError(
+            f"{out}: written, checked and renamed into place, but syncing {out.parent} failed ({exc}): "
+            "the rename may not survive a crash"
+        ) from exc
+    return result
 
 
 def _fsync_tree(root: Path) -> None:
+    """Every file's data, then every directory's entries, deepest first (the root last)."""
+    directories = [root]
     for path in root.rglob("*"):
         if path.is_file():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
+        elif path.is_dir():
+            directories.append(path)
+    for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+        _fsync_dir(directory)
+
+
+# File systems that cannot fsync a directory say so with these; there is nothing more to do on them.
+_DIR_FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def _fsync_dir(directory: Path) -> None:
+    """fsync a directory's entries (POSIX: open it read-only, fsync the descriptor); a no-op where directories
+    cannot be opened (not POSIX) or the file system does not sync them."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)

@@ -460,6 +460,16 @@ def plan_mismatch(c: Copy) -> Where:
     return {"operator": shown(op, c)}
 
 
+def plan_renamed(c: Copy) -> Where:
+    """The no-uid job's own stream-graph plan with tostr renamed tostr2: Flink's generated id takes no name, so the
+    plan still yields tostr's id (ids.json), which the checkpoint stores with the name tostr (V6)."""
+    doc = json.loads((c.root / "plan.json").read_text())
+    node = next(n for n in doc["nodes"] if n["type"] == "tostr")
+    node["type"] = node["contents"] = "tostr2"
+    c.plan.write_text(json.dumps(doc))
+    return {"operator": "tostr2"}
+
+
 def plan_unbound(c: Copy) -> Where:
     """A stream-graph plan (no job vertex ids) of another job: none of its operators is in the checkpoint."""
     c.plan.write_text((fixture_named("2.3.0-sql").root / "plan.json").read_text())
@@ -527,6 +537,7 @@ CASES: dict[str, Case] = {
     "channel-holder": Case(UNALIGNED, channel_holder, companions=frozenset({"record-length"})),
     "plan-mismatch": Case(UNALIGNED, plan_mismatch),
     # Nothing binds: no channel state sits where the plan puts chains, and what cannot be framed is listed.
+    "plan-renamed": Case("2.3.0-no-uid", plan_renamed),
     "plan-unbound": Case(UNALIGNED, plan_unbound, companions=frozenset({"binding-uncertain", "topology"})),
     "binding-uncertain": Case(UNALIGNED, binding_uncertain, companions=frozenset({"plan-unbound", "topology"})),
     "topology": Case(UNALIGNED, topology, plan=False),

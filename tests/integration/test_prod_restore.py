@@ -68,3 +68,11 @@ def test_flink_restores_the_prod_job(scenario: str, parallelism) -> None:  # typ
     assert result["outcome"] == "restored", result.get("error")
     if parallelism:
         assert any(task.startswith("slow-count") and "(3/3)" in task for task in result["tasks"]), result["tasks"]
+
+
+@pytest.mark.parametrize("scenario", ["prod", "prod-no-uid"])
+def test_flink_1_16_restores_its_prod_job(scenario: str) -> None:
+    """The 1.16.3 production-shaped fixtures (metadata V4, made for the 1.16 line) restore into their own job."""
+    result = restore("1.16.3", scenario, checkpoint_dir(f"1.16.3-{scenario}"), run_seconds=3)
+    assert result["outcome"] == "restored", result.get("error")
+    assert result["allow_non_restored_state"] is False

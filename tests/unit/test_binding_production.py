@@ -37,7 +37,7 @@ def _holding_state(fx: Fixture) -> set[str]:
 
 def test_the_production_matrix_covers_every_1x_line() -> None:
     lines = {f.release.rsplit(".", 1)[0] for f in PROD_1X}
-    assert {"1.11", "1.12", "1.13", "1.14", "1.15", "1.17", "1.18", "1.19", "1.20"} <= lines
+    assert {"1.11", "1.12", "1.13", "1.14", "1.15", "1.16", "1.17", "1.18", "1.19", "1.20"} <= lines
     assert {f.info["scenario"] for f in PROD_1X} >= {"prod", "prod-no-uid", "prod-finished", "prod-counted"}
 
 
@@ -57,6 +57,21 @@ def test_stream_graph_plan_alone_never_binds_a_wrong_id(fx: Fixture) -> None:
 def test_sound_production_checkpoints_validate_clean_with_the_stream_graph_plan(fx: Fixture) -> None:
     report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "plan.json"))
     assert [f"{f.rule}: {f.message}" for f in report.errors] == []
+
+
+@pytest.mark.parametrize("flavour", ["plan.json", "jobgraph.json"])
+@pytest.mark.parametrize("name", ["1.16.3-prod", "1.16.3-prod-no-uid"])
+def test_flink_1_16_production_jobs_bind_every_operator_by_flinks_id_with_no_uid_given(name: str, flavour: str) -> None:
+    """Flink 1.16 (metadata V4, ids only): ``analyze --plan --json`` with either plan and no --uid binds every one of
+    the 11 plan operators exactly, to the id Flink computed for it (ids.json), and ``validate`` finds nothing."""
+    fx = next(f for f in PROD_1X if f.name == name)
+    flink = _flink(fx)
+    res = CliRunner().invoke(app, ["analyze", str(fx.checkpoint_dir), "--plan", str(fx.root / flavour), "--json"])
+    assert res.exit_code == 0, res.output
+    binding = json.loads(res.stdout)["binding"]
+    assert {b["operator"]: (b["operator_id"], b["exact"]) for b in binding} == {n: (i, True) for n, i in flink.items()}
+    report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / flavour))
+    assert report.findings == []
 
 
 def test_nine_in_ten_operators_holding_state_are_bound_exactly() -> None:

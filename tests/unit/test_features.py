@@ -16,6 +16,7 @@ from spillway.model.walk import all_stream_handles, leaf_stream_handles, subtask
 
 
 def _release(text: str) -> tuple[int, int]:
+    """The fixture's release string ("1.20.3") as (major, minor), read here without spillway's parser."""
     major, minor = text.split(".")[:2]
     return int(major), int(minor)
 
@@ -26,7 +27,7 @@ def test_the_release_that_wrote_a_fixture_writes_its_format(fx: Fixture) -> None
     f = cp.features
     assert cp.format_version == fx.info["metadata_version"]
     assert f.first_release is not None and f.last_release is not None, "no released Flink writes V7 yet"
-    assert _release(f.first_release) <= _release(fx.release) <= _release(f.last_release), f.releases
+    assert f.first_release <= _release(fx.release) <= f.last_release, f.releases
 
 
 def test_flink_1_11_writes_channel_handles_without_subtask_index() -> None:
@@ -89,3 +90,22 @@ def test_transform_rebuilds_only_what_changed() -> None:
     assert [h.file_name for h in leaf_stream_handles(back) if is_file_backed(h) and not h.relative] == [
         h.file_name for h in after
     ]
+
+
+def test_one_representation_of_a_release_line() -> None:
+    """Every release the tables hold is a Release: (major, minor) comparing as the tuple and printing as Flink
+    numbers its lines; the format table, the chaining rules and the stream-element tags share it."""
+    from spillway.flink.chaining import RELEASE_RULES, release_for_format_version
+    from spillway.flink.features import NEWEST_RELEASE, Release, parse_release
+    from spillway.formats.stream_elements import KINDS
+
+    held = [NEWEST_RELEASE, *(r.first for r in RELEASE_RULES), *(r.last for r in RELEASE_RULES)]
+    held += [k.since for k in KINDS]
+    held += [r for v in SUPPORTED_VERSIONS for f in dialects(v) for r in (f.first_release, f.last_release) if r]
+    assert all(type(r) is Release for r in held)
+    assert parse_release("release-1.20.3") == Release(1, 20) == (1, 20) and str(Release(1, 20)) == "1.20"
+    assert parse_release(Release(2, 0)) == Release(2, 0) and Release(1, 9) < Release(1, 10) < (2, 0)
+    assert [str(release_for_format_version(v)) for v in (2, 3, 4, 5, 6)] == ["1.10", "1.15", "1.20", "2.0", "2.3"]
+    assert format_features(4).releases == "Flink 1.16-1.20" and format_features(7).releases == "Flink after 2.3"
+    with pytest.raises(ValueError, match="not a Flink release: 'x'"):
+        parse_release("x")

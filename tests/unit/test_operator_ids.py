@@ -476,12 +476,12 @@ def test_release_lines_cover_without_gaps() -> None:
     for a, b in itertools.pairwise(RELEASE_RULES):
         assert b.first in ((a.last[0], a.last[1] + 1), (a.last[0] + 1, 0)), (a.line, b.line)
         assert a.first <= a.last
-    assert [release_for_format_version(v) for v in (2, 3, 4, 5, 6)] == ["1.10", "1.15", "1.20", "2.0", "2.3"]
+    assert [release_for_format_version(v) for v in (2, 3, 4, 5, 6)] == [(1, 10), (1, 15), (1, 20), (2, 0), (2, 3)]
 
 
 def test_rules_default_chain() -> None:
     for rules in RELEASE_RULES:
-        assert _chainable(_pair(), f"{rules.first[0]}.{rules.first[1]}")
+        assert _chainable(_pair(), str(rules.first))
 
 
 @pytest.mark.parametrize("release", ["1.10.3", "1.11.4", "1.15.4", "2.3.0"])

@@ -297,8 +297,9 @@ def test_reinterpret_as_keyed_stream_behind_a_keyby() -> None:
 
 def test_a_renamed_operator_with_its_uid_is_in_the_checkpoint_under_its_old_name() -> None:
     """tostr renamed tostr2 in the plan, its uid given: Flink's id is the uid's hash (ids.json), which the
-    checkpoint has, stored with the name tostr. The plan names it otherwise (an error), but the checkpoint does
-    have the operator: it is not reported as missing."""
+    checkpoint has, stored with the name tostr and the uid tostr. No name goes into Flink's id, so Flink restores
+    it (tests/integration/test_renamed_restore.py: a real restore of this checkpoint into the renamed job): a
+    warning, not a mismatch — and not reported as missing from the checkpoint either."""
 
     def rename(nodes: dict[str, dict[str, Any]]) -> None:
         nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
@@ -308,8 +309,57 @@ def test_a_renamed_operator_with_its_uid_is_in_the_checkpoint_under_its_old_name
     cp = _checkpoint()
     assert state_mismatches(topology, cp) == [
         (
+            "plan-renamed",
+            "tostr2",
+            f"'tostr2' is {_flink_ids()['tostr']} by uid-hash (uid 'tostr', as the checkpoint stores it), which the "
+            "checkpoint stores with the name 'tostr': the same operator renamed; Flink restores state by operator "
+            "id, not by name",
+        )
+    ]
+    assert plan_mismatches(bind(topology, cp), cp) == []
+
+
+def test_a_renamed_operator_without_uid_keeps_its_generated_id() -> None:
+    """2.3.0-no-uid: tostr renamed tostr2, no uid anywhere. Flink's generated id hashes the node's position and
+    chaining, not its name: the plan still yields tostr's id (ids.json), bound by deterministic-hash — a rename."""
+    fixture = "2.3.0-no-uid"
+
+    def rename(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
+
+    ids = {
+        n["name"]: n["operator_id"]
+        for n in json.loads((fixture_named(fixture).root / "ids.json").read_text())["stream_nodes"]
+    }
+    assert _findings(_doc("plan.json", fixture, rename), _checkpoint(fixture)) == (
+        [],
+        [
+            (
+                "plan-renamed",
+                "tostr2",
+                f"'tostr2' is {ids['tostr']} by deterministic-hash, which the checkpoint stores with the name "
+                "'tostr': the same operator renamed; Flink restores state by operator id, not by name",
+            )
+        ],
+    )
+
+
+def test_a_renamed_operator_with_another_contradiction_is_still_a_mismatch() -> None:
+    """tostr renamed and given parallelism 3: the rename is not what is reported, the parallelism Flink would refuse
+    is (the checkpoint stores 2, ids.json)."""
+
+    def rename(nodes: dict[str, dict[str, Any]]) -> None:
+        nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
+        nodes["tostr"]["parallelism"] = 3
+
+    topology = parse_plan(_doc("plan.json", edit=rename))
+    topology.uids = {"tostr2": "tostr"}
+    found = state_mismatches(topology, _checkpoint())
+    assert found == [
+        (
             "plan-mismatch",
             "tostr2",
-            f"'tostr2' is {_flink_ids()['tostr']} by uid-hash, but the checkpoint stores the name 'tostr': {NOT_THIS}",
+            f"'tostr2' is {_flink_ids()['tostr']} by uid-hash, but parallelism 2 in the checkpoint, 3 in the plan: "
+            f"{NOT_THIS}",
         )
     ]

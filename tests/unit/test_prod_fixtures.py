@@ -45,7 +45,7 @@ EXPECTED = {
 OPERATORS = {"prod": 11, "prod-no-uid": 11, "prod-finished": 17, "prod-counted": 6, "prod-counted-no-uid": 6}
 
 # The fixtures issue 20 asks for (more releases may exist).
-PROD_RELEASES = ("1.12.5", "1.14.6", "1.17.2", "1.19.3", "1.20.3", "2.3.0")
+PROD_RELEASES = ("1.12.5", "1.14.6", "1.16.3", "1.17.2", "1.19.3", "1.20.3", "2.3.0")
 REQUIRED = {
     **{f"{r}-{s}": s for r in PROD_RELEASES for s in ("prod", "prod-no-uid")},
     **{f"{r}-prod-finished": "prod-finished" for r in ("1.14.6", "1.20.3", "2.3.0")},

@@ -327,3 +327,88 @@ def test_stream_records_leave_out_watermarks_other_events_and_a_record_in_progre
     for framer in _both(1 << 40):
         _run(framer, stream + cut, [3, 20, 31], finish=False)
         assert (framer.records, framer.stream_records, framer.in_record) == (6, 3, True)
+
+
+def _counted_stream(rng: random.Random, n: int) -> tuple[bytes, int, int]:
+    """n elements (records, watermarks, latency markers) and how many of them are records (tags 0 and 1)."""
+    out, records = bytearray(), 0
+    for i in range(n):
+        kind = rng.random()
+        if kind < 0.7:
+            out += _record(0, struct.pack(">q", i) + b"v" * rng.randrange(0, 300))
+            records += 1
+        elif kind < 0.8:
+            out += _record(1, b"w" * rng.randrange(0, 40))
+            records += 1
+        elif kind < 0.9:
+            out += _record(2, struct.pack(">q", i))
+        else:
+            out += _record(4, struct.pack(">i", 0))
+    return bytes(out), n, records
+
+
+def _cut(rng: random.Random, data: bytes) -> list[bytes]:
+    """Chunk payloads of random sizes, now and then one longer than the test's 256-byte read buffer."""
+    out, pos = [], 0
+    while pos < len(data):
+        size = rng.choice((rng.randrange(1, 64), rng.randrange(64, 200), rng.randrange(300, 900)))
+        out.append(data[pos : pos + size])
+        pos += size
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_file_by_file_framing_counts_what_was_written(tmp_path, seed: int) -> None:
+    """validate's file-order path: the chunks of many channels interleaved in two files (first parts in one, second
+    parts in the other, cut mid-element), each file read front to back through a small buffer. Clean channels count
+    the elements and records they were written with; a channel with a corrupted length field, or one cut short, does
+    not frame cleanly (None) — whatever its neighbours in the same reads hold."""
+    from spillway.formats.native import FileFraming
+
+    rng = random.Random(seed)
+    channels = []
+    for c in range(8):
+        data, elements, records = _counted_stream(rng, rng.randrange(0, 60))
+        expected: tuple[int, int] | None = (elements, records)
+        if c % 4 == 1 and data:
+            at = 0  # the first element's length field: claims more than the channel holds
+            data = data[:at] + b"\x7f" + data[at + 1 :]
+            expected = None
+        if c % 4 == 2 and len(data) > 10:
+            data = data[:-3]  # ends inside its last element
+            expected = None
+        cut = rng.randrange(0, len(data) + 1)
+        channels.append((_cut(rng, data[:cut]), _cut(rng, data[cut:]), len(data), expected))
+    files, parts = [], []
+    for side in (0, 1):
+        queue = [(c, k) for c, ch in enumerate(channels) for k in range(len(ch[side]))]
+        order, nexts = [], [0] * len(channels)
+        while queue:  # interleave the channels, each channel's chunks kept in stream order
+            c = rng.choice([c for c, _ in queue])
+            queue.remove((c, nexts[c]))
+            order.append((c, nexts[c]))
+            nexts[c] += 1
+        blob, where = bytearray(struct.pack(">i", 0)), [([], []) for _ in channels]
+        for c, k in order:
+            payload = channels[c][side][k]
+            where[c][0].append(len(blob))
+            where[c][1].append(len(payload))
+            blob += struct.pack(">i", len(payload)) + payload
+        path = tmp_path / f"side-{side}"
+        path.write_bytes(bytes(blob))
+        files.append(path.open("rb"))
+        parts.append(where)
+    try:
+        for gap in (0, 1 << 16):
+            framing = FileFraming(framer_rules(ALL_TAGS, None))
+            framing.MAX_GAP = gap
+            for c, (_, _, total, _) in enumerate(channels):
+                framing.add([(files[s].fileno(), 0, *parts[s][c]) for s in (0, 1)], total, True)
+            framing.start()
+            for phase, listed in enumerate(framing.files):
+                for file in listed:
+                    framing.frame_file(phase, file, bytearray(256))
+            assert framing.results() == [expected for *_, expected in channels]
+    finally:
+        for f in files:
+            f.close()

@@ -89,3 +89,50 @@ def test_fast_parser_rejects_exactly_what_the_interpreted_layout_rejects(data: b
     assert isinstance(fast, Exception) == isinstance(slow, Exception), (fast, slow)
     if not isinstance(slow, Exception):
         _assert_same_decode(fast, slow)
+
+
+def _unmerged(data: bytes) -> bytes | None:
+    """A V6+ fixture with its merged channel handles written as one typed handle per channel (what Flink
+    writes where it does not merge: the handle-heavy benchmark's shape); None when it has none to unmerge."""
+    checkpoint = decode_metadata(data)
+    if checkpoint.format_version < 6:
+        return None
+    changed = False
+    for op in checkpoint.operators:
+        for sub in op.subtasks:
+            if any(h.merged for h in sub.input_channel_state + sub.result_subpartition_state):
+                sub.input_channel_state = [c for h in sub.input_channel_state for c in h.unmerged()]
+                sub.result_subpartition_state = [c for h in sub.result_subpartition_state for c in h.unmerged()]
+                changed = True
+    return encode_metadata(checkpoint) if changed else None
+
+
+_UNMERGED = [u for u in map(_unmerged, _ALL) if u is not None]
+
+
+def test_single_typed_channel_handles_decode_fast_like_the_interpreted_layout() -> None:
+    # No fixture holds them (every V6+ fixture's Flink merged its handles); the fast parser inlines them
+    # and builds them without a decoder call, the interpreted layout goes through the registered decoder.
+    assert len(_UNMERGED) >= 5
+    for data in _UNMERGED:
+        fast, slow = _both_parsers(data, read_header(data, "unmerged"))
+        assert not isinstance(fast, Exception) and not isinstance(slow, Exception), (fast, slow)
+        _assert_same_decode(fast, slow)
+        singles = [
+            h
+            for o in fast["body"]["operators"]
+            for s in o.subtasks
+            for h in s.input_channel_state + s.result_subpartition_state
+        ]
+        assert singles and not any(h.merged for h in singles)
+        assert encode_metadata(decode_metadata(data)) == data
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(damaged_bytes(_UNMERGED, keep=8))
+def test_fast_parser_rejects_damaged_single_channel_handles_as_the_interpreted_layout(data: bytes) -> None:
+    version = int.from_bytes(data[4:8], "big", signed=True)
+    fast, slow = _both_parsers(data, version)
+    assert isinstance(fast, Exception) == isinstance(slow, Exception), (fast, slow)
+    if not isinstance(slow, Exception):
+        _assert_same_decode(fast, slow)

@@ -64,10 +64,12 @@ def test_writes_flinks_bytes_and_copies_then_renames(tmp_path: Path) -> None:
 def test_every_written_file_is_fsynced_before_the_check_and_the_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In order: every file of the output (its _metadata and each copy, by name) is fsynced, then the caller's
-    check runs, then the one rename publishes the directory — a crash can never leave a renamed output whose
-    bytes are not on disk, nor a check that read bytes not yet synced."""
-    out = tmp_path / "o"
+    """In order: every file of the output (its _metadata and each copy, by name) is fsynced, then every directory
+    of the output, deepest first (POSIX makes a new name durable only with an fsync of its directory), then the
+    caller's check runs, then the one rename publishes the directory, then the output's parent directory is
+    fsynced (the rename is an entry of the parent) — a crash can never leave a renamed output whose bytes or
+    names are not on disk, nor a check that read bytes not yet synced."""
+    out = tmp_path / "job" / "o"
     events: list[tuple[str, str]] = []
     real_fsync, real_rename = os.fsync, os.rename
 
@@ -87,14 +89,41 @@ def test_every_written_file_is_fsynced_before_the_check_and_the_rename(
     src = _channel_file()
     write_checkpoint(PlannedOutput(_checkpoint(), {src: "a/b", FX.oracle: "a/c"}), out, check)
     kinds = [k for k, _ in events]
-    assert kinds[:5] == ["fsync", "fsync", "fsync", "check", "rename"], events
-    assert all(k == "fsync" and Path(p).is_dir() for k, p in events[5:]), events  # only directories after it
-    tmp = Path(events[3][1])
-    assert sorted(path for k, path in events if k == "fsync") == sorted(
-        str(tmp / n) for n in ("_metadata", "a/b", "a/c")
-    )
-    assert events[4][1] == f"{tmp} -> {out}"
+    assert kinds == ["fsync"] * 5 + ["check", "rename", "fsync"], events
+    tmp = Path(events[5][1])
+    assert sorted(path for _, path in events[:3]) == sorted(str(tmp / n) for n in ("_metadata", "a/b", "a/c"))
+    assert [path for _, path in events[3:5]] == [str(tmp / "a"), str(tmp)], "directories after files, deepest first"
+    assert events[6][1] == f"{tmp} -> {out}"
+    assert events[7][1] == str(out.parent), "the parent directory, which holds the renamed name"
     assert (out / "a" / "b").read_bytes() == src.read_bytes()
+
+
+def test_a_parent_directory_that_cannot_be_synced_is_reported_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync of the parent fails with EIO after the rename: the output is in place (the rename is not undone,
+    nothing deleted) and the error says so; a file system that cannot sync directories (EINVAL) is not an
+    error."""
+    import errno
+
+    out = tmp_path / "o"
+    real_fsync = os.fsync
+
+    def failing(code: int) -> object:
+        def fsync(fd: int) -> None:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(tmp_path):
+                raise OSError(code, os.strerror(code))
+            real_fsync(fd)
+
+        return fsync
+
+    monkeypatch.setattr(safe_writer.os, "fsync", failing(errno.EIO))
+    with pytest.raises(WriteError, match=r"renamed into place, but syncing .* failed .*may not survive a crash"):
+        write_checkpoint(PlannedOutput(_checkpoint()), out, _ok)
+    assert (out / "_metadata").read_bytes() == FX.metadata.read_bytes() and _siblings(out) == {"o"}
+    monkeypatch.setattr(safe_writer.os, "fsync", failing(errno.EINVAL))
+    assert write_checkpoint(PlannedOutput(_checkpoint()), tmp_path / "p", _ok) == "checked"
+    assert (tmp_path / "p" / "_metadata").read_bytes() == FX.metadata.read_bytes()
 
 
 def test_never_overwrites(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ typedef struct {
     int32_t length, need_tag, head_len, dead;
     uint8_t head[4];
     int64_t records;
-    int64_t tag_counts[256];
+    int64_t *tag_counts;  /* elements per tag byte (256 of them), or NULL: not counted */
+    int64_t record_tags;  /* elements begun with a stream record's tag */
     int64_t start_piece, start_pos;
     int32_t fault_kind, fault_tag;
     int64_t fault_value, fault_piece, fault_pos, fault_remaining;
@@ -73,7 +74,8 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
             uint8_t tag = buf[i];
             st->need_tag = 0;
             st->tag = tag;
-            st->tag_counts[tag]++;
+            if (st->tag_counts) st->tag_counts[tag]++;
+            st->record_tags += rules->is_record[tag];
             if (st->length < rules->min_len[tag] || st->length > rules->max_len[tag]) {
                 st->fault_tag = tag;
                 int64_t take = st->left < n - i ? st->left : n - i;
@@ -117,6 +119,21 @@ int64_t spw_walk(int fd, int64_t base, int64_t size, int64_t *offsets, int32_t *
     return count;
 }
 
+/* Where each of m chunk offsets is among the n increasing offsets of a blob's chunks: its index, or -1 where no
+ * chunk starts there. Returns how many were not found. */
+int64_t spw_locate(const int64_t *sorted, int64_t n, const int64_t *query, int64_t m, int64_t *out) {
+    int64_t missing = 0;
+    for (int64_t k = 0; k < m; k++) {
+        int64_t lo = 0, hi = n, q = query[k];
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] < q) lo = mid + 1; else hi = mid;
+        }
+        if (lo < n && sorted[lo] == q) out[k] = lo; else { out[k] = -1; missing++; }
+    }
+    return missing;
+}
+
 /* Feed n chunks of one blob (payload at base + offsets[k] + 4, lengths[k] bytes) to the framer,
  * reading through buf. Returns 0 when all were fed cleanly, 1 at the first fault (the caller then
  * re-frames the channel piece by piece to locate it), -1 on a read error. */
@@ -142,9 +159,7 @@ int spw_frame_chunks(framer_t *st, int fd, int64_t base, const int64_t *offsets,
 
 /* Whole stream records the framer has passed: elements of a record tag, less one still in progress. */
 int64_t spw_stream_records(const framer_t *st) {
-    int64_t n = 0;
-    for (int t = 0; t < 256; t++)
-        if (st->rules->is_record[t]) n += st->tag_counts[t];
+    int64_t n = st->record_tags;
     if (st->left > 0 && !st->need_tag && st->rules->is_record[st->tag]) n--;
     return n;
 }
@@ -177,6 +192,83 @@ void spw_frame_batch(const framer_rules_t *rules, int64_t nchan, const int64_t *
         status[c] = rc;
     }
 }
+
+/* Frame the chunks of one file, read in file order: each chunk is fed to the framer of the channel it belongs to
+ * (states[slots[k]]), so a file is read once, front to back, in reads of up to bufsize bytes that cover many chunks
+ * (cat's access pattern) instead of one read per chunk. Valid only where every channel's chunks in this file come
+ * in increasing offset order in its stream (the caller checks) and a channel's earlier parts were fed first (the
+ * caller runs its parts' files in phases). Chunks of a channel whose status is not 0 are skipped; a fault sets it
+ * to 1, a read error to -1. Reads are contiguous when the listed chunks are: a gap wider than max_gap starts a
+ * new read. */
+typedef struct { int64_t offset; int32_t length; int64_t slot; } listed_chunk_t;
+
+static int by_offset(const void *a, const void *b) {
+    const listed_chunk_t *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static void feed_chunk(framer_t *st, int32_t *status, const uint8_t *p, int64_t n, int64_t piece) {
+    int64_t at = 0;
+    while (at < n) {
+        at = spw_feed(st, p, n, piece, at);
+        if (st->fault_kind) { *status = 1; return; }
+    }
+    st->consumed += n;
+}
+
+#include <stdlib.h>
+
+int spw_frame_file(int fd, int64_t base, int64_t n, const int64_t *offsets, const int32_t *lengths,
+                   const int64_t *slots, framer_t *states, int32_t *status, uint8_t *buf, int64_t bufsize,
+                   int64_t max_gap) {
+    listed_chunk_t *list = malloc(sizeof *list * (size_t)(n ? n : 1));
+    if (!list) return -1;
+    for (int64_t k = 0; k < n; k++) { list[k].offset = offsets[k]; list[k].length = lengths[k]; list[k].slot = slots[k]; }
+    qsort(list, (size_t)n, sizeof *list, by_offset);
+    int64_t k = 0;
+    while (k < n) {
+        int64_t start = list[k].offset + 4, end = start + list[k].length;
+        if (end - start > bufsize) {  /* a chunk longer than the buffer: streamed through it on its own */
+            framer_t *st = &states[list[k].slot];
+            int32_t *s = &status[list[k].slot];
+            for (int64_t pos = start; pos < end && *s == 0;) {
+                int64_t want = end - pos < bufsize ? end - pos : bufsize;
+                if (pread(fd, buf, (size_t)want, base + pos) != want) { *s = -1; break; }
+                feed_chunk(st, s, buf, want, k);
+                pos += want;
+            }
+            k++;
+            continue;
+        }
+        int64_t j = k + 1;  /* the chunks [k, j) are read together: [start, end) */
+        while (j < n) {
+            int64_t s2 = list[j].offset + 4, e2 = s2 + list[j].length;
+            if (s2 - end > max_gap || (e2 > end ? e2 : end) - start > bufsize) break;
+            if (e2 > end) end = e2;
+            j++;
+        }
+        int ok = pread(fd, buf, (size_t)(end - start), base + start) == end - start;
+        for (int64_t i = k; i < j; i++) {
+            int32_t *s = &status[list[i].slot];
+            if (*s != 0) continue;
+            if (!ok) { *s = -1; continue; }
+            feed_chunk(&states[list[i].slot], s, buf + (list[i].offset + 4 - start), list[i].length, i);
+        }
+        k = j;
+    }
+    free(list);
+    return 0;
+}
+
+/* Set up n framers for spw_frame_file: rules and each channel's payload length, the rest zero. */
+void spw_init_states(framer_t *states, int64_t n, const framer_rules_t *rules, const int64_t *totals) {
+    memset(states, 0, sizeof *states * (size_t)n);
+    for (int64_t c = 0; c < n; c++) { states[c].rules = rules; states[c].total = totals[c]; }
+}
+
+/* Whether framer c stopped inside an element (a complete channel must not). */
+int spw_in_element(const framer_t *st) { return st->head_len || st->left || st->need_tag; }
 
 /* CRC-32 (zlib's: reflected 0xEDB88320, init and final xor ~0) of `rows` byte strings of `length`
  * bytes, the r-th at base + r * stride. Per-record fingerprints of the rescale self-check: equal to

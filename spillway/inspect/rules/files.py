@@ -1,0 +1,74 @@
+"""File rules: ``path-escape``, ``file-not-local`` (paths), ``file-exists``, ``file-size``, ``file-size-extra``
+(what is on disk against what the handles need)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spillway.inspect.findings import Finding
+from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.walk import all_stream_handles
+from spillway.storage.locate import FileResolver
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """What the handles need of one local file: its first ``end`` bytes (all of it if ``whole_file``)."""
+
+    end: int
+    whole_file: bool
+    where: str  # the operator and kind of state of the handle that needs the most
+
+
+@dataclass
+class Referenced:
+    """Every file the checkpoint's handles reference: the local ones with what they need, and the paths that
+    name no local file, each with the finding that says why (original name, finding), in handle order."""
+
+    needed: dict[str, Need] = field(default_factory=dict)
+    unresolved: list[tuple[str, Finding]] = field(default_factory=list)
+
+
+def referenced_files(cp: Checkpoint, resolver: FileResolver) -> Referenced:
+    out = Referenced()
+    for site, h in all_stream_handles(cp):
+        if not is_file_backed(h):
+            continue
+        resolved = resolver.resolve(h)
+        assert resolved is not None
+        local = resolved.local_text
+        if local is None:
+            rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+            finding = Finding(
+                rule,
+                f"{resolved.original}: {resolved.problem}",
+                operator=site.operator.label(),
+                subtask=site.subtask.index if site.subtask else None,
+                file=resolved.original,
+            )
+            out.unresolved.append((resolved.original, finding))
+            continue
+        end = h.start_pos + h.state_size
+        prev = out.needed.get(local)
+        if prev is None or end > prev.end:
+            out.needed[local] = Need(end, h.whole_file, f"{site.operator.label()} {site.kind}")
+    return out
+
+
+def missing_file(path: str, need: Need) -> Finding:
+    return Finding("file-exists", f"missing file (referenced by {need.where})", file=path)
+
+
+def unreadable_file(path: str, why: str) -> Finding:
+    return Finding("file-exists", why, file=path)
+
+
+def size_finding(path: str, size: int, need: Need) -> Finding | None:
+    """``file-size`` when the file is shorter than its handles need, ``file-size-extra`` when a whole-file
+    handle is shorter than its file."""
+    if size < need.end:
+        message = f"file has {size} bytes, handles need {need.end} ({need.where})"
+        return Finding("file-size", message, file=path, offset=size)
+    if need.whole_file and size > need.end:
+        return Finding("file-size-extra", f"file has {size} bytes, handle says {need.end}", file=path)
+    return None

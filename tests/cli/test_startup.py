@@ -1,0 +1,143 @@
+"""Start-up: each invocation imports what it uses and no more (spillway/cli/app.py, commands.py, fast.py),
+and loading commands lazily changes no help text.
+
+The import sets are taken from the real entry point (``app.main``) in a fresh process: ``sys.modules`` when
+it exits. What must not be there follows from what the invocation does: help and ``--version`` decode
+nothing and convert no option value (no construct, rich, pydantic); a plain ``dump``/``validate`` of a local
+checkpoint converts no option through typer (no pydantic), reads no remote store or Parquet (no pyarrow),
+moves no key groups (no numpy, no pyspark); no invocation imports another command's module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.console import run
+from support.eager_app import eager_app
+from support.fixtures import fixture_named
+from typer.testing import CliRunner
+
+from spillway.cli import commands
+
+ROOT = Path(__file__).parents[2]
+SMALL = fixture_named("2.3.0-sql")  # a 15 KiB _metadata written by Flink 2.3.0
+
+# Runs app.main as the console script does and writes sys.modules at exit (after sys.exit too).
+_DRIVER = """
+import atexit, json, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv[0] = "spillway"
+from spillway.cli.app import main
+main()
+"""
+
+
+def imported(args: list[str], tmp_path: Path) -> set[str]:
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(out), *args], capture_output=True, env=env, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode in (0, 1, 2), done.stderr.decode()  # 2: no arguments is help, and a usage error
+    return set(json.loads(out.read_text()))
+
+
+def packages(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+ALL_COMMAND_MODULES = {f"spillway.cli.{m}" for m in (*commands.COMMANDS.values(), *commands.REPAIR_COMMANDS.values())}
+CONVERTING = {"pydantic", "pydantic_core"}  # typer's conversion of option values
+DATA = {"numpy", "pyarrow", "pyspark", "pandas"}
+
+
+@pytest.mark.parametrize("args", [["-h"], ["--help"], [], ["repair", "-h"]], ids=" ".join)
+def test_group_help_imports_no_command_and_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    modules = imported(args, tmp_path)
+    assert "typer" in modules  # the help is typer's (through the app), not a copy of it
+    assert not modules & ALL_COMMAND_MODULES, sorted(modules & ALL_COMMAND_MODULES)
+    assert not packages(modules) & {"construct", "rich", *CONVERTING, *DATA}
+    assert "spillway.formats.metadata_codec" not in modules
+
+
+def test_version_imports_neither_typer_nor_any_command(tmp_path: Path) -> None:
+    modules = imported(["--version"], tmp_path)
+    assert not packages(modules) & {"typer", "click", "construct", "rich", *CONVERTING, *DATA}
+    assert not {m for m in modules if m.startswith("spillway.") and m != "spillway.errors"} - {
+        "spillway.cli",
+        "spillway.cli.app",
+        "spillway.rescale",  # spillway/__init__.py makes the (empty) package callable
+    }
+
+
+@pytest.mark.parametrize("name", ["dump", "validate"])
+def test_a_plain_small_run_converts_nothing_and_imports_only_its_command(name: str, tmp_path: Path) -> None:
+    modules = imported([name, str(SMALL.checkpoint_dir)], tmp_path)
+    assert f"spillway.cli.{name}" in modules
+    assert not modules & (ALL_COMMAND_MODULES - {f"spillway.cli.{name}"})
+    assert not packages(modules) & {*CONVERTING, *DATA}
+    assert "spillway.inspect.parquet_out" not in modules and "spillway.storage.fs" not in modules
+
+
+@pytest.mark.parametrize(
+    "path",
+    [[c] for c in commands.COMMANDS] + [["repair", c] for c in commands.REPAIR_COMMANDS],
+    ids=" ".join,
+)
+def test_a_commands_help_imports_that_command_alone_and_converts_nothing(path: list[str], tmp_path: Path) -> None:
+    modules = imported([*path, "-h"], tmp_path)
+    module = f"spillway.cli.{(commands.COMMANDS | commands.REPAIR_COMMANDS)[path[-1]]}"
+    assert module in modules
+    assert not modules & (ALL_COMMAND_MODULES - {module}), sorted(modules & (ALL_COMMAND_MODULES - {module}))
+    assert not packages(modules) & CONVERTING
+
+
+# --- laziness changes no help text -----------------------------------------------------------------
+
+HELP_PATHS = [[], *[[c] for c in commands.COMMANDS], ["repair"], *[["repair", c] for c in commands.REPAIR_COMMANDS]]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_help_is_what_the_eager_app_printed(columns: int) -> None:
+    eager = eager_app()
+    env = {"COLUMNS": str(columns)}
+    for path in HELP_PATHS:
+        lazy_help = CliRunner().invoke(commands.app, [*path, "-h"], env=env)
+        eager_help = CliRunner().invoke(eager, [*path, "-h"], env=env)
+        assert lazy_help.exit_code == eager_help.exit_code == 0, path
+        assert lazy_help.output == eager_help.output, path
+        assert "Usage: spillway" in lazy_help.output
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("path", [[], ["dump"], ["repair"], ["repair", "relocate"]], ids=" ".join)
+def test_the_console_script_prints_the_eager_apps_help(path: list[str], columns: int) -> None:
+    """Through the entry point (app.main) in a real process, against the eager app in another."""
+    code, stdout, stderr = run([*path, "-h"], columns=columns)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "COLUMNS": str(columns)}
+    eager = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "support" / "eager_app.py"), *path, "-h"],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False,
+    )  # fmt: skip
+    assert (code, stderr) == (eager.returncode, eager.stderr) == (0, "")
+    assert stdout == eager.stdout
+
+
+def test_a_typo_still_gets_a_suggestion_without_loading_commands() -> None:
+    code, _, stderr = run(["dumpp", "x"])
+    assert code == 2 and "No such command 'dumpp'. Did you mean 'dump'?" in stderr
+    code, _, stderr = run(["repair", "relocat", "x"])
+    assert code == 2 and "Did you mean 'relocate'?" in stderr
+
+
+def test_a_usage_error_under_json_is_one_error_document() -> None:
+    """Said once, by the root group, however deep the command (repair's group is a lazy group too)."""
+    code, stdout, _ = run(["repair", "drop-operator", "/nonexistent", "--json"])
+    assert code == 2
+    docs = [json.loads(line) for line in stdout.splitlines()]
+    assert len(docs) == 1 and docs[0]["schema"] == "spillway.error/1" and "--out" in docs[0]["error"]
