@@ -97,9 +97,10 @@ FLAGS = {
 
 # An argument named in a message, in the library's one keyword form (spillway.errors): ``force=True``,
 # ``plan=...``, ``keys={VERTEX: EXTRACTOR}``, ``key_fns[…]='m:f'``, ``master='yarn'``. Not inside a call's
-# argument list (``spillway.open(path, plan=...)`` is Python for Python users, not advice about an option).
+# argument list (``spillway.open(path, plan=...)`` is Python for Python users, not advice about an option), nor
+# inside a path (``/data/out=1/chk-3``).
 _NAMED = re.compile(
-    r"(?<![\w.\-])(?<!, )(" + "|".join(FLAGS) + r")(\[…\])?="
+    r"(?<![\w.\-/\\=])(?<!, )(" + "|".join(FLAGS) + r")(\[…\])?="
     r"(True\b|\.\.\.|\{[^{}]*\}|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s;,()]+)"
 )
 

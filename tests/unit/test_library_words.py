@@ -75,6 +75,7 @@ def test_a_timeout_set_from_python_names_its_argument() -> None:
         ("with copy_data=True", "with --copy-data"),
         ("spillway.open(path, plan=...)", "spillway.open(path, plan=...)"),  # Python code stays Python
         ("unless dry_run=True", "unless dry_run=True"),  # not an argument the CLI names
+        ("/data/out=1/chk-3: damaged", "/data/out=1/chk-3: damaged"),  # a path, not an argument
     ],
 )
 def test_the_cli_says_each_keyword_form_with_its_option(python: str, cli: str) -> None:
