@@ -1,6 +1,6 @@
 """Where a record goes on a keyed or custom edge: the new subtask of each record value.
 
-``target_function`` decides one value at a time (``--key`` extractor or ``--key-fn``); the router uses
+``target_function`` decides one value at a time (a ``keys`` extractor or a ``key_fns`` function); the router uses
 it for every record outside uniform runs. ``vector_target_function`` decides a whole uniform run with
 numpy when the PARSED extractor has its key at a fixed position of a fixed-width layout — whatever the
 spelling of the spec (``tuple:0:long`` and ``tuple(long,?):0`` are the same extractor). Both give the
@@ -46,7 +46,7 @@ def load_key_fn(spec: str) -> Callable[..., object]:
 
 
 def java_hash_of(key: object) -> int:
-    """Java hashCode of a key a --key-fn returned: int -> taken as the hash code itself, str -> String."""
+    """Java hashCode of a key a ``key_fns`` function returned: int -> taken as the hash code itself, str -> String."""
     if isinstance(key, bool):
         return 1231 if key else 1237
     if isinstance(key, int):
@@ -133,7 +133,7 @@ def fixed_key(extractor: KeyExtractor) -> FixedKey | None:
 
 def vector_target_function(ep: EdgePlan) -> VectorTargets | None:
     """The numpy form of ``target_function(ep)`` for extractors with a ``fixed_key``; None for all others
-    (``--key-fn``, strings, rows, non-HASH edges)."""
+    (``key_fns``, strings, rows, non-HASH edges)."""
     if ep.rule != HASH or ep.key_fn or not ep.key:
         return None
     try:

@@ -95,7 +95,7 @@ class VertexPlan:
 
 @dataclass
 class LostChannel:
-    """An old logical channel left out of the rescale (``--force`` on a damaged source): its in-flight
+    """An old logical channel left out of the rescale (``force=True`` on a damaged source): its in-flight
     records are not in the output, so the restored job never sees them."""
 
     channel: str
@@ -181,7 +181,7 @@ def build_plan(
     counted: dict[tuple[ChannelKey, ...], int] | None = None,
 ) -> RescalePlan:
     """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
-    ``damaged``: channel handles that cannot be trusted (``rescale --force``), with why; every old logical
+    ``damaged``: channel handles that cannot be trusted (``force=True``), with why; every old logical
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
     where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
     check_buffers(buffer_size, 0, 0)

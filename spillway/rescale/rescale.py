@@ -39,7 +39,7 @@ def _where(f: Finding) -> str:
 
 @dataclass
 class SourceDamage:
-    """A source with validate errors that ``--force`` is asked to rescale anyway. Only damaged channel
+    """A source with validate errors that ``force=True`` asks to rescale anyway. Only damaged channel
     state on edges being moved can be left out (those logical channels are dropped, and listed); any
     other error would be carried into the output or break the rescale, so it is still refused."""
 
@@ -279,7 +279,7 @@ def rescale(
 ) -> RescaleReport:
     """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
     forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing.
-    ``damage`` (``--force``): the source's validate errors; the damaged logical channels being moved are
+    ``damage`` (``force=True``): the source's validate errors; the damaged logical channels being moved are
     left out and listed in the plan's ``lost``; any other error is refused."""
     started = time.perf_counter()
     plan = build_plan(
@@ -300,7 +300,7 @@ def rescale(
     timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
         raise RescaleRefused("nothing to do: each vertex in parallelism=... already runs at that parallelism")
-    refuse_wrong_extractors(plan)  # the source says whether --key/--key-fn is the job's key: before writing
+    refuse_wrong_extractors(plan)  # the source says whether keys/key_fns give the job's key: before writing
     timings["key_check"] = time.perf_counter() - started - timings["plan"]
     if dry_run:
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Is the ``--key`` extractor (or ``--key-fn``) the job's real key? Ask the source, and re-ask the output.
+"""Is the ``keys`` extractor (or ``key_fns`` function) the job's real key? Ask the source, and re-ask the output.
 
 Flink put every in-flight record of a keyBy (HASH) edge on the channel to the downstream subtask that owns
 the record's key group, computed with the job's real KeySelector. So under the right extractor every source
@@ -48,7 +48,7 @@ def _load_function(spec: str) -> Callable[..., object]:
 
 
 def _java_hash(key: object) -> int:
-    """A --key-fn returns the key's Java hashCode (int) or a str key (hashed as java.lang.String)."""
+    """A ``key_fns`` function returns the key's Java hashCode (int) or a str key (hashed as java.lang.String)."""
     if isinstance(key, bool):
         return java_boolean_hash(key)
     if isinstance(key, int):
