@@ -3,6 +3,11 @@
 Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage, 3 storage could not be reached or read (the
 checkpoint itself may be fine: retrying later or elsewhere can succeed). Every layer raises a subclass of
 ``SpillwayError``; the CLI turns any of them into one line and ``exit_code`` without matching names.
+
+Messages speak Python: an argument the caller could give or change is named in keyword form, one form for
+every message, so a front end can say the same with its own options (the CLI: ``cli.common.in_flags``):
+``force=True``; ``plan=...`` (give it); ``keys={VERTEX: EXTRACTOR}`` (an entry to give);
+``key_fns[…]='m:f'`` (the entry that was given); ``master='yarn'`` (the value that was given).
 """
 
 from __future__ import annotations

@@ -66,8 +66,9 @@ _TIMEOUT = "(storage timeout: SPILLWAY_STORAGE_TIMEOUT)"
 
 def cli_words(message: str) -> str:
     """A library message in the CLI's words: ``rebase rule 'A=B': …`` -> ``--rebase A=B: …``; the storage
-    timeout -> ``--storage-timeout``."""
+    timeout -> ``--storage-timeout``; every argument named in keyword form (spillway.errors) -> its option."""
     message = _RULE.sub(lambda m: f"--rebase {ast.literal_eval(m[1])}: ", message)
+    message = _NAMED.sub(_as_flag, message)
     return message.replace(_TIMEOUT, "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT)")
 
 
@@ -86,7 +87,35 @@ FLAGS = {
     "operators": "--operator",
     "old": "--from",
     "new": "--to",
+    "force": "--force",
+    "copy_data": "--copy-data",
+    "plan": "--plan",
+    "uids": "--uid",
+    "uid_map": "--uid-map",
+    "master": "--master",
 }
+
+# An argument named in a message, in the library's one keyword form (spillway.errors): ``force=True``,
+# ``plan=...``, ``keys={VERTEX: EXTRACTOR}``, ``key_fns[…]='m:f'``, ``master='yarn'``. Not inside a call's
+# argument list (``spillway.open(path, plan=...)`` is Python for Python users, not advice about an option), nor
+# inside a path (``/data/out=1/chk-3``).
+_NAMED = re.compile(
+    r"(?<![\w.\-/\\=])(?<!, )(" + "|".join(FLAGS) + r")(\[…\])?="
+    r"(True\b|\.\.\.|\{[^{}]*\}|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s;,()]+)"
+)
+
+
+_QUOTES = ("'", '"')
+
+
+def _as_flag(named: re.Match[str]) -> str:
+    flag, value = FLAGS[named[1]], named[3]
+    if value in ("True", "..."):
+        return flag
+    if value.startswith("{"):  # an entry: {K: V} -> K=V, as the option takes it
+        return f"{flag} {'='.join(value[1:-1].split(': ', 1))}"
+    # a value as given (``old='/x'``): as the option takes it (``--from /x``), as in_flags shows one
+    return f"{flag} {ast.literal_eval(value) if value[0] in _QUOTES else value}"
 
 
 def in_flags(exc: SpillwayError) -> str:
@@ -106,7 +135,7 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     try:
         # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
         # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
-        with progress_bars(), collecting() as warnings:
+        with progress_bars(cli_words), collecting() as warnings:
             try:
                 result = action()
             finally:

@@ -12,7 +12,7 @@ from rich.tree import Tree
 from spillway.api import DumpView, dump_checkpoint
 from spillway.cli.binding import show_binding
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.options import NamingPlanOpt, RebaseOpt, UidMapOpt, UidOpt, plan_with_uids
+from spillway.cli.options import PlanNaming, bundled
 from spillway.cli.wide import print_wide
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ Examples:
 """
 
 
+@bundled
 def command(
     path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
     json_out: Annotated[
@@ -48,15 +49,11 @@ def command(
     operator: Annotated[str | None, typer.Option("--operator", help="Only this operator (id, uid or name).")] = None,
     subtask: Annotated[int | None, typer.Option("--subtask", help="Only this subtask index.")] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
-    rebase: RebaseOpt = None,
-    plan: NamingPlanOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
+    naming: PlanNaming = PlanNaming(),
 ) -> None:
     def run() -> int:
-        # parse -> one API call -> render
-        topology = plan_with_uids(plan, uid, uid_map)  # plan errors before any checkpoint is read
-        result = dump_checkpoint(path, DumpView(operator, subtask), plan=topology, rebase=rebase)
+        # parse -> one API call -> render (the API reads the plan before any checkpoint)
+        result = dump_checkpoint(path, DumpView(operator, subtask), **naming.plan_keywords())
         code = EXIT_FINDINGS if result.damaged else EXIT_OK
         if subtask is not None:
             top = result.top_parallelism

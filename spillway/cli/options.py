@@ -195,11 +195,6 @@ def rebase_rules(values: list[str] | None) -> list[str] | None:
     return values
 
 
-def plan_with_uids(plan: str | None, uid: list[str] | None, uid_map: str | None) -> api.Topology | None:
-    """Load --plan with the uids given by --uid-map and --uid (which wins)."""
-    return api.read_plan(plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map)
-
-
 def pairs(values: list[str] | None, option: str) -> dict[str, str]:
     """VERTEX=VALUE pairs of a repeatable option; the same vertex twice with different values is a usage error."""
     result: dict[str, str] = {}
@@ -244,23 +239,3 @@ def import_from_cwd() -> None:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if cwd not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
-
-
-class PlanNames:
-    """--plan/--uid/--uid-map for commands that only name operators (dump, diff, files): the plan is read
-    (and its errors reported) before any checkpoint is opened, then bound to each checkpoint in turn."""
-
-    def __init__(self, plan: str | None, uid: list[str] | None, uid_map: str | None):
-        self._args = (plan, uid, uid_map)
-        self._first = plan_with_uids(plan, uid, uid_map)  # usage errors before any checkpoint is read
-
-    def bind(self, checkpoint: api.CheckpointModel) -> api.Binding | None:
-        """Bind the plan to ``checkpoint`` (sets ``plan_name`` on its bound 1.x operators); None without --plan.
-        Each checkpoint gets a plan of its own: a binding rebuilds the plan's chains from that checkpoint."""
-        topology, self._first = self._first, None
-        if topology is None:
-            if self._args[0] is None:
-                return None
-            topology = plan_with_uids(*self._args)
-        assert topology is not None
-        return api.bind_plan(topology, checkpoint)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.progress import (
@@ -59,20 +59,21 @@ class _Stage:
 class _Bars:
     """Starts the bars when the first stage is announced: a command without long work shows nothing."""
 
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
+    def __init__(self, bar: Progress, words: Callable[[str], str]) -> None:
+        self.bar, self.words = bar, words
         self.started = False
 
     def stage(self, description: str, total: int | None, unit: str) -> Stage:
         if not self.started:
             self.bar.start()
             self.started = True
-        return _Stage(self.bar, self.bar.add_task(description, total=total, unit=unit))
+        return _Stage(self.bar, self.bar.add_task(self.words(description), total=total, unit=unit))
 
 
 @contextmanager
-def progress_bars() -> Iterator[None]:
-    """Show the library's progress stages as bars while the block runs, if stderr is a terminal."""
+def progress_bars(words: Callable[[str], str] = str) -> Iterator[None]:
+    """Show the library's progress stages as bars while the block runs, if stderr is a terminal; ``words``: a
+    stage's name in the front end's words (the library's name it is given)."""
     output = current()
     if not output.stderr_is_tty:
         yield
@@ -85,7 +86,8 @@ def progress_bars() -> Iterator[None]:
             TimeElapsedColumn(),
             console=output.err,
             transient=True,
-        )
+        ),
+        words,
     )
     try:
         with listening(bars):

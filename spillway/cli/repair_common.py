@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, emit_json, err, guarded, out
+from spillway.cli.common import EXIT_OK, cli_words, emit_json, guarded, out, show_warnings
 from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, Naming, OperatorsOpt, OutOpt, PlanOpt, SrcArg, bundled
 from spillway.cli.wide import print_wide
 
@@ -80,10 +80,9 @@ def show_report(report: RepairResult, json_out: bool) -> int:
     for col in ("change", "count", "detail"):
         table.add_column(col, no_wrap=col != "detail", overflow="fold" if col == "detail" else "ellipsis")
     for c in report.changes:
-        table.add_row(escape(c.what), "unknown" if c.count is None else str(c.count), escape(c.detail))
+        table.add_row(escape(c.what), "unknown" if c.count is None else str(c.count), escape(cli_words(c.detail)))
     print_wide(table)
-    for w in report.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
+    show_warnings(report.warnings)
     if not report.dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")
     show_restore(report.restore_lines())

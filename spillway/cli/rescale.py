@@ -10,7 +10,7 @@ from rich.table import Table
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, UsageError, emit_json, err, guarded, out
+from spillway.cli.common import EXIT_OK, UsageError, cli_words, emit_json, err, guarded, out
 from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
 from spillway.cli.options import Naming, bundled, counts, key_specs
 from spillway.cli.repair_common import show_restore
@@ -118,7 +118,7 @@ def show_result(result: RescaleResult) -> None:
     if result.forecast is not None:
         show_forecast(result.forecast)
     for n in result.notes:
-        out.print(f"[dim]note:[/] {escape(n)}")
+        out.print(f"[dim]note:[/] {escape(cli_words(n))}")
     if result.plan_file:
         out.print(f"plan of the rescaled job (for validate --plan): {escape(result.plan_file)}", soft_wrap=True)
     show_restore(result.restore_lines())

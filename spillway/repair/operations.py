@@ -63,7 +63,7 @@ def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Re
             # Nothing rewritten while paths remain: the "moved" copy would still point at the old place.
             # A script moving a checkpoint must not go on as if it had moved: refuse (exit 1), write nothing.
             raise RepairError(
-                f"--from {old}: none of the {result.untouched} absolute paths in {loaded.location.shown} lies at "
+                f"old={old!r}: none of the {result.untouched} absolute paths in {loaded.location.shown} lies at "
                 "or below it; nothing to relocate, nothing written (a path or URI names the same place in any "
                 "spelling: /x, file:/x, file:///x)"
             )
@@ -78,7 +78,7 @@ def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Re
             rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
         if not result.rewritten:
             # Every file is relative to the checkpoint (or inline): the copy stands alone wherever it goes.
-            rp.warnings.append(f"no absolute path in the checkpoint: nothing to rewrite for --from {old}")
+            rp.warnings.append(f"no absolute path in the checkpoint: nothing to rewrite for old={old!r}")
         if result.made_relative:
             rp.changes.append(Change("file handles made relative", result.made_relative))
         if copies:
@@ -122,8 +122,8 @@ def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Strip
         ids = operator_ids(loaded.checkpoint, _names(options.operators))
         if ids is not None and plan is None:
             raise RepairError(
-                "stripping some operators needs --plan: each channel's other half sits on the operator at the "
-                "other end of the edge, and dropping one half only would break record framing on restore"
+                "stripping some operators needs the job's plan=...: each channel's other half sits on the operator "
+                "at the other end of the edge, and dropping one half only would break record framing on restore"
             )
         result = strip_channels(loaded.checkpoint, analyze(loaded, plan), ids)
         copies = relative_copies(loaded, result.checkpoint)
@@ -132,7 +132,7 @@ def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Strip
         rp.changes.append(Change("logical channels dropped", len(result.losses)))
         dropped = result.records_dropped
         unknown = (
-            "unknown: output-side state without --plan"
+            "unknown: output-side state without plan=..."
             if plan is None
             else "unknown: output-side state of channels the plan does not bind"
         )
@@ -161,7 +161,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
         ids = operator_ids(cp, _names(options.operators))
         if ids is None:
             if verdict is None:
-                raise UsageError("name the operators to clear (--operator) or give the new job's --plan")
+                raise UsageError("name the operators to clear (operators=...) or give the new job's plan=...")
             if verdict.restorable:
                 raise RepairError(
                     "Flink's finished-state checks would accept this checkpoint for that plan: nothing to clear"
@@ -175,7 +175,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
             if not ids:
                 raise RepairError(
                     "cannot tell which operators belong to the refused vertices (metadata before "
-                    "V5 stores no names): name them with --operator"
+                    "V5 stores no names): name them with operators=..."
                 )
         not_finished = [o.label() for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
         if not_finished:
@@ -183,7 +183,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
         if verdict is not None and verdict.restorable and not force:
             raise RepairError(
                 "Flink would accept these finished markers for that plan; clearing them makes the "
-                "operators run again from scratch (use --force if that is what you want)"
+                "operators run again from scratch (force=True if that is what you want)"
             )
         new, changed = clear_markers(cp, ids)
         rp = RepairPlan(PlannedOutput(new, relative_copies(loaded, new)))
@@ -213,7 +213,7 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
         if has_channels:
             if plan is None:
                 raise RepairError(
-                    "the operator holds channel state: --plan is needed to drop the other half of "
+                    "the operator holds channel state: the job's plan=... is needed to drop the other half of "
                     "each of its channels too"
                 )
             stripped = strip_channels(cp, analyze(loaded, plan), ids)
@@ -346,7 +346,7 @@ def _external_copies(
 def _copy_external(pairs: list[tuple[Path, Path]], made: list[Path]) -> None:
     """Copy each source to its destination (through a temporary name); ``made`` collects every file and
     directory created, in order, so a failure here or later can undo exactly those."""
-    bar = progress.stage("copying data (--copy-data)", sum(source.stat().st_size for source, _ in pairs))
+    bar = progress.stage("copying data (copy_data=True)", sum(source.stat().st_size for source, _ in pairs))
     for source, dest in pairs:
         bar.advance(source.stat().st_size)
         if dest.exists():

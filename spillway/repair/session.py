@@ -112,9 +112,9 @@ def source_damage(loaded: LoadedCheckpoint, topology: Topology | None, force: bo
     if not force:
         raise RepairError(
             f"the source has {len(errors)} validate errors, first: {listed[0]}; a repair would carry the "
-            "damage along or hide it (spillway validate shows them all; --force writes anyway and lists them)"
+            "damage along or hide it (spillway validate shows them all; force=True writes anyway and lists them)"
         )
-    return [f"source damage kept (--force): {text}" for text in listed]
+    return [f"source damage kept (force=True): {text}" for text in listed]
 
 
 def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> list[str]:
@@ -167,7 +167,7 @@ def _plan_check(rp: RepairPlan, io: Workspace, topology: Topology) -> Callable[[
                 f"(first: {old[0].rule}: {old[0].message}, operator {old[0].operator})"
             )
         return [
-            f"validate found {len(new)} errors in the output under --plan, first: {f.rule}: {f.message} "
+            f"validate found {len(new)} errors in the output under plan=..., first: {f.rule}: {f.message} "
             f"(operator {f.operator}, subtask {f.subtask}, channel {f.channel})"
             for f in new[:1]
         ]

@@ -1,6 +1,6 @@
 """Where a record goes on a keyed or custom edge: the new subtask of each record value.
 
-``target_function`` decides one value at a time (``--key`` extractor or ``--key-fn``); the router uses
+``target_function`` decides one value at a time (a ``keys`` extractor or a ``key_fns`` function); the router uses
 it for every record outside uniform runs. ``vector_target_function`` decides a whole uniform run with
 numpy when the PARSED extractor has its key at a fixed position of a fixed-width layout — whatever the
 spelling of the spec (``tuple:0:long`` and ``tuple(long,?):0`` are the same extractor). Both give the
@@ -35,25 +35,25 @@ VectorTargets = Callable[[np.ndarray, int], "np.ndarray | None"]
 def load_key_fn(spec: str) -> Callable[..., object]:
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise RouteError(f"--key-fn {spec!r}: expected module:function")
+        raise RouteError(f"key_fns[…]={spec!r}: expected module:function")
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        raise RouteError(f"--key-fn {spec!r}: {exc}") from None
+        raise RouteError(f"key_fns[…]={spec!r}: {exc}") from None
     if not callable(fn):
-        raise RouteError(f"--key-fn {spec!r} is not callable")
+        raise RouteError(f"key_fns[…]={spec!r} is not callable")
     return fn
 
 
 def java_hash_of(key: object) -> int:
-    """Java hashCode of a key a --key-fn returned: int -> taken as the hash code itself, str -> String."""
+    """Java hashCode of a key a ``key_fns`` function returned: int -> taken as the hash code itself, str -> String."""
     if isinstance(key, bool):
         return 1231 if key else 1237
     if isinstance(key, int):
         return key
     if isinstance(key, str):
         return java_string_hash(key)
-    raise RouteError(f"--key-fn returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
+    raise RouteError(f"key_fns[…]=... returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
 
 
 def target_function(ep: EdgePlan) -> Callable[[memoryview], int] | None:
@@ -80,7 +80,7 @@ def target_function(ep: EdgePlan) -> Callable[[memoryview], int] | None:
         def custom(payload: memoryview) -> int:
             t = fn(bytes(payload), ep.new_down_p)
             if not isinstance(t, int) or not 0 <= t < ep.new_down_p:
-                raise RouteError(f"--key-fn {ep.key_fn} returned {t!r}, not a subtask in [0, {ep.new_down_p})")
+                raise RouteError(f"key_fns[…]={ep.key_fn!r} returned {t!r}, not a subtask in [0, {ep.new_down_p})")
             return t
 
         return custom
@@ -133,7 +133,7 @@ def fixed_key(extractor: KeyExtractor) -> FixedKey | None:
 
 def vector_target_function(ep: EdgePlan) -> VectorTargets | None:
     """The numpy form of ``target_function(ep)`` for extractors with a ``fixed_key``; None for all others
-    (``--key-fn``, strings, rows, non-HASH edges)."""
+    (``key_fns``, strings, rows, non-HASH edges)."""
     if ep.rule != HASH or ep.key_fn or not ep.key:
         return None
     try:

@@ -95,7 +95,7 @@ class VertexPlan:
 
 @dataclass
 class LostChannel:
-    """An old logical channel left out of the rescale (``--force`` on a damaged source): its in-flight
+    """An old logical channel left out of the rescale (``force=True`` on a damaged source): its in-flight
     records are not in the output, so the restored job never sees them."""
 
     channel: str
@@ -181,7 +181,7 @@ def build_plan(
     counted: dict[tuple[ChannelKey, ...], int] | None = None,
 ) -> RescalePlan:
     """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
-    ``damaged``: channel handles that cannot be trusted (``rescale --force``), with why; every old logical
+    ``damaged``: channel handles that cannot be trusted (``force=True``), with why; every old logical
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
     where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
     check_buffers(buffer_size, 0, 0)
@@ -233,7 +233,7 @@ def build_plan(
         raise RescaleRefused(
             f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to"
             + _who_could(topology, cp, [o.operator_id for o in cp.operators if o.label() in unplaced])
-            + ". Give the uid of one of them (--uid NAME=UID or --uid-map FILE), or pass the job-graph plan "
+            + ". Give the uid of one of them (uids={NAME: UID} or uid_map=FILE), or pass the job-graph plan "
             "(REST /jobs/<job-id>/plan)"
         )
 
@@ -291,13 +291,14 @@ def build_plan(
         if ep.rule == HASH and not (ep.key or ep.key_fn):
             raise RescaleRefused(
                 f"edge {ep.label} is a keyBy (HASH) edge with records in flight and its downstream is rescaled: "
-                f"give --key VERTEX=EXTRACTOR (e.g. long, string, tuple:0:long, row(long,string):1) or "
-                f"--key-fn VERTEX=module:function for the downstream vertex, so each record's key group can be computed"
+                f"give keys={{VERTEX: EXTRACTOR}} (e.g. long, string, tuple:0:long, row(long,string):1) or "
+                f"key_fns={{VERTEX: module:function}} for the downstream vertex, so each record's key group can be "
+                "computed"
             )
         if ep.rule == CUSTOM and not ep.key_fn:
             raise RescaleRefused(
-                f"edge {ep.label} uses a custom partitioner with records in flight: give --key-fn "
-                "VERTEX=module:function(payload, parallelism) -> target subtask"
+                f"edge {ep.label} uses a custom partitioner with records in flight: give key_fns="
+                "{VERTEX: module:function(payload, parallelism) -> target subtask}"
             )
         if ep.strategy.upper() in ("FORWARD", "RESCALE"):
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")

@@ -39,7 +39,7 @@ def _where(f: Finding) -> str:
 
 @dataclass
 class SourceDamage:
-    """A source with validate errors that ``--force`` is asked to rescale anyway. Only damaged channel
+    """A source with validate errors that ``force=True`` asks to rescale anyway. Only damaged channel
     state on edges being moved can be left out (those logical channels are dropped, and listed); any
     other error would be carried into the output or break the rescale, so it is still refused."""
 
@@ -70,14 +70,14 @@ def refuse_damaged(errors: list[Finding], force: bool) -> None:
     raise RescaleRefused(
         f"the source has {len(errors)} validate errors"
         + (
-            " that --force cannot leave out (it drops only damaged channel state on the edges being moved)"
+            " that force=True cannot leave out (it drops only damaged channel state on the edges being moved)"
             if force
             else ""
         )
         + f", first: {_where(first)}"
         + (f" (operator {first.operator})" if first.operator else "")
         + "; rescaling it would move damaged data (spillway validate shows them all"
-        + ("" if force else "; --force leaves out the damaged logical channels and lists what is lost")
+        + ("" if force else "; force=True leaves out the damaged logical channels and lists what is lost")
         + ")"
     )
 
@@ -217,7 +217,7 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
     if outside:
         report.notes.append(
             f"WARNING: the new checkpoint still reads {len(outside)} files outside itself (e.g. {outside[0]}): "
-            "keep them where they are, or move everything with spillway repair relocate --copy-data"
+            "keep them where they are, or move everything with spillway repair relocate and copy_data=True"
         )
 
 
@@ -279,7 +279,7 @@ def rescale(
 ) -> RescaleReport:
     """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
     forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing.
-    ``damage`` (``--force``): the source's validate errors; the damaged logical channels being moved are
+    ``damage`` (``force=True``): the source's validate errors; the damaged logical channels being moved are
     left out and listed in the plan's ``lost``; any other error is refused."""
     started = time.perf_counter()
     plan = build_plan(
@@ -299,8 +299,8 @@ def rescale(
     timings = report.timings
     timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
-        raise RescaleRefused("nothing to do: every --parallelism equals the vertex's current parallelism")
-    refuse_wrong_extractors(plan)  # the source says whether --key/--key-fn is the job's key: before writing
+        raise RescaleRefused("nothing to do: each vertex in parallelism=... already runs at that parallelism")
+    refuse_wrong_extractors(plan)  # the source says whether keys/key_fns give the job's key: before writing
     timings["key_check"] = time.perf_counter() - started - timings["plan"]
     if dry_run:
         t0 = time.perf_counter()
@@ -322,8 +322,8 @@ def rescale(
 
             if importlib.util.find_spec("pyspark") is None:
                 raise RescaleRefused(
-                    f"--master {master} needs pyspark, which is not installed: pip install 'spillway[spark]' "
-                    "(or run in this process with --master inprocess)"
+                    f"master={master!r} needs pyspark, which is not installed: pip install 'spillway[spark]' "
+                    "(or run in this process with master='inprocess')"
                 )
             from spillway.rescale.spark_job import run_spark
 

@@ -1,4 +1,4 @@
-"""Is the ``--key`` extractor (or ``--key-fn``) the job's real key? Ask the source, and re-ask the output.
+"""Is the ``keys`` extractor (or ``key_fns`` function) the job's real key? Ask the source, and re-ask the output.
 
 Flink put every in-flight record of a keyBy (HASH) edge on the channel to the downstream subtask that owns
 the record's key group, computed with the job's real KeySelector. So under the right extractor every source
@@ -41,14 +41,14 @@ def _load_function(spec: str) -> Callable[..., object]:
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise RescaleRefused(f"--key-fn {spec!r}: {exc}") from None
+        raise RescaleRefused(f"key_fns[…]={spec!r}: {exc}") from None
     if not callable(fn):
-        raise RescaleRefused(f"--key-fn {spec!r} is not callable")
+        raise RescaleRefused(f"key_fns[…]={spec!r} is not callable")
     return fn
 
 
 def _java_hash(key: object) -> int:
-    """A --key-fn returns the key's Java hashCode (int) or a str key (hashed as java.lang.String)."""
+    """A ``key_fns`` function returns the key's Java hashCode (int) or a str key (hashed as java.lang.String)."""
     if isinstance(key, bool):
         return java_boolean_hash(key)
     if isinstance(key, int):
@@ -56,7 +56,7 @@ def _java_hash(key: object) -> int:
     if isinstance(key, str):
         return java_string_hash(key)
     # the function is broken, whatever the records: the same words as the router's
-    raise RescaleRefused(f"--key-fn returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
+    raise RescaleRefused(f"key_fns[…]=... returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
 
 
 def key_function(ep: EdgePlan) -> tuple[KeyOf, str, str]:
@@ -69,16 +69,16 @@ def key_function(ep: EdgePlan) -> tuple[KeyOf, str, str]:
             try:
                 key = fn(value)
             except Exception as exc:  # a user function: any failure is a refusal, never a traceback
-                raise RescaleRefused(f"--key-fn {spec} failed: {type(exc).__name__}: {exc}") from None
+                raise RescaleRefused(f"key_fns[…]={spec!r} failed: {type(exc).__name__}: {exc}") from None
             return key, _java_hash(key)
 
-        return by_fn, f"--key-fn {ep.key_fn}", "auto"
+        return by_fn, f"key_fns[…]={ep.key_fn!r}", "auto"
     try:
         extractor: KeyExtractor = parse_key_extractor(ep.key or "")
     except ValueSpecError as exc:
-        raise RescaleRefused(f"edge {ep.label}: --key {ep.key!r}: {exc}") from None
+        raise RescaleRefused(f"edge {ep.label}: keys[…]={ep.key!r}: {exc}") from None
     shown = extractor.value_type.spec if extractor.value_type.known else "auto"
-    return extractor, f"--key {ep.key!r}", shown
+    return extractor, f"keys[…]={ep.key!r}", shown
 
 
 @dataclass
@@ -107,7 +107,7 @@ class EdgeKeys:
     """What one edge's check found."""
 
     edge: EdgePlan
-    named: str  # "--key 'long'" / "--key-fn m:f"
+    named: str  # "keys[…]='long'" / "key_fns[…]='m:f'" (spillway.errors' keyword form)
     checked: int = 0
     mismatched: int = 0
     example: Misplaced | None = None
@@ -222,8 +222,8 @@ def refuse_wrong_extractors(plan: RescalePlan, per_channel: int | None = SOURCE_
             f"extractor is likely wrong); e.g. {f.example.describe(ep.old_down_p)}"
         )
     raise RescaleRefused(
-        "; ".join(lines) + ". Nothing was written: give the job's real key (--key VERTEX=EXTRACTOR or --key-fn "
-        "VERTEX=module:function; spillway analyze --decode N shows the records)"
+        "; ".join(lines) + ". Nothing was written: give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
+        "{VERTEX: module:function}; spillway analyze --decode N shows the records)"
     )
 
 

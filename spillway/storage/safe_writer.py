@@ -45,7 +45,7 @@ class PlannedOutput:
 def prepare_output(out: Path) -> Path:
     """Refuse to overwrite anything; return the temporary directory to write into."""
     if out.exists():
-        raise WriteError(f"{out}: already exists; spillway never overwrites (choose a new --out)")
+        raise WriteError(f"{out}: already exists; spillway never overwrites (choose a new out=...)")
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = parent / f".{out.name}.spillway-{uuid.uuid4().hex[:8]}.partial"

@@ -1,4 +1,5 @@
-"""How long any remote call may take: ``--storage-timeout``, else ``SPILLWAY_STORAGE_TIMEOUT``, else 30 s.
+"""How long any remote call may take: ``set_timeout(seconds)`` (the CLI's ``--storage-timeout``), else
+``SPILLWAY_STORAGE_TIMEOUT``, else 30 s.
 
 Kept apart from ``fs`` (which loads pyarrow) so the command line can set it at no cost."""
 
@@ -6,11 +7,11 @@ from __future__ import annotations
 
 import os
 
-from spillway.errors import UsageError
+from spillway.errors import ArgumentError, UsageError
 
 TIMEOUT_ENV = "SPILLWAY_STORAGE_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
-_timeout: float | None = None  # --storage-timeout; None: the environment or the default
+_timeout: float | None = None  # set_timeout; None: the environment or the default
 
 
 def parse_timeout(text: str, source: str) -> float:
@@ -26,7 +27,9 @@ def parse_timeout(text: str, source: str) -> float:
 def set_timeout(seconds: float | None) -> None:
     """The timeout of every remote call from now on (None: ``SPILLWAY_STORAGE_TIMEOUT`` or 30 s)."""
     global _timeout
-    _timeout = None if seconds is None else parse_timeout(str(seconds), "--storage-timeout")
+    if seconds is not None and (not seconds > 0 or seconds == float("inf")):
+        raise ArgumentError("seconds", seconds, "expected a number of seconds greater than 0")
+    _timeout = None if seconds is None else float(seconds)
 
 
 def timeout() -> float:

@@ -79,7 +79,7 @@ def test_counted_wrong_tuple_field_is_refused_with_an_example(tmp_path: Path) ->
 
 def test_unaligned_whole_string_key_is_refused_with_an_example(tmp_path: Path) -> None:
     message, m = _refusal("2.3.0-unaligned", "slow", tmp_path, keys={"slow": "string"})
-    assert "tostr -> slow (HASH)" in message and "--key 'string'" in message
+    assert "tostr -> slow (HASH)" in message and "keys[…]='string'" in message
     # a tostr record "key:subtask:seq", and the key shown is the whole String, not its prefix
     text = m["value"].strip("'")
     assert re.fullmatch(r"\d+:\d+:\d+", text), text

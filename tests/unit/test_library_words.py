@@ -3,16 +3,20 @@ the same message with its option (tests/cli/test_path_rules.py and test_usage_er
 
 from __future__ import annotations
 
+import inspect
 import threading
+from pathlib import Path
 
 import pytest
 from support.fixtures import fixture_named
 
 import spillway
+import spillway.api
 from spillway import notices
 from spillway.cli.common import cli_words
-from spillway.errors import StorageError
+from spillway.errors import ArgumentError, StorageError
 from spillway.storage import fs
+from spillway.storage.safe_writer import WriteError, prepare_output
 
 
 def test_a_call_that_never_answers_names_the_storage_timeout() -> None:
@@ -42,3 +46,37 @@ def test_a_malformed_rule_below_the_api_names_no_option() -> None:
         Rebase.parse("it's")
     assert str(caught.value) == 'rebase rule "it\'s": expected OLD_PREFIX=NEW_PREFIX'
     assert cli_words(str(caught.value)) == "--rebase it's: expected OLD_PREFIX=NEW_PREFIX"
+
+
+def test_an_output_that_exists_is_refused_naming_out(tmp_path: Path) -> None:
+    with pytest.raises(WriteError) as caught:
+        prepare_output(tmp_path)
+    message = str(caught.value)
+    assert message == f"{tmp_path}: already exists; spillway never overwrites (choose a new out=...)"
+    assert cli_words(message).endswith("(choose a new --out)")
+
+
+def test_a_timeout_set_from_python_names_its_argument() -> None:
+    assert list(inspect.signature(spillway.api.set_storage_timeout).parameters) == ["seconds"]
+    with pytest.raises(ArgumentError) as caught:
+        spillway.api.set_storage_timeout(0)
+    assert str(caught.value) == "seconds=0: expected a number of seconds greater than 0"
+
+
+@pytest.mark.parametrize(
+    ("python", "cli"),
+    [  # each keyword form of spillway.errors, and the option a CLI user types for it
+        ("use force=True if so", "use --force if so"),
+        ("needs the job's plan=...: x", "needs the job's --plan: x"),
+        ("give keys={VERTEX: EXTRACTOR} or", "give --key VERTEX=EXTRACTOR or"),
+        ("key_fns[…]='m:f': no", "--key-fn m:f: no"),
+        ("master='yarn' needs pyspark", "--master yarn needs pyspark"),
+        ("(uids={NAME: UID} or uid_map=FILE)", "(--uid NAME=UID or --uid-map FILE)"),
+        ("with copy_data=True", "with --copy-data"),
+        ("spillway.open(path, plan=...)", "spillway.open(path, plan=...)"),  # Python code stays Python
+        ("unless dry_run=True", "unless dry_run=True"),  # not an argument the CLI names
+        ("/data/out=1/chk-3: damaged", "/data/out=1/chk-3: damaged"),  # a path, not an argument
+    ],
+)
+def test_the_cli_says_each_keyword_form_with_its_option(python: str, cli: str) -> None:
+    assert cli_words(python) == cli

@@ -94,8 +94,8 @@ def test_records_in_flight_on_a_custom_or_hash_edge_into_a_rescaled_vertex_need_
     with pytest.raises(RescaleRefused) as err:
         build_plan(ld.checkpoint, _plan("CUSTOM"), ld.resolver, {"check": 3})
     assert str(err.value) == (
-        f"edge {EDGE} (CUSTOM) uses a custom partitioner with records in flight: give --key-fn "
-        "VERTEX=module:function(payload, parallelism) -> target subtask"
+        f"edge {EDGE} (CUSTOM) uses a custom partitioner with records in flight: give key_fns="
+        "{VERTEX: module:function(payload, parallelism) -> target subtask}"
     )
     plan = build_plan(ld.checkpoint, _plan("CUSTOM"), ld.resolver, {"check": 3}, key_fns={"check": "m:f"})
     (edge,) = plan.edges
@@ -208,7 +208,7 @@ def test_a_stateful_operator_the_binding_cannot_place_refuses_the_rescale_naming
     assert str(err.value) == (
         f"cannot tell which vertex operator(s) {ids['check-totals']['operator_id']} belong to: the checkpoint's "
         "evidence fits more than one way, with 'check-totals', 'discard: Writer'. Give the uid of one of them "
-        "(--uid NAME=UID or --uid-map FILE), or pass the job-graph plan (REST /jobs/<job-id>/plan)"
+        "(uids={NAME: UID} or uid_map=FILE), or pass the job-graph plan (REST /jobs/<job-id>/plan)"
     )
     plan = build_plan(
         ld.checkpoint,

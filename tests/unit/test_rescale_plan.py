@@ -53,7 +53,7 @@ def test_plan_rules_and_balanced_segments() -> None:
 
 def test_hash_edge_without_key_is_refused() -> None:
     ld = loaded()
-    with pytest.raises(RescaleRefused, match="--key"):
+    with pytest.raises(RescaleRefused, match=r"give keys=\{VERTEX: EXTRACTOR\}"):
         build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"count": 3})
 
 

@@ -68,12 +68,12 @@ def test_the_sample_is_per_channel_and_the_refusal_counts_it() -> None:
     with pytest.raises(RescaleRefused) as err:
         refuse_wrong_extractors(plan, per_channel=1)
     message = str(err.value)
-    m = re.search(r"under --key 'tuple\(long,long\):1', (-?\d+) of (-?\d+) checked in-flight records", message)
+    m = re.search(r"under keys\[…\]='tuple\(long,long\):1', (-?\d+) of (-?\d+) checked in-flight records", message)
     assert m is not None, message
     assert 0 < int(m[1]) <= int(m[2]) == len(channels)
     assert message.endswith(
-        ". Nothing was written: give the job's real key (--key VERTEX=EXTRACTOR or --key-fn "
-        "VERTEX=module:function; spillway analyze --decode N shows the records)"
+        ". Nothing was written: give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
+        "{VERTEX: module:function}; spillway analyze --decode N shows the records)"
     )
 
 
@@ -138,7 +138,7 @@ def test_the_output_check_names_file_channel_subtask_extractor_and_owner(tmp_pat
     assert problems
     pattern = re.compile(
         r"(?P<file>\S+) \(gate 0, input channel (?P<up>\d+)\) of new subtask (?P<down>\d+): (?P<bad>\d+) of "
-        r"(?P<n>\d+) records not on the subtask owning their key group under --key 'tuple\(long,long\):1', e\.g\. "
+        r"(?P<n>\d+) records not on the subtask owning their key group under keys\[…\]='tuple\(long,long\):1', e\.g\. "
         r"record \(\d+, \d+\) on (?P=file) \(gate 0, input channel (?P=up)\) of new subtask (?P=down): key \d+, "
         r"key group \d+ belongs to subtask (?P<owner>\d) of 3, but the record sits on subtask (?P=down)$"
     )
@@ -168,7 +168,7 @@ def test_key_function_results_are_hashed_as_java_would() -> None:
 
     assert (_java_hash(True), _java_hash(False)) == (1231, 1237)
     assert (_java_hash(-5), _java_hash("a"), _java_hash("")) == (-5, 97, 0)
-    with pytest.raises(RescaleRefused, match=r"^--key-fn returned float; return the key's Java hashCode"):
+    with pytest.raises(RescaleRefused, match=r"^key_fns\[…\]=\.\.\. returned float; return the key's Java hashCode"):
         _java_hash(1.5)
 
 
@@ -176,7 +176,7 @@ def test_a_failing_key_function_is_a_refusal_naming_it() -> None:
     plan = _plan("2.3.0-counted", {"count": 3}, key_fns={"count": "support.keyfns:raises"})
     with pytest.raises(RescaleRefused) as err:
         check_source_keys(plan)
-    assert str(err.value) == "--key-fn support.keyfns:raises failed: ValueError: cannot key 16 bytes"
+    assert str(err.value) == "key_fns[…]='support.keyfns:raises' failed: ValueError: cannot key 16 bytes"
 
 
 def test_a_boolean_key_function_is_judged_by_java_boolean_hashes() -> None:
@@ -192,13 +192,13 @@ def test_a_boolean_key_function_is_judged_by_java_boolean_hashes() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("support.keyfns:nope", "--key-fn 'support.keyfns:nope': module 'support.keyfns' has no attribute 'nope'"),
-        ("support.nothing:f", "--key-fn 'support.nothing:f': No module named 'support.nothing'"),
+        ("support.keyfns:nope", "key_fns[…]='support.keyfns:nope': module 'support.keyfns' has no attribute 'nope'"),
+        ("support.nothing:f", "key_fns[…]='support.nothing:f': No module named 'support.nothing'"),
         (
             "support.keyfns:raises:x",
-            "--key-fn 'support.keyfns:raises:x': module 'support.keyfns' has no attribute 'raises:x'",
+            "key_fns[…]='support.keyfns:raises:x': module 'support.keyfns' has no attribute 'raises:x'",
         ),
-        ("support.keyfns:NOT_CALLABLE", "--key-fn 'support.keyfns:NOT_CALLABLE' is not callable"),
+        ("support.keyfns:NOT_CALLABLE", "key_fns[…]='support.keyfns:NOT_CALLABLE' is not callable"),
     ],
 )
 def test_a_key_function_that_cannot_be_loaded_is_refused_with_the_reason(spec: str, message: str) -> None:
@@ -210,7 +210,7 @@ def test_a_key_function_that_cannot_be_loaded_is_refused_with_the_reason(spec: s
 
 def test_a_bad_extractor_given_through_the_api_is_refused_naming_the_edge() -> None:
     plan = _plan("2.3.0-counted", {"count": 3}, keys={"count": "nonsense"})
-    with pytest.raises(RescaleRefused, match=r"^edge parse -> count \(HASH\): --key 'nonsense': "):
+    with pytest.raises(RescaleRefused, match=r"^edge parse -> count \(HASH\): keys\[…\]='nonsense': "):
         check_source_keys(plan)
 
 
