@@ -47,7 +47,7 @@ def files(
         report = collect_files([_pair(i, rebase) for i in items])
     if first is not None:  # each checkpoint binds a plan of its own (the binding rebuilds the plan's chains)
         for i, cf in enumerate(report.checkpoints):
-            topology = first if i == 0 else read_plan(plan, uids=uids, uid_map=uid_map)
+            topology = first if i == 0 else first.unbound_copy()
             Checkpoint(cf.loaded, topology, cf.source).binding  # noqa: B018 - names the operators
     for d in report.damaged:
         warn(f"{d.checkpoint}: damaged, left out: {d.error}")
@@ -86,8 +86,8 @@ def diff(
             return Checkpoint(x, topology)
         return _open(x, topology, rebase)
 
-    side_a = opened(a, first)  # the same plan names both sides, each bound on its own (a copy read again)
-    side_b = opened(b, read_plan(plan, uids=uids, uid_map=uid_map) if first is not None else None)
+    side_a = opened(a, first)  # the same plan names both sides, each bound on its own copy
+    side_b = opened(b, first.unbound_copy() if first is not None else None)
     return side_a.diff(side_b)
 
 

@@ -13,9 +13,10 @@ by the stored names. See docs/format/operator-ids.md.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,14 @@ class Topology:
                 if str(node["id"]).lower() == key or (v.node_ids and node["id"] in v.node_ids):
                     node["parallelism"] = n
         return doc
+
+    def unbound_copy(self) -> Topology:
+        """The plan as read, for another checkpoint: a binding rewrites a plan's chains from its checkpoint
+        (see :func:`bind_job`), so each checkpoint binds a copy of its own — made here, not read again."""
+        fresh = copy.deepcopy({f.name: getattr(self, f.name) for f in fields(self)})  # not the bound checkpoints
+        if self.source_doc is not None and self.stream_graph is not None and self.describes_checkpoint:
+            fresh["vertices"] = _stream_graph(list(self.source_doc["nodes"])).vertices  # chains as first read
+        return Topology(**fresh)
 
     def edges(self) -> list[Edge]:
         return [e for v in self.vertices.values() for e in v.inputs]
