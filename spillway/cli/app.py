@@ -9,7 +9,9 @@ more CPU than the command; everything else, help and usage errors included, goes
 
 from __future__ import annotations
 
+import importlib
 import sys
+from types import ModuleType
 from typing import Any
 
 
@@ -25,6 +27,7 @@ def main() -> None:
 
     plain = fast.parse(argv)
     if plain is not None:
+        _load_on_first_use("pdb")
         from spillway.api import freeze_after_pauses
 
         freeze_after_pauses()  # this process ends with its command (see commands.freeze_gc)
@@ -33,6 +36,27 @@ def main() -> None:
 
     commands.freeze_gc = True
     commands.app()
+
+
+class _OnFirstUse(ModuleType):
+    """Stands in ``sys.modules`` for a module not imported yet: the first attribute asked of it imports the real
+    module (which then replaces it there) and answers from it."""
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):  # what the import system asks of a module it finds: not a use
+            raise AttributeError(attribute)
+        if sys.modules.get(self.__name__) is self:  # the first use: import the real module in our place
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def _load_on_first_use(name: str) -> None:
+    """Make ``import name`` free in this process until the module is used. construct imports pdb (for its
+    Debugger, never used here) and pdb brings half the debugger stack: ~4 ms of a plain command's start. Only
+    the entry point does this, for the process it owns. (importlib's LazyLoader would not do: the import system
+    reads ``__spec__`` of a module it finds in ``sys.modules``, which makes LazyLoader load it at once.)"""
+    if name not in sys.modules:
+        sys.modules[name] = _OnFirstUse(name)
 
 
 def __getattr__(name: str) -> Any:

@@ -7,16 +7,15 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NoReturn, TypeVar
 
-import typer
 from rich.markup import escape
 
 from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
 from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
 from spillway.api.errors import EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
-from spillway.cli.progress import progress_bars
 
 __all__ = [
     "EXIT_FINDINGS",
@@ -49,7 +48,18 @@ def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -
                 "exit_code": code,
             }
         )
-    raise typer.Exit(code)
+    # SystemExit, not typer's Exit: this module serves the plain fast path too (cli/fast.py), which runs without
+    # typer; click lets a SystemExit through with its code, as it would turn its own Exit into one.
+    raise SystemExit(code)
+
+
+def _progress() -> AbstractContextManager[None]:
+    """Progress bars when stderr is a terminal; otherwise nothing, and rich's progress machinery is not imported."""
+    if not current().stderr_is_tty:
+        return nullcontext()
+    from spillway.cli.progress import progress_bars
+
+    return progress_bars(cli_words)
 
 
 def show_warnings(warnings: list[str]) -> None:
@@ -135,7 +145,7 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     try:
         # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
         # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
-        with progress_bars(cli_words), collecting() as warnings:
+        with _progress(), collecting() as warnings:
             try:
                 result = action()
             finally:
@@ -149,10 +159,10 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     except (BrokenPipeError, ReaderGone):
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
-        raise typer.Exit(EXIT_OK) from None
+        raise SystemExit(EXIT_OK) from None
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise typer.Exit(codes.EXIT_INTERRUPTED) from None
+        raise SystemExit(codes.EXIT_INTERRUPTED) from None
     # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
     except PermissionError as exc:
         fail(f"{exc.filename}: permission denied", EXIT_FINDINGS, "PermissionError", json_out)

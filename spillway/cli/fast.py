@@ -113,22 +113,21 @@ def _plain(token: str) -> bool:
 
 
 def run(plain: Plain) -> int:
-    """Run the command as typer would, after the app's callback: its exit code."""
-    import typer
-
+    """Run the command's body (``spillway.cli.<command>_body.run``, which its typer command calls too) as typer
+    would, after the app's callback: its exit code."""
     from spillway.api import EXIT_INTERRUPTED, set_storage_timeout
     from spillway.cli import output
 
-    command = importlib.import_module(f"spillway.cli.{plain.command}").command
+    body = importlib.import_module(f"spillway.cli.{plain.command}_body")
     output.use(None)  # what the app's callback does before every command
     set_storage_timeout(None)
     try:
-        command(**plain.kwargs)
-    except typer.Exit as exc:
-        return exc.exit_code
+        code: int = body.run(**plain.kwargs)
+    except SystemExit as exc:  # a failure reported by the body (cli/common.fail): its exit code
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1  # as Python exits on it
     except KeyboardInterrupt:  # outside the command's own guard, as typer reports it
         return EXIT_INTERRUPTED
-    return 0
+    return code
 
 
 def run_validate(argv: list[str]) -> int | None:

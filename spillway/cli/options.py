@@ -15,6 +15,7 @@ import typer
 
 from spillway import api
 from spillway.api import UsageError
+from spillway.cli.option_values import rebase_rules, uid_pairs
 
 RebaseOpt = Annotated[
     list[str] | None,
@@ -171,28 +172,6 @@ def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
             raise UsageError(f"--max-parallelism {item!r}: expected N or VERTEX=N with N a positive integer")
         found[name if sep else None] = int(n)
     return found
-
-
-def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
-    """--uid NAME=UID pairs (checked: --uid and --uid-map need --plan)."""
-    if plan is None and (uid or uid_map):
-        raise UsageError("--uid and --uid-map need --plan")
-    uids: dict[str, str] = {}
-    for item in uid or []:
-        name, sep, value = item.rpartition("=")
-        if not sep or not name or not value:
-            raise UsageError(f"--uid {item!r}: expected NAME=UID")
-        uids[name] = value
-    return uids
-
-
-def rebase_rules(values: list[str] | None) -> list[str] | None:
-    """--rebase OLD=NEW rules, their syntax checked here (the API names its own argument otherwise)."""
-    for text in values or []:
-        old, sep, new = text.partition("=")
-        if not sep or not old or not new:
-            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
-    return values
 
 
 def pairs(values: list[str] | None, option: str) -> dict[str, str]:

@@ -63,20 +63,21 @@ class _Stop(Exception):
 
 @pytest.fixture
 def received(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
-    """What each command function is called with, whoever parsed the arguments (it does no work). The
-    stand-in wraps the real function, so typer reads the same declarations from it."""
+    """What each command's body (``spillway.cli.<name>_body.run``, called by its typer command and by the fast
+    path) is called with, whoever parsed the arguments; the stand-in does no work."""
     calls: list[dict[str, Any]] = []
     for name in fast.COMMANDS:
-        module = importlib.import_module(f"spillway.cli.{name}")
+        body = importlib.import_module(f"spillway.cli.{name}_body")
 
-        def record(command: Any = module.command, name: str = name) -> Any:
-            @functools.wraps(command)
-            def stand_in(**kwargs: Any) -> None:
-                calls.append({"command": name, **kwargs})
+        def record(run: Any = body.run, name: str = name) -> Any:
+            @functools.wraps(run)
+            def stand_in(path: str, **kwargs: Any) -> int:
+                calls.append({"command": name, "path": path, **kwargs})
+                return 0
 
             return stand_in
 
-        monkeypatch.setattr(module, "command", record())
+        monkeypatch.setattr(body, "run", record())
     yield calls
 
 

@@ -16,7 +16,7 @@ from support.damaged import copy_fixture
 from support.fixtures import fixture_named
 from typer.testing import CliRunner
 
-import spillway.cli.validate as validate_cli
+import spillway.cli.validate_body as validate_cli
 from spillway.cli.app import app
 from spillway.cli.fast import OPTIONS, parse_validate, run_validate
 

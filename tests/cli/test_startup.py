@@ -78,17 +78,20 @@ def test_version_imports_neither_typer_nor_any_command(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["dump", "validate"])
 def test_a_plain_small_run_converts_nothing_and_imports_only_its_command(name: str, tmp_path: Path) -> None:
     modules = imported([name, str(SMALL.checkpoint_dir)], tmp_path)
-    assert f"spillway.cli.{name}" in modules
-    assert not modules & (ALL_COMMAND_MODULES - {f"spillway.cli.{name}"})
-    assert not packages(modules) & {*CONVERTING, *DATA}
+    assert f"spillway.cli.{name}_body" in modules  # the command's body, run without its typer declaration
+    assert not modules & ALL_COMMAND_MODULES, sorted(modules & ALL_COMMAND_MODULES)
+    assert not packages(modules) & {"typer", "click", *CONVERTING, *DATA}
     assert "spillway.inspect.parquet_out" not in modules and "spillway.storage.fs" not in modules
+    # stderr is not a terminal here: no progress bars, so rich's progress machinery is not loaded; construct's
+    # import of pdb is left a stand-in until used (never), so the debugger stack is not loaded either
+    assert not modules & {"rich.progress", "spillway.cli.progress", "bdb", "cmd"}
 
 
 def test_a_plain_dump_loads_no_binding_validate_or_analyze_machinery(tmp_path: Path) -> None:
     """Without --plan there is no binding to show: neither the binding search (numpy) nor the other
     commands' modules behind the renderers' types."""
     modules = imported(["dump", str(SMALL.checkpoint_dir)], tmp_path)
-    assert "spillway.cli.dump" in modules
+    assert "spillway.cli.dump_body" in modules
     unwanted = {"spillway.flink.operator_ids", "spillway.flink.deduction", "spillway.inspect.validate"}
     assert not modules & {*unwanted, "spillway.inspect.analyze"}, sorted(modules & unwanted)
 
@@ -157,3 +160,24 @@ def test_a_usage_error_under_json_is_one_error_document() -> None:
     assert code == 2
     docs = [json.loads(line) for line in stdout.splitlines()]
     assert len(docs) == 1 and docs[0]["schema"] == "spillway.error/1" and "--out" in docs[0]["error"]
+
+
+def test_a_module_left_for_first_use_is_the_real_one_when_used() -> None:
+    """The entry point leaves pdb unloaded (construct imports it and never uses it); whoever uses it gets the real
+    module: its attributes, ``from pdb import …``, and the real module in ``sys.modules`` from then on."""
+    code = (
+        "import sys\n"
+        "from spillway.cli.app import _load_on_first_use\n"
+        "_load_on_first_use('pdb')\n"
+        "import construct\n"
+        "assert 'bdb' not in sys.modules, 'loaded before any use'\n"
+        "import pdb\n"
+        "from pdb import Pdb\n"
+        "import bdb\n"
+        "assert issubclass(Pdb, bdb.Bdb) and pdb.Pdb is Pdb\n"
+        "assert type(sys.modules['pdb']).__name__ == 'module' and sys.modules['pdb'].Pdb is Pdb\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
