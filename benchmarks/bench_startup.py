@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""How fast ``spillway`` starts: ``-h``, ``--version``, ``dump`` and ``validate`` of a small checkpoint
-against a bare Python that imports rich (``python -c "import rich"``), side by side in one run.
+"""How fast ``spillway`` starts: ``-h``, ``--version``, ``dump`` and ``validate`` of a small checkpoint (text and
+``--json``) against a bare Python that imports rich (``python -c "import rich"``), side by side in one run.
+``floor`` is no spillway command: a Python that imports only what a text dump cannot do without (rich's console,
+table and tree, construct, dataclasses).
 
     python benchmarks/bench_startup.py                          # 11 rounds
     python benchmarks/bench_startup.py --baseline main --repeat 21   # that revision too, interleaved
@@ -84,6 +86,11 @@ def main() -> None:
         "--version": [*spillway, "--version"],
         "dump": [*spillway, "dump", str(chk)],
         "validate": [*spillway, "validate", str(chk)],
+        "dump --json": [*spillway, "dump", str(chk), "--json"],
+        "validate --json": [*spillway, "validate", str(chk), "--json"],
+        # not spillway: the imports a text dump cannot do without (rich's console, table and tree to render,
+        # construct for the layouts, dataclasses for the model), as a floor to read the others against
+        "floor": [py, "-c", "import rich.console, rich.table, rich.tree, rich.markup, construct, dataclasses"],
     }
     yardstick = [py, "-c", "import rich"]
     base_code = baseline_checkout(args.baseline) if args.baseline else None

@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NoReturn, TypeVar
 
-from rich.markup import escape
-
 from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
 from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
 from spillway.api.errors import EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
@@ -35,6 +33,8 @@ T = TypeVar("T")
 
 
 def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -> NoReturn:
+    from rich.markup import escape
+
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
     if json_out:
         # Scripts reading --json get an answer on stdout too, never an empty stream. ``category`` says
@@ -63,6 +63,10 @@ def _progress() -> AbstractContextManager[None]:
 
 
 def show_warnings(warnings: list[str]) -> None:
+    if not warnings:
+        return
+    from rich.markup import escape  # here, not at the top: a run without warnings (or --json) needs no rich
+
     for w in warnings:
         err.print(
             f"[yellow]warning:[/] {escape(cli_words(w))}", markup=True, highlight=False, emoji=False, soft_wrap=True
@@ -151,7 +155,7 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
             finally:
                 show_warnings(warnings)
         # Flush here, not at exit: a reader that went away (``| head``) must end quietly, below.
-        current().out.file.flush()
+        current().stdout.flush()
         return result
     except SpillwayError as exc:
         kind = "UsageError" if isinstance(exc, ArgumentError) else type(exc).__name__  # one kind per category
@@ -178,7 +182,7 @@ def emit_json(doc: Any, items: tuple[str, Iterable[Any]] | None = None) -> None:
     held as objects nor as text (``dump --json`` of a 100 MB ``_metadata``: a few GB otherwise);
     the bytes are the same as for the whole document at once."""
     tty = current().stdout_is_tty
-    write = current().out.file.write
+    write = current().stdout.write
     if items is not None and not tty:
         key, values = items
         marker = f"spillway-items-{uuid.uuid4().hex}"  # a string no document holds

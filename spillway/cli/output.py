@@ -9,14 +9,11 @@ thin proxies to the current environment's consoles, so command modules can keep 
 from __future__ import annotations
 
 import os
-import re
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from rich.console import Console
-from rich.segment import Segment
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # A pipe has no terminal width; without one rich would fall back to 80 columns and crush the tables.
 PIPE_WIDTH = 160
@@ -24,37 +21,6 @@ PIPE_WIDTH = 160
 
 class ReaderGone(Exception):
     """Whoever read our output closed the pipe (``| head``): stop quietly, exit 0."""
-
-
-_TRAILING_BLANKS = re.compile(r"[ \t]+(?=\n)")
-
-
-class _Console(Console):
-    """A console that never leaves trailing blanks in a file or pipe (rich pads table cells and titles)."""
-
-    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        text = super()._render_buffer(buffer)
-        return text if self.is_terminal else _TRAILING_BLANKS.sub("", text)
-
-    def on_broken_pipe(self) -> None:
-        # rich's own reaction is SystemExit(1); a closed pipe is not our failure.
-        self.quiet = True
-        silence_stdout()
-        raise ReaderGone
-
-
-def twin(console: Console, width: int) -> Console:
-    """A console like ``console`` (same stream, colours, terminal-ness) but ``width`` columns wide."""
-    return _Console(
-        file=console.file,
-        width=width,
-        # rich types Console.color_system as str but takes a Literal of its names: forced by rich's stubs.
-        color_system=console.color_system,  # type: ignore[arg-type]
-        force_terminal=console.is_terminal,
-        no_color=console.no_color,
-        highlight=False,
-        soft_wrap=False,
-    )
 
 
 def silence_stdout() -> None:
@@ -66,25 +32,36 @@ def silence_stdout() -> None:
         pass
 
 
-@dataclass
 class Output:
-    out: Console
-    err: Console
-    stdout_is_tty: bool
-    stderr_is_tty: bool
+    """One invocation's streams and whether each is a terminal; its rich consoles (``out``, ``err``) are made on
+    first use (cli/consoles.py), so a command that writes only JSON never loads rich's console."""
+
+    def __init__(self, stdout: TextIO, stderr: TextIO) -> None:
+        self.stdout, self.stderr = stdout, stderr
+        self.stdout_is_tty = _isatty(stdout)
+        self.stderr_is_tty = _isatty(stderr)
+        self._out: Console | None = None
+        self._err: Console | None = None
 
     @classmethod
     def for_streams(cls, stdout: TextIO | None = None, stderr: TextIO | None = None) -> Output:
-        stdout = stdout or sys.stdout
-        stderr = stderr or sys.stderr
-        out_tty = _isatty(stdout)
-        width = columns() or (None if out_tty else PIPE_WIDTH)
-        return cls(
-            out=_Console(file=stdout, highlight=False, soft_wrap=False, width=width),
-            err=_Console(file=stderr, stderr=True, highlight=False, soft_wrap=True),
-            stdout_is_tty=out_tty,
-            stderr_is_tty=_isatty(stderr),
-        )
+        return cls(stdout or sys.stdout, stderr or sys.stderr)
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            from spillway.cli.consoles import stdout_console
+
+            self._out = stdout_console(self.stdout, columns() or (None if self.stdout_is_tty else PIPE_WIDTH))
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            from spillway.cli.consoles import stderr_console
+
+            self._err = stderr_console(self.stderr)
+        return self._err
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -128,5 +105,5 @@ class _ConsoleProxy:
 
 
 # Stand-ins that forward every attribute to the current environment's console: typed as what they forward to.
-out = cast(Console, _ConsoleProxy("out"))
-err = cast(Console, _ConsoleProxy("err"))
+out = cast("Console", _ConsoleProxy("out"))
+err = cast("Console", _ConsoleProxy("err"))

@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from spillway.cli.output import columns, current, twin
+from spillway.cli.consoles import twin
+from spillway.cli.output import columns, current
 
 _UNBOUNDED = 1 << 16
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -70,6 +68,9 @@ def remote_workdir() -> Path:
     """A new local working directory for remote checkpoints, removed when the process ends. Checkpoints
     of one job loaded into the same one share their files: each is downloaded once (never reused across
     calls: the store may have changed since)."""
+    import shutil  # here: a local checkpoint (every small command's start) needs neither
+    import tempfile
+
     workdir = Path(tempfile.mkdtemp(prefix="spillway-remote-"))
     atexit.register(shutil.rmtree, workdir, True)
     return workdir

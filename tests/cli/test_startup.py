@@ -181,3 +181,13 @@ def test_a_module_left_for_first_use_is_the_real_one_when_used() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+@pytest.mark.parametrize("name", ["dump", "validate"])
+def test_a_plain_json_run_loads_no_rich(name: str, tmp_path: Path) -> None:
+    """``--json`` is written straight to stdout: rich (consoles, tables, markup) is loaded only to print for people."""
+    modules = imported([name, str(SMALL.checkpoint_dir), "--json"], tmp_path)
+    assert f"spillway.cli.{name}_body" in modules
+    assert "rich" not in packages(modules), sorted(m for m in modules if m.startswith("rich"))
+    text = imported([name, str(SMALL.checkpoint_dir)], tmp_path)
+    assert {"rich.console", "rich.table", f"spillway.cli.{name}_show"} <= text  # the text run does load them

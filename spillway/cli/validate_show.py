@@ -1,0 +1,60 @@
+"""``spillway validate`` for people: the findings table and the verdict (rich), loaded only when a run prints text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from spillway import api
+from spillway.cli.common import out
+from spillway.cli.wide import print_wide
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict[str, Any]]) -> None:
+    if note:
+        out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+    if report.findings:
+        table = Table(title=escape(metadata), title_justify="left")
+        for col in ("severity", "rule", "operator", "subtask", "channel", "file", "offset", "message"):
+            # Identifiers whole on one line; only the message wraps.
+            table.add_column(col, no_wrap=col != "message", overflow="fold" if col == "message" else "ellipsis")
+        for f in report.findings:
+            table.add_row(
+                f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
+                escape(f.rule),
+                escape(f.operator or "-"),
+                "-" if f.subtask is None else str(f.subtask),
+                escape(f.channel or "-"),
+                escape(f.file.rsplit("/", 1)[-1] if f.file else "-"),
+                "-" if f.offset is None else str(f.offset),
+                escape(f.message),
+            )
+        print_wide(table)
+    c = report.counts()
+    if report.errors:
+        verdict = f"[bold red]{c['error']} errors[/]"
+    elif report.unchecked:
+        verdict = f"[bold yellow]no errors found, not all checked ({len(report.unchecked)} unchecked)[/]"
+    else:
+        verdict = "[bold green]sound[/]"
+    out.print(
+        f"{verdict} · {c['warning']} warnings · {c['info']} notes · {report.files_checked} files · "
+        f"{report.blobs_checked} channel-state blobs, {report.chunks} chunks · "
+        f"{report.channels_framed} logical channels framed ({report.handles_framed_alone} handles alone) · "
+        f"{report.records} records and {report.elements - report.records} other stream elements, "
+        f"{report.bytes_read} payload bytes"
+    )
+    for what, why, n in report.unchecked_summary():
+        noun = what.replace("-", " ") + ("s" if n != 1 else "")
+        out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]")
+    for r in rebased:
+        out.print(
+            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
+        )
+
+
+__all__ = ["SEVERITY_STYLE", "show"]
