@@ -98,20 +98,27 @@ def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
         return _decode(data, file)
 
 
+# From this size on a ``_metadata`` is decoded by the parser with its handle cases inlined. Measured on a V6 file
+# (benchmarks/README.md, "two parsers"): generating that parser costs ~12 ms more CPU than the plain one (most of
+# a small command's decode) and saves ~1.4 ms per MiB of handle-heavy metadata, so it pays from ~9 MiB on.
+INLINED_FROM = 8 << 20
+
+
 @cache
-def fast_parser(version: int) -> Callable[[bytes], Any]:
-    """The whole-file layout of ``version`` compiled to a parser whose ``operators`` are models."""
+def fast_parser(version: int, inline: bool = True) -> Callable[[bytes], Any]:
+    """The whole-file layout of ``version`` compiled to a parser whose ``operators`` are models (``inline``:
+    see ``compile_fast``; both give the same values and reject the same bytes)."""
     hooks: dict[int, Callable[[Any], Any] | Decoded] = {
         id(operator_layout(features)): partial(_operator, features=features) for features in dialects(version)
     }
     hooks.update(fast_decoders())
-    return compile_fast(metadata_layout(version), hooks)
+    return compile_fast(metadata_layout(version), hooks, inline=inline)
 
 
 def _decode(data: bytes, file: str) -> Checkpoint:
     version = read_header(data, file)
     try:
-        parsed = fast_parser(version)(data)
+        parsed = fast_parser(version, len(data) >= INLINED_FROM)(data)
         decoded = True
     except Exception:
         parsed = _diagnose(data, version, file)

@@ -48,10 +48,11 @@ def test_v7_reference_checkpoint_ids_round_trip() -> None:
     assert len(data) == len(fx.metadata.read_bytes()) + len(running) + 8
 
 
-def _both_parsers(data: bytes, version: int) -> tuple[Any, Any]:
-    """(fast parse, interpreted parse); each an exception instead when it rejects the bytes."""
+def _both_parsers(data: bytes, version: int, inline: bool = True) -> tuple[Any, Any]:
+    """(fast parse, interpreted parse); each an exception instead when it rejects the bytes. ``inline``: which of
+    the two fast parsers (handle cases inlined, for big files, or not, for small ones)."""
     results: list[Any] = []
-    for parse in (fast_parser(version), metadata_layout(version).parse):
+    for parse in (fast_parser(version, inline), metadata_layout(version).parse):
         try:
             results.append(parse(data))
         except Exception as exc:
@@ -70,10 +71,14 @@ def _assert_same_decode(fast: Any, slow: Any) -> None:
     assert fast["header"] == {k: v for k, v in slow["header"].items() if not k.startswith("_")}
 
 
+INLINE = pytest.mark.parametrize("inline", [True, False], ids=["inlined", "plain"])
+
+
+@INLINE
 @pytest.mark.parametrize("fx", fixture_params())
-def test_fast_parser_decodes_like_the_interpreted_layout(fx: Fixture) -> None:
+def test_fast_parser_decodes_like_the_interpreted_layout(fx: Fixture, inline: bool) -> None:
     data = fx.metadata.read_bytes()
-    fast, slow = _both_parsers(data, read_header(data, str(fx.metadata)))
+    fast, slow = _both_parsers(data, read_header(data, str(fx.metadata)), inline)
     assert not isinstance(fast, Exception) and not isinstance(slow, Exception), (fast, slow)
     _assert_same_decode(fast, slow)
 
@@ -81,11 +86,12 @@ def test_fast_parser_decodes_like_the_interpreted_layout(fx: Fixture) -> None:
 _ALL = [f.metadata.read_bytes() for f in all_fixtures()]
 
 
+@INLINE
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(damaged_bytes(_ALL, keep=8))  # the header kept: both parsers must get past it
-def test_fast_parser_rejects_exactly_what_the_interpreted_layout_rejects(data: bytes) -> None:
+def test_fast_parser_rejects_exactly_what_the_interpreted_layout_rejects(inline: bool, data: bytes) -> None:
     version = int.from_bytes(data[4:8], "big", signed=True)
-    fast, slow = _both_parsers(data, version)
+    fast, slow = _both_parsers(data, version, inline)
     assert isinstance(fast, Exception) == isinstance(slow, Exception), (fast, slow)
     if not isinstance(slow, Exception):
         _assert_same_decode(fast, slow)
@@ -110,12 +116,13 @@ def _unmerged(data: bytes) -> bytes | None:
 _UNMERGED = [u for u in map(_unmerged, _ALL) if u is not None]
 
 
-def test_single_typed_channel_handles_decode_fast_like_the_interpreted_layout() -> None:
+@INLINE
+def test_single_typed_channel_handles_decode_fast_like_the_interpreted_layout(inline: bool) -> None:
     # No fixture holds them (every V6+ fixture's Flink merged its handles); the fast parser inlines them
     # and builds them without a decoder call, the interpreted layout goes through the registered decoder.
     assert len(_UNMERGED) >= 5
     for data in _UNMERGED:
-        fast, slow = _both_parsers(data, read_header(data, "unmerged"))
+        fast, slow = _both_parsers(data, read_header(data, "unmerged"), inline)
         assert not isinstance(fast, Exception) and not isinstance(slow, Exception), (fast, slow)
         _assert_same_decode(fast, slow)
         singles = [
@@ -128,11 +135,14 @@ def test_single_typed_channel_handles_decode_fast_like_the_interpreted_layout() 
         assert encode_metadata(decode_metadata(data)) == data
 
 
+@INLINE
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(damaged_bytes(_UNMERGED, keep=8))
-def test_fast_parser_rejects_damaged_single_channel_handles_as_the_interpreted_layout(data: bytes) -> None:
+def test_fast_parser_rejects_damaged_single_channel_handles_as_the_interpreted_layout(
+    inline: bool, data: bytes
+) -> None:
     version = int.from_bytes(data[4:8], "big", signed=True)
-    fast, slow = _both_parsers(data, version)
+    fast, slow = _both_parsers(data, version, inline)
     assert isinstance(fast, Exception) == isinstance(slow, Exception), (fast, slow)
     if not isinstance(slow, Exception):
         _assert_same_decode(fast, slow)
