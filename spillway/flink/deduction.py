@@ -157,6 +157,8 @@ def hash_search(
     kept when it is the node's known id (then the hit says which ids its inputs have) or, for a node not known, in
     ``targets`` and ``fits(node, id)``. Raw material: :func:`accept_hits` decides what is certain. ``budget``
     bounds the digests computed per node."""
+    if not any(node.id in nodes and (node.id in known or len(targets) > 0) for node in graph.nodes):
+        return []  # no node has an id to look for (e.g. every operator bound by name): numpy costs start-up time
     import numpy as np
 
     target_set = {bytes.fromhex(t) for t in targets}

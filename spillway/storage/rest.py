@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any, ClassVar
 
 from spillway.errors import SpillwayError, UsageError
@@ -58,6 +56,9 @@ def latest_checkpoint(job_url: str, timeout: float = TIMEOUT) -> str:
 
 
 def _get(url: str, timeout: float) -> dict[str, Any]:
+    import urllib.error  # here, not at the top: urllib.request (http.client, ssl, email) is ~15 ms of the start-up
+    import urllib.request  # of every command given a plan file, which only asks is_job_url
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:  # http(s) only: plan_url checked it
             body = answer.read(MAX_BYTES + 1)
