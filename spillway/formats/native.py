@@ -17,10 +17,14 @@ from array import array
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
 
 from spillway.cache import cache_root
 from spillway.formats.stream_elements import INT32_MAX, RECORD_TAGS, size_bounds
+
+if TYPE_CHECKING:
+    from spillway.formats.channel_file import Walked
 
 SOURCE = Path(__file__).with_name("native") / "framer.c"
 
@@ -59,6 +63,7 @@ class FramerState(ctypes.Structure):
         ("fault_pos", ctypes.c_int64),
         ("fault_remaining", ctypes.c_int64),
         ("tag", ctypes.c_int32),
+        ("max_end", ctypes.c_int64),
     ]
 
 
@@ -160,6 +165,25 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,  # offsets (int64)
         ctypes.c_void_p,  # lengths (int32)
         ctypes.c_void_p,  # slots (int64)
+        ctypes.c_void_p,  # states (framer_t)
+        ctypes.c_void_p,  # status (int32, in/out)
+        ctypes.c_void_p,  # buf
+        ctypes.c_int64,
+        ctypes.c_int64,
+    ]
+    lib.spw_walk_frame.restype = ctypes.c_int64
+    lib.spw_walk_frame.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,  # walk: offsets (int64, out)
+        ctypes.c_void_p,  # walk: lengths (int32, out)
+        ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64),
+        ctypes.POINTER(ctypes.c_int32),
+        ctypes.c_int64,
+        ctypes.c_void_p,  # listed offsets (int64)
+        ctypes.c_void_p,  # their slots (int64)
         ctypes.c_void_p,  # states (framer_t)
         ctypes.c_void_p,  # status (int32, in/out)
         ctypes.c_void_p,  # buf
@@ -321,6 +345,146 @@ class FileFraming:
             else:
                 out.append((state.records, lib.spw_stream_records(ctypes.byref(state))))
         return out
+
+
+INT64_MAX = (1 << 63) - 1
+# a guessed channel: whether it must end on a record boundary, and (fd, base, id of the offsets list) per part
+GuessKey = tuple[bool, tuple[tuple[int, int, int], ...]]
+REDO = -1  # spw_walk_frame: a read failed or the walk's arrays were too small
+
+
+class WalkFraming:
+    """Channels framed while their files' chunk chains are walked (``spw_walk_frame``): each file is read once,
+    front to back, for both. The channels are a guess made from the handles before the walk and the chunk rules
+    have said what is framed; ``result`` answers for a channel only where that guess framed exactly what the
+    ordinary framing (``FileFraming``) would, and says when it cannot.
+
+    ``add`` the channels (parts in stream order, each part's offsets increasing), ``start``, then per phase
+    (phases one after the other, the files of one on any threads) ``walk_frame`` each file not walked yet and
+    ``frame_walked`` each file walked in an earlier phase."""
+
+    MAX_GAP = FileFraming.MAX_GAP
+
+    def __init__(self, rules: FramerRules) -> None:
+        self.rules = rules
+        self.complete = array("b")
+        self.slots: dict[GuessKey, int] = {}  # see ``slot``
+        self.keep: list[list[int]] = []  # the offsets lists the slots were made from (their ids stay theirs)
+        # phase -> (fd, base) -> listed chunk offsets, their channel slots
+        self.files: list[dict[tuple[int, int], tuple[array[int], array[int]]]] = []
+        self.states: ctypes.Array[FramerState] | None = None
+        self.status = array("i")
+
+    @staticmethod
+    def key(parts: Sequence[tuple[int, int, list[int]]], complete: bool) -> GuessKey:
+        return complete, tuple((fd, base, id(offsets)) for fd, base, offsets in parts)
+
+    def add(self, parts: Sequence[tuple[int, int, list[int]]], complete: bool) -> None:
+        """One channel: (fd, base, the handle's chunk offsets) per part in stream order."""
+        key = self.key(parts, complete)
+        if key in self.slots:
+            return
+        slot = self.slots[key] = len(self.complete)
+        self.complete.append(complete)
+        for phase, (fd, base, offsets) in enumerate(parts):
+            self.keep.append(offsets)
+            if phase == len(self.files):
+                self.files.append({})
+            listed = self.files[phase].get((fd, base))
+            if listed is None:
+                listed = self.files[phase][fd, base] = (array("q"), array("q"))
+            listed[0].extend(offsets)
+            listed[1].extend([slot] * len(offsets))
+
+    def start(self) -> None:
+        lib = library()
+        assert lib is not None
+        n = len(self.complete)
+        self.states = (FramerState * max(n, 1))()
+        lib.spw_init_states(self.states, n, ctypes.byref(self.rules), _address(array("q", [INT64_MAX]) * n))
+        self.status = array("i", [0]) * n
+
+    def walk_frame(self, phase: int, file: tuple[int, int], size: int, buffer: bytearray) -> Walked | None:
+        """Walk one file and frame its chunks of this phase: the walk as ``walk_file`` gives it, or None where the
+        file must be walked again the ordinary way (its channels then frame the ordinary way too)."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        offsets, slots = self.files[phase][file] if file in self.files[phase] else (array("q"), array("q"))
+        cap = max(16, size // 4096, 2 * len(offsets))
+        walked, lengths = array("q", [0]) * cap, array("i", [0]) * cap
+        err_off, err_kind = ctypes.c_int64(0), ctypes.c_int32(0)
+        n = lib.spw_walk_frame(
+            file[0],
+            file[1],
+            size,
+            _address(walked),
+            _address(lengths),
+            cap,
+            ctypes.byref(err_off),
+            ctypes.byref(err_kind),
+            len(offsets),
+            _address(offsets),
+            _address(slots),
+            ctypes.addressof(self.states),
+            _address(self.status),
+            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
+            len(buffer),
+            self.MAX_GAP,
+        )
+        if n == REDO:
+            return None
+        del walked[n:], lengths[n:]
+        error = (err_off.value, WALK_ERRORS.get(err_kind.value, "?")) if err_kind.value else None
+        return walked, lengths, error
+
+    def frame_walked(self, phase: int, file: tuple[int, int], walked: Walked, buffer: bytearray) -> None:
+        """Frame one file's chunks of a later phase, its chunks known from the walk (a listed offset that starts
+        no chunk: status 2, as in ``walk_frame``)."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        offsets, slots = self.files[phase][file]
+        found = locate(walked[0], offsets)
+        assert found is not None
+        where = found[0]
+        keep = array("q", (k for k in range(len(offsets)) if where[k] >= 0))
+        for k in range(len(offsets)):
+            if where[k] < 0:
+                self.status[slots[k]] = 2
+        listed = array("q", (offsets[k] for k in keep))
+        lengths = array("i", (walked[1][where[k]] for k in keep))
+        owners = array("q", (slots[k] for k in keep))
+        lib.spw_frame_file(
+            file[0],
+            file[1],
+            len(listed),
+            _address(listed),
+            _address(lengths),
+            _address(owners),
+            ctypes.addressof(self.states),
+            _address(self.status),
+            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
+            len(buffer),
+            self.MAX_GAP,
+        )
+
+    def slot(self, parts: Sequence[tuple[int, int, list[int]]], complete: bool) -> int | None:
+        """The slot of a channel framed as these parts (the same offsets lists), if it was added."""
+        return self.slots.get(self.key(parts, complete))
+
+    def result(self, slot: int, total: int) -> tuple[int, int] | EllipsisType | None:
+        """What ``FileFraming`` would give for this channel with payload length ``total``: (stream elements, of them
+        records), or None (it does not frame cleanly); ``...`` where this framing cannot tell."""
+        lib = library()
+        assert lib is not None and self.states is not None
+        status = self.status[slot]
+        if status not in (0, 1):
+            return ...
+        state = self.states[slot]
+        if status == 1 or state.max_end > total:
+            return None  # with the length known, framing would have stopped at that element's length (or earlier)
+        if self.complete[slot] and lib.spw_in_element(ctypes.byref(state)):
+            return None
+        return state.records, lib.spw_stream_records(ctypes.byref(state))
 
 
 WALK_ERRORS = {

@@ -76,6 +76,7 @@ class _Validation:
         self.recorder = Recorder(self.report)
         self.engine = Engine(self.resolver, tags_for_format_version(self.cp.format_version), self.recorder, workers)
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
+        self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
 
     def run(self) -> None:
         self.recorder.all(structure_findings(self.cp))
@@ -117,7 +118,7 @@ class _Validation:
     # ------------------------------------------------------------------ channel-state blobs
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
-        engine.prefetch_walks(located)
+        engine.prefetch_walks(located, self.guesses(located))
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use
         done = 0
@@ -141,6 +142,25 @@ class _Validation:
             if finding is not None:
                 self.recorder.add(finding)
 
+    def guesses(self, located: list[Located]) -> list[tuple[Parts, bool]]:
+        """The channels ``plan_jobs`` gives when every file reads cleanly, framed while the files are walked
+        (the engine keeps that framing only for the jobs it matches): each logical channel, whole; each input
+        part in none, alone."""
+        cmap = self.channel_map()
+        out: list[tuple[Parts, bool]] = [([(p.operator, p.handle) for p in lc.parts], True) for lc in cmap.channels]
+        alone = [x for x in located if x.key not in cmap.used and x.handle.side == "input"]
+        out += [([(x.operator, x.handle)], False) for x in alone]
+        return out
+
+    def channel_map(self) -> ChannelMap:
+        """The plan's logical channels (none without a plan), assembled once."""
+        if self.cmap is None:
+            if self.topology is None:
+                self.cmap = ChannelMap([], [], set())
+            else:
+                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp)
+        return self.cmap
+
     # ------------------------------------------------------------------ record framing
     def check_framing(self, located: list[Located]) -> None:
         cmap = self.check_plan(located) if self.topology is not None else None
@@ -148,7 +168,7 @@ class _Validation:
             outputs = sum(1 for x in located if x.handle.side == "output")
             for note in topology_notes(None, outputs):
                 self.recorder.add(note)
-            cmap = ChannelMap([], [], set())
+            cmap = self.channel_map()
         self.progress("logical channels", -(len(cmap.channels) + len(located)))
         jobs, framed, orphans = self.plan_jobs(cmap, located)
         for x in located:
@@ -168,7 +188,7 @@ class _Validation:
         bound = _bind(self.topology, self.cp)
         for finding in plan_findings(self.topology, bound, self.cp):
             self.recorder.add(finding)
-        cmap = logical_channels(self.topology, bound, self.cp)
+        cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
         self.recorder.all(placement_findings(self.topology, bound, self.cp, located))

@@ -50,7 +50,7 @@ from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
 from spillway.storage.locate import FileResolver
 
 if TYPE_CHECKING:
-    from spillway.formats.native import FileFraming, FrameBatch
+    from spillway.formats.native import FileFraming, FrameBatch, WalkFraming
 
 AHEAD = 4  # framing batches in flight per worker thread: enough to keep them busy, few enough to stay small
 # A batch of channels is framed in one C call: up to this many channels or (at least) this much payload, so
@@ -101,6 +101,8 @@ def _frame_file(framing: FileFraming, phase: int, file: tuple[int, int]) -> None
 class Engine:
     """The channel-state blobs of one checkpoint and the threads that read them; ``close`` releases both."""
 
+    frame_while_walking = True  # False: no guessed framing (tests compare the two ways)
+
     def __init__(self, resolver: FileResolver, tags: frozenset[int], recorder: Recorder, workers: int = 1) -> None:
         self.resolver = resolver
         self.tags = tags
@@ -113,10 +115,18 @@ class Engine:
         self.opened: dict[Hashable, Blob | None] = {}  # opened ahead of open_blob, for the walks on the pool
         self.walks: dict[Hashable, Future[Walked | None]] = {}
         self.located: dict[tuple[int, Hashable], tuple[list[int], array[int] | None]] = {}  # see ``positions``
+        self.guess: WalkFraming | None = None  # channels framed while their files were walked (prefetch_walks)
+        self.walker: threading.Thread | None = None  # runs the walks' phases on the pool
+        self.walked: dict[tuple[int, int], Walked] = {}  # (fd, base) -> its walk, for the later phases
+        self.futures: dict[Hashable, Future[Walked | None]] = {}  # every walk's (open_blob takes them from walks)
+        self.closing = False
 
     def close(self) -> None:
+        self.closing = True  # the walker submits no further phase
         if self.pool is not None:  # no worker may still read a descriptor that is about to be closed
             self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.walker is not None:
+            self.walker.join()
         for info in self.blobs.values():
             if info.blob is not None:
                 info.blob.close()
@@ -145,14 +155,18 @@ class Engine:
         """The blob of a handle, once opened."""
         return self.blobs.get(self.blob_key(h.delegate))
 
-    def prefetch_walks(self, located: list[Located]) -> None:
-        """Open every file-backed blob now and walk its chunk chain on the pool; open_blob takes the results
-        in its own order."""
-        pool = self.start_pool()
-        if pool is None:
-            return
-        from spillway.formats.native import walk_file
+    def prefetch_walks(self, located: list[Located], guesses: list[tuple[Parts, bool]]) -> None:
+        """Open every file-backed blob now and walk its chunk chain, on the pool (or here, with one thread);
+        open_blob takes the walks in its own order. ``guesses``: the channels the framing will most likely
+        frame, (parts, whether it must end on a record boundary) each, framed in the same reads as the walks
+        (each file read once for both, front to back); frame_by_file keeps that framing where the guess was
+        right."""
+        from spillway.formats.native import library
 
+        if library() is None:
+            return
+        pool = self.start_pool()
+        files: dict[tuple[int, int], tuple[Hashable, FileBlob]] = {}
         for x in located:
             delegate = x.handle.delegate
             key = self.blob_key(delegate)
@@ -160,7 +174,88 @@ class Engine:
                 continue
             blob = self.opened[key] = open_delegate(self.resolver, delegate)
             if isinstance(blob, FileBlob):
-                self.walks[key] = pool.submit(walk_file, blob.fileno(), blob.base, blob.size)
+                files[blob.fileno(), blob.base] = key, blob
+                self.walks[key] = self.futures[key] = Future()
+        self.guess = self.guesses(guesses, files) if self.frame_while_walking else None
+        if pool is None:
+            self.walk_phases(files, None)
+        else:
+            self.walker = threading.Thread(target=self.walk_phases, args=(files, pool), daemon=True)
+            self.walker.start()
+
+    def guesses(
+        self, guesses: list[tuple[Parts, bool]], files: dict[tuple[int, int], tuple[Hashable, FileBlob]]
+    ) -> WalkFraming | None:
+        """The guessed channels whose parts are all in ``files`` with their offsets in file order."""
+        from spillway.formats.native import WalkFraming, framer_rules
+
+        by_key = {key: (fd, base) for (fd, base), (key, _) in files.items()}
+        guess = WalkFraming(framer_rules(self.tags, None))
+        for parts, complete in guesses:
+            plan = []
+            for _, h in parts:
+                file = by_key.get(self.blob_key(h.delegate))
+                if file is None or h.offsets != sorted(h.offsets):
+                    break
+                plan.append((*file, h.offsets))
+            else:
+                guess.add(plan, complete)
+        if not guess.slots:
+            return None
+        guess.start()
+        return guess
+
+    def walk_phases(
+        self, files: dict[tuple[int, int], tuple[Hashable, FileBlob]], pool: ThreadPoolExecutor | None
+    ) -> None:
+        """Walk every file, framing the guessed channels on the way: phase by phase (a channel's second part only
+        after its first), the files of a phase on the pool; each file is walked in the first phase that lists it,
+        files no guessed channel lists with the first."""
+        guess = self.guess
+        phases = guess.files if guess is not None else []
+        listed = {file for phase in phases for file in phase}
+        try:
+            for phase in range(max(1, len(phases))):
+                todo = [file for file in files if file not in listed] if phase == 0 else []
+                todo += list(phases[phase]) if phases else []
+                if self.closing:
+                    break
+                if pool is None:
+                    for file in todo:
+                        self.walk_task(phase, file, files[file])
+                else:
+                    for done in [pool.submit(self.walk_task, phase, file, files[file]) for file in todo]:
+                        done.result()
+        except BaseException as exc:  # the walks not done fail with it (open_blob raises it)
+            for key, _ in files.values():
+                future = self.futures[key]
+                if not future.done():
+                    future.set_exception(exc)
+
+    def walk_task(self, phase: int, file: tuple[int, int], entry: tuple[Hashable, FileBlob]) -> None:
+        """One file of one phase: walked (and its guessed chunks of the phase framed), or, walked already, framed."""
+        from spillway.formats.native import walk_file
+
+        key, blob = entry
+        guess = self.guess
+        walked = self.walked.get(file)
+        if walked is not None:
+            assert guess is not None
+            guess.frame_walked(phase, file, walked, _thread_buffer())
+            return
+        future = self.futures[key]
+        try:
+            found = None
+            if guess is not None and phase < len(guess.files) and file in guess.files[phase]:
+                found = guess.walk_frame(phase, file, blob.size, _thread_buffer())
+            if found is None:  # no guess here, or a read failed: the walk alone, which reports it
+                found = walk_file(blob.fileno(), blob.base, blob.size)
+            assert found is not None
+            self.walked[file] = found
+            future.set_result(found)
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
 
     def open_blob(self, delegate: StreamHandle, who: Located, path_faults: dict[str, Finding]) -> ChannelBlob:
         """The blob ``delegate`` names, opened and walked the first time (``channel-header``, ``chunk-chain``
@@ -311,9 +406,13 @@ class Engine:
         does; one read per chunk cost about twice its CPU (benchmarks/README.md)."""
         from spillway.formats.native import FileFraming, framer_rules
 
+        if self.walker is not None:
+            self.walker.join()  # the guessed framing is done
+        guess = self.guess
         framing = FileFraming(framer_rules(self.tags, None))
         slots: dict[int, tuple[int, int]] = {}  # job index -> (slot, payload bytes)
         others: dict[int, tuple[NativePlan, int]] = {}
+        out: dict[int, Counted | None] = {}
         for n, (_, parts, bound_alone) in enumerate(jobs):
             plan = self.native_plan(parts)
             if plan is None:
@@ -322,9 +421,16 @@ class Engine:
                 others[n] = plan
                 continue
             total = plan[1] if bound_alone is None else bound_alone
+            slot = None if guess is None else guess.slot([p[:3] for p in plan[0]], bound_alone is None)
+            if slot is not None:
+                assert guess is not None
+                found = guess.result(slot, total)
+                if found is not ...:  # framed while walked, as it would be here
+                    out[n] = None if found is None else (*found, plan[1])
+                    continue
             slots[n] = (framing.add(plan[0], total, bound_alone is None), plan[1])
         if not slots:
-            return {}, others
+            return out, others
         framing.start()
         pool = self.start_pool()
         for phase, files in enumerate(framing.files):  # a channel's second part only after its first
@@ -335,7 +441,6 @@ class Engine:
                 for done in [pool.submit(_frame_file, framing, phase, file) for file in files]:
                     done.result()
         counts = framing.results()
-        out: dict[int, Counted | None] = {}
         for n, (slot, payload) in slots.items():
             found = counts[slot]
             out[n] = None if found is None else (*found, payload)

@@ -25,6 +25,9 @@ typedef struct {
     int32_t fault_kind, fault_tag;
     int64_t fault_value, fault_piece, fault_pos, fault_remaining;
     int32_t tag;          /* tag of the element in progress (once read) */
+    int64_t max_end;      /* where the last element begun ends, counted from the channel's first byte: a framer
+                           * run before its channel's length is known (total at INT64_MAX) would have stopped
+                           * at a length past the end exactly when this exceeds the length (spw_walk_frame) */
 } framer_t;
 
 enum { F_NONE = 0, F_LENGTH = 1, F_ELEMENT = 2 };
@@ -65,6 +68,7 @@ int64_t spw_feed(framer_t *st, const uint8_t *buf, int64_t n, int64_t piece, int
                 st->fault_remaining = remaining;
                 return fault(st, F_LENGTH, length, n);
             }
+            st->max_end = st->consumed + i + length;
             st->length = length;
             st->left = length;
             st->need_tag = 1;
@@ -259,6 +263,87 @@ int spw_frame_file(int fd, int64_t base, int64_t n, const int64_t *offsets, cons
     }
     free(list);
     return 0;
+}
+
+/* Walk the chunk chain of one file as spw_walk does and, in the same reads, feed chunks to channels as
+ * spw_frame_file does: the file is read once, front to back, for both (the walk alone was one 4-byte read per
+ * chunk). The n listed (offset, slot) pairs come from the handles, before the walk has said where chunks start: a
+ * listed offset the chain steps over, or never reaches, sets its slot's status to 2 (the caller frames that
+ * channel the ordinary way, once it knows). Chunks not listed are stepped over, their headers read on their own
+ * when the next listed chunk is more than max_gap away. Returns the number of chunks (walk results as
+ * spw_walk's); SPW_REDO, with every listed slot's status set to -1, when a read fails or cap is too small: the
+ * caller then walks the file with spw_walk and frames its channels the ordinary way (the same outcome as if
+ * this call had not been made). */
+#define SPW_REDO (-1)
+
+int64_t spw_walk_frame(int fd, int64_t base, int64_t size, int64_t *w_off, int32_t *w_len, int64_t cap,
+                       int64_t *err_offset, int32_t *err_kind, int64_t n, const int64_t *offsets, const int64_t *slots,
+                       framer_t *states, int32_t *status, uint8_t *buf, int64_t bufsize, int64_t max_gap) {
+    listed_chunk_t *list = malloc(sizeof *list * (size_t)(n ? n : 1));
+    int64_t k = 0, pos = 4, count = 0, wstart = 0, wend = 0; /* buf holds the blob's bytes [wstart, wend) */
+    int redo = list == NULL;
+    *err_kind = 0;
+    if (!redo) {
+        for (int64_t i = 0; i < n; i++) { list[i].offset = offsets[i]; list[i].length = 0; list[i].slot = slots[i]; }
+        qsort(list, (size_t)n, sizeof *list, by_offset);
+    }
+    while (!redo && pos < size) {
+        while (k < n && list[k].offset < pos) status[list[k++].slot] = 2; /* inside a chunk: no chunk starts there */
+        int want = k < n && list[k].offset == pos;
+        if (pos + 4 > size) { *err_kind = 1; *err_offset = pos; break; }
+        if (pos < wstart || pos + 4 > wend) {
+            /* read on from here: the whole buffer when this chunk or the next listed one is wanted soon */
+            int64_t ahead = want || (k < n && list[k].offset - pos <= max_gap) ? bufsize : 4;
+            if (ahead > size - pos) ahead = size - pos;
+            if (pread(fd, buf, (size_t)ahead, base + pos) != ahead) { redo = 1; break; }
+            wstart = pos;
+            wend = pos + ahead;
+        }
+        const uint8_t *h = buf + (pos - wstart);
+        int32_t len = (int32_t)(((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3]);
+        if (len < 0) { *err_kind = 2; *err_offset = pos; break; }
+        if (pos + 4 + (int64_t)len > size) { *err_kind = 3; *err_offset = pos; break; }
+        if (count >= cap) { redo = 1; break; }
+        w_off[count] = pos;
+        w_len[count] = len;
+        count++;
+        int64_t start = pos + 4, end = start + len, j = k;
+        while (j < n && list[j].offset == pos) j++; /* [k, j): the channels listing this chunk */
+        if (want && len <= bufsize) {
+            if (end > wend) { /* keep what is read of it, read the rest and on */
+                int64_t kept = wend > start ? wend - start : 0, ahead = bufsize;
+                if (kept) memmove(buf, buf + (start - wstart), (size_t)kept);
+                if (ahead > size - start) ahead = size - start;
+                if (pread(fd, buf + kept, (size_t)(ahead - kept), base + start + kept) != ahead - kept) { redo = 1; break; }
+                wstart = start;
+                wend = start + ahead;
+            }
+            for (int64_t i = k; i < j; i++)
+                if (status[list[i].slot] == 0)
+                    feed_chunk(&states[list[i].slot], &status[list[i].slot], buf + (start - wstart), len, i);
+        } else if (want) { /* longer than the buffer: streamed through it, once per channel listing it */
+            for (int64_t i = k; i < j && !redo; i++) {
+                int32_t *s = &status[list[i].slot];
+                for (int64_t at = start; at < end && *s == 0;) {
+                    int64_t piece = end - at < bufsize ? end - at : bufsize;
+                    if (pread(fd, buf, (size_t)piece, base + at) != piece) { redo = 1; break; }
+                    feed_chunk(&states[list[i].slot], s, buf, piece, i);
+                    at += piece;
+                }
+            }
+            wstart = wend = 0;
+        }
+        k = j;
+        pos = end;
+    }
+    if (redo) {
+        for (int64_t i = 0; i < n; i++) status[slots[i]] = -1;
+        free(list);
+        return SPW_REDO;
+    }
+    while (k < n) status[list[k++].slot] = 2; /* past the end of the chain */
+    free(list);
+    return count;
 }
 
 /* Set up n framers for spw_frame_file: rules and each channel's payload length, the rest zero. */
