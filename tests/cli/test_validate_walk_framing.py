@@ -13,13 +13,14 @@ import pytest
 from support.damaged import Copy, copy_fixture
 
 import spillway.formats.native as native
+from spillway.inspect.topology import load_plan
 from spillway.inspect.validate import validate
 from spillway.inspect.validate_engine import Engine
-from spillway.inspect.topology import load_plan
 from spillway.model.checkpoint import RelativeFileHandle, channel_handles
 from spillway.storage.load import load_checkpoint
 
 FIXTURES = ["2.3.0-unaligned-p3", "1.20.3-unaligned", "2.3.0-one-file-per-subtask"]
+
 
 def _chunk_starts(c: Copy) -> dict[Path, list[int]]:
     """Each channel-state file and the offsets of the chunks its handles list (from the copy's _metadata)."""
