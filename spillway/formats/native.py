@@ -10,9 +10,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from array import array
 from collections.abc import Sequence
 from functools import cache
@@ -94,7 +91,11 @@ def library() -> ctypes.CDLL | None:
         return None
     source = SOURCE.read_bytes()
     target = _cache_dir() / f"framer-{hashlib.sha256(source).hexdigest()[:16]}.so"
-    if not target.exists():
+    if not target.exists():  # built once per source: the modules for it load only then (start-up time)
+        import shutil
+        import subprocess
+        import tempfile
+
         compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
         if compiler is None:
             return None
