@@ -191,6 +191,10 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
         ctypes.c_int64,
     ]
+    lib.spw_claim.restype = ctypes.c_int64
+    lib.spw_claim.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p]
+    lib.spw_gather.restype = ctypes.c_int64
+    lib.spw_gather.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     lib.spw_init_states.restype = None
     lib.spw_init_states.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(FramerRules), ctypes.c_void_p]
     lib.spw_in_element.restype = ctypes.c_int
@@ -537,3 +541,24 @@ def locate(sorted_offsets: array[int], offsets: array[int]) -> tuple[array[int],
         _address(sorted_offsets), len(sorted_offsets), _address(offsets), len(offsets), _address(out)
     )
     return out, missing
+
+
+def claim(owner: array[int], positions: array[int], who: int, lengths: array[int]) -> int | None:
+    """``spw_claim``: mark the chunks at ``positions`` (``q``) as ``who``'s in ``owner`` (``i``, -1: unclaimed) if
+    every one is unclaimed and none repeats, and return their payload bytes (``lengths``: ``i``, per chunk); else
+    None, ``owner`` unchanged. Without the native library: None (the caller checks one by one)."""
+    lib = library()
+    if lib is None:
+        return None
+    paid = lib.spw_claim(_address(owner), _address(positions), len(positions), who, _address(lengths))
+    return None if paid < 0 else int(paid)
+
+
+def gather(lengths: array[int], positions: array[int]) -> tuple[array[int], int] | None:
+    """The payload lengths (``i``) of the chunks at ``positions`` and their sum; None without the native library."""
+    lib = library()
+    if lib is None:
+        return None
+    out = array("i", [0]) * len(positions)
+    total = lib.spw_gather(_address(lengths), _address(positions), len(positions), _address(out))
+    return out, int(total)

@@ -449,6 +449,8 @@ class Engine:
     def native_plan(self, parts: Parts) -> tuple[NativePlan, int] | None:
         """What the C framer needs for a channel whose parts are all whole chunks of local files, and the
         channel's payload length; None for anything else (inline bytes, unknown offsets: the slow path)."""
+        from spillway.formats.native import gather
+
         plan: NativePlan = []
         total = 0
         for _, h in parts:
@@ -458,8 +460,11 @@ class Engine:
             positions = self.positions(h)
             if positions is None:
                 return None
-            lengths = array("i", map(info.chunks.lengths.__getitem__, positions))
-            total += sum(lengths)
+            gathered = gather(info.chunks.lengths, positions)
+            if gathered is None:
+                return None  # (the native library is there: run_ahead checked)
+            lengths, length = gathered
+            total += length
             plan.append((info.blob.fileno(), info.blob.base, h.offsets, lengths))
         return plan, total
 

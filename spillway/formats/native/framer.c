@@ -138,6 +138,30 @@ int64_t spw_locate(const int64_t *sorted, int64_t n, const int64_t *query, int64
     return missing;
 }
 
+/* Claim the chunks at n positions of a blob's chunk map for handle `who` (owner[i]: the claiming handle, -1 none):
+ * when every one is unclaimed and no position repeats, mark them all and return their payload bytes; else change
+ * nothing and return -1 (the caller then checks offset by offset, to say which). */
+int64_t spw_claim(int32_t *owner, const int64_t *positions, int64_t n, int32_t who, const int32_t *lengths) {
+    int64_t total = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t p = positions[k];
+        if (owner[p] >= 0) {  /* claimed before, or earlier in this list: undo this call's marks */
+            for (int64_t j = 0; j < k; j++) owner[positions[j]] = -1;
+            return -1;
+        }
+        owner[p] = who;
+        total += lengths[p];
+    }
+    return total;
+}
+
+/* The payload lengths of the chunks at n positions (into out) and their sum. */
+int64_t spw_gather(const int32_t *lengths, const int64_t *positions, int64_t n, int32_t *out) {
+    int64_t total = 0;
+    for (int64_t k = 0; k < n; k++) total += out[k] = lengths[positions[k]];
+    return total;
+}
+
 /* Feed n chunks of one blob (payload at base + offsets[k] + 4, lengths[k] bytes) to the framer,
  * reading through buf. Returns 0 when all were fed cleanly, 1 at the first fault (the caller then
  * re-frames the channel piece by piece to locate it), -1 on a read error. */

@@ -40,10 +40,10 @@ def handle_chunk_findings(
     assert blob is not None
     offsets = h.offsets
     footprint: int
-    if positions is not None and len(set(offsets)) == len(offsets) and claimed.free(positions):
+    paid = claimed.claim(positions, x) if positions is not None else None
+    if paid is not None:
         # The usual case, found in C and arrays: every offset starts a chunk nobody claimed.
-        claimed.take(positions, x)
-        footprint = info.chunks.payload(positions) + LENGTH_SIZE * len(offsets)
+        footprint = paid + LENGTH_SIZE * len(offsets)
     else:
         footprint = yield from _offset_findings(x, info, claimed)
     inline = isinstance(h.delegate, ByteStreamHandle)

@@ -81,6 +81,20 @@ class Claims:
         self.handles: list[Located] = []
         self.elsewhere: dict[int, Located] = {}  # claimed offsets where no chunk starts
 
+    def claim(self, positions: array[int], x: Located) -> int | None:
+        """The usual case at once: if every one of the chunks at ``positions`` is unclaimed and none repeats, they
+        become ``x``'s and their payload bytes are returned; else None and nothing changes."""
+        from spillway.formats.native import claim
+
+        paid = claim(self.owner, positions, len(self.handles), self.chunks.lengths)
+        if paid is None:
+            if len(set(positions)) != len(positions) or not self.free(positions):
+                return None  # (or no native library: the same answer here)
+            self.take(positions, x)
+            return self.chunks.payload(positions)
+        self.handles.append(x)
+        return paid
+
     def free(self, positions: array[int]) -> bool:
         owner = self.owner
         return all(owner[i] < 0 for i in positions)
