@@ -223,7 +223,10 @@ class ChunkMap(Mapping[int, int]):
 
     def payload(self, positions: array[int]) -> int:
         """Payload bytes of the chunks at ``positions``."""
-        return sum(map(self.lengths.__getitem__, positions))
+        from spillway.formats.native import gather
+
+        found = gather(self.lengths, positions) if len(positions) > 16 else None  # (in C, as ``indices``)
+        return sum(map(self.lengths.__getitem__, positions)) if found is None else found[1]
 
 
 def chunk_map(blob: Blob, walked: Walked | None = None) -> tuple[ChunkMap, BlobError | None]:
