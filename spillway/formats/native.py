@@ -306,7 +306,7 @@ class FileFraming:
                 listed = self.files[phase][fd, base] = (array("q"), array("i"), array("q"))
             listed[0].extend(offsets)
             listed[1].extend(lengths)
-            listed[2].extend([slot] * len(offsets))
+            listed[2].extend(array("q", [slot]) * len(offsets))
         return slot
 
     def start(self) -> None:
@@ -399,7 +399,7 @@ class WalkFraming:
             if listed is None:
                 listed = self.files[phase][fd, base] = (array("q"), array("q"))
             listed[0].extend(offsets)
-            listed[1].extend([slot] * len(offsets))
+            listed[1].extend(array("q", [slot]) * len(offsets))
 
     def start(self) -> None:
         lib = library()

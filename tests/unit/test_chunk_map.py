@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+from array import array
+from bisect import bisect_left
+
 import pytest
 
 from spillway.formats import native
@@ -49,3 +53,33 @@ def test_chunk_map_stops_where_the_chain_breaks(tmp_path) -> None:
     assert list(chunks) == offsets[:2] and error is not None and error.offset == offsets[2]
     inline, _ = chunk_map(InlineBlob("inline", data))  # the pure-Python walk gives the same map
     assert list(inline.items()) == list(zip(offsets, (10, 20, 30), strict=True))
+
+
+def test_locate_finds_each_offset_where_bisection_does_sorted_or_not() -> None:
+    """spw_locate gallops on from the last answer while queries increase (a handle's chunks): the answers must be
+    bisection's, for runs that increase, repeat, fall back and miss."""
+    rng = random.Random(5)
+    starts = sorted(rng.sample(range(4, 10**7), 5000))
+    chunk_offsets = array("q", starts)
+    for trial in range(60):
+        query = [rng.choice(starts) if rng.random() < 0.8 else rng.randrange(0, 10**7 + 10) for _ in range(400)]
+        if trial % 3:
+            query.sort()  # mostly increasing, as a handle lists its chunks
+        if trial % 3 == 2:
+            query[100:200] = sorted(query[100:200], reverse=True)
+        found = native.locate(chunk_offsets, array("q", query))
+        assert found is not None
+        expect = [i if i < len(starts) and starts[i] == q else -1 for q in query for i in [bisect_left(starts, q)]]
+        assert list(found[0]) == expect and found[1] == expect.count(-1)
+
+
+def test_a_handle_claims_its_chunks_only_when_all_are_free_and_distinct() -> None:
+    lengths = array("i", [10, 20, 30, 40, 50])
+    owner = array("i", [-1, -1, 3, -1, -1])
+    assert native.claim(owner, array("q", [0, 1, 4]), 7, lengths) == 10 + 20 + 50
+    assert list(owner) == [7, 7, 3, -1, 7]
+    assert native.claim(owner, array("q", [3, 2]), 8, lengths) is None  # chunk 2 is handle 3's
+    assert native.claim(owner, array("q", [3, 3]), 8, lengths) is None  # the same chunk twice
+    assert list(owner) == [7, 7, 3, -1, 7]  # a refused claim leaves every owner as it was
+    gathered = native.gather(lengths, array("q", [4, 0, 4]))
+    assert gathered is not None and list(gathered[0]) == [50, 10, 50] and gathered[1] == 110

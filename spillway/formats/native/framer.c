@@ -126,13 +126,20 @@ int64_t spw_walk(int fd, int64_t base, int64_t size, int64_t *offsets, int32_t *
 /* Where each of m chunk offsets is among the n increasing offsets of a blob's chunks: its index, or -1 where no
  * chunk starts there. Returns how many were not found. */
 int64_t spw_locate(const int64_t *sorted, int64_t n, const int64_t *query, int64_t m, int64_t *out) {
-    int64_t missing = 0;
+    int64_t missing = 0, prev = 0;
     for (int64_t k = 0; k < m; k++) {
         int64_t lo = 0, hi = n, q = query[k];
+        if (k > 0 && q >= query[k - 1]) { /* increasing queries (a handle's chunks): gallop on from the last */
+            int64_t step = 1;
+            lo = hi = prev;
+            while (hi < n && sorted[hi] < q) { lo = hi + 1; hi = prev + step; step <<= 1; }
+            if (hi > n) hi = n;
+        }
         while (lo < hi) {
             int64_t mid = lo + (hi - lo) / 2;
             if (sorted[mid] < q) lo = mid + 1; else hi = mid;
         }
+        prev = lo;
         if (lo < n && sorted[lo] == q) out[k] = lo; else { out[k] = -1; missing++; }
     }
     return missing;
