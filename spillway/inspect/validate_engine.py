@@ -301,11 +301,12 @@ class Engine:
         chunk; found once per handle."""
         # By the offsets list, which the handles a merged handle unmerges into share (each call makes new ones),
         # and the blob; the list is kept with the result, so its id is not reused while the entry exists.
-        key = (id(h.offsets), self.blob_key(h.delegate))
+        blob = self.blob_key(h.delegate)
+        key = (id(h.offsets), blob)
         known = self.located.get(key)
         if known is not None:
             return known[1]
-        info = self.info(h)
+        info = self.blobs.get(blob)
         if info is None:
             return None
         found = info.chunks.indices(h.offsets)
@@ -460,11 +461,13 @@ class Engine:
             positions = self.positions(h)
             if positions is None:
                 return None
-            gathered = gather(info.chunks.lengths, positions)
-            if gathered is None:
-                return None  # (the native library is there: run_ahead checked)
-            lengths, length = gathered
-            total += length
+            gathered = gather(info.chunks.lengths, positions) if len(positions) > 16 else None
+            if gathered is None:  # a few chunks: here, not worth a C call
+                lengths = array("i", map(info.chunks.lengths.__getitem__, positions))
+                total += sum(lengths)
+            else:
+                lengths, length = gathered
+                total += length
             plan.append((info.blob.fileno(), info.blob.base, h.offsets, lengths))
         return plan, total
 
