@@ -17,6 +17,7 @@ from array import array
 from collections import deque
 from collections.abc import Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import EllipsisType
 from typing import TYPE_CHECKING
 
 from spillway.formats.channel_file import (
@@ -415,6 +416,10 @@ class Engine:
         others: dict[int, tuple[NativePlan, int]] = {}
         out: dict[int, Counted | None] = {}
         for n, (_, parts, bound_alone) in enumerate(jobs):
+            guessed = self.guessed(parts, bound_alone) if guess is not None else ...
+            if guessed is not ...:  # framed while walked, as it would be here
+                out[n] = guessed
+                continue
             plan = self.native_plan(parts)
             if plan is None:
                 continue
@@ -422,13 +427,6 @@ class Engine:
                 others[n] = plan
                 continue
             total = plan[1] if bound_alone is None else bound_alone
-            slot = None if guess is None else guess.slot([p[:3] for p in plan[0]], bound_alone is None)
-            if slot is not None:
-                assert guess is not None
-                found = guess.result(slot, total)
-                if found is not ...:  # framed while walked, as it would be here
-                    out[n] = None if found is None else (*found, plan[1])
-                    continue
             slots[n] = (framing.add(plan[0], total, bound_alone is None), plan[1])
         if not slots:
             return out, others
@@ -446,6 +444,31 @@ class Engine:
             found = counts[slot]
             out[n] = None if found is None else (*found, payload)
         return out, others
+
+    def guessed(self, parts: Parts, bound_alone: int | None) -> Counted | EllipsisType | None:
+        """The result of a job framed while its files were walked — what ``native_plan`` and ``FileFraming`` give
+        for it (its parts are the guessed handles' offsets, each in file order, in the same files) — or ``...``
+        where the guess does not answer for it."""
+        guess = self.guess
+        assert guess is not None
+        key = []
+        payload = 0
+        for _, h in parts:
+            info = self.info(h)
+            if info is None or not isinstance(info.blob, FileBlob):
+                return ...
+            positions = self.positions(h)
+            if positions is None:
+                return ...  # (native_plan would give None: not framed natively)
+            key.append((info.blob.fileno(), info.blob.base, h.offsets))
+            payload += info.chunks.payload(positions)
+        slot = guess.slot(key, bound_alone is None)
+        if slot is None:
+            return ...
+        found = guess.result(slot, payload if bound_alone is None else bound_alone)
+        if found is ...:
+            return ...
+        return None if found is None else (*found, payload)
 
     def native_plan(self, parts: Parts) -> tuple[NativePlan, int] | None:
         """What the C framer needs for a channel whose parts are all whole chunks of local files, and the
