@@ -8,11 +8,9 @@ from collections import Counter
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
 from spillway.cli.output import out
-from spillway.cli.wide import print_wide
 
 
 def show_binding(binding: api.Binding | None) -> None:
@@ -31,6 +29,10 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     rest = [b for b in rows if not b["exact"] and (b["in_checkpoint"] or b["method"] == "unbound")]
     if not rest:
         return
+    from rich.table import Table  # here: when every operator is bound exactly there is no table to print
+
+    from spillway.cli.wide import print_wide
+
     table = Table(title="not bound by Flink's own ids", title_justify="left")
     for col in ("operator", "bound by", "operator id", "what would make it certain"):
         prose = col == "what would make it certain"

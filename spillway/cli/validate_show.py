@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import out
-from spillway.cli.wide import print_wide
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -18,6 +16,10 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
     if note:
         out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.findings:
+        from rich.table import Table  # here: a sound report prints two lines and needs no table machinery
+
+        from spillway.cli.wide import print_wide
+
         table = Table(title=escape(metadata), title_justify="left")
         for col in ("severity", "rule", "operator", "subtask", "channel", "file", "offset", "message"):
             # Identifiers whole on one line; only the message wraps.
