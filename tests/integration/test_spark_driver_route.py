@@ -3,6 +3,7 @@ the rest (real 2.3.0 fixture "counted"; no JVM is started here: the start is a f
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -108,3 +109,58 @@ def test_staging_leaves_the_output_at_once_and_is_deleted_meanwhile(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # and deleted, nothing left beside it
     assert [p.name for p in out.iterdir()] == ["kept.channels"]
     assert spark_job.discard_staging(str(out)) is None  # nothing staged: nothing to do
+
+
+class _FakeJob:
+    """A Spark route job that runs until it is cancelled (what ``cancelAllJobs`` does to a real one)."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.cancelled = threading.Event()
+        self.ended = threading.Event()
+        self.defaultParallelism = 2
+
+    def parallelize(self, data: object, n: int) -> _FakeJob:
+        return self
+
+    def mapPartitions(self, f: object) -> _FakeJob:  # Spark's name
+        return self
+
+    def collect(self) -> list[object]:
+        self.running.set()
+        try:
+            assert self.cancelled.wait(30), "never cancelled"
+            raise RuntimeError("job cancelled")
+        finally:
+            self.ended.set()
+
+    def cancelAllJobs(self) -> None:  # Spark's name
+        self.cancelled.set()
+
+
+def test_a_driver_failure_stops_the_route_job_before_staging_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyspark
+
+    from spillway.rescale.route_error import RouteError
+
+    plan = _plan()
+    job = _FakeJob()
+    up = threading.Event()
+    monkeypatch.setattr(spark_job, "_pending", None)
+    monkeypatch.setattr(spark_job, "_start", lambda master: (up.wait(30), job)[1])
+    monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context", job)
+
+    def fails_while_the_job_runs(src, *args):  # type: ignore[no-untyped-def]
+        up.set()  # Spark is up: the route job takes the other channels and runs
+        assert job.running.wait(30)
+        raise RouteError("a record the router cannot place")
+
+    monkeypatch.setattr(spark_job, "stage_source", fails_while_the_job_runs)
+    removed: list[bool] = []
+    monkeypatch.setattr(spark_job, "remove_staging", lambda d: removed.append(job.ended.is_set()))
+    with pytest.raises(RouteError):
+        spark_job.run_spark(plan, str(tmp_path / "out"), "local[2]")
+    assert removed == [True]  # staging went only once the route job had ended
+    assert job.cancelled.is_set()
