@@ -31,6 +31,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -141,18 +142,19 @@ def baseline_checkout(rev: str) -> Path:
     return tree
 
 
-def _event_conf(work: Path) -> tuple[Path, Path]:
-    """A fresh SPARK_CONF_DIR whose spark-defaults.conf is the caller's (if any) plus an uncompressed event
-    log into a directory of its own; returns (conf dir, event dir)."""
-    run = Path(tempfile.mkdtemp(prefix="events-", dir=work))
-    conf, events = run / "conf", run / "log"
-    conf.mkdir()
-    events.mkdir()
-    mine = Path(os.environ.get("SPARK_CONF_DIR", "/nonexistent"), "spark-defaults.conf")
-    text = mine.read_text() if mine.is_file() else ""
-    text += f"\nspark.eventLog.enabled true\nspark.eventLog.dir file:{events}\nspark.eventLog.compress false\n"
-    (conf / "spark-defaults.conf").write_text(text)
-    return conf, events
+def _event_log(work: Path) -> tuple[list[str], Path]:
+    """``--conf`` arguments for an uncompressed event log into a directory of its own, and that directory. They go
+    to ``spark-submit`` through ``PYSPARK_SUBMIT_ARGS``, not through a ``SPARK_CONF_DIR`` of the bench's: the
+    launcher puts that directory first on the driver's class path, and with a non-empty directory there the JVM
+    neither dumps nor maps the class-data-sharing archive (spillway.rescale.spark_cds), so every run would start
+    ~3 s slower than a user's (as all runs before 2026-11-26 did)."""
+    events = Path(tempfile.mkdtemp(prefix="events-", dir=work))
+    confs = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": f"file:{events}",
+        "spark.eventLog.compress": "false",
+    }
+    return [a for k, v in confs.items() for a in ("--conf", shlex.quote(f"{k}={v}"))], events
 
 
 def spark_phases(events: Path, launched: float, ended: float, cores: int) -> dict | None:
@@ -221,13 +223,15 @@ def run_case(
     cmd += ["--master", master, "--json"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     events = None
+    submit: list[str] = []
     if master != "inprocess":
-        conf, events = _event_conf(out.parent)
-        env["SPARK_CONF_DIR"] = str(conf)
+        submit, events = _event_log(out.parent)
     if code is not None:  # PYTHONPATH wins over the editable install; local python workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
         if master.startswith("spark://"):  # a cluster's executors do not: hand it to them explicitly
-            env["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.executorEnv.PYTHONPATH={env['PYTHONPATH']} pyspark-shell"
+            submit += ["--conf", shlex.quote(f"spark.executorEnv.PYTHONPATH={env['PYTHONPATH']}")]
+    if submit:  # before the caller's own arguments, which end in "pyspark-shell"
+        env["PYSPARK_SUBMIT_ARGS"] = " ".join([*submit, env.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")])
     launched = time.time()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=out.parent)
@@ -247,7 +251,7 @@ def run_case(
     doc = json.loads(stdout)
     phases = spark_phases(events, launched, ended, cores) if events is not None else None
     if events is not None:
-        shutil.rmtree(events.parent, ignore_errors=True)
+        shutil.rmtree(events, ignore_errors=True)
     return {
         "wall": wall,
         "timings": doc.get("timings", {}),

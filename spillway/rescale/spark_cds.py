@@ -8,6 +8,12 @@ pid; a later run renames the ``.part`` into place once that JVM is gone, and fro
 maps it (``-XX:SharedArchiveFile``). The archive is keyed by the pyspark release and the java binary; a
 JVM that cannot use it (another JDK, changed jars) ignores it and starts as usual. Only speed depends on
 this. ``SPILLWAY_SPARK_CDS=0`` turns it off.
+
+Spark's launcher puts its configuration directory (``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``) first on the
+driver's class path, and a JVM maps an archive only with the class path it was dumped with (else it says
+"shared class paths mismatch" and starts without it): so the archive is keyed by that directory too. A JVM cannot
+dump one at all while a non-empty directory is on its class path ("non-empty directory"), so with a
+``SPARK_CONF_DIR`` that holds files (a ``spark-defaults.conf``) no archive is built or used.
 """
 
 from __future__ import annotations
@@ -38,12 +44,29 @@ def _java() -> str:
     return os.path.realpath(found) if found else ""
 
 
+def conf_dir() -> str:
+    """The directory Spark's launcher puts first on the driver JVM's class path: ``SPARK_CONF_DIR``, else
+    ``SPARK_HOME/conf`` (``SPARK_HOME``: the pyspark package, where pip installs Spark)."""
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+
+
+def _holds_files(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return any(True for _ in entries)
+    except OSError:  # missing (the usual SPARK_HOME/conf of a pip install) or not a directory
+        return False
+
+
 def archive_key() -> str:
     import pyspark
 
     java = _java()
     stamp = os.stat(java).st_mtime_ns if java else 0
-    text = f"{pyspark.__version__}|{os.path.dirname(pyspark.__file__)}|{java}|{stamp}"
+    text = f"{pyspark.__version__}|{os.path.dirname(pyspark.__file__)}|{java}|{stamp}|{conf_dir()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -95,6 +118,8 @@ def java_options() -> tuple[str, Path | None]:
     if os.environ.get("SPILLWAY_SPARK_CDS", "1") == "0":
         return "", None
     try:
+        if _holds_files(conf_dir()):  # no archive can be dumped with it on the class path, none mapped
+            return "", None
         key = archive_key()
         final, part, building = _paths(key)
         _promote(key)

@@ -3,10 +3,12 @@ executors, and self-check every piece there. The driver only handles the plan, t
 per run of up to 256 KiB) and small per-piece / per-source reports (never the records themselves).
 
 Before the jobs: while the JVM starts (``prestart``; a bare SparkContext, then one warm-up task per core),
-the driver routes the smallest old channels itself, exactly as a route task would (``_route_while_starting``).
-Job 1 (one task per slice of the remaining old channels): each task routes its old channels into staging files
-beside the output and returns one ref per run (``staging.RunRef``: target, order keys, file, offset, length,
-records, crc) and a report per old channel.
+the driver routes old channels itself, smallest first, exactly as a route task would (``_route_while_starting``);
+the moment Spark is up, a thread hands whatever the driver has not taken to job 1, while the driver finishes the
+channel it is on (``Claims``).
+Job 1 (one task per slice of the remaining old channels; none if the driver routed them all): each task routes
+its old channels into staging files beside the output and returns one ref per run (``staging.RunRef``: target,
+order keys, file, offset, length, records, crc) and a report per old channel.
 Between the jobs the driver sorts the refs (the replay order) and lays out every new file from them
 (``layout.plan_files``): each file is cut into pieces of whole runs, about ``PIECES_PER_CORE`` per core
 in all, and created at its final size.
@@ -18,6 +20,7 @@ in-process backend write byte-identical files.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import pickle
 import re
@@ -44,9 +47,13 @@ from spillway.storage.safe_writer import WriteError
 def session(master: str) -> Any:
     """The SparkContext for ``master``: the one ``prestart`` is already bringing up, else a new one."""
     global _pending
-    pending, _pending = _pending, None
+    pending = _pending
     if pending is not None and pending[0] == master:
-        return pending[1].result()
+        try:
+            return pending[1].result()
+        finally:  # only now: while it waits, the driver sees the start still pending (_starting) and routes
+            if _pending is pending:
+                _pending = None
     return _start(master)
 
 
@@ -83,6 +90,9 @@ def _start(master: str) -> Any:
         "spark.log.level": "ERROR",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
+        # pyspark's daemon, importing pyspark byte-compiled instead of from Spark's pyspark.zip: ~0.55 s of
+        # CPU less in every python worker's first task (spark_daemon)
+        "spark.python.daemon.module": "spillway.rescale.spark_daemon",
     }
     building = None
     if master.startswith("local"):
@@ -228,10 +238,10 @@ def executor_failure(exc: Exception) -> Exception:
 
 
 @contextlib.contextmanager
-def _task_progress(sc: Any) -> Iterator[None]:
+def _task_progress(sc: Any, what: str) -> Iterator[None]:
     """Tick a progress stage each time a Spark task finishes (the driver polls Spark's status tracker:
     one task routes a slice of the old channels or writes a share of the new channel files)."""
-    bar = progress.stage("rescale: Spark tasks (route, then write)", None, "tasks")
+    bar = progress.stage(f"rescale: Spark tasks ({what})", None, "tasks")
     if bar is progress.SILENT:
         yield
         return
@@ -260,23 +270,50 @@ def _task_progress(sc: Any) -> Iterator[None]:
         bar.done()
 
 
+class Claims:
+    """The old channels nobody routes yet, biggest first. While Spark starts the driver takes them one at a time
+    from the small end (``smallest``); once Spark is up, its route job takes all that are left at once
+    (``rest``). Each channel goes to exactly one of the two."""
+
+    def __init__(self, sources: list[SourceChannel]) -> None:
+        self._left = sorted(sources, key=lambda s: -s.payload_bytes)
+        self._lock = threading.Lock()
+        self.handed_out = False  # rest() was called: a route job may be running on them
+
+    def smallest(self) -> SourceChannel | None:
+        with self._lock:
+            return self._left.pop() if self._left else None
+
+    def rest(self) -> list[SourceChannel]:
+        with self._lock:
+            rest, self._left = self._left, []
+            self.handed_out = self.handed_out or bool(rest)
+        return rest
+
+    def withdraw(self) -> bool:
+        """The driver failed: no channel is handed out any more. True if some were already (to a route job
+        that may be writing into staging now)."""
+        with self._lock:
+            self._left = []
+            return self.handed_out
+
+
 def _route_while_starting(
-    plan: RescalePlan, directory: str, master: str, sources: list[SourceChannel]
+    plan: RescalePlan, directory: str, master: str, claims: Claims
 ) -> tuple[list[SourceReport], list[RunRef]]:
     """Route old channels on the driver while the JVM for ``master`` is still starting (and warming up its
-    python workers), smallest first, so the driver is back soon after Spark is ready; what is routed here is
-    taken off ``sources``. The biggest old channels, one per core Spark will have, always stay for Spark (else
-    its cores would idle while one task routes). These are the steps and files a route task would make
-    (staging file named by the channel id), so the output bytes do not change: they depend only on the
-    sorted run refs."""
+    python workers), smallest first, until Spark is up or none are left. Every channel, the biggest included:
+    the route job starts on a thread of its own the moment Spark is up (``run_spark``), so a channel the driver
+    is still on delays no Spark task; it only takes that channel's work off the job (measured, benchmarks/
+    README.md: keeping one channel per core for Spark had left a core idle for up to 2.6 s at the start). These
+    are the steps and files a route task would make (staging file named by the channel's id), so the output
+    bytes do not change: they depend only on the sorted run refs."""
     reports: list[SourceReport] = []
     refs: list[RunRef] = []
     bar = None
-    keep = _expected_cores(master)
-    while len(sources) > keep and _starting(master):
+    while _starting(master) and (src := claims.smallest()) is not None:
         if bar is None:
             bar = progress.stage("rescale: routing on the driver while Spark starts", None, "old channels")
-        src = sources.pop()
         staged, stats = stage_source(src, plan.edges[src.edge], directory)
         reports.append(finish_report(src, stats, copies=sum(r.records for r in staged)))
         refs.extend(staged)
@@ -284,6 +321,39 @@ def _route_while_starting(
     if bar is not None:
         bar.done()
     return reports, refs
+
+
+def _route_on_spark(
+    master: str, plan_bytes: bytes, directory: str, claims: Claims
+) -> tuple[Any, float, list[tuple[dict[str, Any], list[tuple[Any, ...]]]]]:
+    """The Spark side of the route phase: wait for the SparkContext, take every old channel the driver has not
+    (``Claims.rest``) and route them in job 1 (no job when there are none). Returns the context, the
+    ``perf_counter`` time it was ready, and what the route tasks yielded."""
+    sc = session(master)
+    ready = time.perf_counter()
+    sources = claims.rest()
+    if not sources:
+        return sc, ready, []
+    order = [s.sid for s in sources]  # biggest first
+    n = max(1, min(len(order), sc.defaultParallelism * 4))
+    slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
+    with _task_progress(sc, "route"):
+        routed = sc.parallelize(slices, n).mapPartitions(_route_task(plan_bytes, directory)).collect()
+    return sc, ready, routed
+
+
+def _stop_route_job(pending: Future[Any]) -> None:
+    """Cancel a route job that may still be running (its tasks write into staging) and wait for it to end."""
+    if pending.done():
+        return
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        with contextlib.suppress(Exception):
+            sc.cancelAllJobs()
+    with contextlib.suppress(BaseException):
+        pending.result()
 
 
 def discard_staging(directory: str) -> threading.Thread | None:
@@ -303,17 +373,6 @@ def discard_staging(directory: str) -> threading.Thread | None:
     return remover
 
 
-def _expected_cores(master: str) -> int:
-    """The cores a Spark master will offer, as far as its URL says (``local[N]``, ``local[*]``); 2 for a
-    cluster, whose size is known only once its executors register."""
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
-    if m is None:
-        return 2
-    if m.group(1) is None:
-        return 1
-    return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
-
-
 def run_spark(
     plan: RescalePlan, directory: str, master: str, timings: dict[str, float] | None = None
 ) -> tuple[MoveResult, list[str], dict[int, int]]:
@@ -326,30 +385,35 @@ def run_spark(
     prestart(master)  # nothing new if rescale_checkpoint started it already
     files: list[Any] = []
     found: list[Any] = []
+    claims = Claims(plan.sources)
+    pending: Future[Any] | None = None
     try:
+        # The route job is submitted from a thread the moment Spark is up, whatever the driver is doing then.
+        # Run in a copy of this context: progress listeners live in a ContextVar.
+        spark_side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spillway-route-job")
+        context = contextvars.copy_context()
+        pending = spark_side.submit(context.run, _route_on_spark, master, plan_bytes, directory, claims)
+        spark_side.shutdown(wait=False)
         t0 = time.perf_counter()
-        sources = sorted(plan.sources, key=lambda s: -s.payload_bytes)  # biggest first
-        reports, driver_refs = _route_while_starting(plan, directory, master, sources)
+        reports, driver_refs = _route_while_starting(plan, directory, master, claims)
         t1 = time.perf_counter()
-        sc = session(master)
+        sc, ready, routed = pending.result()
         if timings is not None:
             timings["driver_route"] = t1 - t0
-            timings["spark_start"] = time.perf_counter() - t1
+            timings["spark_start"] = max(0.0, ready - t1)
         cores = sc.defaultParallelism
-        order = [s.sid for s in sources]
-        n = max(1, min(len(order), cores * 4))
-        slices = [order[i::n] for i in range(n)]  # dealt round-robin, biggest first: slices of similar size
-        with _task_progress(sc):
-            routed = sc.parallelize(slices, n).mapPartitions(_route_task(plan_bytes, directory)).collect()
-            reports = sorted([*reports, *(SourceReport(**doc) for doc, _ in routed)], key=lambda r: r.sid)
-            refs = sorted([*driver_refs, *(RunRef(*t) for _, rows in routed for t in rows)], key=RunRef.order)
-            files, pieces = plan_files(refs, plan.buffer_size, piece_size(sum(r.length for r in refs), cores))
-            create_files(directory, files)
-            pieces.sort(key=lambda p: p.start - p.end)  # biggest first: the last round is the shortest
-            if pieces:
-                write = _write_task(directory, plan.buffer_size, plan_bytes)
+        reports = sorted([*reports, *(SourceReport(**doc) for doc, _ in routed)], key=lambda r: r.sid)
+        refs = sorted([*driver_refs, *(RunRef(*t) for _, rows in routed for t in rows)], key=RunRef.order)
+        files, pieces = plan_files(refs, plan.buffer_size, piece_size(sum(r.length for r in refs), cores))
+        create_files(directory, files)
+        pieces.sort(key=lambda p: p.start - p.end)  # biggest first: the last round is the shortest
+        if pieces:
+            write = _write_task(directory, plan.buffer_size, plan_bytes)
+            with _task_progress(sc, "write"):
                 found = sc.parallelize(pieces, len(pieces)).mapPartitions(write).collect()
     except BaseException as exc:
+        if pending is not None and claims.withdraw():
+            _stop_route_job(pending)  # before staging is removed under its tasks
         remove_staging(directory)
         if isinstance(exc, Exception) and type(exc).__module__.startswith(("pyspark", "py4j")):
             raise executor_failure(exc) from None

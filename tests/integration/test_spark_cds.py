@@ -15,6 +15,7 @@ from spillway.rescale import spark_cds
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SPILLWAY_CACHE", str(tmp_path))
     monkeypatch.delenv("SPILLWAY_SPARK_CDS", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     return tmp_path / "spark-cds"
 
 
@@ -69,3 +70,24 @@ def test_opt_out_and_unwritable_cache(cache: Path, monkeypatch: pytest.MonkeyPat
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text("not a directory")
     assert spark_cds.java_options() == ("", None)
+
+
+def test_a_conf_dir_on_the_class_path_gets_its_own_archive_or_none(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the launcher puts SPARK_CONF_DIR first on the driver's class path: an archive dumped with another class
+    # path is refused by the JVM ("shared class paths mismatch"), and none can be dumped while a non-empty
+    # directory is on it ("non-empty directory"), as JDK 17 says when asked (benchmarks/README.md)
+    default = spark_cds.archive_key()
+    empty = tmp_path / "conf-empty"
+    empty.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(empty))
+    assert spark_cds.archive_key() != default
+    opts, building = spark_cds.java_options()
+    assert building is not None and spark_cds.archive_key() in opts
+    full = tmp_path / "conf"
+    full.mkdir()
+    (full / "spark-defaults.conf").write_text("spark.eventLog.enabled true\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(full))
+    assert spark_cds.java_options() == ("", None)
+    assert not list(cache.glob(f"spark-{spark_cds.archive_key()}*"))  # no build attempted
