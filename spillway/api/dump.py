@@ -17,7 +17,9 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from spillway.model.walk import STATE_KINDS
 
 if TYPE_CHECKING:
     from spillway.flink.operator_ids import Binding
@@ -47,6 +49,8 @@ class OperatorTree:
     operator_id: str
     fully_finished: bool
     doc: dict[str, Any]
+    # a subtask document's handle lists, in the order a subtask holds them
+    kinds: ClassVar[tuple[str, ...]] = STATE_KINDS
 
 
 @dataclass

@@ -128,14 +128,7 @@ def operator_tree(t: OperatorTree) -> Tree:
         root.add("[yellow]fully finished[/] (no subtask state)")
     for s in doc["subtasks"]:
         node = root.add(f"subtask {s['index']}" + (" [yellow]finished[/]" if s["finished"] else ""))
-        for kind in (
-            "managed_operator_state",
-            "raw_operator_state",
-            "managed_keyed_state",
-            "raw_keyed_state",
-            "input_channel_state",
-            "result_subpartition_state",
-        ):
+        for kind in t.kinds:
             for h in s[kind]:
                 _add_doc(node, h, kind)
     return root

@@ -275,6 +275,26 @@ def _address(a: array[Any]) -> int:
     return a.buffer_info()[0]  # the arrays outlive the call and are not resized during it
 
 
+def _framer_states(rules: FramerRules, totals: array[int]) -> tuple[ctypes.Array[FramerState], array[int]]:
+    """A framer state per channel (``totals``: each one's payload length) and a status per channel, all zero."""
+    lib = library()
+    assert lib is not None
+    n = len(totals)
+    states = (FramerState * max(n, 1))()
+    lib.spw_init_states(states, n, ctypes.byref(rules), _address(totals))
+    return states, array("i", [0]) * n
+
+
+def _framing_tail(
+    states: ctypes.Array[FramerState] | None, status: array[int], buffer: bytearray, max_gap: int
+) -> tuple[int, int, int, int, int]:
+    """The arguments every file-framing call ends with: the channels' states and statuses, the read buffer and its
+    size, and how many bytes of unlisted chunks are read through rather than starting a new read."""
+    assert states is not None
+    address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+    return ctypes.addressof(states), _address(status), address, len(buffer), max_gap
+
+
 class FileFraming:
     """Many channels framed file by file (``spw_frame_file``): each file is read once, in file order, and every
     chunk goes to the framer of its channel. ``add`` the channels, then for each phase (a channel's parts in stream
@@ -310,12 +330,7 @@ class FileFraming:
         return slot
 
     def start(self) -> None:
-        lib = library()
-        assert lib is not None
-        n = len(self.totals)
-        self.states = (FramerState * max(n, 1))()
-        lib.spw_init_states(self.states, n, ctypes.byref(self.rules), _address(self.totals))
-        self.status = array("i", [0]) * n
+        self.states, self.status = _framer_states(self.rules, self.totals)
 
     def frame_file(self, phase: int, file: tuple[int, int], buffer: bytearray) -> None:
         """Feed one file's chunks of one phase (releases the GIL; files of a phase touch disjoint channels)."""
@@ -329,11 +344,7 @@ class FileFraming:
             _address(offsets),
             _address(lengths),
             _address(slots),
-            ctypes.addressof(self.states),
-            _address(self.status),
-            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
-            len(buffer),
-            self.MAX_GAP,
+            *_framing_tail(self.states, self.status, buffer, self.MAX_GAP),
         )
 
     def results(self) -> list[tuple[int, int] | None]:
@@ -402,12 +413,8 @@ class WalkFraming:
             listed[1].extend(array("q", [slot]) * len(offsets))
 
     def start(self) -> None:
-        lib = library()
-        assert lib is not None
-        n = len(self.complete)
-        self.states = (FramerState * max(n, 1))()
-        lib.spw_init_states(self.states, n, ctypes.byref(self.rules), _address(array("q", [INT64_MAX]) * n))
-        self.status = array("i", [0]) * n
+        # no payload length to hold a channel to while walking: the framer records how far it got (max_end)
+        self.states, self.status = _framer_states(self.rules, array("q", [INT64_MAX]) * len(self.complete))
 
     def walk_frame(self, phase: int, file: tuple[int, int], size: int, buffer: bytearray) -> Walked | None:
         """Walk one file and frame its chunks of this phase: the walk as ``walk_file`` gives it, or None where the
@@ -430,11 +437,7 @@ class WalkFraming:
             len(offsets),
             _address(offsets),
             _address(slots),
-            ctypes.addressof(self.states),
-            _address(self.status),
-            ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer)),
-            len(buffer),
-            self.MAX_GAP,
+            *_framing_tail(self.states, self.status, buffer, self.MAX_GAP),
         )
         if n == REDO:
             return None
