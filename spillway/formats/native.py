@@ -85,6 +85,17 @@ def _cache_dir() -> Path:
     return cache_root() / "native"
 
 
+# What every file-framing call ends with (see ``_framing_tail``): states (framer_t), statuses (int32, in/out),
+# the read buffer, its size, the largest run of unlisted chunks read through.
+_FRAMING_TAIL: list[type[ctypes._SimpleCData[Any]]] = [
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_int64,
+    ctypes.c_int64,
+]
+
+
 @cache
 def library() -> ctypes.CDLL | None:
     if os.environ.get("SPILLWAY_NO_NATIVE"):
@@ -166,11 +177,7 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_void_p,  # offsets (int64)
         ctypes.c_void_p,  # lengths (int32)
         ctypes.c_void_p,  # slots (int64)
-        ctypes.c_void_p,  # states (framer_t)
-        ctypes.c_void_p,  # status (int32, in/out)
-        ctypes.c_void_p,  # buf
-        ctypes.c_int64,
-        ctypes.c_int64,
+        *_FRAMING_TAIL,
     ]
     lib.spw_walk_frame.restype = ctypes.c_int64
     lib.spw_walk_frame.argtypes = [
@@ -185,11 +192,7 @@ def library() -> ctypes.CDLL | None:
         ctypes.c_int64,
         ctypes.c_void_p,  # listed offsets (int64)
         ctypes.c_void_p,  # their slots (int64)
-        ctypes.c_void_p,  # states (framer_t)
-        ctypes.c_void_p,  # status (int32, in/out)
-        ctypes.c_void_p,  # buf
-        ctypes.c_int64,
-        ctypes.c_int64,
+        *_FRAMING_TAIL,
     ]
     lib.spw_claim.restype = ctypes.c_int64
     lib.spw_claim.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p]
