@@ -12,7 +12,11 @@ RULES: dict[str, tuple[str, str]] = {
     "file-exists": (ERROR, "every file a handle references exists and is readable"),
     "file-size": (ERROR, "a file is at least as long as the handles pointing into it need"),
     "file-size-extra": (WARNING, "a file is longer than its handle says (Flink writes exact sizes)"),
-    "path-escape": (ERROR, "relative and rebased paths stay inside the checkpoint directory"),
+    "path-escape": (
+        ERROR,
+        "relative and rebased paths stay inside the checkpoint directory; no path has a '..' component",
+    ),
+    "bad-path": (ERROR, "every path is one a file system accepts: no NUL byte, valid Unicode, not empty"),
     "file-not-local": (WARNING, "a path that is not local (s3://, hdfs://…) and was not rebased is not checked"),
     "inline-channel": (ERROR, "inline (byte-stream) channel state is one header and one chunk of the stated size"),
     "channel-header": (ERROR, "a channel-state file starts with serialization version 0"),

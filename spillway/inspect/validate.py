@@ -29,6 +29,7 @@ from spillway.inspect.rules.structure import structure_findings
 from spillway.inspect.validate_engine import Counted, Engine, Job, Parts, usable_cores
 from spillway.inspect.validate_report import Recorder, Report, Unchecked
 from spillway.model.checkpoint import Checkpoint, channel_handles
+from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage.load import LoadedCheckpoint
 
@@ -89,6 +90,16 @@ class _Validation:
     # ------------------------------------------------------------------ every referenced file
     def check_files(self) -> None:
         referenced = referenced_files(self.cp, self.resolver)
+        for named in named_path_problems(self.cp):
+            self.recorder.add(
+                Finding(
+                    named.rule,
+                    named.message(),
+                    operator=named.operator,
+                    subtask=named.subtask,
+                    file=shown_path(named.path),
+                )
+            )
         for original, finding in referenced.unresolved:
             first = original not in self.path_faults
             self.path_faults[original] = self.recorder.add(finding)

@@ -18,6 +18,7 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions, restore_lines
+from spillway.inspect.rules.files import unsafe_path_refusal
 from spillway.inspect.topology import Topology, operator_binding
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
@@ -108,6 +109,8 @@ def source_damage(loaded: LoadedCheckpoint, topology: Topology | None, force: bo
     errors = validate(loaded, topology).errors
     if not errors:
         return []
+    if (unsafe := unsafe_path_refusal(errors)) is not None:
+        raise RepairError(unsafe)
     listed = [f"{f.rule}: {f.message}" + (f" ({f.file})" if f.file else "") for f in errors]
     if not force:
         raise RepairError(

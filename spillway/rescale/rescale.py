@@ -13,6 +13,7 @@ from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
+from spillway.inspect.rules.files import unsafe_path_refusal
 from spillway.inspect.topology import Topology, operator_binding, parse_plan
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
@@ -380,6 +381,8 @@ def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: Re
         if master is not None and not dry_run:
             _prestart_spark(master)  # the JVM starts while the source is validated and planned
         checked = validate(loaded, topology)
+        if (unsafe := unsafe_path_refusal(checked.errors)) is not None:
+            raise RescaleRefused(unsafe)
         damage = SourceDamage.of(checked) if checked.errors and force else None
         if not force:
             refuse_damaged(checked.errors, force=False)

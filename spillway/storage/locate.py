@@ -5,7 +5,8 @@ writes absolute paths into ``_metadata``; a checkpoint copied elsewhere (or into
 fixtures) still names the old place. A path that does not exist is rebased by its trailing
 components (``<job-id>/chk-N/<file>``, ``<job-id>/shared/…``, ``<job-id>/taskowned/…``) onto the
 checkpoint being read, and every such rewrite is reported. Explicit ``--rebase OLD=NEW`` rules win.
-No resolved path may leave the directory it was rebased into.
+No resolved path may leave the directory it was rebased into, and a path ``spillway.model.paths`` calls
+unsafe (a ``..`` component, a NUL byte) is never looked up at all: it resolves to nothing, with the reason.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
+from spillway.model.paths import PathProblem, path_problem
 from spillway.safe_io import real_path
 from spillway.storage.rules import PathRule
 
@@ -119,6 +121,11 @@ class ResolvedFile:
     rebased_to: str | None = None
     problem: str | None = None
     via: str | None = None  # the remote file (URI) ``local_text`` is a local copy of; show this, not the copy
+    path_rule: str | None = None  # "path-escape" / "bad-path" when the path as written is unsafe to look up
+
+    @classmethod
+    def unsafe(cls, original: str, problem: PathProblem) -> ResolvedFile:
+        return cls(original, None, problem=problem.reason, path_rule=problem.rule)
 
     @property
     def local(self) -> Path | None:
@@ -172,7 +179,7 @@ class FileResolver:
             return None
         name = handle.file_name
         if handle.relative:
-            key = "\0rel:" + name
+            key = "\0rel:" + name  # a NUL never starts a path that resolves: no clash with absolute names
             hit = self._cache.get(key)
             if hit is None:
                 hit = self._cache[key] = self._relative(name)
@@ -180,6 +187,8 @@ class FileResolver:
         return self.resolve_path(name)
 
     def _relative(self, relative: str) -> ResolvedFile:
+        if (unsafe := path_problem(relative, relative=True)) is not None:
+            return ResolvedFile.unsafe(relative, unsafe)
         rel = PurePosixPath(relative)
         local = self.checkpoint_dir / rel
         if rel.is_absolute() or not _safe_tail(rel.parts) or not self._inside_checkpoint(local):
@@ -209,6 +218,8 @@ class FileResolver:
         return hit
 
     def _resolve_path(self, original: str) -> ResolvedFile:
+        if (unsafe := path_problem(original)) is not None:
+            return ResolvedFile.unsafe(original, unsafe)
         for rule in self.rules:
             rewritten = rule.apply(original)
             if rewritten is None:
@@ -265,7 +276,7 @@ class FileResolver:
             return resolved.local_text if resolved is not None and resolved.local_text else None
         original = handle.file_name
         hit = self._cache.get(original)
-        if hit is not None:
+        if hit is not None or path_problem(original) is not None:
             return self.resolve_path(original).local_text or None
         found = self._find(original)
         if found is None:
@@ -295,7 +306,11 @@ class FileResolver:
         Works per directory and builds no per-file objects (for summaries of huge checkpoints)."""
         by_parent: dict[str, list[str]] = {}
         rules = self.rules
+        missing = 0  # unsafe paths count as not found: they are never looked up
         for original in originals:
+            if path_problem(original) is not None:
+                missing += 1
+                continue
             if rules and any(r.matches(original) for r in rules):
                 self.resolve_path(original)
                 continue
@@ -305,7 +320,6 @@ class FileResolver:
                 by_parent[parent] = [name]
             else:
                 names.append(name)
-        missing = 0
         for parent, names in by_parent.items():
             candidates = self._dirs.get(parent)
             if candidates is None:

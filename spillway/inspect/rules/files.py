@@ -1,5 +1,5 @@
-"""File rules: ``path-escape``, ``file-not-local`` (paths), ``file-exists``, ``file-size``, ``file-size-extra``
-(what is on disk against what the handles need)."""
+"""File rules: ``path-escape``, ``bad-path``, ``file-not-local`` (paths), ``file-exists``, ``file-size``,
+``file-size-extra`` (what is on disk against what the handles need)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from spillway.inspect.findings import Finding
 from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.paths import PATH_RULES, shown_path
 from spillway.model.walk import all_stream_handles
 from spillway.storage.locate import FileResolver
 
@@ -38,13 +39,17 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver) -> Referenced:
         assert resolved is not None
         local = resolved.local_text
         if local is None:
-            rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+            if resolved.path_rule is not None:
+                rule = resolved.path_rule
+            else:
+                rule = "path-escape" if resolved.problem and "escape" in resolved.problem else "file-not-local"
+            shown = shown_path(resolved.original)  # a NUL or control character is shown escaped
             finding = Finding(
                 rule,
-                f"{resolved.original}: {resolved.problem}",
+                f"{shown}: {resolved.problem}",
                 operator=site.operator.label(),
                 subtask=site.subtask.index if site.subtask else None,
-                file=resolved.original,
+                file=shown,
             )
             out.unresolved.append((resolved.original, finding))
             continue
@@ -72,3 +77,19 @@ def size_finding(path: str, size: int, need: Need) -> Finding | None:
     if need.whole_file and size > need.end:
         return Finding("file-size-extra", f"file has {size} bytes, handle says {need.end}", file=path)
     return None
+
+
+def unsafe_path_refusal(errors: list[Finding]) -> str | None:
+    """Why no command may write from a source whose errors include an unsafe path (``path-escape``,
+    ``bad-path``), or None. Unlike other damage, ``force`` never overrides it: a crafted path would
+    make the output (or a later restore) read or write outside the checkpoint."""
+    unsafe = [f for f in errors if f.rule in PATH_RULES]
+    if not unsafe:
+        return None
+    first = unsafe[0]
+    where = f" (operator {first.operator})" if first.operator else ""
+    count = f"{len(unsafe)} unsafe paths, first" if len(unsafe) > 1 else "an unsafe path"
+    return (
+        f"the source names {count}: {first.rule}: {first.message}{where}; nothing is written from such a "
+        "checkpoint, not even with force=True (spillway validate lists every one)"
+    )
