@@ -23,7 +23,10 @@ them is dropped — what deleting a retained incremental checkpoint really frees
 checkpoint stores operator ids only: with --plan (and --uid/--uid-map) the operators the plan binds
 exactly are named by the plan (--json: "checkpoints[].operators[].plan_name"). A chk-N whose _metadata
 does not decode is reported as damaged and left out; the others are still answered.
-Exit code 0, 1 when a referenced file is missing or a checkpoint is damaged, 2 on usage errors, 3 when
+A file outside the job directory (another job's, or one a handle path reaches by ".." or a symlink) is
+"external", flagged "outside the job directory" (--json: "outside_job_dir"), and never counted as freed by
+dropping a checkpoint; a path with ".." or a NUL byte is reported as unsafe (a NUL path is never looked up).
+Exit code 0, 1 when a referenced file is missing, a path is unsafe or a checkpoint is damaged, 2 on usage errors, 3 when
 the storage cannot be reached or read.
 
 Examples:
@@ -51,7 +54,7 @@ def command(
             emit_json(report.to_json())
         else:
             show(report)
-        return EXIT_FINDINGS if report.missing() or report.damaged else EXIT_OK
+        return EXIT_FINDINGS if report.missing() or report.damaged or report.unsafe() else EXIT_OK
 
     raise typer.Exit(guarded(run, json_out))
 
@@ -100,7 +103,8 @@ def show(report: api.FilesReport) -> None:
     for f in sorted(
         report.files.values(), key=lambda f: (api.GROUPS.index(f.group(only)) if not several else 0, f.area)
     ):
-        row = [escape(f.area if several else f.group(only)), escape(f.display())]
+        flag = " (outside the job directory)" if f.outside_job_dir else ""
+        row = [escape(f.area if several else f.group(only)), escape(f.display() + flag)]
         row += [
             "-" if f.size is None else str(f.size),
             "yes" if f.exists else "[bold red]missing[/]",
@@ -128,6 +132,16 @@ def show(report: api.FilesReport) -> None:
                 f"dropping {escape(cf.chk_name)} leaves {len(gone)} files "
                 f"({human_bytes(sum(f.size or 0 for f in gone))}) unreferenced"
             )
+    outside = [f for f in report.files.values() if not f.freed_with_checkpoint]
+    if outside:
+        out.print(
+            f"{len(outside)} files outside the job directory or named by an unsafe path: "
+            "never listed as freed by dropping a checkpoint, never to be deleted with one"
+        )
+    for f in report.unsafe():
+        problem = f.path_problem
+        assert problem is not None
+        out.print(f"[bold red]{problem.rule}[/]: {escape(f.shown_name)}: {escape(problem.reason)}", soft_wrap=True)
     missing = report.missing()
     if missing:
         out.print(f"[bold red]{len(missing)} referenced files are missing[/]")

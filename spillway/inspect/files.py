@@ -5,6 +5,11 @@ A file is known by where it is on this machine (its resolved local path) when it
 the name its handles give it; so one file named absolutely by one checkpoint and relatively by
 another is still one file. Each file sits in one *area* of the job directory: a ``chk-N`` directory,
 ``shared/`` or ``taskowned/``; or it is ``external`` (another job, bucket or location).
+
+Where a file is is decided by its real path (symlinks and ``..`` resolved), never by the name alone: a
+handle path that climbs out of the job directory, or a symlink that leads out of it, names an
+``external`` file, flagged ``outside_job_dir``, and no external file is ever listed as freed by dropping a
+checkpoint. A path no file system accepts (a NUL byte) is reported as bad and never looked up.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import is_file_backed
+from spillway.model.paths import BAD_PATH, PathProblem, path_problem, shown_path
 from spillway.model.walk import all_stream_handles
 from spillway.storage.load import (
     Damaged,
@@ -26,7 +32,7 @@ from spillway.storage.load import (
     load_checkpoint,
     remote_workdir,
 )
-from spillway.storage.locate import LocateError, strip_file_scheme
+from spillway.storage.locate import ESCAPES_CHECKPOINT, LocateError, strip_file_scheme
 
 SCHEMA = "spillway.files/1"
 _CHK = re.compile(r"^chk-\d+$")
@@ -50,10 +56,22 @@ class FileEntry:
     operators: set[str] = field(default_factory=set)
     kinds: set[str] = field(default_factory=set)
     checkpoints: set[int] = field(default_factory=set)  # indexes into FilesReport.checkpoints
+    path_problem: PathProblem | None = None  # the name as written is unsafe (spillway.model.paths)
 
     @property
     def exists(self) -> bool:
         return self.size is not None
+
+    @property
+    def outside_job_dir(self) -> bool:
+        """Not in the job directory (another job, bucket or location; reached by ``..`` or a symlink)."""
+        return self.area == "external"
+
+    @property
+    def freed_with_checkpoint(self) -> bool:
+        """Whether dropping the checkpoints referencing it may free it: never for a file outside the job
+        directory (another job's, or anyone's file a crafted path names) or one named by an unsafe path."""
+        return not self.outside_job_dir and self.path_problem is None
 
     def group(self, chk_name: str) -> str:
         """Where the file lives seen from the checkpoint ``chk_name``."""
@@ -62,6 +80,11 @@ class FileEntry:
         if self.area.startswith("chk-"):
             return "other checkpoint"
         return self.area
+
+    @property
+    def shown_name(self) -> str:
+        """The name as its handle wrote it, fit for a terminal (a NUL or control character escaped)."""
+        return shown_path(self.name)
 
     def display(self) -> str:
         """Short name: job-relative inside the job directory, the full name outside it."""
@@ -94,8 +117,18 @@ class FilesReport:
         return sorted((f for f in self.files.values() if index in f.checkpoints), key=_order)
 
     def exclusive(self, index: int) -> list[FileEntry]:
-        """Files only checkpoint ``index`` references: unreferenced once it is dropped."""
-        return [f for f in self.of(index) if f.checkpoints == {index}]
+        """Files only checkpoint ``index`` references, in the job directory: unreferenced once it is dropped
+        (files outside the job directory are never listed: see ``outside``)."""
+        return [f for f in self.of(index) if f.checkpoints == {index} and f.freed_with_checkpoint]
+
+    def outside(self, index: int) -> list[FileEntry]:
+        """Files checkpoint ``index`` references outside the job directory or by an unsafe path: never
+        to be deleted with it."""
+        return [f for f in self.of(index) if not f.freed_with_checkpoint]
+
+    def unsafe(self) -> list[FileEntry]:
+        """Files named by a path with a ``..`` component or a byte no file system accepts."""
+        return sorted((f for f in self.files.values() if f.path_problem is not None), key=_order)
 
     def shared(self) -> list[FileEntry]:
         """Files more than one of the checkpoints reference."""
@@ -171,11 +204,22 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
         # A remote checkpoint is read from a local working copy: its job is named by the URI.
         chk_uri = loaded.location.shown_dir if remote else None
         job_id = chk_uri.rstrip("/").rsplit("/", 2)[-2] if chk_uri else os.path.basename(job_dir)
+        inside = _Inside(job_dir)
         for site, handle in all_stream_handles(loaded.checkpoint):
             if not is_file_backed(handle):
                 continue
             name = handle.file_name
             resolved = loaded.resolver.resolve(handle)
+            problem = path_problem(name, handle.relative)
+            escaped = problem is not None or (resolved is not None and resolved.problem == ESCAPES_CHECKPOINT)
+            if escaped:
+                key, made = _escaped_entry(name, handle.relative, problem, cf, remote, inside, stats)
+                entry = report.files.get(key)
+                if entry is None:
+                    entry = report.files[key] = made
+                _count(entry, handle.state_size, site.operator.operator_id, site.kind, index)
+                cf.keys.add(key)
+                continue
             local = None if resolved is None else resolved.local_text
             # a file read from a store (a remote checkpoint's, or rebased onto s3://…) is known by its URI
             via = None if resolved is None else resolved.via
@@ -197,15 +241,77 @@ def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesR
                 )
                 if remote and area != "external":
                     directory = name.rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
+                if not remote and via is None and local is not None and size is not None and not inside(local):
+                    # found here, but its real path (a symlink followed) is outside the job directory
+                    area, directory, shown = "external", os.path.dirname(local), local
                 shown_local = None if remote or via else local  # a remote file's local copy: a temporary detail
                 entry = report.files[key] = FileEntry(key, name, area, directory, shown_local, size, shown)
-            entry.handles += 1
-            entry.referenced_bytes += handle.state_size
-            entry.operators.add(site.operator.operator_id)
-            entry.kinds.add(site.kind)
-            entry.checkpoints.add(index)
+            _count(entry, handle.state_size, site.operator.operator_id, site.kind, index)
             cf.keys.add(key)
     return report
+
+
+def _count(entry: FileEntry, size: int, operator_id: str, kind: str, index: int) -> None:
+    entry.handles += 1
+    entry.referenced_bytes += size
+    entry.operators.add(operator_id)
+    entry.kinds.add(kind)
+    entry.checkpoints.add(index)
+
+
+class _Inside:
+    """Whether a local path's real path (symlinks and ``..`` resolved) is in the job directory. Real
+    paths of directories are computed once each: a checkpoint names thousands of files in a few."""
+
+    def __init__(self, job_dir: str):
+        self.root = os.path.realpath(job_dir)
+        self.dirs: dict[str, str] = {}
+
+    def real(self, local: str) -> str:
+        parent, name = os.path.split(local)
+        real_parent = self.dirs.get(parent)
+        if real_parent is None:
+            real_parent = self.dirs[parent] = os.path.realpath(parent)
+        joined = os.path.join(real_parent, name)
+        return os.path.realpath(joined) if os.path.islink(joined) or name in ("", ".", "..") else joined
+
+    def __call__(self, local: str) -> bool:
+        return self.real(local).startswith(self.root.rstrip("/") + "/")
+
+
+def _escaped_entry(
+    name: str,
+    relative: bool,
+    problem: PathProblem | None,
+    cf: CheckpointFiles,
+    remote: bool,
+    inside: _Inside,
+    stats: dict[str, int | None],
+) -> tuple[str, FileEntry]:
+    """The entry of a file named by a path that leaves its directory (``..``, a symlink) or that no file system
+    accepts. An escaping local path is looked up as the operating system would (its real existence and size,
+    known by its real path); a bad one never is."""
+    written = f"{cf.chk_name}/{name}" if relative else name
+    if problem is not None and problem.rule == BAD_PATH:
+        return written, FileEntry(written, name, "external", "", None, None, shown_path(written), path_problem=problem)
+    as_written = (
+        None
+        if remote
+        else (os.path.join(cf.loaded.location.checkpoint_dir, name) if relative else strip_file_scheme(name))
+    )
+    size = _size(as_written, stats) if as_written is not None else None
+    if as_written is None or size is None:
+        return written, FileEntry(
+            written, name, "external", name.rsplit("/", 1)[0], None, None, shown_path(written), path_problem=problem
+        )
+    real = os.path.realpath(as_written)  # as the kernel walks it: each symlink followed before a ".." applies
+    root = inside.root.rstrip("/") + "/"
+    first = real[len(root) :].split("/", 1)[0] if real.startswith(root) else ""
+    if first in _ANCHORS or _CHK.match(first):
+        return real, FileEntry(
+            real, name, first, os.path.dirname(real), real, size, real[len(root) :], path_problem=problem
+        )
+    return real, FileEntry(real, name, "external", os.path.dirname(real), real, size, real, path_problem=problem)
 
 
 def checkpoint_files(paths: Sequence[str], rebase: list[str] | None = None) -> FilesReport:
@@ -285,6 +391,7 @@ def files_json(report: FilesReport) -> dict[str, object]:
             g["files"] += 1
             g["bytes"] += f.size or 0
         exclusive = report.exclusive(i)
+        outside = report.outside(i)
         checkpoints.append(
             {
                 "index": i,
@@ -301,6 +408,12 @@ def files_json(report: FilesReport) -> dict[str, object]:
                     "files": len(exclusive),
                     "bytes": _bytes(exclusive),
                     "paths": [f.key for f in exclusive],
+                },
+                # listed apart: never freed by dropping this checkpoint, whoever else references them
+                "outside_job_dir": {
+                    "files": len(outside),
+                    "bytes": _bytes(outside),
+                    "paths": [f.key for f in outside],
                 },
                 "rebased": cf.loaded.resolver.rebases(),
                 "rebase_unmatched": cf.loaded.unmatched_rebase,
@@ -330,11 +443,16 @@ def files_json(report: FilesReport) -> dict[str, object]:
                 "operators": sorted(f.operators),
                 "state_kinds": sorted(f.kinds),
                 "checkpoints": sorted(f.checkpoints),
+                "outside_job_dir": f.outside_job_dir,
+                "path_problem": None
+                if f.path_problem is None
+                else {"rule": f.path_problem.rule, "reason": f.path_problem.reason},
             }
             for f in sorted(report.files.values(), key=_order)
         ],
         "shared": {"files": len(shared), "bytes": _bytes(shared), "paths": [f.key for f in shared]},
         "missing": [f.key for f in report.missing()],
+        "unsafe_paths": [f.key for f in report.unsafe()],
         "damaged": [d.to_json() for d in report.damaged],
     }
 

@@ -25,6 +25,7 @@ from spillway.storage.rules import PathRule
 METADATA = "_metadata"
 _CHK = re.compile(r"^chk-(\d+)$")
 _ANCHORS = ("shared", "taskowned")
+ESCAPES_CHECKPOINT = "relative path escapes the checkpoint directory"  # e.g. a symlink leading out of it
 
 
 class LocateError(UsageError):
@@ -192,7 +193,7 @@ class FileResolver:
         rel = PurePosixPath(relative)
         local = self.checkpoint_dir / rel
         if rel.is_absolute() or not _safe_tail(rel.parts) or not self._inside_checkpoint(local):
-            return ResolvedFile(relative, None, problem="relative path escapes the checkpoint directory")
+            return ResolvedFile(relative, None, problem=ESCAPES_CHECKPOINT)
         return ResolvedFile(relative, str(local))
 
     def _inside_checkpoint(self, local: Path) -> bool:

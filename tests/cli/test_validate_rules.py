@@ -130,6 +130,22 @@ def file_not_local(c: Copy) -> Where:
     return {"file": remote, "operator": shown(op, c), "subtask": 0, "message": f"{remote}: not a local path"}
 
 
+def bad_path(c: Copy) -> Where:
+    """A NUL byte in an absolute handle path: reported (shown escaped), never handed to the file system."""
+    op, subs = _keyed(c.checkpoint())
+    name = subs[0].managed_keyed_state.delegate.file_name
+    nul = name + "\0.bak"
+
+    def mutate(cp: Any) -> None:
+        h = _keyed(cp)[1][0].managed_keyed_state
+        h.delegate = dataclasses.replace(h.delegate, path=nul)
+
+    rewrite(c, mutate)
+    shown_name = name + "\\x00.bak"
+    message = f"{shown_name}: bad path: contains a NUL byte"
+    return {"file": shown_name, "operator": shown(op, c), "subtask": 0, "message": message}
+
+
 def inline_channel(c: Copy) -> Where:
     found: Where = {}
 
@@ -508,6 +524,7 @@ CASES: dict[str, Case] = {
     "file-size-extra": Case(KEYED, file_size_extra),
     "path-escape": Case(UNALIGNED, path_escape),
     "file-not-local": Case(KEYED, file_not_local),
+    "bad-path": Case(KEYED, bad_path),
     "inline-channel": Case(INLINE, inline_channel),
     # A refused header leaves the file's chunks unread: its channels are then framed against a total of 0 bytes.
     "channel-header": Case(UNALIGNED, channel_header, companions=frozenset({"record-length"})),
