@@ -85,6 +85,16 @@ class DumpResult:
         return self.survey()[1]
 
     @cached_property
+    def unsafe_paths(self) -> list[dict[str, str]]:
+        """Each distinct path in ``_metadata`` with a ``..`` component or a byte no file system accepts
+        (``{path, rule, reason}``, the path shown escaped): never resolved, and no command writes from it."""
+        from spillway.model.paths import shown_path, unsafe_names
+
+        return [
+            {"path": shown_path(name), "rule": p.rule, "reason": p.reason} for name, p in unsafe_names(self.checkpoint)
+        ]
+
+    @cached_property
     def _summary(self) -> CheckpointSummary:
         from spillway.inspect.summary import summarize
 
@@ -111,6 +121,7 @@ class DumpResult:
             "checkpoint_dir": loaded.location.shown_dir,
             "size": loaded.size,
             "damaged": [d.to_json() for d in self.damaged],
+            "unsafe_paths": self.unsafe_paths,
         }
         doc["rebased"] = loaded.resolver.rebases()
         doc["rebase_unmatched"] = loaded.unmatched_rebase

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from spillway.api.dump import DumpResult, OperatorTree
 
 
+_UNSAFE_SHOWN = 5  # unsafe paths listed by name; validate lists every one
+
+
 def show(result: DumpResult, as_tree: bool) -> None:
     loaded = result.loaded
     cp = result.checkpoint
@@ -60,6 +63,17 @@ def show(result: DumpResult, as_tree: bool) -> None:
         out.print(
             f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
         )
+    unsafe = result.unsafe_paths
+    if unsafe:
+        out.print(
+            f"[bold red]{len(unsafe)} unsafe paths in _metadata[/] (never resolved; no command writes from this "
+            "checkpoint, run `spillway validate` for where they are):",
+            soft_wrap=True,
+        )
+        for u in unsafe[:_UNSAFE_SHOWN]:
+            out.print(f"  [bold red]{u['rule']}[/] {escape(u['path'])}: {escape(u['reason'])}", soft_wrap=True)
+        if len(unsafe) > _UNSAFE_SHOWN:
+            out.print(f"  … and {len(unsafe) - _UNSAFE_SHOWN} more")
     missing = result.missing_files
     if missing:
         out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
@@ -89,13 +103,24 @@ def _handle_label(doc: dict[str, Any]) -> str:
             "handles_and_offsets",
             "states",
             "offsets",
+            "path_problem",
         )
     ]
-    fields = ", ".join(f"{k}={doc[k]}" for k in keys)
+    fields = ", ".join(f"{k}={_printable(doc[k])}" for k in keys)
     if "offsets" in doc:
         offs = doc["offsets"]
         fields += f", offsets={offs if len(offs) <= 4 else str(offs[:4])[:-1] + f', … {len(offs)} total]'}"
-    return f"[bold]{escape(str(doc['type']))}[/] {escape(fields)}"
+    label = f"[bold]{escape(str(doc['type']))}[/] {escape(fields)}"
+    problem = doc.get("path_problem")
+    if problem:
+        label += f" [bold red]{escape(problem['rule'])}: {escape(problem['reason'])}[/]"
+    return label
+
+
+def _printable(value: object) -> str:
+    """A value for a terminal: a path holding a NUL or another control character shown escaped."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
@@ -107,7 +132,8 @@ def _add_doc(node: Tree, doc: Any, label: str | None = None) -> None:
             _add_doc(child, doc[key], key)
     for key in ("shared_state", "private_state"):
         for item in doc.get(key, []):
-            _add_doc(child, item["handle"], f"{key.split('_')[0]} {item['local_path']}")
+            mark = f" ({item['path_problem']['rule']})" if item.get("path_problem") else ""
+            _add_doc(child, item["handle"], f"{key.split('_')[0]} {_printable(item['local_path'])}{mark}")
     for key in ("materialized", "non_materialized"):
         for item in doc.get(key, []):
             _add_doc(child, item, key)

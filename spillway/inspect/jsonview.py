@@ -23,6 +23,7 @@ from spillway.model.checkpoint import (
     IncrementalHandle,
     InputChannelHandle,
     KeyGroupsHandle,
+    LocalPathHandle,
     MergedInputChannelHandle,
     MergedResultSubpartitionHandle,
     OperatorState,
@@ -32,6 +33,7 @@ from spillway.model.checkpoint import (
     SegmentFileHandle,
     SubtaskState,
 )
+from spillway.model.paths import PathProblem, local_path_problem, path_problem
 from spillway.storage.locate import FileResolver
 
 SCHEMA = "spillway.dump/1"
@@ -88,7 +90,7 @@ class JsonView:
         out: dict[str, Any] = {"type": h.flink_class, "relative_path": h.relative_path, "state_size": h.state_size}
         if self.resolver is not None:
             out["path"] = self.resolver.shown_text(h)
-        return out
+        return _marked(out, path_problem(h.relative_path, relative=True))
 
     def _segment_file(self, h: SegmentFileHandle) -> dict[str, Any]:
         doc = {
@@ -109,7 +111,7 @@ class JsonView:
         is read from a store, or null."""
         if self.resolver is not None:
             doc["local_path"] = self.resolver.shown_text(h)
-        return doc
+        return _marked(doc, path_problem(h.file_name))
 
     # --- keyed handles
     def _key_groups(self, h: KeyGroupsHandle) -> dict[str, Any]:
@@ -131,10 +133,14 @@ class JsonView:
             "checkpointed_size": h.checkpointed_size,
             "state_size": h.state_size,
             "meta_state_handle": self.handle(h.meta_state_handle),
-            "shared_state": [{"local_path": i.local_path, "handle": self.handle(i.handle)} for i in h.shared_state],
-            "private_state": [{"local_path": i.local_path, "handle": self.handle(i.handle)} for i in h.private_state],
+            "shared_state": [self._local_entry(i) for i in h.shared_state],
+            "private_state": [self._local_entry(i) for i in h.private_state],
             "state_handle_id": h.state_handle_id,
         }
+
+    def _local_entry(self, entry: LocalPathHandle) -> dict[str, Any]:
+        doc = {"local_path": entry.local_path, "handle": self.handle(entry.handle)}
+        return _marked(doc, local_path_problem(entry.local_path))
 
     def _changelog(self, h: ChangelogHandle) -> dict[str, Any]:
         return {
@@ -182,6 +188,8 @@ class JsonView:
         if h.file_merging is not None:
             out["task_owned_dir"] = h.file_merging.task_owned_dir
             out["shared_dir"] = h.file_merging.shared_dir
+            dirs = (h.file_merging.task_owned_dir, h.file_merging.shared_dir)
+            return _marked(out, next((p for d in dirs if d and (p := path_problem(d)) is not None), None))
         return out
 
     # --- channel handles (the channels of a merged handle: single handles without the shared delegate)
@@ -338,3 +346,11 @@ class JsonView:
 def _listed(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A single handle slot as a list of 0 or 1 handles (a null handle and an absent one look alike)."""
     return [] if doc is None else [doc]
+
+
+def _marked(doc: dict[str, Any], problem: PathProblem | None) -> dict[str, Any]:
+    """spillway-only ``path_problem`` (``{rule, reason}``), only on a handle whose path is unsafe: such a
+    path is shown exactly as stored, and never resolved."""
+    if problem is not None:
+        doc["path_problem"] = {"rule": problem.rule, "reason": problem.reason}
+    return doc
