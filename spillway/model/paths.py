@@ -69,8 +69,9 @@ def path_problem(path: str, relative: bool = False) -> PathProblem | None:
     if not path:
         return _EMPTY
     if relative:
-        # Flink resolves it against the checkpoint directory: an absolute one, or one that climbs, leaves it.
-        if path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
+        # Flink resolves it against the checkpoint directory: an absolute one, or one that climbs, leaves it
+        # ("a//b", "./a" are other spellings of a file inside).
+        if path.startswith("/") or ".." in path.split("/"):
             return _RELATIVE_ESCAPE
         return None
     if ".." in path and ".." in _path_part(path).split("/"):

@@ -40,6 +40,7 @@ from spillway.errors import StorageError
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
+from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
@@ -446,8 +447,7 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
         if is_file_backed(h):
             (relative if h.relative else absolute).add(h.file_name)
     for rel in sorted(relative):
-        parts = PurePosixPath(rel).parts
-        if PurePosixPath(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
+        if path_problem(rel, relative=True) is not None:  # ".." or a NUL: never a local path outside the copy
             raise CheckpointFormatError(meta.uri, None, "", f"relative path {rel!r} escapes the checkpoint directory")
         _fetch(chk.child(rel), local_chk / rel, result)
     result.rebase = fetch_referenced(absolute, list(rules), workdir / "mirror", result, meta.uri)
@@ -465,7 +465,7 @@ def fetch_referenced(
         if not is_remote(target):
             continue
         scheme, rest = location_of(target)
-        if any(p in ("", ".", "..") for p in rest.split("/")):
+        if any(p in ("", ".", "..") for p in rest.split("/")) or path_problem(target) is not None:
             raise CheckpointFormatError(source, None, "", f"referenced path {target!r} is not a plain file path")
         schemes.add(scheme)
         _fetch(locate(target), mirror / scheme / rest, result)
