@@ -161,7 +161,7 @@ PASSED = {
 }
 
 # validate rules whose errors make Flink's read of the state fail for certain: the bytes are not there
-UNREADABLE = {"file-exists", "file-size", "path-escape"}
+UNREADABLE = {"file-exists", "file-size", "path-escape", "bad-path"}  # a NUL: Java refuses the path too
 
 
 def binding_notes(place: Placement) -> list[Reason]:
