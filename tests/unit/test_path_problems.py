@@ -9,6 +9,7 @@ import pytest
 from support.damaged import copy_fixture, rewrite
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
+from spillway.inspect.validate import validate
 from spillway.model.checkpoint import FileHandle, IncrementalHandle, RelativeFileHandle
 from spillway.model.paths import checkpoint_path_problems, path_problem, shown_path
 from spillway.storage.load import load_checkpoint
@@ -91,3 +92,27 @@ def test_an_unsafe_path_round_trips_and_is_never_resolved(tmp_path: Path) -> Non
     assert (resolved.local_text, resolved.path_rule) == (None, "path-escape")
     assert loaded.resolver.resolve(RelativeFileHandle("meta\0", 1)).path_rule == "bad-path"  # type: ignore[union-attr]
     assert loaded.resolver.survey({escape}) == 1
+    errors = {(f.rule, f.file) for f in validate(loaded).errors if f.rule in ("path-escape", "bad-path")}
+    assert errors == {("path-escape", escape), ("bad-path", "meta\\x00"), ("path-escape", "../../MANIFEST-000001")}
+
+
+def test_a_file_merging_directory_with_dotdot_is_an_escape(tmp_path: Path) -> None:
+    c = copy_fixture("2.3.0-file-merging", tmp_path)
+    shared = "file:/ckpts/J/shared/../../../etc"
+
+    def mutate(cp: object) -> None:
+        for op in cp.operators:  # type: ignore[attr-defined]
+            for sub in op.subtasks:
+                h = sub.managed_operator_state
+                if h is not None and h.file_merging is not None:
+                    h.file_merging.shared_dir = shared
+                    return
+
+    rewrite(c, mutate)
+    data = c.metadata().read_bytes()
+    assert encode_metadata(decode_metadata(data)) == data
+    loaded = load_checkpoint(c.chk)
+    assert [(p.field, p.rule) for p in checkpoint_path_problems(loaded.checkpoint)] == [
+        ("file-merging shared dir", "path-escape")
+    ]
+    assert [(f.rule, f.file) for f in validate(loaded).errors] == [("path-escape", shared)]
