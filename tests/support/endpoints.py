@@ -205,3 +205,42 @@ def redirecting_server(location: str) -> Iterator[int]:
         stop.wait(30)  # keep the connection open: the client decides what to do with the answer
 
     yield from _serve(redirect)
+
+
+@contextmanager
+def dripping_proxy(upstream: int, trigger: bytes, interval: float = 0.2) -> Iterator[int]:
+    """A loopback TCP proxy in front of ``upstream`` (e.g. moto) that passes everything through at full speed
+    until the client sends a request starting with ``trigger`` (``b"GET /bucket/key "``); from then on that
+    connection's answers come one byte every ``interval`` seconds. Fast enough for a client's low-speed limit
+    (curl's: 1 byte/s), so only a deadline on the whole transfer ends it."""
+
+    def relay(client: socket.socket, stop: threading.Event) -> None:
+        server = socket.create_connection(("127.0.0.1", upstream), timeout=10)
+        server.settimeout(None)
+        slow = threading.Event()
+
+        def upward() -> None:
+            with contextlib.suppress(OSError):
+                while data := client.recv(65536):
+                    if data.startswith(trigger):
+                        slow.set()
+                    server.sendall(data)
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_WR)
+
+        threading.Thread(target=upward, daemon=True).start()
+        try:
+            while data := server.recv(65536):
+                if not slow.is_set():
+                    client.sendall(data)
+                    continue
+                for byte in data:
+                    client.sendall(bytes([byte]))
+                    if stop.wait(interval):
+                        return
+        finally:
+            server.close()
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+
+    yield from _serve(relay)

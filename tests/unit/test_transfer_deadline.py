@@ -1,0 +1,111 @@
+"""One deadline for a whole remote file (storage/fs.py ``_chunks``: read_bytes, download, sha256_of), not one
+per read: a store that hands out a chunk now and then, each well within the per-call watchdog, still fails once
+the file's allowance (the call's deadline plus a second per started MiB) has passed; a file that keeps arriving
+at a healthy rate is read whole.
+
+The store is a stand-in file system (not pyarrow's local one, so every call is bounded as a remote one is) whose
+reads each take a set time; the timings are the test's own, the allowance is what docs/cli.md states.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from spillway.errors import StorageError
+from spillway.storage import fs, timeouts
+
+MIB = 1 << 20
+CHUNK = 64 << 10  # reads of 64 KiB: a 1 MiB file is 16 reads
+
+
+class SlowFile:
+    """A remote file of ``size`` bytes whose every read takes ``seconds``."""
+
+    def __init__(self, size: int, seconds: float) -> None:
+        self.left, self.total, self.seconds = size, size, seconds
+
+    def size(self) -> int:
+        return self.total
+
+    def read(self, n: int) -> bytes:
+        time.sleep(self.seconds)
+        n = min(n, self.left)
+        self.left -= n
+        return b"x" * n
+
+    def close(self) -> None:
+        pass
+
+
+class SlowStore:
+    """A file system whose files are all one :class:`SlowFile`."""
+
+    def __init__(self, size: int, seconds: float) -> None:
+        self.size, self.seconds = size, seconds
+
+    def open_input_file(self, path: str) -> SlowFile:
+        return SlowFile(self.size, self.seconds)
+
+    open_input_stream = open_input_file
+
+
+@pytest.fixture
+def one_second_timeout(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(fs, "_CHUNK", CHUNK)
+    timeouts.set_timeout(1)  # one call may take 1 s + 2 s: each 1 s read below passes the per-call watchdog
+    try:
+        yield
+    finally:
+        timeouts.set_timeout(None)
+
+
+def download(loc: fs.Location, tmp_path: Path) -> object:
+    target = tmp_path / "copy"
+    fs.download(loc, target)
+    return target.read_bytes()
+
+
+READERS: dict[str, Callable[[fs.Location, Path], object]] = {
+    "read_bytes": lambda loc, _: fs.read_bytes(loc),
+    "sha256_of": lambda loc, _: fs.sha256_of(loc),
+    "download": download,
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reader", list(READERS))
+def test_a_dripping_file_fails_at_its_allowance_not_per_read(
+    reader: str, tmp_path: Path, one_second_timeout: None
+) -> None:
+    # 1 MiB in 16 reads of 1 s each: 16 s in all, 3 s + 1 s allowed
+    loc = fs.Location("gs://bkt/job/chk-1/_metadata", SlowStore(MIB, 1.0), "bkt/job/chk-1/_metadata")
+    start = time.monotonic()
+    with pytest.raises(StorageError) as failure:
+        READERS[reader](loc, tmp_path)
+    took = time.monotonic() - start
+    assert str(failure.value).startswith("gs://bkt/job/chk-1/_metadata: ")
+    assert f"not all {MIB} bytes within 4 s" in str(failure.value)
+    assert 4 <= took < 5.5, took
+    assert not (tmp_path / "copy").exists()  # no partial copy passes for the file
+
+
+@pytest.mark.timeout(60)
+def test_a_file_that_keeps_arriving_is_read_whole(one_second_timeout: None) -> None:
+    # 3 MiB in 48 reads of 0.1 s: 4.8 s, more than one call may take (3 s), within the file's 3 s + 3 s
+    loc = fs.Location("gs://bkt/big", SlowStore(3 * MIB, 0.1), "bkt/big")
+    assert fs.read_bytes(loc) == b"x" * (3 * MIB)
+
+
+def test_the_allowance_grows_a_second_per_started_mib() -> None:
+    store = SlowStore(0, 0)
+    timeouts.set_timeout(10)
+    try:
+        assert fs.transfer_allowance(store, 0) == 12  # the call's 10 s, and the watchdog's 2 s past it
+        assert fs.transfer_allowance(store, 1) == 13
+        assert fs.transfer_allowance(store, 100 * MIB) == 112
+    finally:
+        timeouts.set_timeout(None)
