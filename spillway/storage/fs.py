@@ -19,7 +19,9 @@ in ``_metadata`` are never rewritten by this module.
 Every remote call is bounded (:func:`timeout`, ``--storage-timeout`` / ``SPILLWAY_STORAGE_TIMEOUT``,
 default 30 s): S3 gets it as its connect and read timeout with one retry at most; every call on any
 store also runs under a watchdog, because not every client has a read timeout (GCS retries for 15
-minutes by default). A store that cannot be reached or read raises :class:`StorageError` (exit 3),
+minutes by default). Reading one file is bounded as a whole, not per read: what one call may take plus a
+second per started MiB (:func:`transfer_allowance`), so a store that drips fails while a large file that keeps
+arriving does not. A store that cannot be reached or read raises :class:`StorageError` (exit 3),
 one line naming the URI, apart from a checkpoint that is damaged (exit 1).
 """
 
