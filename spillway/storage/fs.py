@@ -28,7 +28,6 @@ one line naming the URI, apart from a checkpoint that is damaged (exit 1).
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import threading
@@ -306,7 +305,7 @@ MIN_RATE = 1 << 20
 def transfer_allowance(fs: Any, size: int) -> float:
     """Seconds one whole file of ``size`` bytes may take to arrive: what one call may take, plus ``size`` at
     :data:`MIN_RATE` (a large file that keeps arriving is not cut short; one that stalls or drips is)."""
-    return _deadline(fs) + math.ceil(size / MIN_RATE)
+    return _deadline(fs) + -(-size // MIN_RATE)  # whole MiB, rounded up
 
 
 def _chunks(loc: Location, what: str) -> Iterable[bytes]:
