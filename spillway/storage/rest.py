@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import socket
 import threading
 import time
 import urllib.parse
@@ -112,6 +111,8 @@ class _Exchange:
 
     def abort(self) -> None:
         """Give up: a read still waiting on the socket returns at once."""
+        import socket
+
         self._aborted = True
         connection = self._connection
         sock = connection.sock if connection is not None else None
