@@ -78,7 +78,7 @@ def show_warnings(warnings: list[str]) -> None:
 
 # What the library says in its own terms about a setting that is a global option here, and how the CLI says it.
 _RULE = re.compile(r"^rebase rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ")
-_TIMEOUT = "(storage timeout: SPILLWAY_STORAGE_TIMEOUT)"
+_TIMEOUT = "storage timeout: SPILLWAY_STORAGE_TIMEOUT"
 
 
 def cli_words(message: str) -> str:
@@ -86,7 +86,7 @@ def cli_words(message: str) -> str:
     timeout -> ``--storage-timeout``; every argument named in keyword form (spillway.errors) -> its option."""
     message = _RULE.sub(lambda m: f"--rebase {ast.literal_eval(m[1])}: ", message)
     message = _NAMED.sub(_as_flag, message)
-    return message.replace(_TIMEOUT, "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT)")
+    return message.replace(_TIMEOUT, "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT")
 
 
 # The option of each API argument, one name per concept across the commands: an ``ArgumentError`` about one of

@@ -328,8 +328,8 @@ def _chunks(loc: Location, what: str) -> Iterable[bytes]:
             except _NoAnswer:
                 late = True
                 raise StorageError(
-                    f"{loc.uri}: {what}: not all {size} bytes within {allowance:g} s "
-                    f"(the storage timeout and a second per MiB; storage timeout: {TIMEOUT_ENV})"
+                    f"{loc.uri}: {what}: not all {size} bytes within {allowance:g} s, the time one file of "
+                    f"this size is given (storage timeout: {TIMEOUT_ENV}, and a second per started MiB)"
                 ) from None
             if not chunk:
                 return

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from spillway.cli.common import cli_words
 from spillway.errors import StorageError
 from spillway.storage import fs, timeouts
 
@@ -89,6 +90,7 @@ def test_a_dripping_file_fails_at_its_allowance_not_per_read(
     took = time.monotonic() - start
     assert str(failure.value).startswith("gs://bkt/job/chk-1/_metadata: ")
     assert f"not all {MIB} bytes within 4 s" in str(failure.value)
+    assert "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT, " in cli_words(str(failure.value))  # the setting
     assert 4 <= took < 5.5, took
     assert not (tmp_path / "copy").exists()  # no partial copy passes for the file
 
