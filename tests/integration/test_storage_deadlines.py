@@ -3,7 +3,8 @@
 object, hands out its answer one byte every 0.2 s (fast enough for curl's low-speed limit, so only a deadline
 on the transfer ends it). The run ends within the documented bound (the call's 2 × 2 s + 2 s, plus a second
 per started MiB, plus the start-up), exit 3, one line naming the object's URI; the source on the store is
-untouched. GCS, which has no read timeout of its own, pointed at a server that drips: the same.
+untouched. (A client without a read timeout of its own, GCS: tests/cli/test_storage_errors.py and
+tests/unit/test_transfer_deadline.py.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.console import Run, spillway
-from support.endpoints import S3Server, dripping_proxy, dripping_server, moto_s3, silent_server, upload
+from support.endpoints import S3Server, dripping_proxy, moto_s3, upload
 from support.fixtures import fixture_named
 
 EXIT_STORAGE = 3  # docs/cli.md, "Exit codes"
@@ -58,14 +59,3 @@ def test_a_dripping_object_store_read_ends_at_its_deadline(s3: S3Server, name: s
     # the source is as it was
     with s3.client.open_input_stream(f"ckpt/job/chk-3/{name}") as stored:
         assert stored.read() == (FIXTURE.checkpoint_dir / name).read_bytes()
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("server", [silent_server, dripping_server])
-def test_a_store_without_a_read_timeout_of_its_own_ends_at_its_deadline(server: object) -> None:
-    with server() as port:  # type: ignore[operator]
-        env = {"CLOUD_STORAGE_EMULATOR_ENDPOINT": f"http://127.0.0.1:{port}", "GOOGLE_APPLICATION_CREDENTIALS": ""}
-        run = spillway("--storage-timeout", str(TIMEOUT), "dump", "gs://bkt/job/chk-1", "--json", env=env, timeout=100)
-    line = one_storage_error(run, "gs://bkt/job/chk-1")
-    assert "--storage-timeout" in line, line
-    assert TIMEOUT <= run.seconds < TIMEOUT + 2 + MARGIN, run.seconds
