@@ -9,6 +9,9 @@ reads each take a set time; the timings are the test's own, the allowance is wha
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,3 +114,50 @@ def test_the_allowance_grows_a_second_per_started_mib() -> None:
         assert fs.transfer_allowance(store, 100 * MIB) == 112
     finally:
         timeouts.set_timeout(None)
+
+
+STUCK = """
+import sys, threading
+from spillway.errors import StorageError
+from spillway.storage import fs, timeouts
+
+class Stuck:
+    # a read that never returns, and a close that waits for the read (as a client's lock would)
+    reading = threading.Event()
+    def size(self): return 10
+    def read(self, n):
+        self.reading.set()
+        threading.Event().wait()
+    def close(self):
+        if self.reading.is_set():
+            threading.Event().wait()
+
+class Store:
+    def open_input_file(self, path): return Stuck()
+    open_input_stream = open_input_file
+
+timeouts.set_timeout(1)
+try:
+    fs.read_bytes(fs.Location("gs://bkt/stuck", Store(), "bkt/stuck"))
+except StorageError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_read_that_never_returns_does_not_keep_the_process_alive() -> None:
+    """The stuck read is left in its daemon thread and its stream is not closed under it: the process ends with
+    the error at the file's deadline (1 s + 2 s + 1 s for its first MiB)."""
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", STUCK],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    took = time.monotonic() - start
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.startswith("gs://bkt/stuck: cannot read it: not all 10 bytes within 4 s"), done.stdout
+    assert took < 4 + 5, took
