@@ -1,8 +1,10 @@
 """One error hierarchy for the whole library; each error carries the exit code the CLI gives it.
 
-Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage, 3 storage could not be reached or read (the
-checkpoint itself may be fine: retrying later or elsewhere can succeed). Every layer raises a subclass of
-``SpillwayError``; the CLI turns any of them into one line and ``exit_code`` without matching names.
+Exit codes: 0 ok, 1 findings / refusal / damage, 2 usage, 3 storage could not be reached, read or written —
+a store that does not answer in time, a full disk, a refused write (the checkpoint itself may be fine: retrying
+later or elsewhere can succeed). The CLI gives any ``OSError`` that reaches it exit 3 as well. Every layer
+raises a subclass of ``SpillwayError``; the CLI turns any of them into one line and ``exit_code`` without
+matching names.
 
 Messages speak Python: an argument the caller could give or change is named in keyword form, one form for
 every message, so a front end can say the same with its own options (the CLI: ``cli.common.in_flags``):

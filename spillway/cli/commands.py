@@ -130,8 +130,10 @@ def root(
         "--storage-timeout",
         metavar="SECONDS",
         min=0.001,
-        help="Give up on a remote store (s3://, gs://, hdfs://…) that does not connect or answer a read within "
-        "SECONDS (default: $SPILLWAY_STORAGE_TIMEOUT, else 30); exit code 3.",
+        help="Give up on a remote store (s3://, gs://, hdfs://…) or a JobManager (http://…) after SECONDS "
+        "(default: $SPILLWAY_STORAGE_TIMEOUT, else 30); exit code 3. It bounds each call as a whole (a REST "
+        "request: connecting, headers and body), not each read; one file's download gets SECONDS plus a "
+        "second per started MiB (twice SECONDS on S3, which retries once).",
     ),
 ) -> None:
     # Runs before every command (help of a command too): the command's own setup waits for it (prepare).

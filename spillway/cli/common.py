@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import errno
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -26,6 +28,7 @@ __all__ = [
     "fail",
     "guarded",
     "human_bytes",
+    "io_message",
     "out",
 ]
 
@@ -75,7 +78,7 @@ def show_warnings(warnings: list[str]) -> None:
 
 # What the library says in its own terms about a setting that is a global option here, and how the CLI says it.
 _RULE = re.compile(r"^rebase rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ")
-_TIMEOUT = "(storage timeout: SPILLWAY_STORAGE_TIMEOUT)"
+_TIMEOUT = "storage timeout: SPILLWAY_STORAGE_TIMEOUT"
 
 
 def cli_words(message: str) -> str:
@@ -83,7 +86,7 @@ def cli_words(message: str) -> str:
     timeout -> ``--storage-timeout``; every argument named in keyword form (spillway.errors) -> its option."""
     message = _RULE.sub(lambda m: f"--rebase {ast.literal_eval(m[1])}: ", message)
     message = _NAMED.sub(_as_flag, message)
-    return message.replace(_TIMEOUT, "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT)")
+    return message.replace(_TIMEOUT, "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT")
 
 
 # The option of each API argument, one name per concept across the commands: an ``ArgumentError`` about one of
@@ -143,9 +146,10 @@ def in_flags(exc: SpillwayError) -> str:
     return f"{flag} {exc.value if exc.key is None else f'{exc.key}={exc.value}'}: {exc.detail}"
 
 
-def guarded(action: Callable[[], T], json_out: bool = False) -> T:
+def guarded(action: Callable[[], T], json_out: bool = False, output: object = None) -> T:
     """Run a command body; turn every expected failure into one clear line in the CLI's words (:func:`in_flags`)
-    and its exit code (with ``json_out`` also a ``spillway.error/1`` object on stdout)."""
+    and its exit code (with ``json_out`` also a ``spillway.error/1`` object on stdout). ``output``: what the
+    command writes (``--out``), named when the system reports a failed write without a file name."""
     try:
         # Progress bars on stderr, when it is a terminal: every long stage of every command. Warnings
         # the library gives (e.g. a --rebase rule that matched nothing) on stderr, text or --json.
@@ -167,11 +171,34 @@ def guarded(action: Callable[[], T], json_out: bool = False) -> T:
     except KeyboardInterrupt:
         err.print("interrupted")
         raise SystemExit(codes.EXIT_INTERRUPTED) from None
-    # Before the catch-all below: the first matching clause wins, and OSError is an Exception.
-    except PermissionError as exc:
-        fail(f"{exc.filename}: permission denied", EXIT_FINDINGS, "PermissionError", json_out)
     except OSError as exc:
-        fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_FINDINGS, "OSError", json_out)
+        # The disk, not the checkpoint: full, read-only, refused, failing. Storage (exit 3), never "findings".
+        fail(io_message(exc, output), EXIT_STORAGE, type(exc).__name__, json_out)
+
+
+def io_message(exc: OSError, output: object = None) -> str:
+    """An operating-system error in the operator's terms: the file it concerns first, then what went wrong. A
+    copy that runs out of room names the copy, not its source; a failed ``write()`` often names no file at all
+    (a full disk): then the command's output, if it has one, is the place to look."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    first, second = _named(exc.filename), _named(exc.filename2)
+    if first and second and exc.errno in _WRITE_ERRORS:
+        return f"{second}: {what} (copying {first})"
+    if first:
+        return f"{first} -> {second}: {what}" if second else f"{first}: {what}"
+    if output not in (None, ""):
+        return f"{output}: {what} (while writing the output)"
+    return f"{what} (the system named no file)"
+
+
+# What only a write can run into: with two files named (a copy), the second one, being written, is the place.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def _named(name: object) -> str:
+    if name is None:
+        return ""
+    return os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
 
 
 def emit_json(doc: Any, items: tuple[str, Iterable[Any]] | None = None) -> None:

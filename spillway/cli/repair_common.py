@@ -51,7 +51,7 @@ class Repair:
                 before(report)
             return show_report(report, self.json_out)
 
-        raise typer.Exit(guarded(run, self.json_out))
+        raise typer.Exit(guarded(run, self.json_out, output=self.out_dir))
 
 
 def operators_repair(

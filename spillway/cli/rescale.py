@@ -193,4 +193,4 @@ def command(
             show_result(result)
         return EXIT_OK
 
-    raise typer.Exit(guarded(run, json_out))
+    raise typer.Exit(guarded(run, json_out, output=out_dir))

@@ -19,7 +19,9 @@ in ``_metadata`` are never rewritten by this module.
 Every remote call is bounded (:func:`timeout`, ``--storage-timeout`` / ``SPILLWAY_STORAGE_TIMEOUT``,
 default 30 s): S3 gets it as its connect and read timeout with one retry at most; every call on any
 store also runs under a watchdog, because not every client has a read timeout (GCS retries for 15
-minutes by default). A store that cannot be reached or read raises :class:`StorageError` (exit 3),
+minutes by default). Reading one file is bounded as a whole, not per read: what one call may take plus a
+second per started MiB (:func:`transfer_allowance`), so a store that drips fails while a large file that keeps
+arriving does not. A store that cannot be reached or read raises :class:`StorageError` (exit 3),
 one line naming the URI, apart from a checkpoint that is damaged (exit 1).
 """
 
@@ -29,6 +31,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -89,10 +92,14 @@ def _deadline(fs: Any) -> float:
     return timeout() * attempts + 2
 
 
-def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args: Any) -> T:
-    """``call(*args)`` in a daemon thread; a StorageError when it has not returned within ``deadline``
-    seconds (the thread is left behind: a client blocked in a read cannot be interrupted, and the
-    process ends with the error)."""
+class _NoAnswer(Exception):
+    """A call that had not returned by its deadline (left running in its thread)."""
+
+
+def _within(seconds: float, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` in a daemon thread; :class:`_NoAnswer` when it has not returned within ``seconds``. The
+    thread is left behind: a client blocked in a read cannot be interrupted, and being a daemon it does not keep
+    the process from ending with the error."""
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -103,12 +110,20 @@ def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args:
 
     worker = threading.Thread(target=work, name="spillway-storage", daemon=True)
     worker.start()
-    worker.join(deadline)
+    worker.join(max(seconds, 0.0))
     if worker.is_alive():
-        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (storage timeout: {TIMEOUT_ENV})")
+        raise _NoAnswer
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, or a StorageError when it has not returned within ``deadline`` seconds (:func:`_within`)."""
+    try:
+        return _within(deadline, call, *args)
+    except _NoAnswer:
+        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (storage timeout: {TIMEOUT_ENV})") from None
 
 
 def _remote_call(loc: Location, what: str, call: Callable[..., T], *args: Any) -> T:
@@ -244,7 +259,13 @@ def one_line(exc: BaseException) -> str:
 
 def _fail(loc: Location, what: str, exc: BaseException) -> StorageError:
     detail = "does not exist" if isinstance(exc, FileNotFoundError) else one_line(exc)
+    if _CLIENT_TIMEOUT.search(detail):  # the client gave up on its own: say which setting bounds it
+        detail += f" (storage timeout: {TIMEOUT_ENV})"
     return StorageError(f"{loc.uri}: {what}: {detail}")
+
+
+# How the clients say they gave up waiting (S3 through curl: code 28).
+_CLIENT_TIMEOUT = re.compile(r"curlCode: 28\b|timed out|Timeout was reached", re.IGNORECASE)
 
 
 def info(loc: Location) -> pafs.FileInfo:
@@ -278,15 +299,45 @@ def list_files(loc: Location) -> dict[str, int]:
     return {i.path[len(base) :]: i.size for i in _list(loc) if i.type == pafs.FileType.File}
 
 
+# The slowest average rate a transfer may have: one file may take what one call may, plus a second per started MiB.
+MIN_RATE = 1 << 20
+
+
+def transfer_allowance(fs: Any, size: int) -> float:
+    """Seconds one whole file of ``size`` bytes may take to arrive: what one call may take, plus ``size`` at
+    :data:`MIN_RATE` (a large file that keeps arriving is not cut short; one that stalls or drips is)."""
+    return _deadline(fs) + -(-size // MIN_RATE)  # whole MiB, rounded up
+
+
 def _chunks(loc: Location, what: str) -> Iterable[bytes]:
-    """The file's bytes in chunks, each read bounded by the timeout (a stalled read fails, a slow
-    large download does not)."""
-    stream = _remote_call(loc, what, loc.fs.open_input_stream, loc.path)
+    """The file's bytes in chunks. Remote: the whole file has one deadline (:func:`transfer_allowance`), from
+    the first call on; a read still waiting at the deadline fails, naming the URI and the allowance."""
+    if isinstance(loc.fs, pafs.LocalFileSystem):
+        with loc.fs.open_input_stream(loc.path) as stream:
+            while chunk := stream.read(_CHUNK):
+                yield chunk
+        return
+    start = time.monotonic()
+    stream = bounded(loc.uri, what, _deadline(loc.fs), loc.fs.open_input_file, loc.path)
+    late = False
     try:
-        while chunk := _remote_call(loc, what, stream.read, _CHUNK):
+        size = bounded(loc.uri, what, _deadline(loc.fs) - (time.monotonic() - start), stream.size)
+        allowance = transfer_allowance(loc.fs, size)
+        while True:
+            try:
+                chunk = _within(start + allowance - time.monotonic(), stream.read, _CHUNK)
+            except _NoAnswer:
+                late = True
+                raise StorageError(
+                    f"{loc.uri}: {what}: not all {size} bytes within {allowance:g} s, the time one file of "
+                    f"this size is given (storage timeout: {TIMEOUT_ENV}, and a second per started MiB)"
+                ) from None
+            if not chunk:
+                return
             yield chunk
     finally:
-        stream.close()
+        if not late:  # a read still running holds the stream: leave it to that thread
+            stream.close()
 
 
 def read_bytes(loc: Location) -> bytes:

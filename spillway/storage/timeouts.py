@@ -1,5 +1,7 @@
 """How long any remote call may take: ``set_timeout(seconds)`` (the CLI's ``--storage-timeout``), else
-``SPILLWAY_STORAGE_TIMEOUT``, else 30 s.
+``SPILLWAY_STORAGE_TIMEOUT``, else 30 s. It bounds each call as a whole, never a single read: a JobManager's
+REST request from connecting to the last byte (``rest``), each call on a store, and the reading of one file
+(``fs.transfer_allowance``: a call's time plus a second per started MiB).
 
 Kept apart from ``fs`` (which loads pyarrow) so the command line can set it at no cost."""
 

@@ -1,15 +1,17 @@
 """Storage endpoints for tests, all on 127.0.0.1: a real S3-compatible server (moto), a port nothing
-listens on, and a server that accepts connections and never answers (to prove read timeouts)."""
+listens on, a server that accepts connections and never answers (to prove read timeouts), one that answers a
+byte at a time (to prove a deadline on the whole request) and one that redirects."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,3 +128,119 @@ def silent_server() -> Iterator[int]:
         server.close()
         for conn in held:
             conn.close()
+
+
+def _serve(handle: Callable[[socket.socket, threading.Event], None]) -> Iterator[int]:
+    """A loopback port whose every connection is given to ``handle(conn, stop)`` in a thread of its own; on exit
+    ``stop`` is set and every connection closed (a handler must return soon after ``stop``)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the client went away: nothing more to send
+            handle(conn, stop)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+        for conn in held:
+            conn.close()
+
+
+def _request_head(conn: socket.socket, stop: threading.Event) -> bytes:
+    """The request's line and headers as the client sent them (up to the blank line)."""
+    conn.settimeout(0.5)
+    data = b""
+    while b"\r\n\r\n" not in data and not stop.is_set():
+        try:
+            chunk = conn.recv(4096)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@contextmanager
+def dripping_server(interval: float = 5.0) -> Iterator[int]:
+    """An HTTP server that reads the request, then answers ``200 OK`` one byte every ``interval`` seconds, for
+    ever: each read gets a byte well within any per-read timeout, so only a deadline on the whole request ends
+    it."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + b" " * 100000
+
+    def drip(conn: socket.socket, stop: threading.Event) -> None:
+        _request_head(conn, stop)
+        for byte in answer:
+            conn.sendall(bytes([byte]))
+            if stop.wait(interval):
+                return
+
+    yield from _serve(drip)
+
+
+@contextmanager
+def redirecting_server(location: str) -> Iterator[int]:
+    """An HTTP server answering every request with ``302 Found`` to ``location`` (``file:///…``, ``ftp://…``,
+    another host's ``http://…``)."""
+
+    def redirect(conn: socket.socket, stop: threading.Event) -> None:
+        _request_head(conn, stop)
+        conn.sendall(f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n".encode())
+        stop.wait(30)  # keep the connection open: the client decides what to do with the answer
+
+    yield from _serve(redirect)
+
+
+@contextmanager
+def dripping_proxy(upstream: int, trigger: bytes, interval: float = 0.2) -> Iterator[int]:
+    """A loopback TCP proxy in front of ``upstream`` (e.g. moto) that passes everything through at full speed
+    until the client sends a request starting with ``trigger`` (``b"GET /bucket/key "``); from then on that
+    connection's answers come one byte every ``interval`` seconds. Fast enough for a client's low-speed limit
+    (curl's: 1 byte/s), so only a deadline on the whole transfer ends it."""
+
+    def relay(client: socket.socket, stop: threading.Event) -> None:
+        server = socket.create_connection(("127.0.0.1", upstream), timeout=10)
+        server.settimeout(None)
+        slow = threading.Event()
+
+        def upward() -> None:
+            with contextlib.suppress(OSError):
+                while data := client.recv(65536):
+                    if data.startswith(trigger):
+                        slow.set()
+                    server.sendall(data)
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_WR)
+
+        threading.Thread(target=upward, daemon=True).start()
+        try:
+            while data := server.recv(65536):
+                if not slow.is_set():
+                    client.sendall(data)
+                    continue
+                for byte in data:
+                    client.sendall(bytes([byte]))
+                    if stop.wait(interval):
+                        return
+        finally:
+            server.close()
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+
+    yield from _serve(relay)
