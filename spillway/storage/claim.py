@@ -45,9 +45,10 @@ from typing import Any, ClassVar
 
 from spillway import notices
 from spillway.errors import EXIT_STORAGE
-from spillway.storage.guard import WriteError, cannot_write
+from spillway.storage.guard import OutputIOError, WriteError, cannot_write
 
 _ATTEMPTS = 5
+LEFT_NOTHING = "; nothing was left behind"
 
 
 class OutputBusy(WriteError):
@@ -393,5 +394,10 @@ def claimed(out: Path) -> Iterator[Claim]:
         claim = claim_output(out)
         try:
             yield claim
+        except OutputIOError as exc:
+            claim.abandon()
+            if str(exc).endswith(LEFT_NOTHING):
+                raise
+            raise OutputIOError(f"{exc}{LEFT_NOTHING}") from None
         finally:
             claim.abandon()  # a no-op once published

@@ -189,24 +189,26 @@ class Guard:
         if self.journal is not None:
             self.journal(entry)
 
-    def _failed(self, parts: tuple[str, ...], exc: OSError) -> WriteError:
+    def _failed(self, parts: tuple[str, ...], exc: OSError, named: Path | None = None) -> WriteError:
+        where = named or self.shown_path(parts)
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            return _planted(self.shown_path(parts))
+            return _planted(where)
         if isinstance(exc, FileExistsError):
-            return WriteError(f"{self.shown_path(parts)}: already exists; spillway never overwrites")
-        return cannot_write(self.shown_path(parts), exc)
+            return WriteError(f"{where}: already exists; spillway never overwrites")
+        return cannot_write(where, exc)
 
-    def write_file(self, parts: tuple[str, ...], chunks: Iterable[bytes]) -> Made:
-        """Create the new file ``parts`` (never an existing one) holding ``chunks``; fsynced."""
+    def write_file(self, parts: tuple[str, ...], chunks: Iterable[bytes], named: Path | None = None) -> Made:
+        """Create the new file ``parts`` (never an existing one) holding ``chunks``. ``named``: the path
+        messages give (the file a staged copy is for)."""
         try:
             dfd = self._directory(parts[:-1], create=True)
         except OSError as exc:
-            raise self._failed(parts, exc) from None
+            raise self._failed(parts, exc, named) from None
         try:
             try:
                 fd = os.open(parts[-1], _NEW_FILE, 0o644, dir_fd=dfd)
             except OSError as exc:
-                raise self._failed(parts, exc) from None
+                raise self._failed(parts, exc, named) from None
             st = os.fstat(fd)
             made = Made(parts, st.st_dev, st.st_ino, False)
             self.made.append(made)
@@ -218,17 +220,17 @@ class Guard:
             except OSError as exc:
                 if exc.filename is not None:
                     raise  # a source that cannot be read: the source's own error
-                raise self._failed(parts, exc) from None
+                raise self._failed(parts, exc, named) from None
             finally:
                 os.close(fd)
             return made
         finally:
             os.close(dfd)
 
-    def copy_file(self, source: Path, parts: tuple[str, ...]) -> Made:
+    def copy_file(self, source: Path, parts: tuple[str, ...], named: Path | None = None) -> Made:
         """A byte-exact copy of the regular file ``source`` as the new file ``parts``."""
         with open_regular(source) as src:
-            return self.write_file(parts, _read_chunks(src))
+            return self.write_file(parts, _read_chunks(src), named)
 
     def place_copy(self, source: Path, parts: tuple[str, ...], run: str) -> bool:
         """Copy ``source`` to ``parts`` through a staged name beside it, then link it into place, which
@@ -239,7 +241,7 @@ class Guard:
             return False
         staged = (*parts[:-1], f".{parts[-1]}.spillway-{run}.partial")
         self._note({"tmp": str(self.root.joinpath(*staged))})
-        made = self.copy_file(source, staged)
+        made = self.copy_file(source, staged, named=target)
         self._note({"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino})
         dfd = self._directory(parts[:-1], create=False)
         try:

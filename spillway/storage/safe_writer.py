@@ -25,7 +25,7 @@ from typing import TypeVar
 from spillway import progress
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import Checkpoint
-from spillway.storage.claim import Claim, claim_output, terminate_as_exit
+from spillway.storage.claim import LEFT_NOTHING, Claim, claim_output, terminate_as_exit
 from spillway.storage.guard import WRITE_ERRNOS, Guard, OutputIOError, WriteError, cannot_write, plain_parts
 
 R = TypeVar("R")
@@ -66,10 +66,10 @@ def write_checkpoint(
             failure = _as_output_error(exc, claim.staging, out)
             if failure is None:
                 raise
-            raise OutputIOError(f"{failure}; nothing was left behind") from None
+            raise OutputIOError(f"{failure}{LEFT_NOTHING}") from None
         except OutputIOError as exc:
             claim.abandon()
-            raise OutputIOError(f"{exc}; nothing was left behind") from None
+            raise OutputIOError(f"{exc}{LEFT_NOTHING}") from None
         except BaseException:
             claim.abandon()
             raise
