@@ -194,6 +194,7 @@ def finish(
         # SIGTERM included) everything this run made, staged or copied elsewhere, is removed again.
         with claimed(io.target) as claim:
             undo = before(claim) if before is not None else None
+            published = False
             try:
                 rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
                 write_checkpoint(
@@ -208,11 +209,15 @@ def finish(
                 )
                 if io.remote_out is not None:
                     files = fs.publish_dir(io.target, io.remote_out)
+                    published = True
                     rp.changes.append(Change("files published (each read back and compared)", files, io.remote_out))
             except BaseException:
-                claim.remove_journaled()  # copies made for an output that is not published
-                if undo is not None:
-                    undo()
+                # Copies made for an output that is not in its place are removed; once it is (a Ctrl-C while
+                # the report is made), they are part of it.
+                if not published and not (io.remote_out is None and claim.done):
+                    claim.remove_journaled()
+                    if undo is not None:
+                        undo()
                 raise
     binding = binding_json(operator_binding(topology, io.loaded.checkpoint)) if topology is not None else None
     return RepairReport(

@@ -98,6 +98,7 @@ class Claim:
     staging_id: tuple[int, int]
     done: bool = field(default=False)
     entries: list[dict[str, Any]] = field(default_factory=list)
+    parents: list[Path] = field(default_factory=list)  # directories above the output the claim made
 
     def journal(self, entry: dict[str, Any]) -> None:
         """Note an entry the run is about to create outside its staging directory (written and synced
@@ -115,15 +116,17 @@ class Claim:
 
     def publish(self) -> None:
         """Rename the staging directory to the output name, never over anything; then let go of the claim."""
-        try:
-            rename_noreplace(self.staging, self.out)
-        except FileExistsError:
-            raise WriteError(
-                f"{self.out}: appeared while this run was writing; spillway never overwrites (nothing there touched)"
-            ) from None
-        except OSError as exc:
-            raise cannot_write(self.out, exc) from None
-        self.done = True
+        with _signals_held():  # a Ctrl-C between the rename and ``done`` would undo a published output
+            try:
+                rename_noreplace(self.staging, self.out)
+            except FileExistsError:
+                raise WriteError(
+                    f"{self.out}: appeared while this run was writing; spillway never overwrites (nothing there "
+                    "touched)"
+                ) from None
+            except OSError as exc:
+                raise cannot_write(self.out, exc) from None
+            self.done = True
         self.release()
 
     def abandon(self) -> None:
@@ -136,6 +139,11 @@ class Claim:
             _remove_dir_if(Path(f"{self.staging}.staging"), None)
             self.remove_journaled()
         self.release()
+        if not self.done:
+            for d in self.parents:  # deepest first; one someone else has put something into stays
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)
+            self.parents = []
 
     def release(self) -> None:
         if self.fd < 0:
@@ -147,33 +155,71 @@ class Claim:
                 os.unlink(self.lock)  # while still holding it: a waiting run then finds no stale file
         except OSError:
             pass
-        os.close(self.fd)
-        self.fd = -1
+        fd, self.fd = self.fd, -1
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def claim_output(out: Path) -> Claim:
     """Claim ``out`` for this run (see the module's doc); ``OutputBusy`` if another run holds it,
     ``WriteError`` if it exists."""
     _refuse_existing(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise cannot_write(out.parent, exc) from None
     lock = lock_path(out)
-    for _ in range(_ATTEMPTS):
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise cannot_write(lock, exc) from None
-        try:
-            claim = _take(out, lock, fd)
-        except BaseException:
+    made: list[Path] = []
+    try:
+        for _ in range(_ATTEMPTS):
+            made += _make_parents(out.parent)
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:
+                continue  # a parent was removed meanwhile by a run that gave up: make it again
+            except OSError as exc:
+                raise cannot_write(lock, exc) from None
+            try:
+                claim = _take(out, lock, fd)
+            except BaseException:
+                _drop_if_empty(lock, fd)
+                raise
+            if claim is not None:
+                claim.parents = sorted(made, key=lambda p: len(p.parts), reverse=True)
+                return claim
             os.close(fd)
-            raise
-        if claim is not None:
-            return claim
-        os.close(fd)
+    except BaseException:
+        for d in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+        raise
     raise OutputBusy(f"{out}: its lock {lock} keeps changing hands; another spillway run is writing it")
+
+
+def _drop_if_empty(lock: Path, fd: int) -> None:
+    """Close ``fd``; a lock file it still names that holds nothing (this run stopped before writing to it)
+    is removed."""
+    with contextlib.suppress(OSError):
+        mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
+        if mine.st_size == 0 and (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
+            os.unlink(lock)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """Make ``directory`` and its missing parents; the ones made, outermost first."""
+    missing = []
+    for d in [directory, *directory.parents]:
+        if os.path.isdir(d):
+            break
+        missing.append(d)
+    made = []
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise cannot_write(d, exc) from None
+        made.append(d)
+    return made
 
 
 def _take(out: Path, lock: Path, fd: int) -> Claim | None:
@@ -191,6 +237,7 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
     if (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
         return None
     owned = False
+    staging: Path | None = None
     try:
         header, entries = _parse(_read_all(fd))
         if header is not None or entries:
@@ -221,6 +268,8 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
     except BaseException:
         if owned:
             os.unlink(lock)
+            if staging is not None:
+                _remove_dir_if(staging, None)  # its name is this run's: made by this run, if it exists
         raise
 
 
@@ -371,6 +420,20 @@ def rename_noreplace(src: Path, dst: Path) -> None:
 
 
 @contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is over (it is short): it runs whole or not at all."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
 def terminate_as_exit() -> Iterator[None]:
     """While the block runs, SIGTERM unwinds like Ctrl-C (so the clean-up runs) and exits 143."""
     if threading.current_thread() is not threading.main_thread():
@@ -389,15 +452,20 @@ def terminate_as_exit() -> Iterator[None]:
 
 @contextmanager
 def claimed(out: Path) -> Iterator[Claim]:
-    """Claim ``out`` for the block; everything the run made is removed unless it was published."""
+    """Claim ``out`` for the block; everything the run made is removed unless it was published. Ctrl-C and
+    SIGTERM wait while the claim is taken, so there is never a claim nobody will clear."""
     with terminate_as_exit():
-        claim = claim_output(out)
+        taken: list[Claim] = []
         try:
-            yield claim
+            with _signals_held():
+                taken.append(claim_output(out))
+            yield taken[0]
         except OutputIOError as exc:
-            claim.abandon()
+            for claim in taken:
+                claim.abandon()
             if str(exc).endswith(LEFT_NOTHING):
                 raise
             raise OutputIOError(f"{exc}{LEFT_NOTHING}") from None
         finally:
-            claim.abandon()  # a no-op once published
+            for claim in taken:
+                claim.abandon()  # a no-op once published

@@ -126,9 +126,9 @@ class Guard:
         return guard
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            _close(fd)
 
     # ------------------------------------------------------------------------------------------- targets
 
@@ -140,7 +140,12 @@ class Guard:
             raise EscapeError(f"{text!r}: a NUL byte in a target path; nothing written")
         for base in (os.fspath(self.root).rstrip("/"), str(self.real_root).rstrip("/")):
             if text.startswith(base + "/"):
-                parts = plain_parts(text[len(base) + 1 :].rstrip("/"))
+                try:
+                    parts = plain_parts(text[len(base) + 1 :].rstrip("/"))
+                except EscapeError:
+                    raise EscapeError(
+                        f"{text}: a '..' or '.' below {self.root}, where this run writes; nothing written"
+                    ) from None
                 break
         else:
             raise EscapeError(f"{text}: outside {self.root}, where this run writes; nothing written")
@@ -178,11 +183,11 @@ class Guard:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                         raise _planted(self.shown_path(parts[: i + 1])) from None
                     raise
-                os.close(fd)
-                fd = nxt
+                fd, above = nxt, fd
+                os.close(above)
             return fd
         except BaseException:
-            os.close(fd)
+            _close(fd)
             raise
 
     def _note(self, entry: dict[str, Any]) -> None:
@@ -222,10 +227,10 @@ class Guard:
                     raise  # a source that cannot be read: the source's own error
                 raise self._failed(parts, exc, named) from None
             finally:
-                os.close(fd)
+                _close(fd)
             return made
         finally:
-            os.close(dfd)
+            _close(dfd)
 
     def copy_file(self, source: Path, parts: tuple[str, ...], named: Path | None = None) -> Made:
         """A byte-exact copy of the regular file ``source`` as the new file ``parts``."""
@@ -258,7 +263,7 @@ class Guard:
             self.remove(staged)
             return True
         finally:
-            os.close(dfd)
+            _close(dfd)
 
     def _same_existing(self, source: Path, parts: tuple[str, ...]) -> bool:
         """Whether ``parts`` exists (False if not) and holds exactly ``source``'s bytes (refused if not)."""
@@ -280,7 +285,7 @@ class Guard:
                     raise WriteError(f"{self.shown_path(parts)}: exists with different content; not overwritten")
             return True
         finally:
-            os.close(dfd)
+            _close(dfd)
 
     # ------------------------------------------------------------------------------------------- deleting
 
@@ -318,8 +323,8 @@ def _remove_identical(root_fd: int, made: Made) -> None:
     try:
         for name in made.parts[:-1]:
             nxt = os.open(name, _DIR_FLAGS, dir_fd=parent)
-            os.close(parent)
-            parent = nxt
+            parent, above = nxt, parent
+            os.close(above)
         try:
             st = os.stat(made.parts[-1], dir_fd=parent, follow_symlinks=False)
         except FileNotFoundError:
@@ -335,7 +340,13 @@ def _remove_identical(root_fd: int, made: Made) -> None:
         else:
             os.unlink(made.parts[-1], dir_fd=parent)
     finally:
-        os.close(parent)
+        _close(parent)
+
+
+def _close(fd: int) -> None:
+    """Close on the way out of a failure: an error closing must not hide the failure being reported."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def write_all(fd: int, data: bytes) -> None:

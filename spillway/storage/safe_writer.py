@@ -25,7 +25,7 @@ from typing import TypeVar
 from spillway import progress
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import Checkpoint
-from spillway.storage.claim import LEFT_NOTHING, Claim, claim_output, terminate_as_exit
+from spillway.storage.claim import LEFT_NOTHING, Claim, claimed, terminate_as_exit
 from spillway.storage.guard import WRITE_ERRNOS, Guard, OutputIOError, WriteError, cannot_write, plain_parts
 
 R = TypeVar("R")
@@ -57,22 +57,12 @@ def write_checkpoint(
     state) and may return the final metadata, replacing ``plan.checkpoint``. ``claim``: the output's claim
     when the caller took it earlier (before copying data elsewhere); released here either way, and on a
     failure everything it recorded is removed."""
-    with terminate_as_exit():
-        claim = claim or claim_output(out)
-        try:
-            result = _write(plan, claim, check, produce)
-        except OSError as exc:
-            claim.abandon()
-            failure = _as_output_error(exc, claim.staging, out)
-            if failure is None:
-                raise
-            raise OutputIOError(f"{failure}{LEFT_NOTHING}") from None
-        except OutputIOError as exc:
-            claim.abandon()
-            raise OutputIOError(f"{exc}{LEFT_NOTHING}") from None
-        except BaseException:
-            claim.abandon()
-            raise
+    if claim is None:
+        with claimed(out) as own:
+            result = _write_or_undo(plan, own, check, produce)
+    else:
+        with terminate_as_exit():
+            result = _write_or_undo(plan, claim, check, produce)
     # The output is in place now: make its name durable. A failure here cannot undo the rename, so it says so.
     try:
         _fsync_dir(out.parent)
@@ -82,6 +72,30 @@ def write_checkpoint(
             "the rename may not survive a crash"
         ) from exc
     return result
+
+
+def _write_or_undo(
+    plan: PlannedOutput,
+    claim: Claim,
+    check: Callable[[Path, PlannedOutput], R],
+    produce: Callable[[Path], Checkpoint | None] | None,
+) -> R:
+    """:func:`_write`; on any failure everything the claim holds is removed, and a failed write names the
+    output path it was for."""
+    try:
+        return _write(plan, claim, check, produce)
+    except OSError as exc:
+        claim.abandon()
+        failure = _as_output_error(exc, claim.staging, claim.out)
+        if failure is None:
+            raise
+        raise OutputIOError(f"{failure}{LEFT_NOTHING}") from None
+    except OutputIOError as exc:
+        claim.abandon()
+        raise OutputIOError(f"{exc}{LEFT_NOTHING}") from None
+    except BaseException:
+        claim.abandon()
+        raise
 
 
 def _write(
