@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from support.console import ROOT, SCRIPT, spillway
 from support.fixtures import fixture_named
 
@@ -124,8 +125,13 @@ def test_two_runs_into_one_output_one_wins_and_the_loser_touches_nothing(tmp_pat
         assert check.code == 0, check.output
 
 
-def test_ctrl_c_during_copy_data_leaves_nothing(tmp_path: Path) -> None:
-    """SIGINT as soon as the run has claimed its output (its lock appears): exit 130, nothing under --to."""
+@pytest.mark.parametrize(
+    ("sig", "codes"), [(signal.SIGINT, (130, -signal.SIGINT)), (signal.SIGTERM, (143, -signal.SIGTERM))]
+)
+def test_ctrl_c_or_sigterm_during_copy_data_leaves_nothing(sig: int, codes: tuple[int, int], tmp_path: Path) -> None:
+    """The signal as soon as the run has claimed its output (its lock appears), a little later each time: exit
+    130 (143 for SIGTERM) and nothing under --to; or, if the run had published already, a complete output.
+    (Killed by the signal itself: it came after the command's own handling; shells show 130/143 too.)"""
     src = _local_job(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     interrupted = 0
@@ -139,7 +145,7 @@ def test_ctrl_c_during_copy_data_leaves_nothing(tmp_path: Path) -> None:
             time.sleep(0.001)
         if proc.poll() is None:
             time.sleep(0.01 * trial)  # a little later into the copies each time
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
         code = proc.wait(timeout=60)
         err = proc.stderr.read() if proc.stderr else ""
         if (new / CHK / "_metadata").exists():
@@ -148,7 +154,38 @@ def test_ctrl_c_during_copy_data_leaves_nothing(tmp_path: Path) -> None:
             assert spillway("validate", str(new / CHK)).code == 0
             continue
         interrupted += 1
-        # 130, or killed by SIGINT itself if it came after the command's own handling (shells show 130 too)
-        assert code in (130, -signal.SIGINT), err
+        assert code in codes, err
         assert not (tmp_path / f"new{trial}").exists(), _tree(tmp_path / f"new{trial}")
     assert interrupted, "at least one run was interrupted while it worked"
+
+
+def test_after_kill_9_a_rerun_clears_the_dead_runs_leftovers_says_so_and_succeeds(tmp_path: Path) -> None:
+    src = _local_job(tmp_path)
+    source_before = _tree(src)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    killed = cleared = 0
+    for trial in range(6):
+        new = tmp_path / f"new{trial}" / JOB
+        lock = new / f".{CHK}.spillway.lock"
+        proc = subprocess.Popen([str(SCRIPT), *_relocate(src, new)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.01 * trial)
+        proc.kill()
+        proc.wait(timeout=60)
+        if (new / CHK / "_metadata").exists():
+            continue  # it had published: nothing to clear
+        killed += 1
+        assert not (new / CHK).exists(), "nothing at the final path unless complete"
+        stale = lock.exists() and lock.stat().st_size > 0  # killed holding a claim that names it
+        rerun = spillway(*_relocate(src, new))
+        assert rerun.code == 0, rerun.output
+        if stale:
+            cleared += 1
+            assert "warning:" in rerun.err and "a spillway run that is gone" in rerun.err, rerun.err
+        assert _leftovers(tmp_path / f"new{trial}") == []
+        assert spillway("validate", str(new / CHK)).code == 0
+    assert killed and cleared, (killed, cleared)
+    assert _tree(src) == source_before, "the source is byte-identical"
