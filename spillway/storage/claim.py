@@ -174,7 +174,7 @@ def claim_output(out: Path) -> Claim:
             except FileNotFoundError:
                 continue  # a parent was removed meanwhile by a run that gave up: make it again
             except OSError as exc:
-                raise cannot_write(lock, exc) from None
+                raise cannot_write(out, exc) from None  # the output's place: its lock is ours, not the user's
             try:
                 claim = _take(out, lock, fd)
             except BaseException:

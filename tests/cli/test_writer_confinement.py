@@ -6,6 +6,7 @@ byte-identical afterwards (and still there: a clean-up once deleted the file the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -189,3 +190,49 @@ def test_after_kill_9_a_rerun_clears_the_dead_runs_leftovers_says_so_and_succeed
         assert spillway("validate", str(new / CHK)).code == 0
     assert killed and cleared, (killed, cleared)
     assert _tree(src) == source_before, "the source is byte-identical"
+
+
+def test_a_full_disk_is_an_io_error_naming_the_output_file_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 2.3.0-unaligned checkpoint's ~600 KiB of channel state copied into an output on a 200 KiB tmpfs (as
+    root, through the console script), else with ENOSPC injected at the writer's one low-level write."""
+    fx = fixture_named("2.3.0-unaligned")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    args = ["repair", "relocate", str(fx.checkpoint_dir), "--out", str(disk / "o"), "--from", "/nowhere",
+            "--to", "/elsewhere", "--json"]  # fmt: skip
+    mounted = (
+        os.geteuid() == 0
+        and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)]).returncode == 0
+    )
+    try:
+        if mounted:
+            run = spillway(*args)
+            code, out, err = run.code, run.out, run.err
+        else:
+            from typer.testing import CliRunner
+
+            from spillway.cli.app import app
+            from spillway.storage import guard
+
+            written: list[int] = []
+
+            def write_all(fd: int, data: bytes) -> None:
+                written.append(len(data))
+                if sum(written) > 200 << 10:
+                    raise OSError(28, "No space left on device")
+                os.write(fd, data)
+
+            monkeypatch.setattr(guard, "write_all", write_all)
+            res = CliRunner().invoke(app, args)
+            code, out, err = res.exit_code, res.stdout, res.output
+        doc = json.loads(out.splitlines()[0])
+        assert code == 3 and (doc["category"], doc["kind"]) == ("storage", "OutputIOError"), out + err
+        name = doc["error"].split(": cannot write: ")[0]
+        assert Path(name).parent == disk / "o" and (fx.checkpoint_dir / Path(name).name).is_file(), doc
+        assert doc["error"].endswith(": cannot write: No space left on device (errno 28); nothing was left behind")
+        assert list(disk.iterdir()) == [], "nothing partial, no claim"
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(disk)], check=True)
