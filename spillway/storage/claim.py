@@ -421,16 +421,30 @@ def rename_noreplace(src: Path, dst: Path) -> None:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block is over (it is short): it runs whole or not at all."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Ctrl-C and SIGTERM wait until the block is over (it is short): it runs whole or not at all. Held at
+    Python's level, not with a signal mask: a mask holds a signal for one thread only, and the kernel hands it
+    to any other (a reader's pool); Python runs its handlers in the main thread, whichever thread caught it."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous: dict[int, Any] = {s: signal.signal(s, hold) for s in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            handler = previous[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)  # e.g. KeyboardInterrupt, or terminate_as_exit's SystemExit
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])
 
 
 @contextmanager
