@@ -244,6 +244,7 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
             _clear_stale(out, lock, header, entries)
             os.ftruncate(fd, 0)
         owned = True
+        _clear_unclaimed(out)
         _refuse_existing(out)  # again, under the lock: a run that finished meanwhile
         run = uuid.uuid4().hex[:8]
         staging = out.parent / f".{out.name}.spillway-{run}.partial"
@@ -336,6 +337,19 @@ def _clear_stale(out: Path, lock: Path, header: dict[str, Any] | None, entries: 
         f"{out}: a spillway run that is gone ({_describe(header)}) left its claim; removed its staging directory "
         f"({', '.join(removed) or 'none left'}) and {files} files it had copied"
     )
+
+
+def _clear_unclaimed(out: Path) -> None:
+    """Staging directories of ``out`` no lock names (a run killed before this claim existed, or whose lock was
+    deleted): with the claim held no live run can own one, so each is removed, with a notice."""
+    pattern = _staging_pattern(out)
+    try:
+        names = sorted(n for n in os.listdir(out.parent) if pattern.match(n))
+    except OSError:
+        return
+    removed = [n for n in names if _remove_dir_if(out.parent / n, None)]
+    if removed:
+        notices.warn(f"{out}: removed {len(removed)} staging directories no run claims any more: {', '.join(removed)}")
 
 
 def _remove_dir_if(path: Path, identity: tuple[int, int] | None) -> bool:

@@ -219,3 +219,17 @@ def test_publishing_never_replaces_even_an_empty_directory(tmp_path: Path) -> No
     (tmp_path / "a").mkdir()
     with pytest.raises(FileExistsError):
         rename_noreplace(tmp_path / "a", out)
+
+
+def test_a_staging_directory_no_lock_names_is_removed_with_a_notice(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    orphan = tmp_path / ".out.spillway-0badc0de.partial"
+    (orphan / "sub").mkdir(parents=True)
+    (orphan / "_metadata").write_bytes(b"a killed run's")
+    other = tmp_path / ".other.spillway-0badc0de.partial"  # another output's: not this claim's to judge
+    other.mkdir()
+    with collecting() as notes:
+        c = claim_output(out)
+    assert not orphan.exists() and other.is_dir()
+    assert notes == [f"{out}: removed 1 staging directories no run claims any more: {orphan.name}"]
+    c.abandon()
