@@ -55,10 +55,11 @@ def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
             raise _refuse(path, st.st_mode)
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
-        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+    # Outside the handler: once the file object owns the descriptor, a Ctrl-C must not close it a second time.
+    return os.fdopen(fd, "rb")
 
 
 def read_regular(path: str | os.PathLike[str]) -> bytes:

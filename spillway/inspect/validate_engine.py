@@ -181,8 +181,9 @@ class Engine:
         if pool is None:
             self.walk_phases(files, None)
         else:
-            self.walker = threading.Thread(target=self.walk_phases, args=(files, pool), daemon=True)
-            self.walker.start()
+            walker = threading.Thread(target=self.walk_phases, args=(files, pool), daemon=True)
+            walker.start()
+            self.walker = walker  # only once started: a Ctrl-C inside start() must not leave one to join
 
     def guesses(
         self, guesses: list[tuple[Parts, bool]], files: dict[tuple[int, int], tuple[Hashable, FileBlob]]

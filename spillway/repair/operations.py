@@ -11,9 +11,6 @@ calls over paths are kept as one-liners:
 
 from __future__ import annotations
 
-import filecmp
-import os
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,6 +39,8 @@ from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs
+from spillway.storage.claim import Claim
+from spillway.storage.guard import Guard
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.relative import relative_copies
@@ -95,18 +94,14 @@ def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Re
         elif io.remote_out is not None:
             rp.self_check_rebase = source_rules
 
-        def copy_external() -> Callable[[], None] | None:
-            made: list[Path] = []  # files and directories this run created (undone if anything fails)
-            try:
-                _copy_external(local, made)
-                written = fs.put_files(remote)  # undoes its own uploads when it fails
-            except BaseException:
-                _remove_made(made)
-                raise
+        def copy_external(claim: Claim) -> Callable[[], None] | None:
+            # Local copies are journaled in the output's claim: removed with it on any failure, or by the
+            # next run if this one is killed. Uploads are undone by put_files itself, or by the undo below.
+            _copy_external(local, new, claim)
+            written = fs.put_files(remote)
 
             def undo() -> None:
                 fs.delete_files(written)
-                _remove_made(made)
 
             return undo
 
@@ -343,39 +338,25 @@ def _external_copies(
     return sorted(local.items()), sorted((src, uri) for uri, src in remote.items()), inside
 
 
-def _copy_external(pairs: list[tuple[Path, Path]], made: list[Path]) -> None:
-    """Copy each source to its destination (through a temporary name); ``made`` collects every file and
-    directory created, in order, so a failure here or later can undo exactly those."""
+def _copy_external(pairs: list[tuple[Path, Path]], new: str, claim: Claim) -> None:
+    """Copy each source to its destination, all confined under the new prefix ``new`` (a destination a
+    ``..`` or a symlink would put elsewhere is refused before anything is written): each through a staged
+    name beside it, linked into place without replacing anything; an identical file already there is kept.
+    Everything created is journaled in ``claim``."""
+    if not pairs:
+        return
+    root = Path(strip_file_scheme(new) or new)
+    if any(dest == root for _, dest in pairs):
+        root = root.parent  # ``new`` names a file itself
     bar = progress.stage("copying data (copy_data=True)", sum(source.stat().st_size for source, _ in pairs))
-    for source, dest in pairs:
-        bar.advance(source.stat().st_size)
-        if dest.exists():
-            if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
-                continue
-            raise RepairError(f"{dest}: exists with different content; not overwritten")
-        missing = [d for d in dest.parents if not d.exists()]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        made.extend(reversed(missing))
-        tmp = dest.with_name(dest.name + ".spillway-partial")
-        try:
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        made.append(dest)
-
-
-def _remove_made(made: list[Path]) -> None:
-    """Undo :func:`_copy_external`: delete the files it wrote, then the directories it created if empty."""
-    for path in reversed(made):
-        try:
-            if path.is_dir() and not path.is_symlink():
-                path.rmdir()
-            else:
-                path.unlink(missing_ok=True)
-        except OSError:
-            pass  # a directory someone else has put files into meanwhile stays
+    guard = Guard.opening(root, journal=claim.journal)
+    try:
+        targets = [(source, guard.parts_of(dest)) for source, dest in pairs]  # every one, before any copy
+        for source, parts in targets:
+            bar.advance(source.stat().st_size)
+            guard.place_copy(source, parts, claim.run)
+    finally:
+        guard.close()
 
 
 __all__ = [

@@ -24,9 +24,10 @@ from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.transforms import ChannelLoss
 from spillway.storage import fs
+from spillway.storage.claim import Claim, claimed
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.rules import PathRule
-from spillway.storage.safe_writer import WriteError, write_checkpoint
+from spillway.storage.safe_writer import write_checkpoint
 from spillway.storage.workspace import Workspace
 
 SCHEMA = "spillway.repair/1"
@@ -183,35 +184,44 @@ def finish(
     io: Workspace,
     dry_run: bool,
     topology: Topology | None,
-    before: Callable[[], Callable[[], None] | None] | None = None,
+    before: Callable[[Claim], Callable[[], None] | None] | None = None,
     loss: Loss | None = None,
 ) -> RepairReport:
-    """Write (unless ``dry_run``), self-check, publish; return the change report. ``before`` runs
-    just before the output is written (e.g. copying data files) and may return an undo for failures."""
+    """Write (unless ``dry_run``), self-check, publish; return the change report. ``before(claim)`` runs
+    once the output is claimed, just before it is written (e.g. copying data files, journaled in the claim)
+    and may return an undo for failures (of what the claim cannot journal: uploads)."""
     if not dry_run:
         if io.remote_out is not None:
             fs.check_target(io.remote_out)  # refuse before doing any work
-        elif io.target.exists():  # before copying any data (the writer refuses it too, but later)
-            raise WriteError(f"{io.target}: already exists; spillway never overwrites (choose another output location)")
-        undo = before() if before is not None else None
-        try:
-            rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
-            write_checkpoint(
-                rp.output,
-                io.target,
-                validated_output(
-                    None,
-                    rebase=rp.self_check_rebase,
-                    extra_check=_plan_check(rp, io, topology) if topology is not None else None,
-                ),
-            )
-            if io.remote_out is not None:
-                files = fs.publish_dir(io.target, io.remote_out)
-                rp.changes.append(Change("files published (each read back and compared)", files, io.remote_out))
-        except BaseException:
-            if undo is not None:
-                undo()
-            raise
+        # The output is claimed before any data is copied: one run per output, and on any failure (Ctrl-C and
+        # SIGTERM included) everything this run made, staged or copied elsewhere, is removed again.
+        with claimed(io.target) as claim:
+            undo = before(claim) if before is not None else None
+            published = False
+            try:
+                rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
+                write_checkpoint(
+                    rp.output,
+                    io.target,
+                    validated_output(
+                        None,
+                        rebase=rp.self_check_rebase,
+                        extra_check=_plan_check(rp, io, topology) if topology is not None else None,
+                    ),
+                    claim=claim,
+                )
+                if io.remote_out is not None:
+                    files = fs.publish_dir(io.target, io.remote_out)
+                    published = True
+                    rp.changes.append(Change("files published (each read back and compared)", files, io.remote_out))
+            except BaseException:
+                # Copies made for an output that is not in its place are removed; once it is (a Ctrl-C while
+                # the report is made), they are part of it.
+                if not published and not (io.remote_out is None and claim.done):
+                    claim.remove_journaled()
+                    if undo is not None:
+                        undo()
+                raise
     binding = binding_json(operator_binding(topology, io.loaded.checkpoint)) if topology is not None else None
     return RepairReport(
         io.shown_out,

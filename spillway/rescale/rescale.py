@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extract
 from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
+from spillway.storage.guard import Guard, plain_parts
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
@@ -194,18 +196,12 @@ PLAN_FILE = "rescaled-plan.json"
 
 
 def _after_write(report: RescaleReport, topology: Topology, out: Path, final_prefix: str) -> None:
-    """Beside the new checkpoint's _metadata: the plan of the rescaled job (so ``validate --plan`` works
-    on the output); and a loud note when the output still reads files outside itself."""
-    import json
-
+    """A loud note when the written output still reads files outside itself (its plan file, beside its
+    _metadata, was written with it: :func:`_write_plan_file`)."""
     from spillway.model.checkpoint import is_file_backed
     from spillway.model.walk import leaf_stream_handles
     from spillway.storage.load import load_checkpoint
 
-    if topology.source_doc is not None:
-        new_p = {k: v.new_p for k, v in report.plan.vertices.items() if v.rescaled}
-        (out / PLAN_FILE).write_text(json.dumps(topology.with_parallelism(new_p), indent=2) + "\n")
-        report.plan_file = str(out / PLAN_FILE)
     written = load_checkpoint(out, internal=[f"{final_prefix}={out}"]).checkpoint
     outside = sorted(
         {
@@ -251,17 +247,31 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: 
     return rescale_state
 
 
-def _write_state_file(tmp: Path, nf: NewStateFile, blobs: DelegateBlobs) -> None:
-    with open(tmp / nf.relative_path, "wb") as fh:
+def _write_plan_file(guard: Guard, report: RescaleReport, topology: Topology, out: Path) -> None:
+    """Beside the new checkpoint's _metadata, written with it: the plan of the rescaled job (so ``validate
+    --plan`` works on the output)."""
+    import json
+
+    if topology.source_doc is None:
+        return
+    new_p = {k: v.new_p for k, v in report.plan.vertices.items() if v.rescaled}
+    guard.write_file((PLAN_FILE,), [(json.dumps(topology.with_parallelism(new_p), indent=2) + "\n").encode()])
+    report.plan_file = str(out / PLAN_FILE)
+
+
+def _write_state_file(guard: Guard, nf: NewStateFile, blobs: DelegateBlobs) -> None:
+    def pieces() -> Iterator[bytes]:
         for piece in nf.pieces:
             if isinstance(piece, bytes | bytearray):
-                fh.write(piece)
+                yield bytes(piece)
                 continue
             handle, offset, length = piece
             blob = blobs.get(handle)
             if blob is None:
                 raise RescaleRefused(f"state file of {handle} is not readable")
-            fh.write(blob.read_at(offset, length))
+            yield blob.read_at(offset, length)
+
+    guard.write_file(plain_parts(nf.relative_path), pieces())
 
 
 def rescale(
@@ -341,8 +351,13 @@ def rescale(
         report.move = move
         new_files: list[NewStateFile] = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
-        for nf in new_files:
-            _write_state_file(tmp, nf, blobs)
+        guard = Guard(tmp, shown=out, sync=False)  # the writer syncs the whole output before its check
+        try:
+            for nf in new_files:
+                _write_state_file(guard, nf, blobs)
+            _write_plan_file(guard, report, topology, out)
+        finally:
+            guard.close()
         timings["state_and_metadata"] = time.perf_counter() - t1
         produced = {f.name for f in move.files} | {nf.relative_path for nf in new_files}
         for name in sorted(relative_names(cp) - produced):

@@ -27,6 +27,7 @@ one line naming the URI, apart from a checkpoint that is damaged (exit 1).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -46,10 +47,10 @@ from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
+from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError
 from spillway.storage.rules import PathRule, location_of
-from spillway.storage.safe_writer import WriteError
 from spillway.storage.timeouts import TIMEOUT_ENV, timeout
 
 if TYPE_CHECKING:
@@ -348,13 +349,25 @@ def read_bytes(loc: Location) -> bytes:
 
 
 def download(loc: Location, local: Path) -> None:
+    """``loc``'s bytes as the new local file ``local`` (never over an existing one; a partial copy is removed,
+    only while it still is the file this call made)."""
     local.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with open(local, "wb") as dst:
+        fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise cannot_write(local, exc) from None
+    made = os.fstat(fd)
+    try:
+        with os.fdopen(fd, "wb") as dst:
             for chunk in _chunks(loc, "cannot download it"):
                 dst.write(chunk)
     except BaseException as exc:
-        local.unlink(missing_ok=True)  # no partial copy may pass for the file
+        with contextlib.suppress(OSError):  # no partial copy may pass for the file
+            now = os.stat(local, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+                os.unlink(local)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno in WRITE_ERRNOS:
+            raise cannot_write(local, exc) from None  # the local disk, not the store
         if isinstance(exc, (OSError, ValueError)):
             raise _fail(loc, "cannot download it", exc) from None
         raise
@@ -397,6 +410,26 @@ def move(src: Location, dst: Location) -> None:
         _remote_call(dst, f"cannot move {src.uri} here", src.fs.move, src.path, dst.path)
     except (OSError, ValueError) as exc:
         raise _fail(dst, f"cannot move {src.uri} here", exc) from None
+
+
+def _delete_file_quietly(loc: Location) -> None:
+    """Best-effort removal of one object this run wrote (never a directory / prefix: it may hold others')."""
+    with contextlib.suppress(OSError, ValueError, StorageError):
+        if info(loc).type == pafs.FileType.File:
+            _remote_call(loc, "cannot delete it", loc.fs.delete_file, loc.path)
+
+
+def _delete_dir_if_empty(loc: Location) -> None:
+    with contextlib.suppress(OSError, ValueError, StorageError):
+        if info(loc).type == pafs.FileType.Directory and not list_files(loc):
+            _remote_call(loc, "cannot delete it", loc.fs.delete_dir, loc.path)
+
+
+def _refuse_taken(dst: Location) -> None:
+    """Just before a move: the destination must still be free. Object stores offer no move that refuses to
+    replace, so a writer racing this one between the check and the move is not excluded."""
+    if info(dst).type != pafs.FileType.NotFound:
+        raise WriteError(f"{dst.uri}: appeared while this run was publishing; spillway never overwrites")
 
 
 def delete_quietly(loc: Location) -> None:
@@ -564,25 +597,31 @@ def publish_dir(local_dir: Path, uri: str) -> int:
         raise WriteError(f"{local_dir}: no _metadata to publish")
     order = [f for f in files if f != METADATA] + [METADATA]
     tmp = _temporary_sibling(target)
+    uploaded: list[Location] = []
     moved: list[Location] = []
     try:
         for rel in order:
+            uploaded.append(tmp.child(rel))  # before the upload: a half-written object is removed too
             upload(local_dir / rel, tmp.child(rel))
         for rel in order:
             if sha256_of(tmp.child(rel)) != _sha256_local(local_dir / rel):
                 raise StorageError(f"{tmp.child(rel).uri}: self-check: read back differs from what was written")
         for rel in order:
+            _refuse_taken(target.child(rel))
             move(tmp.child(rel), target.child(rel))
             moved.append(target.child(rel))
         if info(target.child(METADATA)).size != (local_dir / METADATA).stat().st_size:
             raise StorageError(f"{target.child(METADATA).uri}: self-check: size differs after the move")
     except BaseException:
-        # _metadata goes first: a partial output must stop looking like a checkpoint at once.
+        # Only what this run wrote, object by object; _metadata first: a partial output must stop looking like
+        # a checkpoint at once.
         for loc in sorted(moved, key=lambda m: m.name != METADATA):
-            delete_quietly(loc)
-        delete_quietly(tmp)
+            _delete_file_quietly(loc)
+        for loc in uploaded:
+            _delete_file_quietly(loc)
+        _delete_dir_if_empty(tmp)
         raise
-    delete_quietly(tmp)
+    _delete_dir_if_empty(tmp)
     return len(order)
 
 
@@ -606,9 +645,10 @@ def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
                 upload(local, tmp)
                 if sha256_of(tmp) != digest:
                     raise StorageError(f"{tmp.uri}: self-check: read back differs from what was written")
+                _refuse_taken(dst)
                 move(tmp, dst)
             except BaseException:
-                delete_quietly(tmp)
+                _delete_file_quietly(tmp)
                 raise
             written.append(uri)
     except BaseException:
@@ -618,5 +658,6 @@ def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
 
 
 def delete_files(uris: Iterable[str]) -> None:
+    """Undo :func:`put_files`: the objects it wrote (files only, never a prefix)."""
     for uri in uris:
-        delete_quietly(locate(uri))
+        _delete_file_quietly(locate(uri))

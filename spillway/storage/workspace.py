@@ -7,6 +7,7 @@ SRC and the output may be local paths or URIs of any file system pyarrow.fs know
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -70,11 +71,13 @@ def output_workspace(loaded: LoadedCheckpoint, out_dir: str) -> Iterator[Workspa
     user's ``--rebase`` rules the checkpoint was opened with, plus, for a remote source, those reaching the
     local copies of its files (the output reads them from the same copies)."""
     workdir: Path | None = None
+    made: os.stat_result | None = None
     try:
         remote_src = loaded.location.uri is not None
         rules = [str(r) for r in loaded.resolver.rules if remote_src or not r.internal]
         if fs.is_remote(out_dir):
             workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
+            made = os.lstat(workdir)
             final = out_dir.rstrip("/")
             name = final.rpartition("/")[2] or "checkpoint"
             yield Workspace(loaded, rules, workdir / "output" / name, final, final)
@@ -83,5 +86,13 @@ def output_workspace(loaded: LoadedCheckpoint, out_dir: str) -> Iterator[Workspa
             refuse_output_inside_source(target, loaded.location.checkpoint_dir)
             yield Workspace(loaded, rules, target, f"file:{target}")
     finally:
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None and made is not None and _same(workdir, made):
+            shutil.rmtree(workdir, ignore_errors=True)  # the private directory this run made, and only that
+
+
+def _same(path: Path, made: os.stat_result) -> bool:
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from spillway.cli.app import app
 from spillway.inspect.validate import validate
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import leaf_stream_handles
-from spillway.repair import operations, session
+from spillway.repair import session
+from spillway.storage import guard
 from spillway.storage.load import load_checkpoint
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import WriteError
@@ -126,22 +128,33 @@ def test_a_failed_self_check_undoes_every_copy(name: str, tmp_path: Path, monkey
     assert not (new_job / "shared").exists() and not (new_job / "taskowned").exists()
 
 
-def test_a_failure_mid_copy_undoes_the_files_already_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_mid_copy_undoes_the_files_already_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC injected at the writer's one low-level write, half-way into the third data file: an I/O error
+    (exit 3) naming the destination being written, and no file left under --to nor under --out."""
     fx = fixture_named("1.10.3-rocksdb-incremental")
-    real = shutil.copyfile
-    calls: list[str] = []
+    real = guard.write_all
+    files: list[str] = []
 
-    def copyfile(src: str, dst: str, **kw: object) -> object:
-        calls.append(str(dst))
-        if len(calls) == 3:
-            Path(dst).write_bytes(b"half")  # a partly written temporary file
+    def write_all(fd: int, data: bytes) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path not in files:
+            files.append(path)
+        if len(files) == 3:
+            real(fd, data[: len(data) // 2])  # a partly written file
             raise OSError(28, "No space left on device")
-        return real(src, dst)
+        real(fd, data)
 
-    monkeypatch.setattr(operations.shutil, "copyfile", copyfile)
+    monkeypatch.setattr(guard, "write_all", write_all)
     new_job = tmp_path / "new" / fx.info["job_id"]
     code, output = _move(fx, new_job)
-    assert code == 1 and "No space left on device" in output and len(calls) == 3, output
+    assert code == 3 and len(files) == 3, output
+    error = json.loads(next(line for line in output.splitlines() if line.startswith("{")))  # stdout; stderr too
+    assert error["category"] == "storage", error
+    staged = Path(files[2])  # the copy's staged name beside its destination: the message names the destination
+    destination = staged.parent / staged.name.removeprefix(".").rpartition(".spillway-")[0]
+    assert error["error"] == (
+        f"{destination}: cannot write: No space left on device (errno 28); nothing was left behind"
+    ), error
     assert _files(tmp_path / "new") == [] and not (new_job / fx.checkpoint_dir.name).exists()
 
 

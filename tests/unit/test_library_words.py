@@ -16,7 +16,8 @@ from spillway import notices
 from spillway.cli.common import cli_words
 from spillway.errors import ArgumentError, StorageError
 from spillway.storage import fs
-from spillway.storage.safe_writer import WriteError, prepare_output
+from spillway.storage.claim import claim_output
+from spillway.storage.safe_writer import WriteError
 
 
 def test_a_call_that_never_answers_names_the_storage_timeout() -> None:
@@ -50,7 +51,7 @@ def test_a_malformed_rule_below_the_api_names_no_option() -> None:
 
 def test_an_output_that_exists_is_refused_naming_out(tmp_path: Path) -> None:
     with pytest.raises(WriteError) as caught:
-        prepare_output(tmp_path)
+        claim_output(tmp_path)
     message = str(caught.value)
     assert message == f"{tmp_path}: already exists; spillway never overwrites (choose a new out=...)"
     assert cli_words(message).endswith("(choose a new --out)")

@@ -16,8 +16,9 @@ from support.fixtures import Fixture, fixture_named
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint
-from spillway.storage import safe_writer
-from spillway.storage.safe_writer import PlannedOutput, WriteError, prepare_output, write_checkpoint
+from spillway.storage import claim, guard, safe_writer
+from spillway.storage.claim import OutputBusy, claim_output
+from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
 
 FX = fixture_named("2.3.0-unaligned")
 OTHER = fixture_named("1.20.3-unaligned")
@@ -74,18 +75,20 @@ def test_every_written_file_is_fsynced_before_the_check_and_the_rename(
     real_fsync, real_rename = os.fsync, os.rename
 
     def fsync(fd: int) -> None:
-        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if not path.endswith(".spillway.lock"):  # the claim's own record, not the output
+            events.append(("fsync", path))
         real_fsync(fd)
 
-    def rename(a: object, b: object) -> None:
+    def rename(a: Path, b: Path) -> None:
         events.append(("rename", f"{a} -> {b}"))
-        real_rename(a, b)  # type: ignore[arg-type]
+        real_rename(a, b)
 
     def check(tmp: Path, p: PlannedOutput) -> None:
         events.append(("check", str(tmp)))
 
     monkeypatch.setattr(safe_writer.os, "fsync", fsync)
-    monkeypatch.setattr(safe_writer.os, "rename", rename)
+    monkeypatch.setattr(claim, "rename_noreplace", rename)
     src = _channel_file()
     write_checkpoint(PlannedOutput(_checkpoint(), {src: "a/b", FX.oracle: "a/c"}), out, check)
     kinds = [k for k, _ in events]
@@ -137,14 +140,18 @@ def test_never_overwrites(tmp_path: Path) -> None:
     assert _siblings(out) == {"taken"}
     (tmp_path / "file").write_text("x")
     with pytest.raises(WriteError, match="already exists"):
-        prepare_output(tmp_path / "file")
+        claim_output(tmp_path / "file")
 
 
-def test_prepare_output_makes_missing_parents_and_accepts_existing_ones(tmp_path: Path) -> None:
-    tmp = prepare_output(tmp_path / "a" / "b" / "out")
-    assert tmp.is_dir() and tmp.parent == tmp_path / "a" / "b" and not any(tmp.iterdir())
-    again = prepare_output(tmp_path / "a" / "b" / "out")  # the parent exists now; a second writer gets its own
-    assert again.is_dir() and again != tmp and not (tmp_path / "a" / "b" / "out").exists()
+def test_a_claim_makes_missing_parents_and_a_second_claim_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "out"
+    first = claim_output(out)
+    assert first.staging.is_dir() and first.staging.parent == out.parent and not any(first.staging.iterdir())
+    with pytest.raises(OutputBusy, match=rf"{out}: spillway run {first.run} \(pid {os.getpid()} on "):
+        claim_output(out)  # the parent exists now; a second writer is refused, not given its own directory
+    assert first.staging.is_dir() and not out.exists()
+    first.abandon()
+    assert _siblings(out) == set()
 
 
 def test_a_refused_check_leaves_nothing(tmp_path: Path) -> None:
@@ -196,14 +203,14 @@ def test_produce_writes_data_and_may_replace_the_metadata(tmp_path: Path) -> Non
 
 def test_a_disk_returning_other_bytes_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The self-check reads back what is on disk: a write that silently changed one byte is refused."""
-    real = Path.write_bytes
+    real = guard.write_all
 
-    def flaky(self: Path, data: bytes) -> int:
-        if self.name == "_metadata":
+    def flaky(fd: int, data: bytes) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/_metadata"):
             data = data[:-1] + bytes([data[-1] ^ 1])
-        return real(self, data)
+        real(fd, data)
 
-    monkeypatch.setattr(Path, "write_bytes", flaky)
+    monkeypatch.setattr(guard, "write_all", flaky)
     called: list[Path] = []
     with pytest.raises(WriteError, match=r"^self-check: the written _metadata does not read back identically$"):
         write_checkpoint(PlannedOutput(_checkpoint()), tmp_path / "o", lambda t, p: called.append(t))

@@ -20,9 +20,10 @@ from support.fixtures import fixture_named
 
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint
-from spillway.storage import safe_writer
+from spillway.notices import collecting
+from spillway.storage import claim, guard
 from spillway.storage.locate import locate_checkpoint
-from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
+from spillway.storage.safe_writer import OutputIOError, PlannedOutput, WriteError, write_checkpoint
 
 FX = fixture_named("2.3.0-unaligned")
 REPO = Path(__file__).parents[2]
@@ -63,47 +64,54 @@ def test_an_output_the_check_rejects_is_never_renamed_into_place(tmp_path: Path)
     assert not out.exists() and _names(tmp_path) == set(), "no output and no temporary directory"
 
 
-def test_an_exception_mid_copy_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_disk_mid_copy_leaves_nothing_and_names_the_output_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC injected at the writer's one low-level write, half-way into the second file: an I/O error
+    (exit 3) naming the output path being written (not the source, not the staging name), and nothing left."""
     out = tmp_path / "chk-9"
-    real = shutil.copyfile
-    copied: list[str] = []
+    real = guard.write_all
+    written: list[str] = []
     checked: list[Path] = []
 
-    def copyfile(src: str, dst: str, **kw: object) -> object:
-        assert not out.exists(), "files are copied under a temporary name, not into the output"
-        if copied:
-            Path(dst).write_bytes(b"half a file")
+    def write_all(fd: int, data: bytes) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        assert not out.exists(), "files are written under a temporary name, not into the output"
+        if written and path not in written:
+            real(fd, data[: len(data) // 2])
             raise OSError(28, "No space left on device")
-        copied.append(str(dst))
-        return real(src, dst)
+        written.append(path)
+        real(fd, data)
 
-    monkeypatch.setattr(safe_writer.shutil, "copyfile", copyfile)
+    monkeypatch.setattr(guard, "write_all", write_all)
     plan = _plan()
     plan.copies[FX.oracle] = "sub/oracle.json"  # a second file, in a directory of its own
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OutputIOError) as info:
         write_checkpoint(plan, out, lambda tmp, plan: checked.append(tmp))
-    assert len(copied) == 1 and not checked, "failed after the first file, before any check"
-    assert not Path(copied[0]).exists() and _names(tmp_path) == set()
+    second = list(plan.copies.values())[1]
+    expected = f"{out / second}: cannot write: No space left on device (errno 28); nothing was left behind"
+    assert str(info.value) == expected
+    assert info.value.exit_code == 3
+    assert len(written) == 1 and not checked, "failed in the second file, before any check"
+    assert not Path(written[0]).exists() and _names(tmp_path) == set()
 
 
 _KILLED_WRITER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.storage import safe_writer
+from spillway.storage import guard, safe_writer
 
 meta, big, out = map(Path, sys.argv[1:4])
+real = guard.write_all
 
-def slow_copyfile(src, dst, **kw):  # a large copy on a slow disk: 1 MiB at a time
-    with open(src, "rb") as i, open(dst, "wb") as o:
-        while chunk := i.read(1 << 20):
-            o.write(chunk)
-            o.flush()
-            print("copied", o.tell(), flush=True)
-            time.sleep(0.02)
-    return dst
+def slow_write_all(fd, data):  # a large copy on a slow disk: 1 MiB at a time
+    real(fd, data)
+    print("copied", os.lseek(fd, 0, os.SEEK_CUR), flush=True)
+    time.sleep(0.02)
 
-safe_writer.shutil.copyfile = slow_copyfile
+guard.CHUNK = 1 << 20
+guard.write_all = slow_write_all
 cp = decode_metadata(meta.read_bytes(), str(meta))
 safe_writer.write_checkpoint(safe_writer.PlannedOutput(cp, {big: "big"}), out, lambda tmp, plan: None)
 print("done", flush=True)
@@ -129,21 +137,25 @@ def test_a_writer_killed_mid_write_leaves_no_output_and_the_next_run_is_not_fool
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
 
-    # Nothing under the output name; at most the killed writer's hidden temporary directory, without _metadata.
+    # Nothing under the output name; the killed writer's claim and hidden staging directory, without _metadata.
     assert not out.exists()
-    leftovers = _names(job) - {"chk-3"}
+    assert (job / ".chk-9.spillway.lock").is_file()
+    leftovers = _names(job) - {"chk-3", ".chk-9.spillway.lock"}
     assert len(leftovers) == 1 and PARTIAL.match(next(iter(leftovers)))["out"] == "chk-9"  # type: ignore[index]
     partial = job / next(iter(leftovers))
     assert not (partial / "_metadata").exists() and 0 < (partial / "big").stat().st_size < big.stat().st_size
 
     # Nothing mistakes the leftover for a checkpoint: the job's newest checkpoint is still chk-3 ...
     assert locate_checkpoint(job).metadata_path == job / "chk-3" / "_metadata"
-    # ... and the next run writes chk-9 (the leftover is neither "already exists" nor reused).
-    write_checkpoint(PlannedOutput(_checkpoint(), {big: "big"}), out, lambda tmp, plan: None)
+    # ... and the next run writes chk-9 (the leftover is neither "already exists" nor reused), removing the dead
+    # run's staging directory with a notice naming that run.
+    with collecting() as notes:
+        write_checkpoint(PlannedOutput(_checkpoint(), {big: "big"}), out, lambda tmp, plan: None)
     assert (out / "big").read_bytes() == big.read_bytes()
     assert (out / "_metadata").read_bytes() == FX.metadata.read_bytes()
     assert locate_checkpoint(job).metadata_path == out / "_metadata"
-    assert _names(job) == {"chk-3", "chk-9", partial.name}, "the next run did not touch the killed run's leftover"
+    assert _names(job) == {"chk-3", "chk-9"}, "the killed run's staging directory and claim are gone"
+    assert len(notes) == 1 and f"pid {proc.pid} on " in notes[0] and partial.name in notes[0], notes
 
 
 def test_an_existing_output_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
@@ -161,9 +173,9 @@ def test_an_existing_output_is_refused_and_left_as_it_was(tmp_path: Path) -> Non
 def test_the_rename_comes_only_after_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "chk-9"
     events: list[str] = []
-    real_rename = os.rename
+    real_rename = claim.rename_noreplace
 
-    def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def rename(src: Path, dst: Path) -> None:
         events.append(f"rename {Path(src).name} -> {Path(dst).name}")
         real_rename(src, dst)
 
@@ -172,7 +184,7 @@ def test_the_rename_comes_only_after_the_check(tmp_path: Path, monkeypatch: pyte
         events.append(f"check {tmp.name} ({len(list(tmp.iterdir()))} files)")
         return "ok"
 
-    monkeypatch.setattr(safe_writer.os, "rename", rename)
+    monkeypatch.setattr(claim, "rename_noreplace", rename)
     assert write_checkpoint(_plan(), out, check) == "ok"
     assert len(events) == 2 and events[0].startswith("check ") and events[1].startswith("rename ")
     tmp_name = events[0].split()[1]
