@@ -265,6 +265,38 @@ class Guard:
         finally:
             _close(dfd)
 
+    def refuse_different(self, source: Path, parts: tuple[str, ...]) -> None:
+        """Refuse (``WriteError``) when ``parts`` exists with other bytes than ``source``'s."""
+        self._same_existing(source, parts)
+
+    def link_into_place(self, staged: tuple[str, ...], parts: tuple[str, ...], source: Path) -> bool:
+        """Give the file this run made at ``staged`` the name ``parts`` too (a link: it never replaces
+        anything). An identical file already at ``parts`` is kept (False); one with other bytes is refused."""
+        made = next((m for m in reversed(self.made) if m.parts == staged), None)
+        if made is None:
+            raise WriteError(f"{self.shown_path(parts)}: its staged copy is not one this run made; not placed")
+        self._note({"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino})
+        sfd = self._directory(staged[:-1], create=False)
+        try:
+            try:
+                dfd = self._directory(parts[:-1], create=True)
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            try:
+                os.link(staged[-1], parts[-1], src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                if self._same_existing(source, parts):  # identical: kept as it is; other bytes: refused
+                    return False
+                raise WriteError(f"{self.shown_path(parts)}: gone while being placed") from None
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            finally:
+                _close(dfd)
+            self.made.append(Made(parts, made.dev, made.ino, False))
+            return True
+        finally:
+            _close(sfd)
+
     def _same_existing(self, source: Path, parts: tuple[str, ...]) -> bool:
         """Whether ``parts`` exists (False if not) and holds exactly ``source``'s bytes (refused if not)."""
         try:
