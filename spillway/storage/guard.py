@@ -25,9 +25,9 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
-from spillway.errors import EXIT_STORAGE, SpillwayError
+from spillway.errors import EXIT_STORAGE, EXIT_USAGE, SpillwayError
 from spillway.safe_io import open_regular
 
 CHUNK = 8 << 20
@@ -46,6 +46,12 @@ class OutputIOError(WriteError):
     checkpoint is fine, the place it was written to is not)."""
 
     exit_code: ClassVar[int] = EXIT_STORAGE
+
+
+class TargetExists(WriteError):
+    """A file to write exists already: spillway never overwrites it (exit 2: choose another name)."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE
 
 
 class EscapeError(WriteError):
@@ -262,6 +268,49 @@ class Guard:
             self.made.append(Made(parts, made.dev, made.ino, False))
             self.remove(staged)
             return True
+        finally:
+            _close(dfd)
+
+    def open_new(self, parts: tuple[str, ...]) -> BinaryIO:
+        """The new file ``parts`` (never an existing one), open for writing by a caller that streams into it
+        (a Parquet writer); the caller closes it. Remembered like any file this run made."""
+        try:
+            dfd = self._directory(parts[:-1], create=True)
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+        try:
+            fd = os.open(parts[-1], _NEW_FILE, 0o644, dir_fd=dfd)
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+        finally:
+            _close(dfd)
+        st = os.fstat(fd)
+        self.made.append(Made(parts, st.st_dev, st.st_ino, False))
+        return os.fdopen(fd, "wb")
+
+    def rename_new(self, staged: tuple[str, ...], parts: tuple[str, ...], replace: bool = False) -> None:
+        """Give the file this run made at ``staged`` its final name ``parts`` in the same directory: a link that
+        fails rather than replace anything (``WriteError`` naming it), then the staged name goes. ``replace``:
+        the user asked to replace ``parts`` (an atomic rename over it)."""
+        made = next((m for m in reversed(self.made) if m.parts == staged), None)
+        if made is None or staged[:-1] != parts[:-1]:
+            raise WriteError(f"{self.shown_path(parts)}: not a file this run made beside it; not renamed")
+        dfd = self._directory(parts[:-1], create=False)
+        try:
+            try:
+                if replace:
+                    os.replace(staged[-1], parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+                else:
+                    os.link(staged[-1], parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                raise TargetExists(f"{self.shown_path(parts)}: exists; spillway never overwrites") from None
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            self.made.append(Made(parts, made.dev, made.ino, False))
+            if replace:
+                self.made.remove(made)
+            else:
+                self.remove(staged)
         finally:
             _close(dfd)
 
