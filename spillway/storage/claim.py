@@ -231,8 +231,9 @@ def _claim(out: Path, destination: bool) -> Claim:
 
 def _drop_if_empty(lock: Path, fd: int) -> None:
     """Close ``fd``; a lock file it still names that holds nothing (this run stopped before writing to it)
-    is removed."""
+    is removed — only while no other run holds it: the holder may not have written its header yet."""
     with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError (an OSError): another run's, keep it
         mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
         if mine.st_size == 0 and (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
             os.unlink(lock)
@@ -312,7 +313,8 @@ def _take(out: Path, lock: Path, fd: int, destination: bool) -> Claim | None:
         return Claim(out, run, lock, staging, fd, (st.st_dev, st.st_ino))
     except BaseException:
         if owned:
-            os.unlink(lock)
+            with contextlib.suppress(OSError):  # the failure that brought us here is what the user must see
+                os.unlink(lock)
             if staging is not None:
                 _remove_dir_if(staging, None)  # its name is this run's: made by this run, if it exists
         raise
