@@ -53,11 +53,19 @@ def _files(root: Path) -> set[Path]:
     return {p for p in root.rglob("*") if not p.is_dir()} if root.exists() else set()
 
 
-def _wait_for(path: Path, proc: subprocess.Popen[str]) -> bool:
+def _claimed(lock: Path) -> bool:
+    """The lock names its run (written once the run holds it; the file alone may predate the hold)."""
+    try:
+        return lock.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _wait_for(lock: Path, proc: subprocess.Popen[str]) -> bool:
     deadline = time.monotonic() + 60
-    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not _claimed(lock) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.0005)
-    return proc.poll() is None and path.exists()
+    return proc.poll() is None and _claimed(lock)
 
 
 def _holding_to(src: Path, out: Path, to: Path) -> subprocess.Popen[str] | None:
@@ -68,7 +76,7 @@ def _holding_to(src: Path, out: Path, to: Path) -> subprocess.Popen[str] | None:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         if _wait_for(lock, proc):
             proc.send_signal(signal.SIGSTOP)
-            if lock.exists():
+            if _claimed(lock):
                 return proc
             proc.send_signal(signal.SIGCONT)
         proc.wait(timeout=120)
