@@ -16,13 +16,15 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import FileHandle, RelativeFileHandle
 from spillway.model.walk import all_stream_handles, file_path_of, transform_stream_handles
-from support.console import ROOT, Run, spillway
+from support.console import ROOT, SCRIPT, Run, spillway
 from support.fixtures import Fixture, fixture_named
 
 CLIMB = "../" * 5  # from base/src/<fx>/checkpoints/<job>/chk-N (or base/dst/a/b/<job>/chk-N) up to base
@@ -191,7 +193,7 @@ def scratch_left(root: Path) -> list[str]:
         sorted(
             str(p.relative_to(root))
             for p in root.rglob("*")
-            if p.name.startswith(".") or p.name.endswith(SCRATCH_SUFFIXES)
+            if p.name.startswith(".") or ".spillway" in p.name or p.name.endswith(SCRATCH_SUFFIXES)
         )
         if root.exists()
         else []
@@ -204,10 +206,12 @@ def scratch_left(root: Path) -> list[str]:
 COMMANDS = ("relocate", "relocate-copy", "strip", "clear", "drop", "rescale")
 
 
-def command(layout: Layout, name: str, *extra: str, master: str = "inprocess") -> list[str]:
-    """The console-script arguments of writing command ``name`` from ``layout``'s source into its output."""
-    chk, out, plan = str(layout.chk), str(layout.out), str(layout.plan)
-    move = ["--from", f"file:{layout.job}", "--to", f"file:{layout.to}"]
+def command(layout: Layout, name: str, *extra: str, master: str = "inprocess", to: Path | None = None) -> list[str]:
+    """The console-script arguments of writing command ``name`` from ``layout``'s source into its output
+    (``to``: another job directory for the output, ``to/chk-N``, and for --to)."""
+    to = layout.to if to is None else to
+    chk, out, plan = str(layout.chk), str(to / layout.chk.name), str(layout.plan)
+    move = ["--from", f"file:{layout.job}", "--to", f"file:{to}"]
     return {
         "relocate": ["repair", "relocate", chk, "--out", out, *move],
         "relocate-copy": ["repair", "relocate", chk, "--out", out, *move, "--copy-data"],
@@ -228,3 +232,32 @@ TESTS_ON_PATH = {"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"}
 def run(args: list[str], timeout: float = 120) -> Run:
     """``spillway ARGS`` through the installed console script, this checkout's code first."""
     return spillway(*args, env=TESTS_ON_PATH, timeout=timeout)
+
+
+def console_env() -> dict[str, str]:
+    """The environment ``support.console.spillway`` gives the script, with the fixture jobs' key functions."""
+    env = {**os.environ, **TESTS_ON_PATH}
+    env.pop("SPILLWAY_STORAGE_TIMEOUT", None)
+    return env
+
+
+def start(args: list[str]) -> subprocess.Popen[str]:
+    """``spillway ARGS`` started in its own process group (a SIGKILL then reaches only it)."""
+    return subprocess.Popen(
+        [str(SCRIPT), *args], env=console_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], started: float, timeout: float = 120) -> Run:
+    out, err = proc.communicate(timeout=timeout)
+    return Run(proc.returncode, out, err, time.monotonic() - started)
+
+
+def data_files(root: Path) -> dict[str, str]:
+    """Every file under ``root`` but ``_metadata`` (which names its own place): relative path -> sha256."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "_metadata" and not p.is_symlink()
+    }
