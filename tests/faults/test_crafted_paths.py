@@ -87,3 +87,19 @@ def test_validate_names_the_crafted_path(tmp_path: Path, fx: str, case: str) -> 
     assert "Traceback" not in done.output, done.output
     assert done.code == 1, done.output
     assert ("path-escape" if "dotdot" in case else "bad-path") in done.output, done.output
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_spark_rescale_refuses_an_escaping_path(tmp_path: Path) -> None:
+    """The same guarantee when a local Spark (``--master local[1]``) does the rescale."""
+    layout = lay_out(tmp_path, "2.3.0-unaligned")
+    crafted = craft(layout, "absolute-dotdot")
+    sentinel, source, dst = snapshot(layout.sentinel), snapshot(layout.root), snapshot(layout.dst)
+    done = run(command(layout, "rescale", master="local[1]"), timeout=280)
+    assert "Traceback" not in done.output, done.output
+    assert changes(sentinel, snapshot(layout.sentinel)) == [], f"{crafted!r}: the sentinel changed\n{done.output}"
+    assert changes(source, snapshot(layout.root)) == [], done.output
+    assert done.code == 1, f"{crafted!r}: not refused (exit {done.code})\n{done.output}"
+    assert not layout.out.exists()
+    assert changes(dst, snapshot(layout.dst)) == [], done.output
