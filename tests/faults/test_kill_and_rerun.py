@@ -1,5 +1,6 @@
 """``kill -9`` at random points of a writing command, then the same command again: never a ``_metadata`` at the
-final --out unless that output is complete (it validates); the source byte-identical; the rerun writes the
+final --out unless that output is complete (it validates); nothing the killed run wrote outside its hidden
+staging (--copy-data's copies included); the source byte-identical; the rerun writes the
 output (exit 0), says it removed what the dead run left, and leaves no staging, lock or partial file — and
 under --to exactly the files a solo run writes. 100 trials: 60 relocate --copy-data, 20 strip, 20 rescale."""
 
@@ -24,7 +25,7 @@ TRIALS = {  # command -> (fixture, trials)
 }
 SEED = 29
 # How a rerun may tell that it found and removed a dead run's scratch.
-CLEANUP_WORDS = ("stale", "dead", "left behind", "left by", "interrupted", "removed", "removing")
+CLEANUP_WORDS = ("stale", "dead", "left behind", "left by", "interrupted", "previous run", "earlier run")
 
 
 def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str, str]) -> tuple[str, list[str]]:
@@ -39,13 +40,21 @@ def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str,
         os.killpg(proc.pid, signal.SIGKILL)
     first = finish(proc, started)
     problems: list[str] = []
-    where = f"{cmd} after {delay:.3f}s ({outcome}, exit {first.code})"
     if (out / "_metadata").exists():
+        where = f"{cmd} after {delay:.3f}s (exit {first.code})"
         valid = run(["validate", str(out)])
         if valid.code != 0:
             problems.append(f"{where}: an incomplete output at --out: {valid.output.strip()[-300:]!r}")
         return "complete", problems  # a complete output: a rerun is refused, as it must be
     left = scratch_left(to.parent)
+    if outcome == "killed" and (left or _files(to.parent)):
+        outcome = "killed while writing"
+    where = f"{cmd} after {delay:.3f}s ({outcome}, exit {first.code})"
+    # Until its final rename a run writes only into its hidden staging (--copy-data's copies too), so that
+    # what a killed run wrote is all scratch, for the next run to find and remove.
+    stray = [p for p in _files(to.parent) if not any(part.startswith(".") for part in p.parts)]
+    if stray:
+        problems.append(f"{where}: the killed run wrote outside its staging: {[str(p) for p in stray[:5]]}")
     rerun = run(args)
     if rerun.code != 0:
         problems.append(f"{where}: the rerun failed (exit {rerun.code}): {rerun.err.strip()[-300:]!r}")
@@ -61,6 +70,25 @@ def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str,
     return outcome, problems
 
 
+def _probe(args: list[str], to: Path) -> tuple[float, float]:
+    """A solo run of ``args`` into ``to``: when it started writing under ``to`` and when it ended (seconds)."""
+    to.mkdir(parents=True)
+    started = time.monotonic()
+    proc = start(args)
+    first_write = None
+    while proc.poll() is None:
+        if first_write is None and any(to.iterdir()):
+            first_write = time.monotonic() - started
+        time.sleep(0.002)
+    solo = finish(proc, started)
+    assert solo.code == 0, f"the solo run must write\n{solo.output}"
+    return first_write if first_write is not None else 0.0, solo.seconds
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
+
 @pytest.mark.timeout(420)
 def test_kill_at_random_points_then_rerun(tmp_path: Path) -> None:
     rng = random.Random(SEED)
@@ -70,14 +98,12 @@ def test_kill_at_random_points_then_rerun(tmp_path: Path) -> None:
         layout = lay_out(tmp_path / cmd, fixture)
         source = snapshot(layout.root)
         solo_to = tmp_path / cmd / "solo" / layout.fx.info["job_id"]
-        solo = run(command(layout, cmd, to=solo_to))
-        assert solo.code == 0, f"{cmd}: the solo run must write\n{solo.output}"
+        writing, typical = _probe(command(layout, cmd, to=solo_to), solo_to)
         expected = data_files(solo_to)
         tos = [tmp_path / cmd / f"trial{i}" / layout.fx.info["job_id"] for i in range(trials)]
-        # Between 0 and the typical run time (two runs at a time take longer than one alone), more of them
-        # late: the first half of a run is the interpreter starting, where a kill finds nothing to leave.
-        typical = 1.2 * solo.seconds
-        delays = [typical * rng.random() ** 0.5 for _ in range(trials)]
+        # Half the kills anywhere in a run, half while it writes (the last tenth or so of a run: most of it
+        # is the interpreter starting and the source being read).
+        delays = [rng.uniform(0, typical) if i % 2 else rng.uniform(writing, typical) for i in range(trials)]
         with ThreadPoolExecutor(max_workers=2) as pool:  # two at a time: the machine has two cores
             results = list(pool.map(_trial, [layout] * trials, [cmd] * trials, tos, delays, [expected] * trials))
         for outcome, found in results:
@@ -88,7 +114,8 @@ def test_kill_at_random_points_then_rerun(tmp_path: Path) -> None:
         if snapshot(layout.root) != source:
             problems.append(f"{cmd}: the source changed")
     announce(
-        f"kill -9: {counts['trials']} trials (seed {SEED}), {counts['killed']} killed mid-run, "
+        f"kill -9: {counts['trials']} trials (seed {SEED}), {counts['killed while writing']} killed while writing, "
+        f"{counts['killed']} before writing, "
         f"{counts['complete'] + counts['finished']} complete before the kill, {counts['bad trials']} with a fault"
     )
     assert problems == [], "\n".join(problems)

@@ -1,8 +1,8 @@
 """Remote work within one deadline: a plan server (``preflight --plan http://…``) and an S3 endpoint
 (``AWS_ENDPOINT_URL``) that never answer, that drip their answer one byte a second (each read well within
-``--storage-timeout 3``, the whole answer days long: only a deadline for the whole request ends it), or that
-redirect to ``file:///etc/passwd``. Each run ends within timeout x 3 + 10 s with exit 3 (storage), one error
-line naming what it tried to reach, and never the redirect target's content."""
+``--storage-timeout 3``, the whole answer days long: only a deadline for the whole request ends it) or one byte
+every 5 s, or that redirect to ``file:///etc/passwd``. Each run ends within timeout x 3 + 10 s with exit 3
+(storage), one error line naming what it tried to reach, and never the redirect target's content."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ TIMEOUT = 3
 LIMIT = TIMEOUT * 3 + 10
 SERVERS: dict[str, Callable[[], AbstractContextManager[int]]] = {
     "silent": silent_server,
-    "drip": dripping_server,
+    "drip": dripping_server,  # a byte a second: only a deadline for the whole request ends it
+    "drip-5s": lambda: dripping_server(every=5.0),  # slower than the timeout: a per-read limit ends it too
     "redirect": redirecting_server,
 }
 FX = fixture_named("2.3.0-unaligned")
