@@ -57,9 +57,10 @@ def test_a_full_disk_is_an_io_error_that_leaves_nothing(tmp_path: Path, cmd: str
             done = subprocess.run([str(SCRIPT), *args], env=console_env(), capture_output=True, text=True, timeout=90)
             left = sorted(str(p.relative_to(disk)) for p in disk.rglob("*"))
     else:  # the largest file a solo run writes no longer fits
+        largest = max(p.stat().st_size for p in solo_to.parent.rglob("*") if p.is_file())
 
         def limit() -> None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (largest // 2, largest // 2))
 
         to.mkdir(parents=True)
         done = subprocess.run(
