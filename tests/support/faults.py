@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.model.checkpoint import FileHandle, RelativeFileHandle
+from spillway.model.checkpoint import FileHandle, RelativeFileHandle, StreamHandle, StreamLeaf
 from spillway.model.walk import all_stream_handles, file_path_of, transform_stream_handles
 from support.console import ROOT, SCRIPT, Run, spillway
 from support.fixtures import Fixture, fixture_named
@@ -30,6 +30,9 @@ from support.fixtures import Fixture, fixture_named
 CLIMB = "../" * 5  # from base/src/<fx>/checkpoints/<job>/chk-N (or base/dst/a/b/<job>/chk-N) up to base
 # A run's own scratch: hidden staging directories and files, partial files, locks (Flink names no file so).
 SCRATCH_SUFFIXES = (".partial", ".part", ".lock", ".tmp")
+
+
+Entry = tuple[int, int, int, int, str]  # a snapshot's entry: kind, mode, size, mtime (ns), content hash or link
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def lay_out(base: Path, fixture: str) -> Layout:
     shutil.copytree(fx.root, layout.root, symlinks=True)
     old, new = "file:" + fx.info["generated_at"], "file:" + str(layout.root)
 
-    def localise(leaf):  # type: ignore[no-untyped-def]
+    def localise(leaf: StreamLeaf) -> StreamHandle:
         if isinstance(leaf, FileHandle) and leaf.path.startswith(old + "/"):
             return leaf.with_file_name(new + leaf.path[len(old) :])
         return leaf
@@ -138,16 +141,11 @@ def craft(layout: Layout, case: str) -> str:
         raise ValueError(case)
     relative = case == "relative-dotdot" or (case == "nul" and not target.startswith("file:"))
 
-    def aim(leaf):  # type: ignore[no-untyped-def]
+    def aim(leaf: StreamLeaf) -> StreamHandle:
         if file_path_of(leaf) != target:
             return leaf
-        if relative:
-            return (
-                RelativeFileHandle(crafted_path, leaf.state_size)
-                if leaf.whole_file
-                else leaf.with_file_name(crafted_path)
-            )
-        return FileHandle(crafted_path, leaf.state_size) if leaf.whole_file else leaf.with_file_name(crafted_path)
+        assert isinstance(leaf, FileHandle | RelativeFileHandle), f"crafting a {type(leaf).__name__}: not a whole file"
+        return (RelativeFileHandle if relative else FileHandle)(crafted_path, leaf.state_size)
 
     cp = decode_metadata(layout.metadata().read_bytes())
     transform_stream_handles(cp, aim)
@@ -158,10 +156,10 @@ def craft(layout: Layout, case: str) -> str:
 # --- witnesses ------------------------------------------------------------------------------------------
 
 
-def snapshot(root: Path) -> dict[str, tuple]:
+def snapshot(root: Path) -> dict[str, Entry]:
     """Every path under ``root`` (symlinks not followed): kind, mode, size, mtime and a hash of a file's bytes
     or a link's target. Equal snapshots: not a byte, name or timestamp changed."""
-    found: dict[str, tuple] = {}
+    found: dict[str, Entry] = {}
     if not root.exists():
         return found
     for here, dirs, files in os.walk(root):
@@ -178,7 +176,7 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return found
 
 
-def changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+def changes(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
     """What differs between two snapshots, one line each (empty: nothing)."""
     return sorted(
         [f"+ {p}" for p in after.keys() - before.keys()]
