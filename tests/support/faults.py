@@ -176,12 +176,17 @@ def snapshot(root: Path) -> dict[str, Entry]:
     return found
 
 
-def changes(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
-    """What differs between two snapshots, one line each (empty: nothing)."""
+def changes(before: dict[str, Entry], after: dict[str, Entry], dir_times: bool = True) -> list[str]:
+    """What differs between two snapshots, one line each (empty: nothing). ``dir_times=False``: a directory
+    whose entries are the same but whose mtime moved (something was made there and removed again) is equal."""
+
+    def same(a: Entry, b: Entry) -> bool:
+        return a == b or (not dir_times and stat.S_ISDIR(a[0]) and a[:3] == b[:3])
+
     return sorted(
         [f"+ {p}" for p in after.keys() - before.keys()]
         + [f"- {p}" for p in before.keys() - after.keys()]
-        + [f"~ {p}" for p in before.keys() & after.keys() if before[p] != after[p]]
+        + [f"~ {p}" for p in before.keys() & after.keys() if not same(before[p], after[p])]
     )
 
 
