@@ -334,8 +334,8 @@ def _clear_stale(out: Path, lock: Path, header: dict[str, Any] | None, entries: 
                 removed.append(name)
     files = _undo_journal(entries)
     notices.warn(
-        f"{out}: a spillway run that is gone ({_describe(header)}) left its claim; removed its staging directory "
-        f"({', '.join(removed) or 'none left'}) and {files} files it had copied"
+        f"{out}: a stale claim of a spillway run that is gone ({_describe(header)}); removed what it left behind: "
+        f"its staging directory ({', '.join(removed) or 'none left'}) and {files} files it had copied"
     )
 
 
@@ -349,7 +349,7 @@ def _clear_unclaimed(out: Path) -> None:
         return
     removed = [n for n in names if _remove_dir_if(out.parent / n, None)]
     if removed:
-        notices.warn(f"{out}: removed {len(removed)} staging directories no run claims any more: {', '.join(removed)}")
+        notices.warn(f"{out}: removed {len(removed)} staging directories left behind by runs that are gone: {', '.join(removed)}")
 
 
 def _remove_dir_if(path: Path, identity: tuple[int, int] | None) -> bool:

@@ -231,5 +231,5 @@ def test_a_staging_directory_no_lock_names_is_removed_with_a_notice(tmp_path: Pa
     with collecting() as notes:
         c = claim_output(out)
     assert not orphan.exists() and other.is_dir()
-    assert notes == [f"{out}: removed 1 staging directories no run claims any more: {orphan.name}"]
+    assert notes == [f"{out}: removed 1 staging directories left behind by runs that are gone: {orphan.name}"]
     c.abandon()
