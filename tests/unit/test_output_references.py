@@ -7,36 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.fixtures import fixture_named
+from support.written import written
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.inspect.references import missing_references
-from spillway.model.checkpoint import FileHandle, StreamHandle, StreamLeaf, is_file_backed
+from spillway.model.checkpoint import FileHandle, is_file_backed
 from spillway.model.walk import all_stream_handles, transform_stream_handles
 
 FINAL = "file:/final/place/chk-3"  # where the output will be renamed to; its files sit in the staging copy
-
-
-def written(tmp: Path, fixture: str) -> tuple[Path, Path]:
-    """A real checkpoint "written" to ``tmp/staging``: its own files (relative) copied in, its shared files
-    named absolutely at ``tmp/job/shared`` (they exist there). Returns (staging directory, job directory)."""
-    fx = fixture_named(fixture)
-    job = tmp / "job"
-    shutil.copytree(next((fx.root / "checkpoints").iterdir()), job)
-    chk = next(job.glob("chk-*"))
-    prefix = "file:" + fx.info["generated_at"] + "/checkpoints/" + fx.info["job_id"]
-    staging = tmp / "staging"
-    shutil.copytree(chk, staging)
-
-    def here(leaf: StreamLeaf) -> StreamHandle:
-        if isinstance(leaf, FileHandle) and leaf.path.startswith(prefix + "/"):
-            return leaf.with_file_name("file:" + str(job) + leaf.path[len(prefix) :])
-        return leaf
-
-    cp = decode_metadata((staging / "_metadata").read_bytes())
-    transform_stream_handles(cp, here)
-    (staging / "_metadata").write_bytes(encode_metadata(cp))
-    return staging, job
 
 
 def names(staging: Path, relative: bool) -> list[str]:
