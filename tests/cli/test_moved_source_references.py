@@ -11,41 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 import pytest
 from support.console import spillway
 from support.fixtures import fixture_named
+from support.written import moved_job
 
-from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.model.checkpoint import FileHandle, StreamHandle, StreamLeaf, is_file_backed
-from spillway.model.walk import all_stream_handles, transform_stream_handles
+from spillway.formats.metadata_codec import decode_metadata
+from spillway.model.checkpoint import is_file_backed
+from spillway.model.walk import all_stream_handles
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def moved_job(tmp: Path, fixture: str) -> tuple[Path, str]:
-    """The fixture's job directory copied under ``tmp``, its absolute paths naming a directory that does not
-    exist (as after moving it); returns (chk-N directory, the prefix its _metadata names)."""
-    fx = fixture_named(fixture)
-    root = tmp / "moved"
-    shutil.copytree(fx.root / "checkpoints", root)
-    gone = f"/nonexistent-{uuid.uuid4().hex[:8]}/checkpoints"
-    old = "file:" + fx.info["generated_at"] + "/checkpoints"
-
-    def move(leaf: StreamLeaf) -> StreamHandle:
-        if isinstance(leaf, FileHandle) and leaf.path.startswith(old + "/"):
-            return leaf.with_file_name("file:" + gone + leaf.path[len(old) :])
-        return leaf
-
-    chk = next(root.glob("*/chk-*"))
-    cp = decode_metadata((chk / "_metadata").read_bytes())
-    transform_stream_handles(cp, move)
-    (chk / "_metadata").write_bytes(encode_metadata(cp))
-    assert not os.path.exists(gone)
-    return chk, gone
 
 
 def absolute_names(out: Path) -> list[str]:

@@ -3,7 +3,9 @@ tests: relative files copied in, shared files named absolutely where they exist.
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 from pathlib import Path
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
@@ -32,3 +34,25 @@ def written(tmp: Path, fixture: str) -> tuple[Path, Path]:
     transform_stream_handles(cp, here)
     (staging / "_metadata").write_bytes(encode_metadata(cp))
     return staging, job
+
+
+def moved_job(tmp: Path, fixture: str) -> tuple[Path, str]:
+    """The fixture's job directory copied under ``tmp``, its absolute paths naming a directory that does not
+    exist (as after moving it); returns (chk-N directory, the prefix its _metadata names)."""
+    fx = fixture_named(fixture)
+    root = tmp / "moved"
+    shutil.copytree(fx.root / "checkpoints", root)
+    gone = f"/nonexistent-{uuid.uuid4().hex[:8]}/checkpoints"
+    old = "file:" + fx.info["generated_at"] + "/checkpoints"
+
+    def move(leaf: StreamLeaf) -> StreamHandle:
+        if isinstance(leaf, FileHandle) and leaf.path.startswith(old + "/"):
+            return leaf.with_file_name("file:" + gone + leaf.path[len(old) :])
+        return leaf
+
+    chk = next(root.glob("*/chk-*"))
+    cp = decode_metadata((chk / "_metadata").read_bytes())
+    transform_stream_handles(cp, move)
+    (chk / "_metadata").write_bytes(encode_metadata(cp))
+    assert not os.path.exists(gone)
+    return chk, gone
