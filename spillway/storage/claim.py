@@ -194,8 +194,10 @@ def claim_output(out: Path) -> Claim:
 
 def _drop_if_empty(lock: Path, fd: int) -> None:
     """Close ``fd``; a lock file it still names that holds nothing (this run stopped before writing to it)
-    is removed."""
+    is removed — only while this run holds its flock: an empty lock another run holds is that run's, about to
+    get its header (removing it let two runs each see the other as the holder, and both gave up)."""
     with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
         if mine.st_size == 0 and (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
             os.unlink(lock)
@@ -268,10 +270,17 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
         return Claim(out, run, lock, staging, fd, (st.st_dev, st.st_ino))
     except BaseException:
         if owned:
-            os.unlink(lock)
+            _unlink_if_same(lock, fd)  # never another's: the original error is what the user must see
             if staging is not None:
                 _remove_dir_if(staging, None)  # its name is this run's: made by this run, if it exists
         raise
+
+
+def _unlink_if_same(lock: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
+        if (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
+            os.unlink(lock)
 
 
 def _refuse_existing(out: Path) -> None:
@@ -349,7 +358,9 @@ def _clear_unclaimed(out: Path) -> None:
         return
     removed = [n for n in names if _remove_dir_if(out.parent / n, None)]
     if removed:
-        notices.warn(f"{out}: removed {len(removed)} staging directories left behind by runs that are gone: {', '.join(removed)}")
+        notices.warn(
+            f"{out}: removed {len(removed)} staging directories left behind by runs that are gone: {', '.join(removed)}"
+        )
 
 
 def _remove_dir_if(path: Path, identity: tuple[int, int] | None) -> bool:
