@@ -1,4 +1,5 @@
-"""The self-check every writer runs on its output before the rename: decode and ``validate``.
+"""The self-check every writer runs on its output before the rename: decode, ``validate``, and every file the
+output names exists where a restoring Flink would look (``spillway.inspect.references``).
 
 It lives here, above ``spillway.storage``, because the safe writer must not know about validation;
 writers pass ``validated_output(...)`` as the writer's ``check``.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from spillway.flink.keygroups import key_group_range
 from spillway.inspect.findings import Finding
+from spillway.inspect.references import missing_references
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import validate
 from spillway.model.checkpoint import Checkpoint, IncrementalHandle
@@ -32,8 +34,8 @@ def validated_output(
     extra_check: Callable[[Path], list[str]] | None = None,
 ) -> Callable[[Path, PlannedOutput], list[Finding]]:
     """A writer check: ``validate`` finds no error in the written output (read through the plan's
-    final prefix), no subtask's keyed state reaches outside its key groups, then ``extra_check`` finds no
-    problem. Returns the non-error findings."""
+    final prefix), every file it names exists (after the final prefix and ``rebase`` only), no subtask's keyed
+    state reaches outside its key groups, then ``extra_check`` finds no problem. Returns the non-error findings."""
 
     def check(tmp: Path, plan: PlannedOutput) -> list[Finding]:
         rules = [f"{plan.final_prefix}={tmp}"] if plan.final_prefix else []
@@ -44,6 +46,12 @@ def validated_output(
             raise WriteError(
                 f"self-check: validate found {len(report.errors)} errors in the output, first: "
                 f"{first.rule}: {first.message} ({first.file or ''})"
+            )
+        missing = missing_references(tmp, plan.final_prefix, rebase)
+        if missing:
+            raise WriteError(
+                f"self-check: the output names {len(missing)} files that do not exist where Flink would look, "
+                f"first: {missing[0]}"
             )
         outside = foreign_key_groups(loaded.checkpoint)
         if outside:

@@ -32,6 +32,7 @@ from spillway.repair.session import (
     RepairReport,
     finish,
     moved_rules,
+    pin_moved_paths,
     source_damage,
     source_rebases,
 )
@@ -153,7 +154,7 @@ def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Strip
             e.records = None if e.records is None or loss.records is None else e.records + loss.records
             e.bytes += loss.bytes
         lost = Loss(dropped, result.bytes_dropped, unknown if dropped is None else None, edges, result.losses)
-        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
         return finish(rp, io, options.dry_run, plan, loss=lost)
 
@@ -198,7 +199,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
         for c in changed:
             rp.changes.append(Change(c, 1))
         rp.warnings.append("cleared operators restart with no state; cleared sources read their input again")
-        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
         return finish(rp, io, options.dry_run, plan)
 
@@ -241,7 +242,7 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
             if o.operator_id in ids:
                 rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
                 rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
-        rp.self_check_rebase = source_rebases(loaded, io.rebase)
+        pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
         return finish(rp, io, options.dry_run, plan, loss=lost)
 

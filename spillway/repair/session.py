@@ -26,6 +26,7 @@ from spillway.repair.transforms import ChannelLoss
 from spillway.storage import fs
 from spillway.storage.claim import Claim, claimed
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.pinning import pin_found_paths
 from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput, write_checkpoint
 from spillway.storage.workspace import Workspace
@@ -126,6 +127,16 @@ def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> li
     the output's self-check: the output names the same files, it must resolve them the same way."""
     loaded.resolve_files()
     return [*(user_rules or []), *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
+
+
+def pin_moved_paths(rp: RepairPlan, loaded: LoadedCheckpoint, io: Workspace) -> None:
+    """Name the files a moved source keeps where they are now (``spillway.storage.pinning``); the output's
+    self-check then finds every file with the user's own rules, none that spillway found by itself."""
+    pinned = pin_found_paths(rp.output.checkpoint, loaded)
+    rp.output.checkpoint = pinned.checkpoint
+    for (old, new), n in sorted(pinned.prefixes.items()):
+        rp.changes.append(Change("paths named where the files are now (the source was moved)", n, f"{old} -> {new}"))
+    rp.self_check_rebase = list(io.rebase)
 
 
 def moved_rules(old: str, new: str, source_rules: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ from spillway.rescale.verify import check_totals, self_check
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.guard import Guard, plain_parts
 from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.pinning import pin_found_paths
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
 
@@ -351,6 +352,9 @@ def rescale(
         report.move = move
         new_files: list[NewStateFile] = []
         cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
+        pinned = pin_found_paths(cp, loaded)  # a moved source's files are named where they are now
+        cp = pinned.checkpoint
+        report.notes.extend(pinned.notes())
         guard = Guard(tmp, shown=out, sync=False)  # the writer syncs the whole output before its check
         try:
             for nf in new_files:
@@ -402,7 +406,8 @@ def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: Re
         if not force:
             refuse_damaged(checked.errors, force=False)
         loaded.resolve_files()
-        rules = [*ws.rebase, *(f"{r['from']}={r['to']}" for r in loaded.resolver.rebases())]
+        # The output names the files where they are (pinned): its self-check finds them with the user's rules only.
+        rules = list(ws.rebase)
         if ws.remote_out is not None and not dry_run:
             fs.check_target(ws.remote_out)
         if options.on_start is not None and not dry_run:

@@ -231,9 +231,10 @@ def _claim(out: Path, destination: bool) -> Claim:
 
 def _drop_if_empty(lock: Path, fd: int) -> None:
     """Close ``fd``; a lock file it still names that holds nothing (this run stopped before writing to it)
-    is removed — only while no other run holds it: the holder may not have written its header yet."""
+    is removed — only while this run holds its flock: an empty lock another run holds is that run's, about to
+    get its header (removing it let two runs each see the other as the holder, and both gave up)."""
     with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError (an OSError): another run's, keep it
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
         if mine.st_size == 0 and (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
             os.unlink(lock)
@@ -313,11 +314,17 @@ def _take(out: Path, lock: Path, fd: int, destination: bool) -> Claim | None:
         return Claim(out, run, lock, staging, fd, (st.st_dev, st.st_ino))
     except BaseException:
         if owned:
-            with contextlib.suppress(OSError):  # the failure that brought us here is what the user must see
-                os.unlink(lock)
+            _unlink_if_same(lock, fd)  # never another's: the original error is what the user must see
             if staging is not None:
                 _remove_dir_if(staging, None)  # its name is this run's: made by this run, if it exists
         raise
+
+
+def _unlink_if_same(lock: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        mine, now = os.fstat(fd), os.stat(lock, follow_symlinks=False)
+        if (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
+            os.unlink(lock)
 
 
 def _refuse_existing(out: Path) -> None:
@@ -384,15 +391,15 @@ def _clear_stale(out: Path, lock: Path, header: dict[str, Any] | None, entries: 
     published = _published_output(entries)
     if published is not None:
         notices.warn(
-            f"{out}: a spillway run that is gone ({_describe(header)}) left its claim after publishing {published}; "
-            f"removed its staging directory ({', '.join(removed) or 'none left'}) and kept the files it had copied "
-            "(that output references them)"
+            f"{out}: a stale claim of a spillway run that is gone ({_describe(header)}), which had published "
+            f"{published}; removed its staging directory ({', '.join(removed) or 'none left'}) and kept the files it "
+            "had copied (that output references them)"
         )
         return
     files = _undo_journal(entries)
     notices.warn(
-        f"{out}: a spillway run that is gone ({_describe(header)}) left its claim; removed its staging directory "
-        f"({', '.join(removed) or 'none left'}) and {files} files it had copied"
+        f"{out}: a stale claim of a spillway run that is gone ({_describe(header)}); removed what it left behind: "
+        f"its staging directory ({', '.join(removed) or 'none left'}) and {files} files it had copied"
     )
 
 
@@ -419,7 +426,9 @@ def _clear_unclaimed(out: Path) -> None:
         return
     removed = [n for n in names if _remove_dir_if(out.parent / n, None)]
     if removed:
-        notices.warn(f"{out}: removed {len(removed)} staging directories no run claims any more: {', '.join(removed)}")
+        notices.warn(
+            f"{out}: removed {len(removed)} staging directories left behind by runs that are gone: {', '.join(removed)}"
+        )
 
 
 _INSIDE_STAGING = re.compile(r"^\.spillway-[0-9a-f]+\.partial$")

@@ -185,7 +185,7 @@ def test_after_kill_9_a_rerun_clears_the_dead_runs_leftovers_says_so_and_succeed
         assert rerun.code == 0, rerun.output
         if stale:
             cleared += 1
-            assert "warning:" in rerun.err and "a spillway run that is gone" in rerun.err, rerun.err
+            assert "warning:" in rerun.err and "a stale claim of a spillway run that is gone" in rerun.err, rerun.err
         assert _leftovers(tmp_path / f"new{trial}") == []
         assert spillway("validate", str(new / CHK)).code == 0
     assert killed and cleared, (killed, cleared)

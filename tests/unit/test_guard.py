@@ -165,6 +165,37 @@ def test_one_claim_per_output_and_the_loser_touches_nothing(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and (out / "data").read_bytes() == b"the winner's"
 
 
+def test_a_loser_never_removes_the_empty_lock_the_winner_holds(tmp_path: Path) -> None:
+    """The window between the winner's flock and its header: the lock file is still empty. A loser that removed
+    it made the winner lose its lock by name, and both runs gave up (the concurrency fault suite saw it)."""
+    import fcntl
+
+    out = tmp_path / "out"
+    lock = lock_path(out)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = os.stat(lock)
+        assert before.st_size == 0
+        with pytest.raises(OutputBusy):
+            claim_output(out)
+        after = os.stat(lock)
+        assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still the holder's
+        finally:
+            os.close(fd)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_stale_claim_of_a_dead_run_is_cleared_with_a_notice(tmp_path: Path, sentinel: Path) -> None:
     out = tmp_path / "out"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -231,5 +262,5 @@ def test_a_staging_directory_no_lock_names_is_removed_with_a_notice(tmp_path: Pa
     with collecting() as notes:
         c = claim_output(out)
     assert not orphan.exists() and other.is_dir()
-    assert notes == [f"{out}: removed 1 staging directories no run claims any more: {orphan.name}"]
+    assert notes == [f"{out}: removed 1 staging directories left behind by runs that are gone: {orphan.name}"]
     c.abandon()
