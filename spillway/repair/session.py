@@ -223,23 +223,25 @@ def finish(
         # The output is claimed before any data is copied: one run per output, and on any failure (Ctrl-C and
         # SIGTERM included) everything this run made, staged or copied elsewhere, is removed again.
         with claimed(io.target) as claim:
-            outside = before(claim) if before is not None else None
-            if outside is not None:
-                rp.self_check_rebase = [*outside.rebase, *rp.self_check_rebase]
-            checked = validated_output(
-                None,
-                rebase=rp.self_check_rebase,
-                extra_check=_plan_check(rp, io, topology) if topology is not None else None,
-            )
-
-            def check_then_place(tmp: Path, planned: PlannedOutput) -> list[Finding]:
-                found = checked(tmp, planned)
-                if outside is not None:
-                    outside.place()  # only now does anything reach a final name outside the output
-                return found
-
+            outside: Outside | None = None
             published = False
             try:
+                outside = before(claim) if before is not None else None  # in the try: a Ctrl-C after it undoes it
+                if outside is not None:
+                    rp.self_check_rebase = [*outside.rebase, *rp.self_check_rebase]
+                checked = validated_output(
+                    None,
+                    rebase=rp.self_check_rebase,
+                    extra_check=_plan_check(rp, io, topology) if topology is not None else None,
+                )
+                placing = outside
+
+                def check_then_place(tmp: Path, planned: PlannedOutput) -> list[Finding]:
+                    found = checked(tmp, planned)
+                    if placing is not None:
+                        placing.place()  # only now does anything reach a final name outside the output
+                    return found
+
                 rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
                 write_checkpoint(rp.output, io.target, check_then_place, claim=claim)
                 if io.remote_out is not None:

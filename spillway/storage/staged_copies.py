@@ -47,10 +47,12 @@ class StagedCopies:
         """Claim ``root``, refuse any destination outside it or holding other bytes, then copy every source
         into the staging directory. ``output``: the claim of the output that will reference the copies;
         ``copied(size)`` hears of each file copied (progress)."""
-        with _signals_held():  # never a claim nobody clears
-            claim = claim_destination(root)
+        taken: list[Claim] = []
         guard: Guard | None = None
         try:
+            with _signals_held():  # a Ctrl-C waits until the claim is taken, then unwinds through the clean-up below
+                taken.append(claim_destination(root))
+            claim = taken[0]
             if output.staging_id is not None:
                 dev, ino = output.staging_id
                 claim.journal({"output": str(output.out), "dev": dev, "ino": ino})
@@ -67,7 +69,8 @@ class StagedCopies:
         except BaseException:
             if guard is not None:
                 _undo(guard)
-            claim.abandon()
+            for claim in taken:
+                claim.abandon()
             raise
 
     def rebase(self) -> str:
