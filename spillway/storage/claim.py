@@ -206,14 +206,19 @@ def _claim(out: Path, destination: bool) -> Claim:
     try:
         for _ in range(_ATTEMPTS):
             made += _make_parents(out.parent)
+            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+            found = False  # the lock file was there already (a run holds it, or one killed as it began left it)
             try:
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                try:
+                    fd = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    fd, found = os.open(lock, flags), True
             except FileNotFoundError:
-                continue  # a parent was removed meanwhile by a run that gave up: make it again
+                continue  # a parent (or the lock) was removed meanwhile by a run that gave up: again
             except OSError as exc:
                 raise cannot_write(out, exc) from None  # the output's place: its lock is ours, not the user's
             try:
-                claim = _take(out, lock, fd, destination)
+                claim = _take(out, lock, fd, destination, found)
             except BaseException:
                 _drop_if_empty(lock, fd)
                 raise
@@ -261,7 +266,7 @@ def _make_parents(directory: Path) -> list[Path]:
     return made
 
 
-def _take(out: Path, lock: Path, fd: int, destination: bool) -> Claim | None:
+def _take(out: Path, lock: Path, fd: int, destination: bool, found: bool = False) -> Claim | None:
     """Hold the lock ``fd`` and set up the claim; None when the lock file was replaced meanwhile (retry)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -282,6 +287,9 @@ def _take(out: Path, lock: Path, fd: int, destination: bool) -> Claim | None:
         if header is not None or entries:
             _clear_stale(out, lock, header, entries)
             os.ftruncate(fd, 0)
+        elif found:
+            # Empty, and no run holds it: its run was killed before it wrote a word (or gave up just now).
+            notices.warn(f"{out}: an empty lock {lock.name} was left behind by a run that is gone; taken over")
         owned = True
         run = uuid.uuid4().hex[:8]
         if destination:
