@@ -114,6 +114,15 @@ class Claim:
         os.write(self.fd, (json.dumps(entry) + "\n").encode())
         os.fsync(self.fd)
 
+    def journal_all(self, entries: list[dict[str, Any]]) -> None:
+        """:meth:`journal` of many entries with one write and one sync."""
+        if not entries:
+            return
+        self.entries.extend(entries)
+        os.lseek(self.fd, 0, os.SEEK_END)
+        os.write(self.fd, "".join(json.dumps(e) + "\n" for e in entries).encode())
+        os.fsync(self.fd)
+
     def remove_journaled(self) -> int:
         """Remove what the journal names (each only while it is what this run made); the files removed."""
         removed = _undo_journal(self.entries)

@@ -318,13 +318,22 @@ class Guard:
         """Refuse (``WriteError``) when ``parts`` exists with other bytes than ``source``'s."""
         self._same_existing(source, parts)
 
-    def link_into_place(self, staged: tuple[str, ...], parts: tuple[str, ...], source: Path) -> bool:
-        """Give the file this run made at ``staged`` the name ``parts`` too (a link: it never replaces
-        anything). An identical file already at ``parts`` is kept (False); one with other bytes is refused."""
-        made = next((m for m in reversed(self.made) if m.parts == staged), None)
+    def made_at(self, parts: tuple[str, ...]) -> Made:
+        """The entry this run made at ``parts``."""
+        made = next((m for m in reversed(self.made) if m.parts == parts), None)
         if made is None:
-            raise WriteError(f"{self.shown_path(parts)}: its staged copy is not one this run made; not placed")
-        self._note({"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino})
+            raise WriteError(f"{self.shown_path(parts)}: not an entry this run made")
+        return made
+
+    def link_into_place(
+        self, staged: tuple[str, ...], parts: tuple[str, ...], source: Path, noted: bool = False
+    ) -> bool:
+        """Give the file this run made at ``staged`` the name ``parts`` too (a link: it never replaces
+        anything). An identical file already at ``parts`` is kept (False); one with other bytes is refused.
+        ``noted``: the journal has heard of it already."""
+        made = self.made_at(staged)
+        if not noted:
+            self._note({"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino})
         sfd = self._directory(staged[:-1], create=False)
         try:
             try:

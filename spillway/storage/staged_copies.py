@@ -80,9 +80,18 @@ class StagedCopies:
     def place(self) -> int:
         """Link each staged copy into its final name (nothing replaced); the number placed (an identical
         file already there is kept as it is)."""
+        # One journal write for them all, then only links: the moment between the first copy at a final name
+        # and the output's publication stays as short as it can be.
+        self.claim.journal_all(
+            [
+                {"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino}
+                for _, parts in self.targets
+                for made in [self.guard.made_at((*self.staging, *parts))]
+            ]
+        )
         placed = 0
         for source, parts in self.targets:
-            placed += self.guard.link_into_place((*self.staging, *parts), parts, source)
+            placed += self.guard.link_into_place((*self.staging, *parts), parts, source, noted=True)
         return placed
 
     def settle(self) -> None:
