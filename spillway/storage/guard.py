@@ -318,6 +318,13 @@ class Guard:
         """Refuse (``WriteError``) when ``parts`` exists with other bytes than ``source``'s."""
         self._same_existing(source, parts)
 
+    def make_directory(self, parts: tuple[str, ...]) -> None:
+        """The directory ``parts`` and its missing parents (each remembered, and journaled, as made)."""
+        try:
+            _close(self._directory(parts, create=True))
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+
     def made_at(self, parts: tuple[str, ...]) -> Made:
         """The entry this run made at ``parts``."""
         made = next((m for m in reversed(self.made) if m.parts == parts), None)

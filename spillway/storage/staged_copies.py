@@ -65,6 +65,7 @@ class StagedCopies:
                 made = guard.copy_file(source, (*copies.staging, *parts), named=guard.shown_path(parts))
                 if copied is not None:
                     copied(os.stat(source).st_size if made else 0)
+            copies.prepare_places()
             return copies
         except BaseException:
             if guard is not None:
@@ -73,15 +74,13 @@ class StagedCopies:
                 claim.abandon()
             raise
 
-    def rebase(self) -> str:
-        """The self-check's rule sending every path below the root to its staged copy."""
-        return f"{self.root}={self.claim.staging}"
-
-    def place(self) -> int:
-        """Link each staged copy into its final name (nothing replaced); the number placed (an identical
-        file already there is kept as it is)."""
-        # One journal write for them all, then only links: the moment between the first copy at a final name
-        # and the output's publication stays as short as it can be.
+    def prepare_places(self) -> None:
+        """Everything :meth:`place` needs but the links, done now: the final names' directories made and every
+        final name journaled (with its staged copy's identity: a later run removes a name only while it is that
+        copy). A kill between the first link and the output's publication, which leaves copies at final names
+        for the next run to clear, then has the shortest possible moment to land in."""
+        for parts in sorted({parts[:-1] for _, parts in self.targets}):
+            self.guard.make_directory(parts)
         self.claim.journal_all(
             [
                 {"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino}
@@ -89,6 +88,14 @@ class StagedCopies:
                 for made in [self.guard.made_at((*self.staging, *parts))]
             ]
         )
+
+    def rebase(self) -> str:
+        """The self-check's rule sending every path below the root to its staged copy."""
+        return f"{self.root}={self.claim.staging}"
+
+    def place(self) -> int:
+        """Link each staged copy into its final name (nothing replaced); the number placed (an identical
+        file already there is kept as it is)."""
         placed = 0
         for source, parts in self.targets:
             placed += self.guard.link_into_place((*self.staging, *parts), parts, source, noted=True)
