@@ -172,6 +172,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/cli/test_validate_rules.py",
         ],
     ),
+    # never destructive: the one door for writing, the output's claim, the reference check, unsafe handle paths
+    "guard": ("spillway/storage/guard.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
+    "claim": ("spillway/storage/claim.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
+    "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
+    "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
+    "pinning": ("spillway/storage/pinning.py", ["tests/cli/test_moved_source_references.py"]),
 }
 
 

@@ -46,13 +46,19 @@ def assert_restorable_here(out: Path, job: Path) -> None:
     assert doc["summary"]["error"] == 0 and doc["rebased"] == [], check.out
 
 
-def test_rescale_of_a_moved_job_names_its_shared_files_where_they_are(tmp_path: Path) -> None:
-    fixture = "2.3.0-rocksdb-incremental"
+@pytest.mark.parametrize(
+    ("fixture", "master"),
+    [("2.3.0-rocksdb-incremental", "inprocess"), ("2.0.0-rocksdb-incremental", "inprocess"),
+     ("2.3.0-rocksdb-incremental", "local[2]")],
+)  # fmt: skip
+def test_rescale_of_a_moved_job_names_its_shared_files_where_they_are(
+    tmp_path: Path, fixture: str, master: str
+) -> None:
     chk, gone = moved_job(tmp_path, fixture)
     out = tmp_path / "out"
     plan = fixture_named(fixture).root / "plan.json"
     done = spillway(
-        "rescale", str(chk), "--plan", str(plan), "-p", "len=3", "--out", str(out), "--master", "inprocess", "--json"
+        "rescale", str(chk), "--plan", str(plan), "-p", "len=3", "--out", str(out), "--master", master, "--json"
     )
     assert done.code == 0, done.output
     assert any("where the files are now" in n for n in json.loads(done.out)["notes"])
@@ -80,3 +86,24 @@ def test_repairs_of_a_moved_job_name_its_shared_files_where_they_are(
     assert pinned and pinned[0]["count"] > 0, done.out
     assert not any(gone in n for n in absolute_names(out))
     assert_restorable_here(out, chk.parent)
+
+
+def test_without_pinning_the_check_refuses_and_nothing_is_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference check stands on its own: with pinning switched off the output would name the old paths,
+    and the rescale is refused before the rename, leaving nothing at --out and no staging."""
+    from spillway.errors import SpillwayError
+    from spillway.inspect.topology import load_plan
+    from spillway.rescale import rescale as rescale_module
+    from spillway.storage.load import load_checkpoint
+    from spillway.storage.pinning import Pinned
+
+    chk, gone = moved_job(tmp_path, "2.3.0-rocksdb-incremental")
+    monkeypatch.setattr(rescale_module, "pin_found_paths", lambda cp, loaded: Pinned(cp))
+    out = tmp_path / "out"
+    plan = load_plan(fixture_named("2.3.0-rocksdb-incremental").root / "plan.json")
+    with pytest.raises(SpillwayError, match="self-check") as refused:
+        rescale_module.rescale(load_checkpoint(chk), plan, {"len": 3}, out, master=None)
+    assert gone in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moved"]

@@ -94,3 +94,24 @@ def test_older_formats_are_checked_the_same_way(tmp_path: Path, fixture: str) ->
     assert missing_references(staging, FINAL) == []
     Path(absolute[-1][len("file:") :]).unlink()
     assert [p.split(": referenced", 1)[0] for p in missing_references(staging, FINAL)] == [absolute[-1]]
+
+
+def test_a_rule_splits_at_its_first_equals_sign_and_trailing_slashes_do_not_matter(tmp_path: Path) -> None:
+    """As ``--rebase OLD=NEW`` is parsed everywhere: NEW may hold '=' (a partitioned path like ``dt=1``)."""
+    staging, job = written(tmp_path, "2.3.0-rocksdb-incremental")
+    moved = tmp_path / "dt=1" / "job"
+    moved.parent.mkdir()
+    job.rename(moved)
+    n = len(names(staging, relative=False))
+    assert missing_references(staging, FINAL, [f"{job}={moved}"]) == []
+    assert missing_references(staging, FINAL, [f"{job}/={moved}/"]) == []
+    assert len(missing_references(staging, FINAL, [f"{job}={tmp_path}/dt"])) == n
+
+
+def test_a_file_that_cannot_be_looked_at_is_reported_with_the_reason(tmp_path: Path) -> None:
+    staging, job = written(tmp_path, "2.3.0-rocksdb-incremental")
+    blocked = job / "shared"
+    blocked.rename(tmp_path / "elsewhere")
+    blocked.write_bytes(b"a file where a directory should be")
+    problems = missing_references(staging, FINAL)
+    assert problems and all("cannot be looked at" in p and "Not a directory" in p for p in problems), problems
