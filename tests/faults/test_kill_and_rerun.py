@@ -29,12 +29,19 @@ SEED = 29
 CLEANUP_WORDS = ("stale", "dead", "left behind", "left by", "interrupted", "previous run", "earlier run")
 
 
-def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str, str]) -> tuple[str, list[str]]:
-    """One kill and rerun; returns how it went (killed / finished) and what was wrong."""
+def _trial(
+    layout: Layout, cmd: str, to: Path, when: tuple[bool, float], expected: dict[str, str]
+) -> tuple[str, list[str]]:
+    """One kill and rerun; returns how it went (killed / finished) and what was wrong. ``when``: (counted from
+    the run's first entry beside its output — its claim — rather than from its start, seconds)."""
     out = to / layout.chk.name
     args = command(layout, cmd, to=to)
+    after_claim, delay = when
+    to.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     proc = start(args)
+    while after_claim and proc.poll() is None and not any(to.iterdir()):
+        time.sleep(0.001)  # a load-independent start of the write phase: the claim appears first
     time.sleep(delay)
     outcome = "finished" if proc.poll() is not None else "killed"
     if outcome == "killed":
@@ -124,9 +131,11 @@ def test_kill_at_random_points_then_rerun(tmp_path: Path) -> None:
         writing, typical = _probe(command(layout, cmd, to=solo_to), solo_to)
         expected = data_files(solo_to)
         tos = [tmp_path / cmd / f"trial{i}" / layout.fx.info["job_id"] for i in range(trials)]
-        # Half the kills anywhere in a run, half while it writes (the last tenth or so of a run: most of it
-        # is the interpreter starting and the source being read).
-        delays = [rng.uniform(0, typical) if i % 2 else rng.uniform(writing, typical) for i in range(trials)]
+        # Half the kills anywhere in a run; half while it writes: counted from the moment its claim appears
+        # (most of a run is the interpreter starting and the source being read, and under load a delay from
+        # the start alone lands mostly before writing).
+        delays = [(False, rng.uniform(0, typical)) if i % 2 else (True, rng.uniform(0, (typical - writing) / 2))
+                  for i in range(trials)]  # fmt: skip
         with ThreadPoolExecutor(max_workers=2) as pool:  # two at a time: the machine has two cores
             results = list(pool.map(_trial, [layout] * trials, [cmd] * trials, tos, delays, [expected] * trials))
         for outcome, found in results:
