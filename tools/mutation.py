@@ -173,7 +173,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     # never destructive: the one door for writing, the output's claim, the reference check, unsafe handle paths
-    "guard": ("spillway/storage/guard.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
+    "guard": (
+        "spillway/storage/guard.py",
+        [
+            "tests/unit/test_guard.py",
+            "tests/unit/test_guard_door.py",
+            "tests/unit/test_safe_writer.py",
+            "tests/unit/test_safe_writer_failures.py",
+        ],
+    ),
     "claim": ("spillway/storage/claim.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
     "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
