@@ -182,7 +182,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_safe_writer_failures.py",
         ],
     ),
-    "claim": ("spillway/storage/claim.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
+    "claim": (
+        "spillway/storage/claim.py",
+        [
+            "tests/unit/test_guard.py",
+            "tests/unit/test_claim_rules.py",
+            "tests/unit/test_safe_writer.py",
+            "tests/unit/test_safe_writer_failures.py",
+        ],
+    ),
     "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
     "pinning": ("spillway/storage/pinning.py", ["tests/cli/test_moved_source_references.py"]),
