@@ -193,7 +193,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
-    "pinning": ("spillway/storage/pinning.py", ["tests/cli/test_moved_source_references.py"]),
+    "pinning": (
+        "spillway/storage/pinning.py",
+        ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],
+    ),
 }
 
 
