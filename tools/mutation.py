@@ -191,7 +191,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_safe_writer_failures.py",
         ],
     ),
-    "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
+    "references": (
+        "spillway/inspect/references.py",
+        ["tests/unit/test_output_references.py", "tests/unit/test_output_references_rules.py"],
+    ),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
     "pinning": (
         "spillway/storage/pinning.py",
