@@ -72,12 +72,15 @@ def test_a_run_is_alive_while_its_pid_lives_with_the_same_start(child: subproces
     assert claims._alive(child.pid, start) is True
     assert claims._alive(child.pid, None) is True, "no start recorded: the pid alone decides"
     assert claims._alive(child.pid, str(int(start) + 1)) is False, "a reused pid is another process"
-    assert child.poll() is None, "asking must not signal the process"
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.5)  # asking must not signal the process
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     assert claims._alive(int(dead.stdout), None) is False
 
 
-def test_the_lock_names_the_run_and_then_journals_each_entry(tmp_path: Path) -> None:
+def test_the_lock_names_the_run_and_then_journals_each_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # "since" is UTC whatever the local zone
+    time.tzset()
     out = tmp_path / "out"
     before = time.time()
     c = claim_output(out)
@@ -101,6 +104,24 @@ def test_the_lock_names_the_run_and_then_journals_each_entry(tmp_path: Path) -> 
     assert c.entries == rest
     c.abandon()
     assert _tree(tmp_path) == {}
+
+
+@pytest.fixture(autouse=True)
+def _local_zone_restored() -> Iterator[None]:
+    yield
+    time.tzset()  # after monkeypatch has put TZ back
+
+
+def test_remove_journaled_removes_the_runs_copies_once_and_counts_them(tmp_path: Path) -> None:
+    c = claim_output(tmp_path / "out")
+    (tmp_path / "to").mkdir()
+    copied = tmp_path / "to" / "f"
+    copied.write_bytes(b"x")
+    c.journal({"file": str(copied), "dev": copied.stat().st_dev, "ino": copied.stat().st_ino})
+    assert c.remove_journaled() == 1
+    assert c.remove_journaled() == 0
+    c.abandon()
+    assert _tree(tmp_path) == {"to": "dir"}
 
 
 def test_a_lock_file_is_made_with_mode_0644(tmp_path: Path) -> None:
@@ -145,6 +166,19 @@ def test_a_claim_that_fails_leaves_no_lock_and_no_parents(tmp_path: Path, monkey
     assert _tree(tmp_path) == {}
 
 
+def test_a_failing_claim_keeps_its_own_error_when_a_parent_cannot_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fails(out: Path, lock: Path, fd: int) -> None:
+        (tmp_path / "a" / "theirs").write_bytes(b"someone else's")
+        raise WriteError("refused for the test")
+
+    monkeypatch.setattr(claims, "_take", fails)
+    with pytest.raises(WriteError, match="refused for the test"):
+        claim_output(tmp_path / "a" / "b" / "out")
+    assert _tree(tmp_path) == {"a": "dir", "a/theirs": b"someone else's"}
+
+
 def test_a_lock_that_keeps_changing_hands_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(claims, "_take", lambda out, lock, fd: None)
     out = tmp_path / "out"
@@ -172,6 +206,7 @@ def test_a_staging_directory_that_cannot_be_made_is_named_and_the_lock_goes(
 
     def full(path: Any, *args: Any, **kwargs: Any) -> None:
         if ".spillway-" in str(path):
+            os.unlink(lock_path(tmp_path / "out"))  # gone meanwhile: its clean-up must not hide the real error
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, *args, **kwargs)
 
@@ -383,6 +418,7 @@ def test_a_stale_journal_is_undone_entry_by_entry(tmp_path: Path) -> None:
         {"dir": str(to / "d")},
         file("f1"),
         {"file": str(to / "missing"), "dev": 0, "ino": 0},
+        {"file": str(to / "d"), "dev": 0, "ino": 0},  # a directory named as a file: never removed as one
         file("f2"),
         {"file": str(to / "d" / "e" / "replaced"), "dev": ids["f1"][0], "ino": ids["f1"][1]},
         file("f3"),
