@@ -155,3 +155,16 @@ def test_a_file_merging_directory_outside_the_moved_job_is_kept(tmp_path: Path) 
     pinned = pin_found_paths(loaded.checkpoint, loaded)
     assert pinned.paths == 12
     assert {d for d in _dirs(pinned.checkpoint) if "/shared" in d} == set(elsewhere)
+
+
+def test_file_merging_directories_of_raw_operator_state_move_too(tmp_path: Path) -> None:
+    chk, old = _merging_copy(tmp_path)
+    job = chk.parent
+    loaded = load_checkpoint(chk)
+    for op in loaded.checkpoint.operators:
+        for sub in op.subtasks:
+            sub.raw_operator_state, sub.managed_operator_state = sub.managed_operator_state, None
+    before = _dirs(loaded.checkpoint)
+    pinned = pin_found_paths(loaded.checkpoint, loaded)
+    assert before and all(d.startswith(f"file:{old}/") for d in before)
+    assert _dirs(pinned.checkpoint) == sorted(f"file:{job}" + d[len(f"file:{old}") :] for d in before)
