@@ -239,6 +239,7 @@ def test_unsafe_names_lists_each_distinct_name_once_files_first() -> None:
     first.private_state[0].local_path = "../M"  # the same text as a file above: listed once
     second.private_state[0].local_path = "../M"
     first.shared_state[1].local_path = "/abs"
+    second.shared_state[1].local_path = "/abs"  # a local file name in two subtasks: listed once
     got = [(name, p.rule, p.reason) for name, p in unsafe_names(cp)]  # type: ignore[arg-type]
     dotdot = "path has a '..' component: it escapes the directory it names"
     assert got == [
