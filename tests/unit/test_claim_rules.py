@@ -42,7 +42,9 @@ def child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A live process whose name holds ') ' (proc(5): the name is in parentheses and may hold anything)."""
     odd = tmp_path / "a) b c) d"
     odd.symlink_to(sys.executable)
-    proc = subprocess.Popen([str(odd), "-c", "import time; time.sleep(60)"])
+    proc = subprocess.Popen(
+        [str(odd), "-c", "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); time.sleep(60)"]
+    )
     try:
         deadline = time.monotonic() + 10
         while "(a) b c) d)" not in Path(f"/proc/{proc.pid}/stat").read_text():
