@@ -38,18 +38,18 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A live process whose name holds ') ' (proc(5): the name is in parentheses and may hold anything)."""
+def child(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A live process whose name holds ') ' (proc(5): the name is in parentheses and may hold anything), which a
+    SIGHUP would end (its default action, even when this run was started with the signal ignored)."""
     odd = tmp_path / "a) b c) d"
     odd.symlink_to(sys.executable)
-    proc = subprocess.Popen(
-        [str(odd), "-c", "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); time.sleep(60)"]
+    code = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); print('ready', flush=True); time.sleep(60)"
     )
+    proc = subprocess.Popen([str(odd), "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        while "(a) b c) d)" not in Path(f"/proc/{proc.pid}/stat").read_text():
-            assert time.monotonic() < deadline, "the child never took its name"
-            time.sleep(0.01)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert "(a) b c) d)" in Path(f"/proc/{proc.pid}/stat").read_text()
         yield proc
     finally:
         proc.kill()
@@ -64,12 +64,12 @@ def _start_by_proc5(pid: int) -> str:
     return match.group(3).split(" ")[22 - 3]
 
 
-def test_a_process_start_is_field_22_even_when_its_name_holds_parentheses(child: subprocess.Popen[bytes]) -> None:
+def test_a_process_start_is_field_22_even_when_its_name_holds_parentheses(child: subprocess.Popen[str]) -> None:
     assert process_start(child.pid) == _start_by_proc5(child.pid)
     assert process_start(os.getpid()) == _start_by_proc5(os.getpid())
 
 
-def test_a_run_is_alive_while_its_pid_lives_with_the_same_start(child: subprocess.Popen[bytes]) -> None:
+def test_a_run_is_alive_while_its_pid_lives_with_the_same_start(child: subprocess.Popen[str]) -> None:
     start = _start_by_proc5(child.pid)
     assert claims._alive(child.pid, start) is True
     assert claims._alive(child.pid, None) is True, "no start recorded: the pid alone decides"
@@ -343,7 +343,7 @@ def _head(pid: int, start: str | None, staging: str = ".out.spillway-deadbeef.pa
     }
 
 
-def test_a_claim_whose_pid_lives_is_refused(tmp_path: Path, child: subprocess.Popen[bytes]) -> None:
+def test_a_claim_whose_pid_lives_is_refused(tmp_path: Path, child: subprocess.Popen[str]) -> None:
     out = tmp_path / "out"
     start = _start_by_proc5(child.pid)
     _stale(out, _head(child.pid, start), [])
@@ -355,7 +355,7 @@ def test_a_claim_whose_pid_lives_is_refused(tmp_path: Path, child: subprocess.Po
     )
 
 
-def test_a_claim_whose_pid_was_reused_is_stale(tmp_path: Path, child: subprocess.Popen[bytes]) -> None:
+def test_a_claim_whose_pid_was_reused_is_stale(tmp_path: Path, child: subprocess.Popen[str]) -> None:
     out = tmp_path / "out"
     _stale(out, _head(child.pid, str(int(_start_by_proc5(child.pid)) + 1)), [])
     with collecting() as notes:
