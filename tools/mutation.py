@@ -189,8 +189,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_claim_rules.py",
             "tests/unit/test_safe_writer.py",
             "tests/unit/test_safe_writer_failures.py",
+            "tests/unit/test_staged_copies.py",
         ],
     ),
+    "staged_copies": ("spillway/storage/staged_copies.py", ["tests/unit/test_staged_copies.py"]),
+    "new_files": ("spillway/storage/new_files.py", ["tests/cli/test_user_files_guarded.py"]),
     "references": (
         "spillway/inspect/references.py",
         ["tests/unit/test_output_references.py", "tests/unit/test_output_references_rules.py"],

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.reading import diff as diff
     from spillway.api.reading import files as files
     from spillway.api.reading import report as report
+    from spillway.api.reading import write_new_file as write_new_file
     from spillway.api.results import AnalyzeResult as AnalyzeResult
     from spillway.api.results import PreflightResult as PreflightResult
     from spillway.api.results import ReportResult as ReportResult
@@ -136,6 +137,7 @@ _EXPORTS: dict[str, str] = {
     "diff": "reading",
     "check_restore": "reading",
     "report": "reading",
+    "write_new_file": "reading",  # a page or a file for the user: never over an existing one unless asked
     "read_plan": "plans",
     "bind_plan": "plans",
     "job_checkpoint": "plans",

@@ -13,6 +13,7 @@ from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, reba
 from spillway.api.results import PreflightResult, ReportResult
 from spillway.api.session import Checkpoint, new_job_plan
 from spillway.api.session import open as open_checkpoint
+from spillway.storage.new_files import write_new_file as write_new_file
 
 if TYPE_CHECKING:
     from spillway.inspect.diff import CheckpointDiff

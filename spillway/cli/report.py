@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -43,26 +42,6 @@ Examples:
 
   spillway report chk-42 --plan plan.json --new-plan new-plan.json -p count=4 --out before-deploy.html
 """
-
-
-def write_new(target: Path, text: str, force: bool) -> None:
-    """Write ``text`` to a temporary file beside ``target``, then move it into place: ``os.replace`` with
-    ``force``, else a hard link that fails if ``target`` appeared meanwhile (never clobbers)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        if force:
-            os.replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise UsageError(f"{target}: exists (pass --force to replace it)") from None
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
 
 
 @bundled
@@ -105,10 +84,12 @@ def command(
             raise UsageError(f"--out {target_name}: is a directory")
         if not target.parent.is_dir():
             raise UsageError(f"--out {target_name}: directory {target.parent} does not exist")
-        if target.exists() and not force:
+        if os.path.lexists(target) and not force:
             raise UsageError(f"--out {target_name}: exists (pass --force to replace it)")
         done = page()
-        write_new(target, done.html, force)
+        # Through the guarded door: staged beside it, linked into place (never over a file that appeared while
+        # the page was made: exit 2 naming it), nothing left on a failure.
+        api.write_new_file(target, done.html.encode("utf-8"), replace=force)
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
         return _verdict(done.errors)
 

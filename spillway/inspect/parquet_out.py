@@ -1,11 +1,15 @@
 """Parquet views of an analysis (pyarrow): ``channels.parquet`` (one row per logical channel) and, optionally,
 ``records.parquet`` (one row per record), streamed while analyze reads the channels: memory stays bounded by
-one batch however many records are in flight."""
+one batch however many records are in flight.
+
+Both go through the guarded door (``spillway.storage.new_files``): an existing file is never replaced (refused
+before the analysis, exit 2), each file is written under a staged name and linked into place, and a failure
+leaves neither file nor any directory the run made."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,6 +19,7 @@ from spillway.formats.stream_elements import element_name
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, record_timestamp, value_bytes
 from spillway.inspect.topology import Topology
 from spillway.storage.load import LoadedCheckpoint
+from spillway.storage.new_files import new_files, refuse_existing
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -34,18 +39,16 @@ BATCH_BYTES = 32 << 20  # value bytes buffered before a row group is written
 
 
 class RecordRows:
-    """A record sink for ``analyze(on_record=...)`` writing ``records.parquet`` in row groups of at most
-    ``batch_rows`` rows / ``batch_bytes`` value bytes. Written under a temporary name; ``finish`` renames it."""
+    """A record sink for ``analyze(on_record=...)`` writing ``records.parquet`` into ``sink`` (a new file) in
+    row groups of at most ``batch_rows`` rows / ``batch_bytes`` value bytes."""
 
-    def __init__(self, path: Path, batch_rows: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES) -> None:
-        self.path = path
-        self.tmp = path.with_name(path.name + ".partial")
+    def __init__(self, sink: BinaryIO, batch_rows: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES) -> None:
         self.batch_rows = batch_rows
         self.batch_bytes = batch_bytes
         self.rows = 0
         self._cols: dict[str, list[Any]] = {name: [] for name in RECORD_SCHEMA.names}
         self._buffered_bytes = 0
-        self._writer = pq.ParquetWriter(self.tmp, RECORD_SCHEMA)
+        self._writer = pq.ParquetWriter(sink, RECORD_SCHEMA)
 
     def __call__(self, channel: ChannelAnalysis, rec: Record, pos: Position) -> None:
         c = self._cols
@@ -74,15 +77,12 @@ class RecordRows:
             col.clear()
         self._buffered_bytes = 0
 
-    def finish(self) -> Path:
+    def finish(self) -> None:
         self._flush()
         self._writer.close()
-        self.tmp.replace(self.path)
-        return self.path
 
     def abort(self) -> None:
         self._writer.close()
-        self.tmp.unlink(missing_ok=True)
 
 
 def analyze_to_parquet(
@@ -94,22 +94,28 @@ def analyze_to_parquet(
     batch_rows: int = BATCH_ROWS,
 ) -> tuple[Analysis, list[Path]]:
     """Run ``analyze`` and write its Parquet views; records stream to disk while the channels are read."""
-    directory.mkdir(parents=True, exist_ok=True)
-    sink = RecordRows(directory / "records.parquet", batch_rows) if with_records else None
-    try:
-        result = analyze(loaded, topology, keep_records=keep_records, on_record=sink)
-    except BaseException:
-        if sink is not None:
-            sink.abort()
-        raise
-    written = [write_channels(result, directory)]
-    if sink is not None:
-        written.append(sink.finish())
-    return result, written
+    names = ["channels.parquet", *(["records.parquet"] if with_records else [])]
+    refuse_existing([directory / n for n in names], " (choose another directory)")
+    with new_files(directory) as files:
+        if with_records:
+            with files.writing("records.parquet") as fh:
+                sink = RecordRows(fh, batch_rows)
+                try:
+                    result = analyze(loaded, topology, keep_records=keep_records, on_record=sink)
+                except BaseException:
+                    sink.abort()
+                    raise
+                sink.finish()
+        else:
+            result = analyze(loaded, topology, keep_records=keep_records)
+        with files.writing("channels.parquet") as fh:
+            write_channels(result, fh)
+        written = files.publish()
+    return result, sorted(written, key=lambda p: names.index(p.name))
 
 
-def write_channels(a: Analysis, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+def write_channels(a: Analysis, sink: BinaryIO) -> None:
+    """``channels.parquet``: one row per logical channel, into ``sink`` (a new file)."""
     channels = pa.table(
         {
             "channel": [c.label for c in a.channels],
@@ -133,9 +139,4 @@ def write_channels(a: Analysis, directory: Path) -> Path:
             "problem": pa.array([c.problem for c in a.channels], pa.string()),
         }
     )
-    path = directory / "channels.parquet"
-    # Written under a temporary name and renamed: a crash never leaves a file that looks complete.
-    tmp = path.with_name(path.name + ".partial")
-    pq.write_table(channels, tmp)
-    tmp.replace(path)
-    return path
+    pq.write_table(channels, sink)

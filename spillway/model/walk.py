@@ -19,6 +19,7 @@ from spillway.model.checkpoint import (
     ByteStreamHandle,
     Checkpoint,
     Children,
+    FileMergingDirs,
     Handle,
     HandleKindError,
     InputChannelHandle,
@@ -260,3 +261,17 @@ def transform_stream_handles(checkpoint: Checkpoint, fn: LeafFn) -> None:
                 sub.raw_keyed_state = map_stream_leaves(sub.raw_keyed_state, fn)
             sub.input_channel_state = [map_stream_leaves(h, fn) for h in sub.input_channel_state]
             sub.result_subpartition_state = [map_stream_leaves(h, fn) for h in sub.result_subpartition_state]
+
+
+MERGING_DIR_FIELDS = ("task_owned_dir", "shared_dir")
+
+
+def merging_dirs(checkpoint: Checkpoint) -> Iterator[FileMergingDirs]:
+    """The directory records of file-merging operator state (its task-owned and shared directories: paths too,
+    though no handle opens them), each as the model holds it (a writer may set its fields)."""
+    for op in checkpoint.operators:
+        for sub in op.subtasks:
+            for h in (sub.managed_operator_state, sub.raw_operator_state):
+                merging = getattr(h, "file_merging", None) if h is not None else None
+                if merging is not None:
+                    yield merging

@@ -11,7 +11,7 @@ calls over paths are kept as one-liners:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from spillway import progress
@@ -28,6 +28,7 @@ from spillway.repair.relocate import relocate as relocate_paths
 from spillway.repair.session import (
     EdgeLoss,
     Loss,
+    Outside,
     RepairReport,
     finish,
     moved_rules,
@@ -41,12 +42,12 @@ from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs
 from spillway.storage.claim import Claim
-from spillway.storage.guard import Guard
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.relative import relative_copies
 from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
+from spillway.storage.staged_copies import StagedCopies
 from spillway.storage.workspace import Workspace, output_workspace
 
 
@@ -95,16 +96,28 @@ def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Re
         elif io.remote_out is not None:
             rp.self_check_rebase = source_rules
 
-        def copy_external(claim: Claim) -> Callable[[], None] | None:
-            # Local copies are journaled in the output's claim: removed with it on any failure, or by the
-            # next run if this one is killed. Uploads are undone by put_files itself, or by the undo below.
-            _copy_external(local, new, claim)
-            written = fs.put_files(remote)
+        def copy_external(claim: Claim) -> Outside:
+            # Local copies are staged under their destination root (claimed: one run per root, a dead run's copies
+            # cleared by the next) and only linked into place once the output passed its self-check, which reads
+            # them where they are staged. Uploads are undone by put_files itself, or by the undo below.
+            staged = _stage_external(local, new, claim)
+            try:
+                written = fs.put_files(remote)
+            except BaseException:
+                if staged is not None:
+                    staged.abandon()
+                raise
 
             def undo() -> None:
-                fs.delete_files(written)
+                try:
+                    fs.delete_files(written)
+                finally:
+                    if staged is not None:
+                        staged.abandon()
 
-            return undo
+            if staged is None:
+                return Outside(undo)
+            return Outside(undo, [staged.rebase()], lambda: _placed(staged), staged.settle)
 
         rp.warnings.extend(damage)
         return finish(rp, io, options.dry_run, plan, before=copy_external)
@@ -339,25 +352,20 @@ def _external_copies(
     return sorted(local.items()), sorted((src, uri) for uri, src in remote.items()), inside
 
 
-def _copy_external(pairs: list[tuple[Path, Path]], new: str, claim: Claim) -> None:
-    """Copy each source to its destination, all confined under the new prefix ``new`` (a destination a
-    ``..`` or a symlink would put elsewhere is refused before anything is written): each through a staged
-    name beside it, linked into place without replacing anything; an identical file already there is kept.
-    Everything created is journaled in ``claim``."""
+def _stage_external(pairs: list[tuple[Path, Path]], new: str, claim: Claim) -> StagedCopies | None:
+    """Stage a copy of each source for its destination, all confined under the new prefix ``new`` (a
+    destination a ``..`` or a symlink would put elsewhere is refused before anything is written)."""
     if not pairs:
-        return
+        return None
     root = Path(strip_file_scheme(new) or new)
     if any(dest == root for _, dest in pairs):
         root = root.parent  # ``new`` names a file itself
     bar = progress.stage("copying data (copy_data=True)", sum(source.stat().st_size for source, _ in pairs))
-    guard = Guard.opening(root, journal=claim.journal)
-    try:
-        targets = [(source, guard.parts_of(dest)) for source, dest in pairs]  # every one, before any copy
-        for source, parts in targets:
-            bar.advance(source.stat().st_size)
-            guard.place_copy(source, parts, claim.run)
-    finally:
-        guard.close()
+    return StagedCopies.stage(pairs, root, claim, bar.advance)
+
+
+def _placed(staged: StagedCopies) -> None:
+    staged.place()
 
 
 __all__ = [

@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field
 
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, StreamHandle, StreamLeaf, is_file_backed
-from spillway.model.walk import transform_stream_handles
+from spillway.model.walk import MERGING_DIR_FIELDS, merging_dirs, transform_stream_handles
 from spillway.storage.rules import PathRule
 
 
@@ -54,15 +54,10 @@ def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = No
         return h
 
     transform_stream_handles(out, fix)
-    for op in out.operators:
-        for sub in op.subtasks:
-            for h in (sub.managed_operator_state, sub.raw_operator_state):
-                dirs = h.file_merging if h is not None else None
-                if dirs is None:
-                    continue
-                for attr in ("task_owned_dir", "shared_dir"):
-                    moved = rule.apply(getattr(dirs, attr))
-                    if moved is not None:
-                        setattr(dirs, attr, moved)
-                        count("FileMergingOperatorStreamStateHandle." + attr)
+    for dirs in merging_dirs(out):
+        for attr in MERGING_DIR_FIELDS:
+            moved = rule.apply(getattr(dirs, attr))
+            if moved is not None:
+                setattr(dirs, attr, moved)
+                count("FileMergingOperatorStreamStateHandle." + attr)
     return result

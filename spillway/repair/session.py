@@ -10,7 +10,7 @@ published (``spillway.storage.fs.publish_dir``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from spillway.storage.claim import Claim, claimed
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.pinning import pin_found_paths
 from spillway.storage.rules import PathRule
-from spillway.storage.safe_writer import write_checkpoint
+from spillway.storage.safe_writer import PlannedOutput, write_checkpoint
 from spillway.storage.workspace import Workspace
 
 SCHEMA = "spillway.repair/1"
@@ -190,37 +190,60 @@ def _plan_check(rp: RepairPlan, io: Workspace, topology: Topology) -> Callable[[
     return check
 
 
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Outside:
+    """What a repair writes outside its output (``finish``'s ``before``): ``rebase``, self-check rules sending
+    paths to where the files are staged; ``place`` runs once the output passed its self-check, just before it
+    is published; ``settle`` once it is; ``undo`` on any failure before that."""
+
+    undo: Callable[[], None]
+    rebase: list[str] = field(default_factory=list)
+    place: Callable[[], None] = _nothing
+    settle: Callable[[], None] = _nothing
+
+
 def finish(
     rp: RepairPlan,
     io: Workspace,
     dry_run: bool,
     topology: Topology | None,
-    before: Callable[[Claim], Callable[[], None] | None] | None = None,
+    before: Callable[[Claim], Outside | None] | None = None,
     loss: Loss | None = None,
 ) -> RepairReport:
     """Write (unless ``dry_run``), self-check, publish; return the change report. ``before(claim)`` runs
-    once the output is claimed, just before it is written (e.g. copying data files, journaled in the claim)
-    and may return an undo for failures (of what the claim cannot journal: uploads)."""
+    once the output is claimed, just before it is written (e.g. staging copies of data files elsewhere) and
+    says how to finish or undo that (:class:`Outside`)."""
     if not dry_run:
         if io.remote_out is not None:
             fs.check_target(io.remote_out)  # refuse before doing any work
         # The output is claimed before any data is copied: one run per output, and on any failure (Ctrl-C and
         # SIGTERM included) everything this run made, staged or copied elsewhere, is removed again.
         with claimed(io.target) as claim:
-            undo = before(claim) if before is not None else None
+            outside: Outside | None = None
             published = False
             try:
-                rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
-                write_checkpoint(
-                    rp.output,
-                    io.target,
-                    validated_output(
-                        None,
-                        rebase=rp.self_check_rebase,
-                        extra_check=_plan_check(rp, io, topology) if topology is not None else None,
-                    ),
-                    claim=claim,
+                outside = before(claim) if before is not None else None  # in the try: a Ctrl-C after it undoes it
+                if outside is not None:
+                    rp.self_check_rebase = [*outside.rebase, *rp.self_check_rebase]
+                checked = validated_output(
+                    None,
+                    rebase=rp.self_check_rebase,
+                    extra_check=_plan_check(rp, io, topology) if topology is not None else None,
                 )
+                placing = outside
+
+                def check_then_place(tmp: Path, planned: PlannedOutput) -> list[Finding]:
+                    found = checked(tmp, planned)
+                    if placing is not None:
+                        placing.place()  # only now does anything reach a final name outside the output
+                    return found
+
+                rp.output.final_prefix = rp.output.final_prefix or io.final_prefix
+                write_checkpoint(rp.output, io.target, check_then_place, claim=claim)
                 if io.remote_out is not None:
                     files = fs.publish_dir(io.target, io.remote_out)
                     published = True
@@ -230,9 +253,14 @@ def finish(
                 # the report is made), they are part of it.
                 if not published and not (io.remote_out is None and claim.done):
                     claim.remove_journaled()
-                    if undo is not None:
-                        undo()
+                    if outside is not None:
+                        outside.undo()
+                        claim.remove_parents()  # the output's abandon may have come first, when they held copies
+                elif outside is not None:
+                    outside.settle()
                 raise
+            if outside is not None:
+                outside.settle()
     binding = binding_json(operator_binding(topology, io.loaded.checkpoint)) if topology is not None else None
     return RepairReport(
         io.shown_out,

@@ -17,6 +17,12 @@ A second run on the same output is refused with a message naming the first. A ru
 of a run that is gone (its lock no longer held, or its pid dead or reused) on this host says so and
 removes what that run left — its staging directory and the entries of its journal, each only while it
 still is what that run made — then proceeds. A claim from another host is refused with what to remove.
+
+``copy_data``'s destination root (relocate's ``--to``) is an output too, claimed the same way with
+:func:`claim_destination` (a lock beside it, its journal there): it may exist and hold other files, and its
+run stages copies in ``ROOT/.spillway-<run>.partial`` (inside the root: one file system with the final
+names, which a root that is a mount point would not give beside it). A run claims its output first, then
+the destination root, each without waiting, so two runs can never wait on each other.
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ class Claim:
     lock: Path
     staging: Path
     fd: int
-    staging_id: tuple[int, int]
+    staging_id: tuple[int, int] | None  # None: a destination claim's staging, made by its guard when needed
     done: bool = field(default=False)
     entries: list[dict[str, Any]] = field(default_factory=list)
     parents: list[Path] = field(default_factory=list)  # directories above the output the claim made
@@ -106,6 +112,15 @@ class Claim:
         self.entries.append(entry)
         os.lseek(self.fd, 0, os.SEEK_END)
         os.write(self.fd, (json.dumps(entry) + "\n").encode())
+        os.fsync(self.fd)
+
+    def journal_all(self, entries: list[dict[str, Any]]) -> None:
+        """:meth:`journal` of many entries with one write and one sync."""
+        if not entries:
+            return
+        self.entries.extend(entries)
+        os.lseek(self.fd, 0, os.SEEK_END)
+        os.write(self.fd, "".join(json.dumps(e) + "\n" for e in entries).encode())
         os.fsync(self.fd)
 
     def remove_journaled(self) -> int:
@@ -129,6 +144,16 @@ class Claim:
             self.done = True
         self.release()
 
+    def settle(self) -> None:
+        """A destination claim whose copies are all in place: remove its (now spent) staging directory and let go
+        of the claim; the copies stay."""
+        if self.fd < 0:
+            return
+        with _signals_held():
+            self.done = True
+            _remove_dir_if(self.staging, self.staging_id)
+            self.release()
+
     def abandon(self) -> None:
         """Remove everything this run made (staging directory, journaled copies) and let go of the claim.
         Best effort, idempotent: the original failure is what the user must see."""
@@ -140,10 +165,20 @@ class Claim:
             self.remove_journaled()
         self.release()
         if not self.done:
-            for d in self.parents:  # deepest first; one someone else has put something into stays
-                with contextlib.suppress(OSError):
-                    os.rmdir(d)
-            self.parents = []
+            self.remove_parents()
+
+    def remove_parents(self) -> None:
+        """The directories above the output this claim made, deepest first, each once empty: one that still
+        holds something (another run's files, or copies not yet undone) stays, for a later call."""
+        kept = []
+        for d in self.parents:
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                kept.append(d)
+        self.parents = kept
 
     def release(self) -> None:
         if self.fd < 0:
@@ -164,19 +199,35 @@ def claim_output(out: Path) -> Claim:
     """Claim ``out`` for this run (see the module's doc); ``OutputBusy`` if another run holds it,
     ``WriteError`` if it exists."""
     _refuse_existing(out)
+    return _claim(out, destination=False)
+
+
+def claim_destination(root: Path) -> Claim:
+    """Claim the directory ``root`` that copies go into (it may exist); ``OutputBusy`` if another run holds
+    it. A dead run's claim there is cleared (its staged and placed copies removed, with a notice), whichever
+    output that run wrote. The staging directory ``root/.spillway-<run>.partial`` is not made here."""
+    return _claim(root, destination=True)
+
+
+def _claim(out: Path, destination: bool) -> Claim:
     lock = lock_path(out)
     made: list[Path] = []
     try:
         for _ in range(_ATTEMPTS):
             made += _make_parents(out.parent)
+            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+            found = False  # the lock file was there already (a run holds it, or one killed as it began left it)
             try:
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                try:
+                    fd = os.open(lock, flags | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    fd, found = os.open(lock, flags), True
             except FileNotFoundError:
-                continue  # a parent was removed meanwhile by a run that gave up: make it again
+                continue  # a parent (or the lock) was removed meanwhile by a run that gave up: again
             except OSError as exc:
                 raise cannot_write(out, exc) from None  # the output's place: its lock is ours, not the user's
             try:
-                claim = _take(out, lock, fd)
+                claim = _take(out, lock, fd, destination, found)
             except BaseException:
                 _drop_if_empty(lock, fd)
                 raise
@@ -224,7 +275,7 @@ def _make_parents(directory: Path) -> list[Path]:
     return made
 
 
-def _take(out: Path, lock: Path, fd: int) -> Claim | None:
+def _take(out: Path, lock: Path, fd: int, destination: bool, found: bool = False) -> Claim | None:
     """Hold the lock ``fd`` and set up the claim; None when the lock file was replaced meanwhile (retry)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -245,11 +296,18 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
         if header is not None or entries:
             _clear_stale(out, lock, header, entries)
             os.ftruncate(fd, 0)
+        elif found:
+            # Empty, and no run holds it: its run was killed before it wrote a word (or gave up just now).
+            notices.warn(f"{out}: an empty lock {lock.name} was left behind by a run that is gone; taken over")
         owned = True
-        _clear_unclaimed(out)
-        _refuse_existing(out)  # again, under the lock: a run that finished meanwhile
         run = uuid.uuid4().hex[:8]
-        staging = out.parent / f".{out.name}.spillway-{run}.partial"
+        if destination:
+            _clear_unclaimed_inside(out)
+            staging = out / f".spillway-{run}.partial"
+        else:
+            _clear_unclaimed(out)
+            _refuse_existing(out)  # again, under the lock: a run that finished meanwhile
+            staging = out.parent / f".{out.name}.spillway-{run}.partial"
         head = {
             "run": run,
             "pid": os.getpid(),
@@ -258,10 +316,13 @@ def _take(out: Path, lock: Path, fd: int) -> Claim | None:
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "out": str(out),
             "staging": staging.name,
+            **({"inside": True} if destination else {}),
         }
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(head) + "\n").encode())
         os.fsync(fd)
+        if destination:
+            return Claim(out, run, lock, staging, fd, None)
         try:
             os.mkdir(staging)
         except OSError as exc:
@@ -337,15 +398,39 @@ def _clear_stale(out: Path, lock: Path, header: dict[str, Any] | None, entries: 
     if isinstance(pid, int) and pid != os.getpid() and _alive(pid, header.get("start")):
         raise OutputBusy(f"{out}: {_describe(header)} is writing it; spillway lets one run write an output")
     removed = []
-    if _staging_pattern(out).match(staging):
+    if header.get("inside"):
+        if _INSIDE_STAGING.match(staging) and _remove_dir_if(out / staging, None):
+            removed.append(staging)
+    elif _staging_pattern(out).match(staging):
         for name in (staging, f"{staging}.staging"):
             if _remove_dir_if(out.parent / name, None):
                 removed.append(name)
+    published = _published_output(entries)
+    if published is not None:
+        notices.warn(
+            f"{out}: a stale claim of a spillway run that is gone ({_describe(header)}), which had published "
+            f"{published}; removed its staging directory ({', '.join(removed) or 'none left'}) and kept the files it "
+            "had copied (that output references them)"
+        )
+        return
     files = _undo_journal(entries)
     notices.warn(
         f"{out}: a stale claim of a spillway run that is gone ({_describe(header)}); removed what it left behind: "
         f"its staging directory ({', '.join(removed) or 'none left'}) and {files} files it had copied"
     )
+
+
+def _published_output(entries: list[dict[str, Any]]) -> str | None:
+    """The output a destination journal's copies were for, if it was published: its name is the very directory
+    the run staged it in (a rename keeps the identity). Its copies are then that output's files, not leftovers."""
+    for e in entries:
+        if isinstance(e.get("output"), str):
+            try:
+                st = os.lstat(e["output"])
+            except OSError:
+                return None
+            return e["output"] if (st.st_dev, st.st_ino) == (e.get("dev"), e.get("ino")) else None
+    return None
 
 
 def _clear_unclaimed(out: Path) -> None:
@@ -361,6 +446,21 @@ def _clear_unclaimed(out: Path) -> None:
         notices.warn(
             f"{out}: removed {len(removed)} staging directories left behind by runs that are gone: {', '.join(removed)}"
         )
+
+
+_INSIDE_STAGING = re.compile(r"^\.spillway-[0-9a-f]+\.partial$")
+
+
+def _clear_unclaimed_inside(root: Path) -> None:
+    """A destination root's staging directories no lock names (its lock deleted by hand): with the root's
+    claim held no live run can own one, so each is removed, with a notice."""
+    try:
+        names = sorted(n for n in os.listdir(root) if _INSIDE_STAGING.match(n))
+    except OSError:
+        return
+    removed = [n for n in names if _remove_dir_if(root / n, None)]
+    if removed:
+        notices.warn(f"{root}: removed {len(removed)} staging directories no run claims any more: {', '.join(removed)}")
 
 
 def _remove_dir_if(path: Path, identity: tuple[int, int] | None) -> bool:

@@ -25,9 +25,9 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
-from spillway.errors import EXIT_STORAGE, SpillwayError
+from spillway.errors import EXIT_STORAGE, EXIT_USAGE, SpillwayError
 from spillway.safe_io import open_regular
 
 CHUNK = 8 << 20
@@ -46,6 +46,12 @@ class OutputIOError(WriteError):
     checkpoint is fine, the place it was written to is not)."""
 
     exit_code: ClassVar[int] = EXIT_STORAGE
+
+
+class TargetExists(WriteError):
+    """A file to write exists already: spillway never overwrites it (exit 2: choose another name)."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE
 
 
 class EscapeError(WriteError):
@@ -264,6 +270,97 @@ class Guard:
             return True
         finally:
             _close(dfd)
+
+    def open_new(self, parts: tuple[str, ...]) -> BinaryIO:
+        """The new file ``parts`` (never an existing one), open for writing by a caller that streams into it
+        (a Parquet writer); the caller closes it. Remembered like any file this run made."""
+        try:
+            dfd = self._directory(parts[:-1], create=True)
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+        try:
+            fd = os.open(parts[-1], _NEW_FILE, 0o644, dir_fd=dfd)
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+        finally:
+            _close(dfd)
+        st = os.fstat(fd)
+        self.made.append(Made(parts, st.st_dev, st.st_ino, False))
+        return os.fdopen(fd, "wb")
+
+    def rename_new(self, staged: tuple[str, ...], parts: tuple[str, ...], replace: bool = False) -> None:
+        """Give the file this run made at ``staged`` its final name ``parts`` in the same directory: a link that
+        fails rather than replace anything (``WriteError`` naming it), then the staged name goes. ``replace``:
+        the user asked to replace ``parts`` (an atomic rename over it)."""
+        made = next((m for m in reversed(self.made) if m.parts == staged), None)
+        if made is None or staged[:-1] != parts[:-1]:
+            raise WriteError(f"{self.shown_path(parts)}: not a file this run made beside it; not renamed")
+        dfd = self._directory(parts[:-1], create=False)
+        try:
+            try:
+                if replace:
+                    os.replace(staged[-1], parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+                else:
+                    os.link(staged[-1], parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                raise TargetExists(f"{self.shown_path(parts)}: exists; spillway never overwrites") from None
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            self.made.append(Made(parts, made.dev, made.ino, False))
+            if replace:
+                self.made.remove(made)
+            else:
+                self.remove(staged)
+        finally:
+            _close(dfd)
+
+    def refuse_different(self, source: Path, parts: tuple[str, ...]) -> None:
+        """Refuse (``WriteError``) when ``parts`` exists with other bytes than ``source``'s."""
+        self._same_existing(source, parts)
+
+    def make_directory(self, parts: tuple[str, ...]) -> None:
+        """The directory ``parts`` and its missing parents (each remembered, and journaled, as made)."""
+        try:
+            _close(self._directory(parts, create=True))
+        except OSError as exc:
+            raise self._failed(parts, exc) from None
+
+    def made_at(self, parts: tuple[str, ...]) -> Made:
+        """The entry this run made at ``parts``."""
+        made = next((m for m in reversed(self.made) if m.parts == parts), None)
+        if made is None:
+            raise WriteError(f"{self.shown_path(parts)}: not an entry this run made")
+        return made
+
+    def link_into_place(
+        self, staged: tuple[str, ...], parts: tuple[str, ...], source: Path, noted: bool = False
+    ) -> bool:
+        """Give the file this run made at ``staged`` the name ``parts`` too (a link: it never replaces
+        anything). An identical file already at ``parts`` is kept (False); one with other bytes is refused.
+        ``noted``: the journal has heard of it already."""
+        made = self.made_at(staged)
+        if not noted:
+            self._note({"file": str(self.root.joinpath(*parts)), "dev": made.dev, "ino": made.ino})
+        sfd = self._directory(staged[:-1], create=False)
+        try:
+            try:
+                dfd = self._directory(parts[:-1], create=True)
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            try:
+                os.link(staged[-1], parts[-1], src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                if self._same_existing(source, parts):  # identical: kept as it is; other bytes: refused
+                    return False
+                raise WriteError(f"{self.shown_path(parts)}: gone while being placed") from None
+            except OSError as exc:
+                raise self._failed(parts, exc) from None
+            finally:
+                _close(dfd)
+            self.made.append(Made(parts, made.dev, made.ino, False))
+            return True
+        finally:
+            _close(sfd)
 
     def _same_existing(self, source: Path, parts: tuple[str, ...]) -> bool:
         """Whether ``parts`` exists (False if not) and holds exactly ``source``'s bytes (refused if not)."""

@@ -11,7 +11,7 @@ from spillway import notices, progress
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
-from spillway.model.walk import file_names, file_path_of, leaf_stream_handles
+from spillway.model.walk import MERGING_DIR_FIELDS, file_names, file_path_of, leaf_stream_handles, merging_dirs
 from spillway.safe_io import read_regular
 from spillway.storage.locate import (
     METADATA,
@@ -150,14 +150,7 @@ def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
 
 def file_merging_dirs(checkpoint: Checkpoint) -> list[str]:
     """The directories file-merging operator state names (paths too, though no handle opens them)."""
-    dirs = []
-    for op in checkpoint.operators:
-        for sub in op.subtasks:
-            for h in (sub.managed_operator_state, sub.raw_operator_state):
-                merging = getattr(h, "file_merging", None) if h is not None else None
-                if merging is not None:
-                    dirs += [merging.task_owned_dir, merging.shared_dir]
-    return dirs
+    return [getattr(dirs, name) for dirs in merging_dirs(checkpoint) for name in MERGING_DIR_FIELDS]
 
 
 @dataclass(frozen=True)

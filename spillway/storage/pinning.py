@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from spillway.model.checkpoint import Checkpoint, StreamHandle, StreamLeaf, is_file_backed
-from spillway.model.walk import transform_stream_handles
+from spillway.model.walk import MERGING_DIR_FIELDS, merging_dirs, transform_stream_handles
 from spillway.storage.load import LoadedCheckpoint
 
 
@@ -72,20 +72,15 @@ def pin_found_paths(checkpoint: Checkpoint, loaded: LoadedCheckpoint) -> Pinned:
 
 def _pin_merging_dirs(checkpoint: Checkpoint, prefixes: dict[tuple[str, str], int]) -> None:
     """File-merging operator state names its shared and task-owned directories too: moved like its files."""
-    for op in checkpoint.operators:
-        for sub in op.subtasks:
-            for h in (sub.managed_operator_state, sub.raw_operator_state):
-                dirs = h.file_merging if h is not None else None
-                if dirs is None:
-                    continue
-                for attr in ("task_owned_dir", "shared_dir"):
-                    value = getattr(dirs, attr)
-                    for old, new in prefixes:
-                        bare, base = _bare(value), _bare(old).rstrip("/")
-                        if bare == base or bare.startswith(base + "/"):
-                            scheme = "file:" if value.startswith("file:") else ""
-                            setattr(dirs, attr, scheme + new + bare[len(base) :])
-                            break
+    for dirs in merging_dirs(checkpoint):
+        for attr in MERGING_DIR_FIELDS:
+            value = getattr(dirs, attr)
+            for old, new in prefixes:
+                bare, base = _bare(value), _bare(old).rstrip("/")
+                if bare == base or bare.startswith(base + "/"):
+                    scheme = "file:" if value.startswith("file:") else ""
+                    setattr(dirs, attr, scheme + new + bare[len(base) :])
+                    break
 
 
 def _bare(path: str) -> str:

@@ -150,8 +150,10 @@ def test_a_full_disk_mid_copy_undoes_the_files_already_copied(tmp_path: Path, mo
     assert code == 3 and len(files) == 3, output
     error = json.loads(next(line for line in output.splitlines() if line.startswith("{")))  # stdout; stderr too
     assert error["category"] == "storage", error
-    staged = Path(files[2])  # the copy's staged name beside its destination: the message names the destination
-    destination = staged.parent / staged.name.removeprefix(".").rpartition(".spillway-")[0]
+    # The copy's staged name, in the run's staging directory under --to: the message names its destination.
+    staging, *below = Path(files[2]).relative_to(new_job).parts
+    assert staging.startswith(".spillway-") and staging.endswith(".partial"), files[2]
+    destination = new_job.joinpath(*below)
     assert error["error"] == (
         f"{destination}: cannot write: No space left on device (errno 28); nothing was left behind"
     ), error

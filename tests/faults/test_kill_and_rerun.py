@@ -6,6 +6,7 @@ under --to exactly the files a solo run writes. 100 trials: 60 relocate --copy-d
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -52,7 +53,15 @@ def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str,
     where = f"{cmd} after {delay:.3f}s ({outcome}, exit {first.code})"
     # Until its final rename a run writes only into its hidden staging (--copy-data's copies too), so that
     # what a killed run wrote is all scratch, for the next run to find and remove.
-    stray = [p for p in _files(to.parent) if not any(part.startswith(".") for part in p.parts)]
+    # One exception: --copy-data links its copies to their final names under --to just before the output's rename
+    # (after the output's self-check), a moment of about 2 ms; a kill there leaves copies the --to claim's journal
+    # lists (with their identity), which the rerun must clear like any scratch.
+    journaled = _journaled(to)
+    stray = [
+        p
+        for p in _files(to.parent)
+        if not any(part.startswith(".") for part in p.parts) and str(to.parent / p) not in journaled
+    ]
     if stray:
         problems.append(f"{where}: the killed run wrote outside its staging: {[str(p) for p in stray[:5]]}")
     rerun = run(args)
@@ -68,6 +77,20 @@ def _trial(layout: Layout, cmd: str, to: Path, delay: float, expected: dict[str,
         extra = sorted(set(data_files(to)) - set(expected))
         problems.append(f"{where}: --to holds other files than a solo run's; extra: {extra[:5]}")
     return outcome, problems
+
+
+def _journaled(to: Path) -> set[str]:
+    """The final names the journal of ``to``'s claim (a run of relocate --copy-data) says its run placed."""
+    lock = to.parent / f".{to.name}.spillway.lock"
+    found: set[str] = set()
+    for line in (lock.read_text().splitlines() if lock.is_file() else [])[1:]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line torn by the kill
+        if isinstance(row, dict) and isinstance(row.get("file"), str):
+            found.add(row["file"])
+    return found
 
 
 def _probe(args: list[str], to: Path) -> tuple[float, float]:

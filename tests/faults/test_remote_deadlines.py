@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 from support.console import spillway
-from support.endpoints import silent_server
+from support.endpoints import dripping_server, redirecting_server, silent_server
 from support.fixtures import fixture_named
-from support.hostile_servers import dripping_server, redirecting_server
 
 TIMEOUT = 3
 LIMIT = TIMEOUT * 3 + 10
 SERVERS: dict[str, Callable[[], AbstractContextManager[int]]] = {
     "silent": silent_server,
-    "drip": dripping_server,  # a byte a second: only a deadline for the whole request ends it
-    "drip-5s": lambda: dripping_server(every=5.0),  # slower than the timeout: a per-read limit ends it too
-    "redirect": redirecting_server,
+    "drip": lambda: dripping_server(interval=1.0),  # a byte a second: only a deadline for the whole request ends it
+    "drip-5s": lambda: dripping_server(interval=5.0),  # slower than the timeout: a per-read limit ends it too
+    "redirect": lambda: redirecting_server("file:///etc/passwd"),
 }
 FX = fixture_named("2.3.0-unaligned")
 JOB = "0123456789abcdef0123456789abcdef"

@@ -105,29 +105,11 @@ def closed_port() -> int:
 def silent_server() -> Iterator[int]:
     """A loopback port that accepts every connection and never sends a byte: only a read timeout ends
     a request to it."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            held.append(conn)
+    def hold(conn: socket.socket, stop: threading.Event) -> None:
+        stop.wait()
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        server.close()
-        for conn in held:
-            conn.close()
+    yield from _serve(hold)
 
 
 def _serve(handle: Callable[[socket.socket, threading.Event], None]) -> Iterator[int]:
