@@ -159,7 +159,7 @@ def test_a_parent_someone_else_filled_meanwhile_stays(tmp_path: Path) -> None:
 
 
 def test_a_claim_that_fails_leaves_no_lock_and_no_parents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fails(out: Path, lock: Path, fd: int) -> None:
+    def fails(*args: Any) -> None:
         raise WriteError("refused for the test")
 
     monkeypatch.setattr(claims, "_take", fails)
@@ -171,7 +171,7 @@ def test_a_claim_that_fails_leaves_no_lock_and_no_parents(tmp_path: Path, monkey
 def test_a_failing_claim_keeps_its_own_error_when_a_parent_cannot_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fails(out: Path, lock: Path, fd: int) -> None:
+    def fails(*args: Any) -> None:
         (tmp_path / "a" / "theirs").write_bytes(b"someone else's")
         raise WriteError("refused for the test")
 
@@ -182,7 +182,7 @@ def test_a_failing_claim_keeps_its_own_error_when_a_parent_cannot_go(
 
 
 def test_a_lock_that_keeps_changing_hands_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(claims, "_take", lambda out, lock, fd: None)
+    monkeypatch.setattr(claims, "_take", lambda *args: None)
     out = tmp_path / "out"
     with pytest.raises(OutputBusy) as info:
         claim_output(out)
