@@ -180,6 +180,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_guard_door.py",
             "tests/unit/test_safe_writer.py",
             "tests/unit/test_safe_writer_failures.py",
+            "tests/unit/test_staged_copies.py",
         ],
     ),
     "claim": (

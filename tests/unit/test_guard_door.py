@@ -15,7 +15,7 @@ import pytest
 from support.fixtures import fixture_named
 
 from spillway.storage import guard as door
-from spillway.storage.guard import EscapeError, Guard, OutputIOError, WriteError, cannot_write
+from spillway.storage.guard import EscapeError, Guard, OutputIOError, TargetExists, WriteError, cannot_write
 
 FX = fixture_named("2.3.0-unaligned")
 DATA = next(p for p in sorted(FX.checkpoint_dir.iterdir()) if p.name != "_metadata")
@@ -341,3 +341,102 @@ def test_undo_goes_on_past_an_entry_it_cannot_remove(tmp_path: Path, monkeypatch
     guard.remove_all()
     guard.close()
     assert _tree(tmp_path) == {"b": b"x"}
+
+
+# ------------------------------------------------------------------------------ files a caller streams into
+
+
+def test_open_new_makes_a_new_file_the_undo_takes_back(tmp_path: Path, umask0: None) -> None:
+    guard = Guard(tmp_path)
+    with guard.open_new(("d", "f")) as fh:
+        fh.write(b"streamed")
+    assert (tmp_path / "d" / "f").read_bytes() == b"streamed"
+    assert (tmp_path / "d" / "f").stat().st_mode & 0o777 == 0o644
+    with pytest.raises(WriteError) as info:
+        guard.open_new(("d", "f"))
+    assert str(info.value) == f"{tmp_path / 'd' / 'f'}: already exists; spillway never overwrites"
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
+
+
+def test_open_new_names_the_file_when_its_directory_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    guard = Guard(tmp_path)
+    with pytest.raises(EscapeError) as info:
+        guard.open_new(("link", "f"))
+    assert str(info.value).startswith(f"{tmp_path / 'link'}: a symlink or non-directory")
+
+    def full(path: Any, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "mkdir", full)
+    with pytest.raises(OutputIOError) as info2:
+        guard.open_new(("d", "f"))
+    assert str(info2.value) == f"{tmp_path / 'd' / 'f'}: cannot write: No space left on device (errno 28)"
+    guard.close()
+    assert _tree(tmp_path / "elsewhere") == {}
+
+
+def _staged(guard: Guard, parts: tuple[str, ...], data: bytes) -> None:
+    with guard.open_new(parts) as fh:
+        fh.write(data)
+
+
+def test_rename_new_gives_the_staged_file_its_name_and_the_undo_takes_it(tmp_path: Path) -> None:
+    guard = Guard(tmp_path)
+    _staged(guard, ("d", ".f.partial"), b"mine")
+    guard.rename_new(("d", ".f.partial"), ("d", "f"))
+    assert _tree(tmp_path) == {"d": "dir", "d/f": b"mine"}
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
+
+
+def test_rename_new_renames_only_a_file_this_run_made_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".theirs").write_bytes(b"someone else's")
+    guard = Guard(tmp_path)
+    _staged(guard, ("d", ".f.partial"), b"mine")
+    for staged, parts in [(("d", ".theirs"), ("d", "f")), (("d", ".f.partial"), ("e", "f"))]:
+        with pytest.raises(WriteError) as info:
+            guard.rename_new(staged, parts)
+        assert str(info.value) == f"{tmp_path.joinpath(*parts)}: not a file this run made beside it; not renamed"
+    guard.close()
+    assert _tree(tmp_path) == {"d": "dir", "d/.f.partial": b"mine", "d/.theirs": b"someone else's"}
+
+
+def test_rename_new_never_replaces_unless_asked(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"theirs")
+    guard = Guard(tmp_path)
+    _staged(guard, (".f.partial",), b"mine")
+    with pytest.raises(TargetExists) as info:
+        guard.rename_new((".f.partial",), ("f",))
+    assert str(info.value) == f"{tmp_path / 'f'}: exists; spillway never overwrites"
+    assert _tree(tmp_path) == {".f.partial": b"mine", "f": b"theirs"}
+    guard.rename_new((".f.partial",), ("f",), replace=True)
+    assert _tree(tmp_path) == {"f": b"mine"}
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}, "the replacing file is this run's: the undo takes it"
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_rename_the_file_system_refuses_names_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replace: bool
+) -> None:
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EMLINK, "Too many links")
+
+    guard = Guard(tmp_path)
+    _staged(guard, (".f.partial",), b"mine")
+    monkeypatch.setattr(os, "replace" if replace else "link", refused)
+    with pytest.raises(OutputIOError) as info:
+        guard.rename_new((".f.partial",), ("f",), replace)
+    assert str(info.value) == f"{tmp_path / 'f'}: cannot write: Too many links (errno 31)"
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
