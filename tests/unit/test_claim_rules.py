@@ -530,3 +530,90 @@ def test_rename_noreplace_without_renameat2_checks_then_renames(
     )
     rename_noreplace(tmp_path / "src", tmp_path / "free")
     assert _tree(tmp_path) == {"free": "dir", "free/f": b"x", "taken": "dir"}
+
+
+# ------------------------------------------------------------------------------------- a destination root
+
+
+def test_a_destination_root_is_claimed_beside_it_and_stages_inside_it(tmp_path: Path) -> None:
+    root = tmp_path / "to"
+    (root / "shared").mkdir(parents=True)
+    (root / "shared" / "theirs").write_bytes(b"someone else's")
+    c = claims.claim_destination(root)
+    assert c.staging == root / f".spillway-{c.run}.partial" and not c.staging.exists(), "made by its guard"
+    head = _lines(lock_path(root))[0]
+    assert (head["out"], head["staging"], head["inside"]) == (str(root), c.staging.name, True)
+    c.staging.mkdir()
+    (c.staging / "f").write_bytes(b"staged")
+    c.journal_all([])
+    c.journal_all([{"dir": str(root / "a")}, {"dir": str(root / "b")}])
+    assert _lines(lock_path(root))[1:] == [{"dir": str(root / "a")}, {"dir": str(root / "b")}] == c.entries
+    c.settle()
+    c.settle()
+    c.abandon()
+    assert _tree(tmp_path) == {"to": "dir", "to/shared": "dir", "to/shared/theirs": b"someone else's"}
+
+
+def test_a_dead_runs_staging_inside_a_destination_root_is_removed_by_its_claim(tmp_path: Path) -> None:
+    root = tmp_path / "to"
+    name = ".spillway-deadbeef.partial"
+    (root / name).mkdir(parents=True)
+    (root / ".spillway-not-hex.partial").mkdir()
+    (root / "keep").write_bytes(b"someone else's")
+    _stale(root, {**_head(_dead_pid(), "1", staging=name), "inside": True}, [])
+    with collecting() as notes:
+        claims.claim_destination(root).abandon()
+    assert notes[0].endswith(f"its staging directory ({name}) and 0 files it had copied")
+    assert _tree(root) == {".spillway-not-hex.partial": "dir", "keep": b"someone else's"}
+
+
+def test_staging_directories_no_lock_names_inside_a_destination_root_are_all_named(tmp_path: Path) -> None:
+    root = tmp_path / "to"
+    names = [".spillway-0badc0de.partial", ".spillway-0badc0df.partial"]
+    for n in names:
+        (root / n).mkdir(parents=True)
+    with collecting() as notes:
+        claims.claim_destination(root).abandon()
+    assert notes == [f"{root}: removed 2 staging directories no run claims any more: {', '.join(names)}"]
+    assert _tree(root) == {}
+
+
+def test_a_dead_runs_copies_for_an_output_it_published_are_kept(tmp_path: Path) -> None:
+    root = tmp_path / "to"
+    root.mkdir()
+    copied = root / "f"
+    copied.write_bytes(b"the published output references me")
+    out = tmp_path / "out"
+    out.mkdir()
+    file = {"file": str(copied), "dev": copied.stat().st_dev, "ino": copied.stat().st_ino}
+    published = {"output": str(out), "dev": out.stat().st_dev, "ino": out.stat().st_ino}
+    _stale(root, {**_head(_dead_pid(), "1", staging=".spillway-deadbeef.partial"), "inside": True}, [file, published])
+    with collecting() as notes:
+        claims.claim_destination(root).abandon()
+    assert copied.read_bytes() == b"the published output references me"
+    assert "which had published " + str(out) in notes[0] and notes[0].endswith("(that output references them)")
+    # the same journal, but the output under that name is another directory: its copies are leftovers
+    os.rename(out, tmp_path / "aside")
+    out.mkdir()
+    _stale(root, {**_head(_dead_pid(), "1", staging=".spillway-deadbeef.partial"), "inside": True}, [file, published])
+    with collecting() as notes:
+        claims.claim_destination(root).abandon()
+    assert not copied.exists() and notes[0].endswith("and 1 files it had copied")
+
+
+def test_an_empty_lock_no_run_holds_is_taken_over_with_a_notice(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    lock_path(out).write_bytes(b"")
+    with collecting() as notes:
+        claim_output(out).abandon()
+    assert notes == [f"{out}: an empty lock {lock_path(out).name} was left behind by a run that is gone; taken over"]
+
+
+def test_parents_that_still_hold_something_are_kept_for_a_later_call(tmp_path: Path) -> None:
+    c = claim_output(tmp_path / "a" / "b" / "out")
+    (tmp_path / "a" / "b" / "copy").write_bytes(b"not undone yet")
+    c.abandon()
+    assert c.parents == [tmp_path / "a" / "b", tmp_path / "a"]
+    (tmp_path / "a" / "b" / "copy").unlink()
+    c.remove_parents()
+    assert c.parents == [] and _tree(tmp_path) == {}
