@@ -440,3 +440,84 @@ def test_a_rename_the_file_system_refuses_names_the_target(
     guard.remove_all()
     guard.close()
     assert _tree(tmp_path) == {}
+
+
+# ------------------------------------------------------------------------- staged copies linked into place
+
+
+def test_link_into_place_journals_the_name_and_its_directories_then_links(tmp_path: Path) -> None:
+    heard: list[dict[str, Any]] = []
+    guard = Guard(tmp_path, journal=heard.append)
+    guard.copy_file(DATA, ("stage", "f"))
+    heard.clear()
+    assert guard.link_into_place(("stage", "f"), ("a", "b", "f"), DATA) is True
+    st = os.stat(tmp_path / "a" / "b" / "f")
+    assert heard == [
+        {"file": str(tmp_path / "a" / "b" / "f"), "dev": st.st_dev, "ino": st.st_ino},
+        {"dir": str(tmp_path / "a")},
+        {"dir": str(tmp_path / "a" / "b")},
+    ]
+    assert (st.st_dev, st.st_ino) == (
+        os.stat(tmp_path / "stage" / "f").st_dev,
+        os.stat(tmp_path / "stage" / "f").st_ino,
+    )
+    heard.clear()
+    assert guard.link_into_place(("stage", "f"), ("a", "g"), DATA, noted=True) is True
+    assert heard == [], "noted: the journal has heard of it already"
+    assert guard.link_into_place(("stage", "f"), ("a", "b", "f"), DATA) is False, "identical: kept"
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
+
+
+def test_link_into_place_refuses_other_bytes_and_what_the_run_did_not_make(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"other bytes")
+    guard = Guard(tmp_path)
+    guard.copy_file(DATA, ("stage", "f"))
+    with pytest.raises(WriteError) as info:
+        guard.link_into_place(("stage", "f"), ("a", "f"), DATA)
+    assert str(info.value) == f"{tmp_path / 'a' / 'f'}: exists with different content; not overwritten"
+    with pytest.raises(WriteError) as info2:
+        guard.link_into_place(("stage", "nothing"), ("a", "g"), DATA)
+    assert str(info2.value) == f"{tmp_path / 'stage' / 'nothing'}: not an entry this run made"
+    with pytest.raises(WriteError, match="exists with different content"):
+        guard.refuse_different(DATA, ("a", "f"))
+    guard.refuse_different(DATA, ("stage", "f"))
+    guard.refuse_different(DATA, ("a", "missing"))
+    guard.close()
+    assert (tmp_path / "a" / "f").read_bytes() == b"other bytes"
+
+
+@pytest.mark.parametrize("fails", ["link", "mkdir"])
+def test_a_link_or_directory_the_file_system_refuses_names_the_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    guard = Guard(tmp_path)
+    guard.copy_file(DATA, ("stage", "f"))
+    monkeypatch.setattr(os, fails, refused)
+    with pytest.raises(OutputIOError) as info:
+        guard.link_into_place(("stage", "f"), ("a", "f"), DATA)
+    assert str(info.value) == f"{tmp_path / 'a' / 'f'}: cannot write: No space left on device (errno 28)"
+    if fails == "mkdir":
+        with pytest.raises(OutputIOError) as info2:
+            guard.make_directory(("x", "y"))
+        assert str(info2.value) == f"{tmp_path / 'x' / 'y'}: cannot write: No space left on device (errno 28)"
+    monkeypatch.undo()
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
+
+
+def test_make_directory_makes_the_parents_and_the_undo_takes_them(tmp_path: Path) -> None:
+    heard: list[dict[str, Any]] = []
+    guard = Guard(tmp_path, journal=heard.append)
+    guard.make_directory(("x", "y"))
+    assert heard == [{"dir": str(tmp_path / "x")}, {"dir": str(tmp_path / "x" / "y")}]
+    assert _tree(tmp_path) == {"x": "dir", "x/y": "dir"}
+    guard.remove_all()
+    guard.close()
+    assert _tree(tmp_path) == {}
