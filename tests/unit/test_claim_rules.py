@@ -540,6 +540,7 @@ def test_a_destination_root_is_claimed_beside_it_and_stages_inside_it(tmp_path: 
     (root / "shared").mkdir(parents=True)
     (root / "shared" / "theirs").write_bytes(b"someone else's")
     c = claims.claim_destination(root)
+    assert c.out == root
     assert c.staging == root / f".spillway-{c.run}.partial" and not c.staging.exists(), "made by its guard"
     head = _lines(lock_path(root))[0]
     assert (head["out"], head["staging"], head["inside"]) == (str(root), c.staging.name, True)
@@ -592,6 +593,7 @@ def test_a_dead_runs_copies_for_an_output_it_published_are_kept(tmp_path: Path) 
         claims.claim_destination(root).abandon()
     assert copied.read_bytes() == b"the published output references me"
     assert "which had published " + str(out) in notes[0] and notes[0].endswith("(that output references them)")
+    assert "(spillway run deadbeef (pid " in notes[0]
     # the same journal, but the output under that name is another directory: its copies are leftovers
     os.rename(out, tmp_path / "aside")
     out.mkdir()
@@ -617,3 +619,14 @@ def test_parents_that_still_hold_something_are_kept_for_a_later_call(tmp_path: P
     (tmp_path / "a" / "b" / "copy").unlink()
     c.remove_parents()
     assert c.parents == [] and _tree(tmp_path) == {}
+
+
+def test_a_stale_destination_claim_naming_no_staging_name_removes_nothing_by_it(tmp_path: Path) -> None:
+    root = tmp_path / "to"
+    (root / "precious").mkdir(parents=True)
+    (root / "precious" / "f").write_bytes(b"someone else's")
+    _stale(root, {**_head(_dead_pid(), "1", staging="precious"), "inside": True}, [])
+    with collecting() as notes:
+        claims.claim_destination(root).abandon()
+    assert _tree(root) == {"precious": "dir", "precious/f": b"someone else's"}
+    assert "its staging directory (none left)" in notes[0]
