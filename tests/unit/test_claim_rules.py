@@ -594,6 +594,7 @@ def test_a_dead_runs_copies_for_an_output_it_published_are_kept(tmp_path: Path) 
     assert copied.read_bytes() == b"the published output references me"
     assert "which had published " + str(out) in notes[0] and notes[0].endswith("(that output references them)")
     assert "(spillway run deadbeef (pid " in notes[0]
+    assert "; removed its staging directory (none left) and kept the files it had copied" in notes[0]
     # the same journal, but the output under that name is another directory: its copies are leftovers
     os.rename(out, tmp_path / "aside")
     out.mkdir()
