@@ -173,16 +173,37 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     # never destructive: the one door for writing, the output's claim, the reference check, unsafe handle paths
-    "guard": ("spillway/storage/guard.py", ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py"]),
+    "guard": (
+        "spillway/storage/guard.py",
+        [
+            "tests/unit/test_guard.py",
+            "tests/unit/test_guard_door.py",
+            "tests/unit/test_safe_writer.py",
+            "tests/unit/test_safe_writer_failures.py",
+            "tests/unit/test_staged_copies.py",
+        ],
+    ),
     "claim": (
         "spillway/storage/claim.py",
-        ["tests/unit/test_guard.py", "tests/unit/test_safe_writer.py", "tests/unit/test_staged_copies.py"],
+        [
+            "tests/unit/test_guard.py",
+            "tests/unit/test_claim_rules.py",
+            "tests/unit/test_safe_writer.py",
+            "tests/unit/test_safe_writer_failures.py",
+            "tests/unit/test_staged_copies.py",
+        ],
     ),
     "staged_copies": ("spillway/storage/staged_copies.py", ["tests/unit/test_staged_copies.py"]),
     "new_files": ("spillway/storage/new_files.py", ["tests/cli/test_user_files_guarded.py"]),
-    "references": ("spillway/inspect/references.py", ["tests/unit/test_output_references.py"]),
+    "references": (
+        "spillway/inspect/references.py",
+        ["tests/unit/test_output_references.py", "tests/unit/test_output_references_rules.py"],
+    ),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
-    "pinning": ("spillway/storage/pinning.py", ["tests/cli/test_moved_source_references.py"]),
+    "pinning": (
+        "spillway/storage/pinning.py",
+        ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],
+    ),
 }
 
 
