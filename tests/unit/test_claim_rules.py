@@ -18,19 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.trees import tree
 
 from spillway.notices import collecting
 from spillway.storage import claim as claims
 from spillway.storage.claim import OutputBusy, claim_output, lock_path, process_start, rename_noreplace
 from spillway.storage.guard import OutputIOError, WriteError
-
-
-def _tree(root: Path) -> dict[str, bytes | str]:
-    found: dict[str, bytes | str] = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        found[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
-    return found
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -105,7 +98,7 @@ def test_the_lock_names_the_run_and_then_journals_each_entry(tmp_path: Path, mon
     assert rest == [{"dir": str(tmp_path / "to")}, {"tmp": str(tmp_path / "to" / ".f.spillway-x.partial")}]
     assert c.entries == rest
     c.abandon()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +116,7 @@ def test_remove_journaled_removes_the_runs_copies_once_and_counts_them(tmp_path:
     assert c.remove_journaled() == 1
     assert c.remove_journaled() == 0
     c.abandon()
-    assert _tree(tmp_path) == {"to": "dir"}
+    assert tree(tmp_path) == {"to": "dir"}
 
 
 def test_a_lock_file_is_made_with_mode_0644(tmp_path: Path) -> None:
@@ -148,14 +141,14 @@ def test_a_symlink_planted_as_the_lock_is_never_followed(tmp_path: Path) -> None
 def test_parents_made_for_the_output_go_deepest_first_with_the_claim(tmp_path: Path) -> None:
     c = claim_output(tmp_path / "a" / "b" / "c" / "out")
     c.abandon()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_a_parent_someone_else_filled_meanwhile_stays(tmp_path: Path) -> None:
     c = claim_output(tmp_path / "a" / "b" / "out")
     (tmp_path / "a" / "theirs").write_bytes(b"someone else's")
     c.abandon()
-    assert _tree(tmp_path) == {"a": "dir", "a/theirs": b"someone else's"}
+    assert tree(tmp_path) == {"a": "dir", "a/theirs": b"someone else's"}
 
 
 def test_a_claim_that_fails_leaves_no_lock_and_no_parents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,7 +158,7 @@ def test_a_claim_that_fails_leaves_no_lock_and_no_parents(tmp_path: Path, monkey
     monkeypatch.setattr(claims, "_take", fails)
     with pytest.raises(WriteError, match="refused for the test"):
         claim_output(tmp_path / "a" / "b" / "out")
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_a_failing_claim_keeps_its_own_error_when_a_parent_cannot_go(
@@ -178,7 +171,7 @@ def test_a_failing_claim_keeps_its_own_error_when_a_parent_cannot_go(
     monkeypatch.setattr(claims, "_take", fails)
     with pytest.raises(WriteError, match="refused for the test"):
         claim_output(tmp_path / "a" / "b" / "out")
-    assert _tree(tmp_path) == {"a": "dir", "a/theirs": b"someone else's"}
+    assert tree(tmp_path) == {"a": "dir", "a/theirs": b"someone else's"}
 
 
 def test_a_lock_that_keeps_changing_hands_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,7 +213,7 @@ def test_a_staging_directory_that_cannot_be_made_is_named_and_the_lock_goes(
         r"\(errno 28\)",
         str(info.value),
     ), str(info.value)
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_a_claim_that_fails_after_making_its_staging_directory_removes_it(
@@ -232,7 +225,7 @@ def test_a_claim_that_fails_after_making_its_staging_directory_removes_it(
     monkeypatch.setattr(claims, "Claim", fails)
     with pytest.raises(OSError):
         claim_output(tmp_path / "out")
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_abandon_removes_only_the_staging_directory_the_claim_made(tmp_path: Path) -> None:
@@ -241,7 +234,7 @@ def test_abandon_removes_only_the_staging_directory_the_claim_made(tmp_path: Pat
     c.staging.mkdir()  # another directory under the same name: not this claim's
     (c.staging / "theirs").write_bytes(b"someone else's")
     c.abandon()
-    assert _tree(tmp_path) == {"aside": "dir", c.staging.name: "dir", f"{c.staging.name}/theirs": b"someone else's"}
+    assert tree(tmp_path) == {"aside": "dir", c.staging.name: "dir", f"{c.staging.name}/theirs": b"someone else's"}
 
 
 def test_publish_then_abandon_keeps_the_output_and_closes_nothing_else(tmp_path: Path) -> None:
@@ -250,7 +243,7 @@ def test_publish_then_abandon_keeps_the_output_and_closes_nothing_else(tmp_path:
     c.publish()
     c.abandon()
     c.release()
-    assert _tree(tmp_path) == {"out": "dir", "out/_metadata": b"done"}
+    assert tree(tmp_path) == {"out": "dir", "out/_metadata": b"done"}
     for fd in (0, 1, 2):
         os.fstat(fd)  # raises OSError if a second release closed one of them
 
@@ -282,7 +275,7 @@ def test_a_publish_the_file_system_refuses_names_the_output(tmp_path: Path, monk
         c.publish()
     assert str(info.value) == f"{out}: cannot write: Invalid cross-device link (errno 18)"
     c.abandon()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_an_output_that_appears_meanwhile_is_named_and_untouched(tmp_path: Path) -> None:
@@ -432,7 +425,7 @@ def test_a_stale_journal_is_undone_entry_by_entry(tmp_path: Path) -> None:
     _stale(out, _head(_dead_pid(), "1"), entries, tail=b'{"file": "\xff\xfe torn')
     with collecting() as notes:
         claim_output(out).abandon()
-    assert _tree(to) == {
+    assert tree(to) == {
         "d": "dir",
         "d/e": "dir",
         "d/e/replaced": b"someone else's",
@@ -451,7 +444,7 @@ def test_a_stale_journal_of_empty_directories_is_undone_deepest_first(tmp_path: 
     ]
     _stale(out, _head(_dead_pid(), "1"), entries)
     claim_output(out).abandon()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_a_long_stale_journal_is_read_whole(tmp_path: Path) -> None:
@@ -478,7 +471,7 @@ def test_a_stale_claims_staging_directories_are_listed_in_the_notice(tmp_path: P
     with collecting() as notes:
         claim_output(out).abandon()
     assert notes[0].endswith(f"its staging directory ({name}, {name}.staging) and 0 files it had copied")
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_a_symlink_under_a_staging_name_is_never_followed(tmp_path: Path) -> None:
@@ -529,7 +522,7 @@ def test_rename_noreplace_without_renameat2_checks_then_renames(
         str(tmp_path / "taken"),
     )
     rename_noreplace(tmp_path / "src", tmp_path / "free")
-    assert _tree(tmp_path) == {"free": "dir", "free/f": b"x", "taken": "dir"}
+    assert tree(tmp_path) == {"free": "dir", "free/f": b"x", "taken": "dir"}
 
 
 # ------------------------------------------------------------------------------------- a destination root
@@ -552,7 +545,7 @@ def test_a_destination_root_is_claimed_beside_it_and_stages_inside_it(tmp_path: 
     c.settle()
     c.settle()
     c.abandon()
-    assert _tree(tmp_path) == {"to": "dir", "to/shared": "dir", "to/shared/theirs": b"someone else's"}
+    assert tree(tmp_path) == {"to": "dir", "to/shared": "dir", "to/shared/theirs": b"someone else's"}
 
 
 def test_a_dead_runs_staging_inside_a_destination_root_is_removed_by_its_claim(tmp_path: Path) -> None:
@@ -565,7 +558,7 @@ def test_a_dead_runs_staging_inside_a_destination_root_is_removed_by_its_claim(t
     with collecting() as notes:
         claims.claim_destination(root).abandon()
     assert notes[0].endswith(f"its staging directory ({name}) and 0 files it had copied")
-    assert _tree(root) == {".spillway-not-hex.partial": "dir", "keep": b"someone else's"}
+    assert tree(root) == {".spillway-not-hex.partial": "dir", "keep": b"someone else's"}
 
 
 def test_staging_directories_no_lock_names_inside_a_destination_root_are_all_named(tmp_path: Path) -> None:
@@ -576,7 +569,7 @@ def test_staging_directories_no_lock_names_inside_a_destination_root_are_all_nam
     with collecting() as notes:
         claims.claim_destination(root).abandon()
     assert notes == [f"{root}: removed 2 staging directories no run claims any more: {', '.join(names)}"]
-    assert _tree(root) == {}
+    assert tree(root) == {}
 
 
 def test_a_dead_runs_copies_for_an_output_it_published_are_kept(tmp_path: Path) -> None:
@@ -619,7 +612,7 @@ def test_parents_that_still_hold_something_are_kept_for_a_later_call(tmp_path: P
     assert c.parents == [tmp_path / "a" / "b", tmp_path / "a"]
     (tmp_path / "a" / "b" / "copy").unlink()
     c.remove_parents()
-    assert c.parents == [] and _tree(tmp_path) == {}
+    assert c.parents == [] and tree(tmp_path) == {}
 
 
 def test_a_stale_destination_claim_naming_no_staging_name_removes_nothing_by_it(tmp_path: Path) -> None:
@@ -629,5 +622,5 @@ def test_a_stale_destination_claim_naming_no_staging_name_removes_nothing_by_it(
     _stale(root, {**_head(_dead_pid(), "1", staging="precious"), "inside": True}, [])
     with collecting() as notes:
         claims.claim_destination(root).abandon()
-    assert _tree(root) == {"precious": "dir", "precious/f": b"someone else's"}
+    assert tree(root) == {"precious": "dir", "precious/f": b"someone else's"}
     assert "its staging directory (none left)" in notes[0]

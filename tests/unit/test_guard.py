@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.fixtures import fixture_named
+from support.trees import tree
 
 from spillway.notices import collecting
 from spillway.storage import claim as claims
@@ -22,15 +23,6 @@ from spillway.storage.guard import EscapeError, Guard, OutputIOError, WriteError
 
 FX = fixture_named("2.3.0-unaligned")
 DATA = next(p for p in sorted(FX.checkpoint_dir.iterdir()) if p.name != "_metadata")
-
-
-def _tree(root: Path) -> dict[str, bytes | str]:
-    """Every entry under ``root``: a file's bytes, a symlink's target, a directory's marker."""
-    found: dict[str, bytes | str] = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        found[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
-    return found
 
 
 @pytest.fixture
@@ -53,7 +45,7 @@ def test_targets_escaping_by_dots_absolute_paths_or_symlinks_are_refused_before_
     root = tmp_path / "to"
     (root / "J").mkdir(parents=True)
     (root / "J" / "shared").symlink_to(sentinel / "victim")  # planted in the output tree
-    before = _tree(sentinel)
+    before = tree(sentinel)
     guard = Guard(root)
     escaping = [
         f"{root}/J/chk-3/../../../sentinel/victim/state-1",  # a '..' from a handle
@@ -69,7 +61,7 @@ def test_targets_escaping_by_dots_absolute_paths_or_symlinks_are_refused_before_
     with pytest.raises(EscapeError, match="a symlink or non-directory in the output tree"):
         guard.copy_file(DATA, ("J", "shared", "state-1"))
     guard.close()
-    assert _tree(sentinel) == before
+    assert tree(sentinel) == before
     assert guard.parts_of(f"{root}/J/chk-3/a") == ("J", "chk-3", "a")
 
 
@@ -94,7 +86,7 @@ def test_undo_removes_only_what_the_run_made_and_still_is(tmp_path: Path) -> Non
     (root / "deep" / "b" / "theirs").write_bytes(b"someone else's")
     guard.remove_all()
     guard.close()
-    assert _tree(root) == {
+    assert tree(root) == {
         "deep": "dir",
         "deep/a": "dir",
         "deep/a/replaced": b"someone else's",
@@ -208,7 +200,7 @@ def test_a_stale_claim_of_a_dead_run_is_cleared_with_a_notice(tmp_path: Path, se
     st = copied.stat()
     replaced = tmp_path / "to" / "shared" / "g"
     replaced.write_bytes(b"someone else's file where the dead run had one")
-    before = _tree(sentinel)
+    before = tree(sentinel)
     entries = [
         {"run": "deadbeef", "pid": pid, "start": "1", "host": socket.gethostname(), "staging": staging.name},
         {"dir": str(tmp_path / "to" / "shared")},
@@ -221,7 +213,7 @@ def test_a_stale_claim_of_a_dead_run_is_cleared_with_a_notice(tmp_path: Path, se
         fresh = claim_output(out)
     assert not staging.exists() and not copied.exists()
     assert replaced.read_bytes() == b"someone else's file where the dead run had one"
-    assert _tree(sentinel) == before
+    assert tree(sentinel) == before
     assert len(notes) == 1 and f"pid {pid} on {socket.gethostname()}" in notes[0] and staging.name in notes[0]
     assert "and 1 files it had copied" in notes[0]
     fresh.abandon()

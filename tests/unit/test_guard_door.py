@@ -13,20 +13,13 @@ from typing import Any
 
 import pytest
 from support.fixtures import fixture_named
+from support.trees import tree
 
 from spillway.storage import guard as door
 from spillway.storage.guard import EscapeError, Guard, OutputIOError, TargetExists, WriteError, cannot_write
 
 FX = fixture_named("2.3.0-unaligned")
 DATA = next(p for p in sorted(FX.checkpoint_dir.iterdir()) if p.name != "_metadata")
-
-
-def _tree(root: Path) -> dict[str, bytes | str]:
-    found: dict[str, bytes | str] = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        found[rel] = f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
-    return found
 
 
 @pytest.fixture
@@ -53,7 +46,7 @@ def test_the_journal_hears_every_entry_and_the_undo_takes_them_all(tmp_path: Pat
         {"tmp": str(root / "a" / "b" / ".c.spillway-r1.partial")},
         {"file": str(root / "a" / "b" / "c"), "dev": placed.st_dev, "ino": placed.st_ino},
     ]
-    assert _tree(root) == {"a": "dir", "a/b": "dir", "a/b/c": DATA.read_bytes(), "a/b/f": b"x"}
+    assert tree(root) == {"a": "dir", "a/b": "dir", "a/b/c": DATA.read_bytes(), "a/b/f": b"x"}
     guard.remove_all()
     guard.remove_all()  # a second undo finds nothing left to do
     guard.close()
@@ -68,7 +61,7 @@ def test_files_and_directories_are_made_with_modes_0644_and_0755(tmp_path: Path,
     assert (tmp_path / "d" / "f").stat().st_mode & 0o777 == 0o644
 
 
-def test_each_file_is_synced_unless_the_caller_syncs_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_file_is_synced_unless_the_caller_syncs_thetree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
@@ -133,7 +126,7 @@ def test_a_directory_above_the_root_made_meanwhile_by_another_run_is_used(
     guard = Guard.opening(tmp_path / "a" / "b" / "c")
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {"a": "dir"}, "what the other run made stays; what this run made goes"
+    assert tree(tmp_path) == {"a": "dir"}, "what the other run made stays; what this run made goes"
 
 
 def test_parts_of_accepts_the_root_as_spelled_and_as_resolved(tmp_path: Path) -> None:
@@ -216,7 +209,7 @@ def test_an_existing_file_and_a_full_disk_name_the_file_the_copy_is_for(
     assert str(info3.value) == f"{tmp_path / 's' / 't'}: cannot write: No space left on device (errno 28)"
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {"f": b"theirs"}
+    assert tree(tmp_path) == {"f": b"theirs"}
 
 
 def test_place_copy_places_a_new_file_in_a_directory_that_exists(tmp_path: Path) -> None:
@@ -225,7 +218,7 @@ def test_place_copy_places_a_new_file_in_a_directory_that_exists(tmp_path: Path)
     assert guard.place_copy(DATA, ("a", "b", "c"), "r1") is True
     assert guard.place_copy(DATA, ("a", "b", "c"), "r2") is False, "an identical file is kept"
     guard.close()
-    assert _tree(tmp_path) == {"a": "dir", "a/b": "dir", "a/b/c": DATA.read_bytes()}
+    assert tree(tmp_path) == {"a": "dir", "a/b": "dir", "a/b/c": DATA.read_bytes()}
 
 
 @pytest.mark.parametrize("same", [True, False])
@@ -248,7 +241,7 @@ def test_a_file_that_appears_while_the_copy_is_staged_is_never_replaced(
             guard.place_copy(DATA, ("a", "b", "c"), "r1")
         assert str(info.value) == f"{tmp_path / 'a' / 'b' / 'c'}: exists with different content; not overwritten"
     guard.close()
-    assert _tree(tmp_path) == {"a": "dir", "a/b": "dir", "a/b/c": theirs}, "the staged copy is gone"
+    assert tree(tmp_path) == {"a": "dir", "a/b": "dir", "a/b/c": theirs}, "the staged copy is gone"
 
 
 def test_a_link_the_file_system_refuses_names_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -262,7 +255,7 @@ def test_a_link_the_file_system_refuses_names_the_target(tmp_path: Path, monkeyp
     assert str(info.value) == f"{tmp_path / 'a' / 'b' / 'c'}: cannot write: Too many links (errno 31)"
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_place_copy_never_follows_a_symlink_at_the_target_or_above_it(tmp_path: Path) -> None:
@@ -278,7 +271,7 @@ def test_place_copy_never_follows_a_symlink_at_the_target_or_above_it(tmp_path: 
             guard.place_copy(DATA, parts, "r1")
         assert str(info.value).startswith(f"{named}: a symlink or non-directory"), str(info.value)
     guard.close()
-    assert _tree(tmp_path / "outside") == {"c": DATA.read_bytes()}
+    assert tree(tmp_path / "outside") == {"c": DATA.read_bytes()}
 
 
 def test_place_copy_refuses_a_fifo_at_the_target_without_blocking(tmp_path: Path) -> None:
@@ -312,7 +305,7 @@ def test_remove_leaves_a_directory_someone_else_put_a_file_into(tmp_path: Path) 
     (tmp_path / "d" / "theirs").write_bytes(b"someone else's")
     guard.remove(("d",))
     guard.close()
-    assert _tree(tmp_path) == {"d": "dir", "d/theirs": b"someone else's"}
+    assert tree(tmp_path) == {"d": "dir", "d/theirs": b"someone else's"}
 
 
 def test_undo_leaves_a_symlink_put_in_place_of_a_file_it_made(tmp_path: Path) -> None:
@@ -323,7 +316,7 @@ def test_undo_leaves_a_symlink_put_in_place_of_a_file_it_made(tmp_path: Path) ->
     (tmp_path / "root" / "f").symlink_to(tmp_path / "aside")  # the same file, reached through a symlink
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {"aside": b"x", "root": "dir", "root/f": f"-> {tmp_path / 'aside'}"}
+    assert tree(tmp_path) == {"aside": b"x", "root": "dir", "root/f": f"-> {tmp_path / 'aside'}"}
 
 
 def test_undo_goes_on_past_an_entry_it_cannot_remove(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -340,7 +333,7 @@ def test_undo_goes_on_past_an_entry_it_cannot_remove(tmp_path: Path, monkeypatch
     monkeypatch.setattr(os, "unlink", busy)
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {"b": b"x"}
+    assert tree(tmp_path) == {"b": b"x"}
 
 
 # ------------------------------------------------------------------------------ files a caller streams into
@@ -357,7 +350,7 @@ def test_open_new_makes_a_new_file_the_undo_takes_back(tmp_path: Path, umask0: N
     assert str(info.value) == f"{tmp_path / 'd' / 'f'}: already exists; spillway never overwrites"
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_open_new_names_the_file_when_its_directory_cannot_be_made(
@@ -378,7 +371,7 @@ def test_open_new_names_the_file_when_its_directory_cannot_be_made(
         guard.open_new(("d", "f"))
     assert str(info2.value) == f"{tmp_path / 'd' / 'f'}: cannot write: No space left on device (errno 28)"
     guard.close()
-    assert _tree(tmp_path / "elsewhere") == {}
+    assert tree(tmp_path / "elsewhere") == {}
 
 
 def _staged(guard: Guard, parts: tuple[str, ...], data: bytes) -> None:
@@ -390,10 +383,10 @@ def test_rename_new_gives_the_staged_file_its_name_and_the_undo_takes_it(tmp_pat
     guard = Guard(tmp_path)
     _staged(guard, ("d", ".f.partial"), b"mine")
     guard.rename_new(("d", ".f.partial"), ("d", "f"))
-    assert _tree(tmp_path) == {"d": "dir", "d/f": b"mine"}
+    assert tree(tmp_path) == {"d": "dir", "d/f": b"mine"}
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_rename_new_renames_only_a_file_this_run_made_beside_it(tmp_path: Path) -> None:
@@ -406,7 +399,7 @@ def test_rename_new_renames_only_a_file_this_run_made_beside_it(tmp_path: Path) 
             guard.rename_new(staged, parts)
         assert str(info.value) == f"{tmp_path.joinpath(*parts)}: not a file this run made beside it; not renamed"
     guard.close()
-    assert _tree(tmp_path) == {"d": "dir", "d/.f.partial": b"mine", "d/.theirs": b"someone else's"}
+    assert tree(tmp_path) == {"d": "dir", "d/.f.partial": b"mine", "d/.theirs": b"someone else's"}
 
 
 def test_rename_new_never_replaces_unless_asked(tmp_path: Path) -> None:
@@ -416,12 +409,12 @@ def test_rename_new_never_replaces_unless_asked(tmp_path: Path) -> None:
     with pytest.raises(TargetExists) as info:
         guard.rename_new((".f.partial",), ("f",))
     assert str(info.value) == f"{tmp_path / 'f'}: exists; spillway never overwrites"
-    assert _tree(tmp_path) == {".f.partial": b"mine", "f": b"theirs"}
+    assert tree(tmp_path) == {".f.partial": b"mine", "f": b"theirs"}
     guard.rename_new((".f.partial",), ("f",), replace=True)
-    assert _tree(tmp_path) == {"f": b"mine"}
+    assert tree(tmp_path) == {"f": b"mine"}
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}, "the replacing file is this run's: the undo takes it"
+    assert tree(tmp_path) == {}, "the replacing file is this run's: the undo takes it"
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -439,7 +432,7 @@ def test_a_rename_the_file_system_refuses_names_the_target(
     assert str(info.value) == f"{tmp_path / 'f'}: cannot write: Too many links (errno 31)"
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 # ------------------------------------------------------------------------- staged copies linked into place
@@ -467,7 +460,7 @@ def test_link_into_place_journals_the_name_and_its_directories_then_links(tmp_pa
     assert guard.link_into_place(("stage", "f"), ("a", "b", "f"), DATA) is False, "identical: kept"
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_link_into_place_refuses_other_bytes_and_what_the_run_did_not_make(tmp_path: Path) -> None:
@@ -509,7 +502,7 @@ def test_a_link_or_directory_the_file_system_refuses_names_the_target(
     monkeypatch.undo()
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
 
 
 def test_make_directory_makes_the_parents_and_the_undo_takes_them(tmp_path: Path) -> None:
@@ -517,7 +510,7 @@ def test_make_directory_makes_the_parents_and_the_undo_takes_them(tmp_path: Path
     guard = Guard(tmp_path, journal=heard.append)
     guard.make_directory(("x", "y"))
     assert heard == [{"dir": str(tmp_path / "x")}, {"dir": str(tmp_path / "x" / "y")}]
-    assert _tree(tmp_path) == {"x": "dir", "x/y": "dir"}
+    assert tree(tmp_path) == {"x": "dir", "x/y": "dir"}
     guard.remove_all()
     guard.close()
-    assert _tree(tmp_path) == {}
+    assert tree(tmp_path) == {}
