@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 from spillway import notices
 from spillway.errors import EXIT_STORAGE
-from spillway.storage.guard import OutputIOError, WriteError, cannot_write
+from spillway.storage.guard import OutputIOError, WriteError, cannot_write, make_missing_dirs
 
 _ATTEMPTS = 5
 LEFT_NOTHING = "; nothing was left behind"
@@ -258,21 +258,7 @@ def _drop_if_empty(lock: Path, fd: int) -> None:
 
 def _make_parents(directory: Path) -> list[Path]:
     """Make ``directory`` and its missing parents; the ones made, outermost first."""
-    missing = []
-    for d in [directory, *directory.parents]:
-        if os.path.isdir(d):
-            break
-        missing.append(d)
-    made = []
-    for d in reversed(missing):
-        try:
-            os.mkdir(d)
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise cannot_write(d, exc) from None
-        made.append(d)
-    return made
+    return [d for d, _ in make_missing_dirs(directory)]
 
 
 def _take(out: Path, lock: Path, fd: int, destination: bool, found: bool = False) -> Claim | None:

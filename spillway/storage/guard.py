@@ -78,6 +78,29 @@ def plain_parts(relative: str | os.PathLike[str]) -> tuple[str, ...]:
     return parts
 
 
+def make_missing_dirs(directory: Path, journal: Journal | None = None) -> list[tuple[Path, os.stat_result]]:
+    """Make ``directory`` and its missing parents, outermost first; each one made (another run may make one
+    meanwhile: that one is not ours) with its identity, so that only those are ever removed again. ``journal``
+    hears of each before it is made."""
+    missing = []
+    for d in [directory, *directory.parents]:
+        if os.path.lexists(d):
+            break
+        missing.append(d)
+    created: list[tuple[Path, os.stat_result]] = []
+    for d in reversed(missing):
+        if journal is not None:
+            journal({"dir": str(d)})
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise cannot_write(d, exc) from None
+        created.append((d, os.lstat(d)))
+    return created
+
+
 @dataclass(frozen=True)
 class Made:
     """One entry this run created: where (names under the root), what (identity), and whether a directory."""
@@ -111,22 +134,7 @@ class Guard:
     @classmethod
     def opening(cls, root: Path, journal: Journal | None = None) -> Guard:
         """A guard on ``root``, creating it and its missing parents first (those are undone with the rest)."""
-        missing = []
-        for d in [root, *root.parents]:
-            if os.path.lexists(d):
-                break
-            missing.append(d)
-        created: list[tuple[Path, os.stat_result]] = []
-        for d in reversed(missing):
-            if journal is not None:
-                journal({"dir": str(d)})
-            try:
-                os.mkdir(d)
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                raise cannot_write(d, exc) from None
-            created.append((d, os.lstat(d)))
+        created = make_missing_dirs(root, journal)
         guard = cls(root, journal=journal)
         guard.above = created
         return guard
