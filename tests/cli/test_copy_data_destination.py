@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.console import ROOT, SCRIPT, spillway
 from support.fixtures import fixture_named
+from support.written import local_job
 
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
@@ -22,17 +23,7 @@ from spillway.model.walk import leaf_stream_handles
 FX = fixture_named("1.10.3-rocksdb-incremental")
 JOB = FX.info["job_id"]
 CHK = FX.checkpoint_dir.name
-OLD = "file:" + FX.info["generated_at"] + "/checkpoints/" + JOB
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def _local_job(base: Path) -> Path:
-    """The fixture's job moved to ``base/src/JOB`` (its _metadata naming the local files)."""
-    src = base / "src" / JOB
-    run = spillway("repair", "relocate", str(FX.checkpoint_dir), "--out", str(src / CHK), "--from", OLD,
-                   "--to", f"file:{src}", "--copy-data")  # fmt: skip
-    assert run.code == 0, run.output
-    return src
 
 
 def _relocate(src: Path, out: Path, to: Path) -> list[str]:
@@ -87,7 +78,7 @@ def _holding_to(src: Path, out: Path, to: Path) -> subprocess.Popen[str] | None:
 def test_two_runs_with_different_outputs_into_one_to_the_second_is_refused_and_the_first_output_is_whole(
     tmp_path: Path,
 ) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     to = tmp_path / "new" / JOB
     first_out, second_out = tmp_path / "o1" / CHK, tmp_path / "o2" / CHK
     first = _holding_to(src, first_out, to)
@@ -109,7 +100,7 @@ def test_two_runs_with_different_outputs_into_one_to_the_second_is_refused_and_t
 
 
 def test_after_kill_9_a_rerun_into_another_out_clears_the_dead_runs_copies_under_to(tmp_path: Path) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     to = tmp_path / "new" / JOB
     lock = to.parent / f".{to.name}.spillway.lock"
     killed = 0
@@ -150,7 +141,7 @@ def test_a_failing_self_check_leaves_nothing_at_any_final_name_under_to(
     from spillway.repair import session
     from spillway.storage.guard import WriteError
 
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     to = tmp_path / "new" / JOB
     seen: list[set[Path]] = []
     real = session.validated_output

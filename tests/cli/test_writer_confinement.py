@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support.console import ROOT, SCRIPT, spillway
 from support.fixtures import fixture_named
+from support.written import local_job
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import StreamHandle, StreamLeaf, is_file_backed
@@ -25,7 +26,6 @@ from spillway.model.walk import transform_stream_handles
 FX = fixture_named("1.10.3-rocksdb-incremental")
 JOB = FX.info["job_id"]
 CHK = FX.checkpoint_dir.name
-OLD = "file:" + FX.info["generated_at"] + "/checkpoints/" + JOB
 
 
 def _tree(root: Path) -> dict[str, bytes | str]:
@@ -35,15 +35,6 @@ def _tree(root: Path) -> dict[str, bytes | str]:
             f"-> {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
         )
     return found
-
-
-def _local_job(base: Path) -> Path:
-    """The fixture's job moved to ``base/src/JOB`` (its _metadata naming the local files)."""
-    src = base / "src" / JOB
-    run = spillway("repair", "relocate", str(FX.checkpoint_dir), "--out", str(src / CHK), "--from", OLD,
-                   "--to", f"file:{src}", "--copy-data")  # fmt: skip
-    assert run.code == 0, run.output
-    return src
 
 
 def _crafted(src: Path, to_outside: Path) -> Path:
@@ -76,7 +67,7 @@ def _relocate(src: Path, new: Path, *extra: str) -> list[str]:
 
 
 def test_a_dotdot_handle_path_cannot_make_copy_data_write_or_delete_outside_to(tmp_path: Path) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     victim = _crafted(src, tmp_path / "victim" / "state-1")  # SRC/JOB/CHK/../../../victim/state-1
     before = _tree(tmp_path / "victim")
     new = tmp_path / "new" / JOB  # NEW/JOB/CHK/../../../victim/state-1 is the same outside file
@@ -88,7 +79,7 @@ def test_a_dotdot_handle_path_cannot_make_copy_data_write_or_delete_outside_to(t
 
 
 def test_a_symlink_planted_in_the_destination_tree_is_not_followed(tmp_path: Path) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
     (sentinel / "keep").write_bytes(b"not spillway's")
@@ -107,7 +98,7 @@ def _leftovers(root: Path) -> list[str]:
 
 
 def test_two_runs_into_one_output_one_wins_and_the_loser_touches_nothing(tmp_path: Path) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for trial in range(4):
         new = tmp_path / f"new{trial}" / JOB
@@ -133,7 +124,7 @@ def test_ctrl_c_or_sigterm_during_copy_data_leaves_nothing(sig: int, codes: tupl
     """The signal as soon as the run has claimed its output (its lock appears), a little later each time: exit
     130 (143 for SIGTERM) and nothing under --to; or, if the run had published already, a complete output.
     (Killed by the signal itself: it came after the command's own handling; shells show 130/143 too.)"""
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     interrupted = 0
     for trial in range(6):
@@ -161,7 +152,7 @@ def test_ctrl_c_or_sigterm_during_copy_data_leaves_nothing(sig: int, codes: tupl
 
 
 def test_after_kill_9_a_rerun_clears_the_dead_runs_leftovers_says_so_and_succeeds(tmp_path: Path) -> None:
-    src = _local_job(tmp_path)
+    src = local_job(tmp_path, FX)
     source_before = _tree(src)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     killed = cleared = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import FileHandle, StreamHandle, StreamLeaf
 from spillway.model.walk import transform_stream_handles
-from support.fixtures import fixture_named
+from support.fixtures import Fixture, fixture_named
 
 
 def written(tmp: Path, fixture: str) -> tuple[Path, Path]:
@@ -56,3 +56,17 @@ def moved_job(tmp: Path, fixture: str) -> tuple[Path, str]:
     (chk / "_metadata").write_bytes(encode_metadata(cp))
     assert not os.path.exists(gone)
     return chk, gone
+
+
+def local_job(base: Path, fx: Fixture) -> Path:
+    """``fx``'s job copied to ``base/src/JOB`` by ``spillway repair relocate --copy-data`` (its _metadata naming the
+    local files); returns that job directory."""
+    from support.console import spillway
+
+    job = fx.info["job_id"]
+    src = base / "src" / job
+    old = "file:" + fx.info["generated_at"] + "/checkpoints/" + job
+    run = spillway("repair", "relocate", str(fx.checkpoint_dir), "--out", str(src / fx.checkpoint_dir.name),
+                   "--from", old, "--to", f"file:{src}", "--copy-data")  # fmt: skip
+    assert run.code == 0, run.output
+    return src
