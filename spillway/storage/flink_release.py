@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spillway.errors import StorageError, UsageError
+from spillway.progress import stage
 
 __all__ = ["cache_root", "fetch_release", "flink_lib"]
 
@@ -77,9 +78,14 @@ def fetch_release(version: str, notify: Notify | None = None) -> Path:
         return lib
     problems = []
     for package, extra in _packages_for(version):
+        said = f"downloading Flink {version}'s jars ({package} from PyPI, 100-400 MB; cached in {lib.parent})"
         if notify is not None:
-            notify(f"downloading Flink {version}'s jars ({package} from PyPI, 100-400 MB; cached in {lib.parent})")
-        problem = _fetch_from(package, extra, version, lib)
+            notify(said)
+        shown = stage(said, None, "files")
+        try:
+            problem = _fetch_from(package, extra, version, lib)
+        finally:
+            shown.done()
         if problem is None:
             return lib
         problems.append(problem)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import UsageError
+from spillway.progress import stage
 from spillway.storage.flink_release import Notify, flink_lib
 
 __all__ = ["DEFAULT_TIMEOUT", "jar_release", "plan_job"]
@@ -137,18 +138,22 @@ def plan_job(
         if entry_class:
             cmd += ["--class", entry_class]
         cmd += ["--", *args]
+        shown = stage(f"running {path.name}'s main with Flink {release} (plan only)", None, "runs")
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp
         )
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
             raise UsageError(
                 f"{path}: the job's main did not finish planning within {timeout:g} s "
                 "(does it wait for something before building its job?)"
             ) from None
+        finally:
+            shown.done()
+            if proc.poll() is None:  # timed out or interrupted: the JVM (its own session) goes with us
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         if proc.returncode != 0:
             said = [line[len(_REPORT) :] for line in err.splitlines() if line.startswith(_REPORT)]
             why = said[-1] if said else (err.strip().splitlines() or [f"java exit {proc.returncode}"])[-1]
