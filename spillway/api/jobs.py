@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spillway.errors import UsageError
+from spillway.flink.job_ids import JobIds
 
 if TYPE_CHECKING:
-    from spillway.flink.job_ids import JobIds
     from spillway.inspect.topology import Topology
 
-__all__ = ["JobJar", "ids", "job_plan"]
+__all__ = ["JobIds", "JobJar", "ids", "ids_json", "job_plan"]
 
 PathLike = str | os.PathLike[str]
 
@@ -86,7 +86,6 @@ def ids(
 def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
     """The plan of the job in ``jar`` (or of ``ids`` already taken): a stream-graph plan whose every operator
     carries Flink's own id, uid and job vertex."""
-    from spillway.flink.job_ids import JobIds
     from spillway.inspect.topology import parse_plan
 
     found = jar if isinstance(jar, JobIds) else ids(jar)
@@ -94,3 +93,42 @@ def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
     topology = parse_plan(found.stream_plan(), source)
     topology.stream_graph = found.graph
     return topology
+
+
+def ids_json(found: JobIds) -> dict[str, object]:
+    """``spillway ids --json`` (schema ``spillway.ids/1``): the job's operators and vertices as Flink built them."""
+    return {
+        "schema": "spillway.ids/1",
+        "release": found.release,
+        "entry_class": found.entry_class,
+        "job_name": found.job_name,
+        "max_parallelism": found.max_parallelism,
+        "nodes": [
+            {
+                "node_id": n.node_id,
+                "name": n.name,
+                "uid": n.uid,
+                "operator_id": n.operator_id,
+                "user_hash": n.user_hash,
+                "vertex_id": n.vertex_id,
+                "chain_position": n.chain_position,
+                "parallelism": n.parallelism,
+                "max_parallelism": n.max_parallelism,
+            }
+            for n in found.nodes
+        ],
+        "edges": [
+            {"source": e.source, "target": e.target, "partitioner": e.partitioner, "type_number": e.type_number}
+            for e in found.graph.edges
+        ],
+        "vertices": [
+            {
+                "id": v.id,
+                "name": v.name,
+                "parallelism": v.parallelism,
+                "max_parallelism": v.max_parallelism,
+                "operator_ids": list(v.operator_ids),
+            }
+            for v in found.vertices
+        ],
+    }

@@ -16,6 +16,7 @@ from spillway.api.session import open as open_checkpoint
 from spillway.storage.new_files import write_new_file as write_new_file
 
 if TYPE_CHECKING:
+    from spillway.api.jobs import JobJar
     from spillway.inspect.diff import CheckpointDiff
     from spillway.inspect.files import FilesReport
     from spillway.inspect.topology import Topology
@@ -27,7 +28,7 @@ Opened = Checkpoint | PathLike
 def files(
     checkpoints: LoadedCheckpoint | Opened | Sequence[LoadedCheckpoint | Opened],
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
@@ -69,7 +70,7 @@ def diff(
     a: LoadedCheckpoint | Opened,
     b: LoadedCheckpoint | Opened,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
@@ -100,7 +101,7 @@ def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoi
 
 def check_restore(
     checkpoint: Checkpoint | PathLike,
-    new_plan: Topology | PathLike,
+    new_plan: Topology | JobJar | PathLike,
     options: PreflightOptions | None = None,
     *,
     uids: Mapping[str, str] | None = None,
@@ -120,11 +121,11 @@ def check_restore(
 def report(
     checkpoint: Checkpoint | PathLike,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
-    new_plan: Topology | PathLike | None = None,
+    new_plan: Topology | JobJar | PathLike | None = None,
     options: PreflightOptions | None = None,
 ) -> ReportResult:
     """``spillway report``: one self-contained HTML page about ``checkpoint`` (``.html``, ``.to_json()`` is
