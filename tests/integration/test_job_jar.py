@@ -9,12 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.fixtures import Fixture, all_fixtures
+from support.job_jars import fixture_job_jar
 
 import spillway
 from spillway import api
-from support.console import spillway as run_spillway
-from support.fixtures import Fixture, all_fixtures
-from support.job_jars import fat_job_jar, fixture_job_jar
 
 # The generator's one job tree for 1.14 ... 2.x (PlanJob wraps it); 1.11-1.13 fixtures come from java-legacy/.
 FIXTURES = [f for f in all_fixtures() if tuple(int(p) for p in f.release.split(".")[:2]) >= (1, 14)]

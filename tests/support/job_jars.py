@@ -6,8 +6,8 @@ release's Flink jars (fetched and cached by the Flink harness)."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from support.flink_harness import prepare
@@ -24,13 +24,20 @@ def _javac(sources: list[Path], classpath: list[str], out: Path) -> None:
         raise RuntimeError(f"javac failed:\n{done.stdout}{done.stderr}")
 
 
-def _jar(path: Path, main: str, trees: list[Path], bundled: Sequence[Path] = ()) -> Path:
+def _jar(path: Path, main: str, trees: list[Path], bundled: Sequence[Path] = (), artifacts: Sequence[str] = ()) -> Path:
     """A jar of the class ``trees`` and the contents of the ``bundled`` jars (as a shading build copies them in),
-    with ``main`` as its Main-Class."""
+    with ``main`` as its Main-Class. ``artifacts`` (``group:artifact:version``): the Maven coordinates a shading
+    build records for each bundled artifact (``META-INF/maven/<group>/<artifact>/pom.properties``); Flink's lib/
+    jars come without them."""
     seen: set[str] = set()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as jar:
         jar.writestr("META-INF/MANIFEST.MF", f"Manifest-Version: 1.0\nMain-Class: {main}\n")
         seen.add("META-INF/MANIFEST.MF")
+        for coordinates in artifacts:
+            group, artifact, version = coordinates.split(":")
+            name = f"META-INF/maven/{group}/{artifact}/pom.properties"
+            jar.writestr(name, f"groupId={group}\nartifactId={artifact}\nversion={version}\n")
+            seen.add(name)
         for tree in trees:
             for f in sorted(tree.rglob("*")):
                 name = f.relative_to(tree).as_posix()
@@ -63,4 +70,5 @@ def fat_job_jar(release: str, workdir: Path) -> Path:
     own = workdir / "fatjob-classes"
     _javac(sorted((JAVA / "fatjob").glob("*.java")), [f"{lib}/*", str(lang)], own)
     connector = next(lib.glob("flink-connector-files-*.jar"))
-    return _jar(workdir / "word-stats.jar", "spillway.fatjob.WordStats", [own], [connector, lang])
+    coordinates = [f"org.apache.flink:flink-connector-files:{release}", "org.apache.commons:commons-lang3:3.12.0"]
+    return _jar(workdir / "word-stats.jar", "spillway.fatjob.WordStats", [own], [connector, lang], coordinates)

@@ -1,0 +1,111 @@
+"""``spillway ids`` and ``--job`` through the installed console script: a real fat jar (a connector and a
+library bundled inside, a main that reads its arguments), and the errors a user can run into. Expected ids come
+from Flink: the fixtures' ids.json hold Flink's ids of the uids WordStats uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.console import spillway
+from support.fixtures import fixture_named
+from support.flink_harness import prepare
+from support.job_jars import fat_job_jar, fixture_job_jar
+
+RELEASE = "1.20.3"
+
+
+@pytest.fixture(scope="module")
+def jars(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    workdir = tmp_path_factory.mktemp("cli-jars")
+    return {"fat": fat_job_jar(RELEASE, workdir), "fixtures": fixture_job_jar(RELEASE, workdir)}
+
+
+def _flink_uid_ids() -> dict[str, str]:
+    ids = json.loads((fixture_named("1.20.3-prod").root / "ids.json").read_text())
+    return {n["uid"]: n["operator_id"] for n in ids["stream_nodes"] if n["uid"]}
+
+
+def test_fat_jar_with_arguments_gives_flinks_ids(jars: dict[str, Path], tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    run = spillway("ids", str(jars["fat"]), "--json", "--", "--parallelism", "3", "--out", str(out_dir))
+    assert run.code == 0, run.err
+    doc = json.loads(run.out)
+    assert doc["schema"] == "spillway.ids/1"
+    assert doc["release"] == RELEASE  # read off the connector the jar bundles: no --flink-version given
+    assert doc["entry_class"] == "spillway.fatjob.WordStats"
+    by_uid = {n["uid"]: n for n in doc["nodes"] if n["uid"]}
+    flink = _flink_uid_ids()
+    for uid in ("events-src", "parse-events", "slow", "discard-sink"):
+        assert by_uid[uid]["operator_id"] == flink[uid], uid
+    names = [n["name"] for n in doc["nodes"]]
+    assert "files: Writer" in names and "files: Committer" in names  # the bundled FileSink was built
+    assert {n["parallelism"] for n in doc["nodes"] if n["name"] != "files: Global Committer"} == {3}
+    assert not out_dir.exists()  # planned, never run
+
+    again = spillway("ids", str(jars["fat"]), "--json", "--", "--parallelism", "5", "--out", str(out_dir))
+    assert again.code == 0, again.err
+    assert {n["parallelism"] for n in json.loads(again.out)["nodes"] if n["uid"] == "slow"} == {5}
+
+
+def test_table_fits_80_columns(jars: dict[str, Path], tmp_path: Path) -> None:
+    run = spillway("ids", str(jars["fat"]), "--", "--parallelism", "2", "--out", str(tmp_path), env={"COLUMNS": "80"})
+    assert run.code == 0, run.err
+    assert all(len(line) <= 80 for line in run.out.splitlines()), run.out
+    flink = _flink_uid_ids()
+    assert flink["slow"] in run.out and "slow-count" in run.out
+
+
+def test_the_jobs_own_exception_is_the_error(jars: dict[str, Path]) -> None:
+    run = spillway("ids", str(jars["fat"]), "--", "--parallelism", "2")  # no --out: ParameterTool refuses
+    assert run.code == 2
+    assert "No data for required key 'out'" in run.err
+    assert len(run.err.strip().splitlines()) == 1
+    assert "Traceback" not in run.err
+
+
+def test_a_main_that_never_builds_its_job_meets_the_deadline(jars: dict[str, Path]) -> None:
+    run = spillway("ids", str(jars["fat"]), "--timeout", "8", "--", "--wait-forever", "1")
+    assert run.code == 2
+    assert "did not finish planning within 8 s" in run.err
+    assert run.seconds < 30
+
+
+def test_not_a_jar_and_unknown_release_are_usage_errors(jars: dict[str, Path], tmp_path: Path) -> None:
+    text = tmp_path / "job.jar"
+    text.write_text("not a zip")
+    run = spillway("ids", str(text), "--flink-version", RELEASE)
+    assert run.code == 2 and "not a jar" in run.err
+    # The fixture jar bundles no Flink artifacts: the release must be given.
+    run = spillway("ids", str(jars["fixtures"]), "--", "--scenario", "prod", env={"FLINK_HOME": ""})
+    assert run.code == 2 and "--flink-version" in run.err
+
+
+def test_no_java_names_what_to_install(jars: dict[str, Path]) -> None:
+    run = spillway("ids", str(jars["fat"]), "--", "--parallelism", "2", "--out", "x", env={"PATH": "/nonexistent"})
+    assert run.code == 2
+    assert "java not found" in run.err and "JDK" in run.err
+
+
+def test_validate_with_job_binds_every_operator_by_flinks_id(jars: dict[str, Path]) -> None:
+    fixture = fixture_named("1.20.3-prod-no-uid")
+    lib, _ = prepare(RELEASE)
+    job = ["--job", str(jars["fixtures"]), "--job-arg", "--scenario", "--job-arg", "prod-no-uid"]
+    run = spillway("validate", str(fixture.checkpoint_dir), *job, "--json", env={"FLINK_HOME": str(lib.parent)})
+    assert run.code == 0, run.err
+    doc = json.loads(run.out)
+    flink = {n["name"]: n["operator_id"] for n in json.loads((fixture.root / "ids.json").read_text())["stream_nodes"]}
+    rows = doc["binding"]
+    assert len(rows) == len(flink)
+    for row in rows:
+        assert row["method"] == "flink-id" and row["exact"]
+        assert row["operator_id"] == flink[row["operator"]]
+
+
+def test_plan_and_job_together_are_refused(jars: dict[str, Path]) -> None:
+    fixture = fixture_named("1.20.3-prod-no-uid")
+    run = spillway(
+        "validate", str(fixture.checkpoint_dir), "--plan", str(fixture.root / "plan.json"), "--job", str(jars["fat"])
+    )
+    assert run.code == 2 and "--plan and --job both given" in run.err
