@@ -15,7 +15,7 @@ from spillway.flink.job_ids import JobIds
 if TYPE_CHECKING:
     from spillway.inspect.topology import Topology
 
-__all__ = ["JobIds", "JobJar", "ids", "ids_json", "job_plan"]
+__all__ = ["JobIds", "JobJar", "ids", "ids_json", "job_plan", "max_parallelism_set"]
 
 PathLike = str | os.PathLike[str]
 
@@ -86,13 +86,29 @@ def ids(
 def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
     """The plan of the job in ``jar`` (or of ``ids`` already taken): a stream-graph plan whose every operator
     carries Flink's own id, uid and job vertex."""
-    from spillway.inspect.topology import parse_plan
+    from spillway.inspect.topology import chained_plan
 
     found = jar if isinstance(jar, JobIds) else ids(jar)
     source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
-    topology = parse_plan(found.stream_plan(), source)
+    vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
+    chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
+    topology = chained_plan(found.stream_plan(), chained, source)
     topology.stream_graph = found.graph
     return topology
+
+
+def max_parallelism_set(found: JobIds) -> dict[str | None, int]:
+    """The max parallelism the job sets, as preflight takes it: ``{None: N}`` job-wide (``env``), and per job
+    vertex (keyed as the job's plan keys it: its head's stream node id) where an operator sets its own."""
+    out: dict[str | None, int] = {}
+    if found.max_parallelism:
+        out[None] = found.max_parallelism
+    node_of = {n.operator_id: n for n in found.nodes}
+    for v in found.vertices:
+        head = node_of.get(v.operator_ids[0])
+        if head is not None and head.max_parallelism and head.max_parallelism != found.max_parallelism:
+            out[str(head.node_id)] = head.max_parallelism
+    return out
 
 
 def ids_json(found: JobIds) -> dict[str, object]:

@@ -8,15 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from spillway.api.jobs import JobJar
 from spillway.api.options import PreflightOptions
 from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, rebase_rules
 from spillway.api.results import PreflightResult, ReportResult
 from spillway.api.session import Checkpoint, new_job_plan
 from spillway.api.session import open as open_checkpoint
+from spillway.errors import UsageError
 from spillway.storage.new_files import write_new_file as write_new_file
 
 if TYPE_CHECKING:
-    from spillway.api.jobs import JobJar
     from spillway.inspect.diff import CheckpointDiff
     from spillway.inspect.files import FilesReport
     from spillway.inspect.topology import Topology
@@ -112,9 +113,18 @@ def check_restore(
     be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
     plan); ``uids``/``uid_map`` name uids of the new plan. ``.restorable``: True / False / None (unknown)."""
     options = options or PreflightOptions()
+    source = None if _is_plan(new_plan) else str(new_plan.path if isinstance(new_plan, JobJar) else new_plan)
+    if isinstance(new_plan, JobJar):
+        from spillway.api.jobs import ids, job_plan, max_parallelism_set
+
+        if uids or uid_map:
+            raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
+        found = ids(new_plan)
+        if not options.max_parallelism:  # what the job's code sets, unless the caller says otherwise
+            options = replace(options, max_parallelism=max_parallelism_set(found))
+        new_plan = job_plan(found)
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
     opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
-    source = None if _is_plan(new_plan) else str(new_plan)
     return opened.preflight(topology, replace(options, parallelism={}), source=source)
 
 

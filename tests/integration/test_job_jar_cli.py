@@ -109,3 +109,29 @@ def test_plan_and_job_together_are_refused(jars: dict[str, Path]) -> None:
         "validate", str(fixture.checkpoint_dir), "--plan", str(fixture.root / "plan.json"), "--job", str(jars["fat"])
     )
     assert run.code == 2 and "--plan and --job both given" in run.err
+
+
+@pytest.mark.parametrize(
+    ("fixture_name", "new_scenario", "exit_code", "flink_outcome"),
+    [
+        # the same job: every id the checkpoint holds is in it
+        ("1.20.3-prod-no-uid", "prod-no-uid", 0, "restored"),
+        # uids added to a job that had none: every stateful operator's id changes
+        ("1.20.3-prod-no-uid", "prod", 1, "refused"),
+    ],
+)
+def test_preflight_with_the_new_jobs_jar_agrees_with_a_real_restore(
+    jars: dict[str, Path], fixture_name: str, new_scenario: str, exit_code: int, flink_outcome: str
+) -> None:
+    from support.flink_harness import restore
+
+    fixture = fixture_named(fixture_name)
+    lib, _ = prepare(RELEASE)
+    job = ["--job", str(jars["fixtures"]), "--job-arg", "--scenario", "--job-arg", new_scenario]
+    run = spillway("preflight", str(fixture.checkpoint_dir), *job, "--json", env={"FLINK_HOME": str(lib.parent)})
+    assert run.code == exit_code, run.err
+    doc = json.loads(run.out)
+    assert doc["restorable"] is (exit_code == 0)
+
+    flink = restore(RELEASE, new_scenario, fixture.checkpoint_dir, run_seconds=2)
+    assert flink["outcome"] == flink_outcome, flink.get("error")
