@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.fixtures import Fixture, all_fixtures, fixture_named
 
 from spillway.api import UsageError
 from spillway.cli.option_values import plan_or_job
@@ -18,7 +19,6 @@ from spillway.flink import operator_ids
 from spillway.flink.job_ids import parse_job_ids
 from spillway.storage.job_graph import jar_release
 from spillway.storage.load import load_checkpoint
-from support.fixtures import Fixture, all_fixtures, fixture_named
 
 
 def _ids(f: Fixture) -> dict:
