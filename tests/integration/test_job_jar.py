@@ -15,8 +15,8 @@ from support.job_jars import fixture_job_jar
 import spillway
 from spillway import api
 
-# The generator's one job tree for 1.14 ... 2.x (PlanJob wraps it); 1.11-1.13 fixtures come from java-legacy/.
-FIXTURES = [f for f in all_fixtures() if tuple(int(p) for p in f.release.split(".")[:2]) >= (1, 14)]
+# Every release the Java helper supports (1.11 ... 2.x); PlanJob wraps the generator's scenarios of either tree.
+FIXTURES = [f for f in all_fixtures() if tuple(int(p) for p in f.release.split(".")[:2]) >= (1, 11)]
 _JARS: dict[str, Path] = {}
 
 

@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from support.flink_harness import prepare
+from support.flink_harness import _generator, prepare, require_java
 
 JAVA = Path(__file__).parent / "java"
 DEBIAN_JAVA = Path("/usr/share/java")
@@ -54,12 +54,23 @@ def _jar(path: Path, main: str, trees: list[Path], bundled: Sequence[Path] = (),
     return path
 
 
+def _generator_classes(release: str) -> tuple[Path, Path]:
+    """(jar dir, generator class dir) of any release the generator supports (the legacy tree's too)."""
+    if tuple(int(p) for p in release.split(".")[:2]) >= (1, 14):
+        return prepare(release)
+    require_java()
+    gen = _generator()
+    lib = gen.fetch_jars(release)
+    return lib, gen.compile_job(release, lib)
+
+
 def fixture_job_jar(release: str, workdir: Path) -> Path:
     """The generator's fixture jobs as one jar whose main (``PlanJob --scenario S [--parallelism N]``) builds the
     scenario on whatever environment Flink provides."""
-    lib, classes = prepare(release)
+    lib, classes = _generator_classes(release)
     own = workdir / "planjob-classes"
-    _javac([JAVA / "PlanJob.java"], [f"{lib}/*", str(classes)], own)
+    legacy = classes.name.startswith("java-legacy")
+    _javac([JAVA / ("legacy" if legacy else ".") / "PlanJob.java"], [f"{lib}/*", str(classes)], own)
     return _jar(workdir / f"fixtures-{release}.jar", "spillway.fixtures.PlanJob", [classes, own])
 
 
