@@ -5,6 +5,7 @@ from Flink: the fixtures' ids.json hold Flink's ids of the uids WordStats uses."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,61 @@ def test_preflight_with_the_new_jobs_jar_agrees_with_a_real_restore(
 
     flink = restore(RELEASE, new_scenario, fixture.checkpoint_dir, run_seconds=2)
     assert flink["outcome"] == flink_outcome, flink.get("error")
+
+
+def test_concurrent_first_uses_share_one_compiled_helper(jars: dict[str, Path], tmp_path: Path) -> None:
+    import subprocess
+
+    from support.console import ROOT, SCRIPT
+
+    cache = tmp_path / "planids"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPILLWAY_PLANIDS_CACHE": str(cache)}
+    args = [str(SCRIPT), "ids", str(jars["fat"]), "--json", "--", "--parallelism", "2", "--out", str(tmp_path)]
+    runs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    results = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in runs]  # type: ignore[union-attr]
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    assert len({out for _, out, _ in results}) == 1  # the same document three times
+    entries = sorted(p.name for p in cache.iterdir())
+    assert len(entries) == 1 and entries[0].startswith(f"{RELEASE}-"), entries  # no half-written leftovers
+    assert (cache / entries[0] / ".complete").is_file()
+
+
+def test_interrupt_ends_the_jvm_too(jars: dict[str, Path], tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from support.console import ROOT, SCRIPT
+
+    marker = tmp_path / "hanging.jar"
+    marker.write_bytes(jars["fat"].read_bytes())  # a path no other process uses
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [str(SCRIPT), "ids", str(marker), "--", "--wait-forever", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not _processes_using(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_using(marker), "the JVM never started"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    time.sleep(0.5)
+    assert _processes_using(marker) == []
+
+
+def _processes_using(path: Path) -> list[int]:
+    """Java processes whose command line names ``path``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmdline and cmdline[0].endswith(b"java") and str(path).encode() in cmdline:
+            found.append(int(proc.name))
+    return found
