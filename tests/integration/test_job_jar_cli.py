@@ -113,28 +113,40 @@ def test_plan_and_job_together_are_refused(jars: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fixture_name", "new_scenario", "exit_code", "flink_outcome"),
+    ("fixture_name", "new_scenario", "exit_code", "refused_by", "flink_outcome"),
     [
         # the same job: every id the checkpoint holds is in it
-        ("1.20.3-prod-no-uid", "prod-no-uid", 0, "restored"),
+        ("1.20.3-prod-no-uid", "prod-no-uid", 0, None, "restored"),
         # uids added to a job that had none: every stateful operator's id changes
-        ("1.20.3-prod-no-uid", "prod", 1, "refused"),
+        ("1.20.3-prod-no-uid", "prod", 1, "operator-mapping", "refused"),
+        # the new job's code sets a max parallelism other than the checkpoint's (128)
+        ("1.20.3-prod-no-uid", "prod-no-uid --max-parallelism 64", 1, "max-parallelism", "refused"),
     ],
 )
 def test_preflight_with_the_new_jobs_jar_agrees_with_a_real_restore(
-    jars: dict[str, Path], fixture_name: str, new_scenario: str, exit_code: int, flink_outcome: str
+    jars: dict[str, Path],
+    fixture_name: str,
+    new_scenario: str,
+    exit_code: int,
+    refused_by: str | None,
+    flink_outcome: str,
 ) -> None:
     from support.flink_harness import restore
 
     fixture = fixture_named(fixture_name)
     lib, _ = prepare(RELEASE)
-    job = ["--job", str(jars["fixtures"]), "--job-arg", "--scenario", "--job-arg", new_scenario]
+    scenario, *extra = new_scenario.split()
+    job = ["--job", str(jars["fixtures"]), "--job-arg", "--scenario", "--job-arg", scenario]
+    job += [f"--job-arg={arg}" for arg in extra]
     run = spillway("preflight", str(fixture.checkpoint_dir), *job, "--json", env={"FLINK_HOME": str(lib.parent)})
     assert run.code == exit_code, run.err
     doc = json.loads(run.out)
     assert doc["restorable"] is (exit_code == 0)
+    refused = {r["check"] for r in doc["reasons"] if r["verdict"] == "refused"}
+    assert refused == ({refused_by} if refused_by else set())
 
-    flink = restore(RELEASE, new_scenario, fixture.checkpoint_dir, run_seconds=2)
+    max_parallelism = int(extra[1]) if extra else None
+    flink = restore(RELEASE, scenario, fixture.checkpoint_dir, run_seconds=2, max_parallelism=max_parallelism)
     assert flink["outcome"] == flink_outcome, flink.get("error")
 
 

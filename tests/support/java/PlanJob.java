@@ -13,7 +13,7 @@ import java.util.Arrays;
  * ({@code getExecutionEnvironment()}), so under {@code flink info} or spillway's plan-only run the job is only
  * planned. Same scenario code and settings as {@code FixtureJob.run}, so the operator ids must be the fixture's.
  *
- * <p>{@code PlanJob --scenario NAME [--parallelism N]}
+ * <p>{@code PlanJob --scenario NAME [--parallelism N] [--max-parallelism N]}
  */
 public final class PlanJob {
     private PlanJob() {}
@@ -21,10 +21,12 @@ public final class PlanJob {
     public static void main(String[] args) throws Exception {
         String scenarioName = null;
         Integer parallelism = null;
+        Integer maxParallelism = null;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--scenario": scenarioName = args[++i]; break;
                 case "--parallelism": parallelism = Integer.parseInt(args[++i]); break;
+                case "--max-parallelism": maxParallelism = Integer.parseInt(args[++i]); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
@@ -45,6 +47,9 @@ public final class PlanJob {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.configure(Configuration.fromMap(c.settings), PlanJob.class.getClassLoader());
         env.setParallelism(p);
+        if (maxParallelism != null) {
+            env.setMaxParallelism(maxParallelism);
+        }
         sc.build(env, c);
         env.execute("spillway-" + sc.name);
     }
