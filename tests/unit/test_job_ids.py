@@ -134,3 +134,19 @@ def test_job_options_need_job_and_exclude_plan() -> None:
     job = plan_or_job(None, "job.jar", "com.example.Main", ["--p", "3"], "1.20.3")
     assert not isinstance(job, str) and job is not None
     assert (job.entry_class, tuple(job.args), job.flink_version) == ("com.example.Main", ("--p", "3"), "1.20.3")
+
+
+def test_flink_home_is_used_only_for_its_own_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spillway.storage.flink_release import flink_lib
+
+    lib = tmp_path / "flink-1.18.1" / "lib"
+    lib.mkdir(parents=True)
+    monkeypatch.setenv("FLINK_HOME", str(lib.parent))
+    with pytest.raises(UsageError, match="no lib/flink-dist"):
+        flink_lib("1.18.1")
+    (lib / "flink-dist-1.18.1.jar").write_bytes(b"")
+    assert flink_lib("1.18.1") == lib
+    with pytest.raises(UsageError, match="is Flink 1.18.1, the job is for 1.20.3"):
+        flink_lib("1.20.3")
+    (lib / "flink-dist-1.18.1.jar").rename(lib / "flink-dist_2.12-1.18.1.jar")  # the Scala-suffixed name
+    assert flink_lib("1.18.1") == lib
