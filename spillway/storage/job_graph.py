@@ -156,8 +156,13 @@ def plan_job(
                 proc.wait()
         if proc.returncode != 0:
             said = [line[len(_REPORT) :] for line in err.splitlines() if line.startswith(_REPORT)]
-            why = said[-1] if said else (err.strip().splitlines() or [f"java exit {proc.returncode}"])[-1]
-            raise UsageError(f"{path}: {why}")
+            if said:
+                raise UsageError(f"{path}: {said[-1]}")
+            last = (err.strip().splitlines() or [""])[-1].strip()
+            raise UsageError(
+                f"{path}: the JVM ended (exit code {proc.returncode}) before Flink built the job; does the job's "
+                "main call System.exit?" + (f" Last line it printed: {last}" if last else "")
+            )
         try:
             doc: dict[str, Any] = json.loads(out.read_text())
         except (OSError, ValueError) as exc:

@@ -66,6 +66,13 @@ def test_the_jobs_own_exception_is_the_error(jars: dict[str, Path]) -> None:
     assert "Traceback" not in run.err
 
 
+def test_a_main_that_exits_the_jvm_is_named(jars: dict[str, Path]) -> None:
+    run = spillway("ids", str(jars["fat"]), "--", "--exit", "7")
+    assert run.code == 2
+    assert "exit code 7" in run.err and "System.exit" in run.err
+    assert len(run.err.strip().splitlines()) == 1
+
+
 def test_a_main_that_never_builds_its_job_meets_the_deadline(jars: dict[str, Path]) -> None:
     run = spillway("ids", str(jars["fat"]), "--timeout", "8", "--", "--wait-forever", "1")
     assert run.code == 2

@@ -23,6 +23,9 @@ public final class WordStats {
 
     public static void main(String[] args) throws Exception {
         ParameterTool params = ParameterTool.fromArgs(args);
+        if (params.has("exit")) {
+            System.exit(params.getInt("exit")); // a main that ends the JVM before building its job
+        }
         if (params.has("wait-forever")) {
             Thread.sleep(Long.MAX_VALUE); // a main that waits for something before building its job
         }
