@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -146,7 +147,7 @@ def test_flink_home_is_used_only_for_its_own_release(tmp_path: Path, monkeypatch
         flink_lib("1.18.1")
     (lib / "flink-dist-1.18.1.jar").write_bytes(b"")
     assert flink_lib("1.18.1") == lib
-    with pytest.raises(UsageError, match="is Flink 1.18.1, the job is for 1.20.3"):
+    with pytest.raises(UsageError, match=re.escape("is Flink 1.18.1, the job is for 1.20.3")):
         flink_lib("1.20.3")
     (lib / "flink-dist-1.18.1.jar").rename(lib / "flink-dist_2.12-1.18.1.jar")  # the Scala-suffixed name
     assert flink_lib("1.18.1") == lib
