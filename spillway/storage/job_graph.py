@@ -139,8 +139,9 @@ def plan_job(
             cmd += ["--class", entry_class]
         cmd += ["--", *args]
         shown = stage(f"running {path.name}'s main with Flink {release} (plan only)", None, "runs")
+        # In the caller's directory, as `flink info`: a job's arguments may name files relative to it.
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         try:
             _, err = proc.communicate(timeout=timeout)
