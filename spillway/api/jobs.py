@@ -48,7 +48,8 @@ def _release(job: JobJar) -> str:
             return dist[0].stem.rpartition("-")[2]
     raise UsageError(
         f"{job.path}: which Flink release is the job for? The jar bundles no Flink artifacts (they are 'provided') "
-        "and FLINK_HOME is not set: give flink_version='X.Y.Z'"
+        "and FLINK_HOME is not set: give it (spillway ids --flink-version X.Y.Z; --job-flink-version X.Y.Z with "
+        "--job; the flink_version argument in Python)"
     )
 
 

@@ -28,7 +28,7 @@ def run(
 
     def body() -> int:
         # parse -> one API call -> render (the API reads the plan before any checkpoint)
-        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version)
+        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version, uid=uid, uid_map=uid_map)
         uids = uid_pairs(plan or job, uid, uid_map)
         rules = rebase_rules(rebase)
         view = DumpView(operator, subtask)

@@ -41,6 +41,8 @@ def plan_or_job(
     flink_version: str | None = None,
     *,
     option: str = "--plan",
+    uid: list[str] | None = None,
+    uid_map: str | None = None,
 ) -> str | JobJar | None:
     """What the API takes as ``plan``: the plan file, or the job's jar (--job) with how to run its main."""
     if job is None:
@@ -52,6 +54,8 @@ def plan_or_job(
         return plan
     if plan is not None:
         raise UsageError(f"{option} and --job both given: the job's jar is its plan; give one")
+    if uid or uid_map:
+        raise UsageError("--uid and --uid-map are not taken with --job: the job's jar shows every uid itself")
     from spillway.api import JobJar
 
     return JobJar(job, job_class, tuple(job_arg or ()), flink_version)

@@ -113,7 +113,16 @@ class Naming:
 
     def plan_or_job(self, plan: str | None, option: str = "--plan") -> str | api.JobJar | None:
         """``plan``, or the job's jar (--job) as the API takes it in its place."""
-        return plan_or_job(plan, self.job, self.job_class, self.job_arg, self.job_flink_version, option=option)
+        return plan_or_job(
+            plan,
+            self.job,
+            self.job_class,
+            self.job_arg,
+            self.job_flink_version,
+            option=option,
+            uid=self.uid,
+            uid_map=self.uid_map,
+        )
 
     def open(self, path: str, plan: str | None) -> api.Checkpoint:
         """PATH opened with ``plan`` (or --job) and these uids and rules."""

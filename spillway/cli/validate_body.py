@@ -25,7 +25,7 @@ def run(
     """The command with its options' values as given (None/False: not given): its exit code."""
 
     def body() -> int:
-        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version)
+        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version, uid=uid, uid_map=uid_map)
         uids = uid_pairs(plan or job, uid, uid_map)
         cp = api.open(path, plan=given, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
         result = cp.validate()  # progress bars on stderr when it is a terminal (see guarded)

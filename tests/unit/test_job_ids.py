@@ -132,6 +132,8 @@ def test_job_options_need_job_and_exclude_plan() -> None:
         plan_or_job(None, None, job_arg=["x"])
     with pytest.raises(UsageError, match="--plan and --job both given"):
         plan_or_job("plan.json", "job.jar")
+    with pytest.raises(UsageError, match="--uid and --uid-map are not taken with --job"):
+        plan_or_job(None, "job.jar", uid=["parse=parse-events"])
     job = plan_or_job(None, "job.jar", "com.example.Main", ["--p", "3"], "1.20.3")
     assert not isinstance(job, str) and job is not None
     assert (job.entry_class, tuple(job.args), job.flink_version) == ("com.example.Main", ("--p", "3"), "1.20.3")
