@@ -33,6 +33,8 @@ __all__ = ["DEFAULT_TIMEOUT", "jar_release", "plan_job"]
 DEFAULT_TIMEOUT = 300.0
 _HELPER_CLASS = "spillway.planids.PlanIds"
 _REPORT = "spillway-planids: "
+_LOG_CONFIG = "spillway-planids-log4j2.properties"
+_LOG_SETTINGS = "status = off\nrootLogger.level = off\n"
 _INSTALL_JDK = "install a JDK (8 or newer), e.g. `apt-get install default-jdk-headless`"
 
 
@@ -54,7 +56,7 @@ def _tool(name: str) -> str:
 def _helper_classes(release: str, lib: Path) -> Path:
     """The compiled helper for ``release`` (compiled now unless cached)."""
     source = _helper_source()
-    digest = hashlib.sha256(source + str(lib.resolve()).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source + _LOG_SETTINGS.encode() + str(lib.resolve()).encode()).hexdigest()[:16]
     classes = _cache_root() / f"{release}-{digest}"
     if (classes / ".complete").exists():
         return classes
@@ -77,6 +79,9 @@ def _helper_classes(release: str, lib: Path) -> Path:
                 f"cannot compile spillway's Flink helper against Flink {release} ({lib}): "
                 + (errors[0].strip() if errors else f"javac exit {res.returncode}")
             )
+        # Flink logs through log4j2; a job's jar often carries its own log4j2.properties (writing files where
+        # the job runs): ours, named on the command line, wins and logs nothing.
+        (out / _LOG_CONFIG).write_text(_LOG_SETTINGS)
         (out / ".complete").write_text(release)
         try:
             out.rename(classes)
@@ -133,7 +138,9 @@ def plan_job(
     java = _tool("java")
     with tempfile.TemporaryDirectory(prefix="spillway-planids-") as tmp:
         out = Path(tmp) / "ids.json"
-        cmd = [java, "-Dlog4j2.level=OFF", "-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
+        logging = f"-Dlog4j.configurationFile={classes / _LOG_CONFIG}"
+        cmd = [java, logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
+        cmd += ["-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
         cmd += ["--jar", str(path.resolve()), "--out", str(out)]
         if entry_class:
             cmd += ["--class", entry_class]
