@@ -46,6 +46,8 @@ _API = {
     "files",
     "diff",
     "preflight",
+    "ids",
+    "JobJar",
 }
 
 

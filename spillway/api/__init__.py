@@ -44,6 +44,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.functions import restore_verdict as restore_verdict
     from spillway.api.functions import validate as validate
     from spillway.api.functions import validate_json as validate_json
+    from spillway.api.jobs import JobIds as JobIds
+    from spillway.api.jobs import JobJar as JobJar
+    from spillway.api.jobs import ids as ids
+    from spillway.api.jobs import ids_json as ids_json
+    from spillway.api.jobs import job_plan as job_plan
     from spillway.api.keys import KEY_TYPES as KEY_TYPES
     from spillway.api.keys import KeyGroup as KeyGroup
     from spillway.api.keys import keygroup as keygroup
@@ -139,6 +144,11 @@ _EXPORTS: dict[str, str] = {
     "report": "reading",
     "write_new_file": "reading",  # a page or a file for the user: never over an existing one unless asked
     "read_plan": "plans",
+    "ids": "jobs",  # Flink's own graph of a job's jar
+    "job_plan": "jobs",
+    "JobJar": "jobs",
+    "JobIds": "jobs",
+    "ids_json": "jobs",
     "bind_plan": "plans",
     "job_checkpoint": "plans",
     "rebase_rules": "plans",

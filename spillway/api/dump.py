@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from spillway.model.walk import STATE_KINDS
 
 if TYPE_CHECKING:
+    from spillway.api.jobs import JobJar
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.summary import CheckpointSummary
     from spillway.inspect.topology import Topology
@@ -154,7 +155,7 @@ def dump_checkpoint(
     path: PathLike,
     view: DumpView | None = None,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Mapping[str, str] | Sequence[str] | None = None,

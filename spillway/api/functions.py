@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spillway.api import reading
+from spillway.api.jobs import JobJar, job_plan
 from spillway.api.options import AnalyzeOptions
 from spillway.api.plans import PathLike, Rebase, rebase_rules
 from spillway.api.session import Checkpoint
@@ -52,19 +53,23 @@ def _loaded(checkpoint: LoadedCheckpoint | PathLike, rebase: Rebase) -> LoadedCh
     return checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint, _rules(rebase))
 
 
-def _plan(plan: Topology | PathLike | None) -> Topology | None:
+def _plan(plan: Topology | JobJar | PathLike | None) -> Topology | None:
     if plan is None or isinstance(plan, Topology):
         return plan
+    if isinstance(plan, JobJar):
+        return job_plan(plan)
     return load_plan(Path(plan))
 
 
-def _opened(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | PathLike | None, rebase: Rebase) -> Checkpoint:
+def _opened(
+    checkpoint: LoadedCheckpoint | PathLike, plan: Topology | JobJar | PathLike | None, rebase: Rebase
+) -> Checkpoint:
     return Checkpoint(_loaded(checkpoint, rebase), _plan(plan))
 
 
 def validate(
     checkpoint: LoadedCheckpoint | PathLike,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     *,
     rebase: Rebase = None,
     progress: Progress | None = None,
@@ -75,7 +80,7 @@ def validate(
 
 def analyze(
     checkpoint: LoadedCheckpoint | PathLike,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     *,
     rebase: Rebase = None,
     keep_records: int = 0,
@@ -84,7 +89,7 @@ def analyze(
     return _opened(checkpoint, plan, rebase).analyze(AnalyzeOptions(keep_records=keep_records)).analysis
 
 
-def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | PathLike) -> Verdict:
+def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | JobJar | PathLike) -> Verdict:
     """Would Flink's restore-time finished-state checks accept this checkpoint for ``plan``?"""
     verdict = _opened(checkpoint, plan, None).verdict()
     assert verdict is not None  # a plan was given
@@ -93,7 +98,7 @@ def restore_verdict(checkpoint: LoadedCheckpoint | PathLike, plan: Topology | Pa
 
 def preflight(
     checkpoint: LoadedCheckpoint | PathLike,
-    plan: Topology | PathLike,
+    plan: Topology | JobJar | PathLike,
     settings: PreflightSettings | None = None,
     *,
     rebase: list[str] | None = None,
@@ -124,7 +129,7 @@ def diff(a: LoadedCheckpoint | PathLike, b: LoadedCheckpoint | PathLike, *, reba
 
 def rescale(
     src: PathLike,
-    plan: Topology | PathLike,
+    plan: Topology | JobJar | PathLike,
     parallelism: dict[str, int],
     out: PathLike | None = None,
     *,

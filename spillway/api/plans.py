@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from spillway.errors import UsageError
 
 if TYPE_CHECKING:
+    from spillway.api.jobs import JobJar
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.topology import Topology
     from spillway.model.checkpoint import Checkpoint as CheckpointModel
@@ -44,11 +45,21 @@ def rebase_rules(rebase: Rebase) -> list[str] | None:
 
 
 def read_plan(
-    plan: Topology | PathLike | None, *, uids: Mapping[str, str] | None = None, uid_map: PathLike | None = None
+    plan: Topology | JobJar | PathLike | None,
+    *,
+    uids: Mapping[str, str] | None = None,
+    uid_map: PathLike | None = None,
 ) -> Topology | None:
     """The plan with the uids it cannot show: ``uid_map`` (a JSON file ``{"operator name": "uid"}``) first,
     ``uids`` win. ``plan``: a file of either flavour (``getExecutionPlan()``/``flink info`` or the REST job
-    graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), or a ``Topology``."""
+    graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), a ``Topology``, or
+    a ``JobJar`` (the job's own graph, built by Flink from its jar: every id exact, no uids to give)."""
+    from spillway.api.jobs import JobJar, job_plan
+
+    if isinstance(plan, JobJar):
+        if uids or uid_map:
+            raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
+        return job_plan(plan)
     if plan is None:
         if uids or uid_map:
             raise UsageError("uids and uid_map need a plan")

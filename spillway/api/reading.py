@@ -8,11 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from spillway.api.jobs import JobJar
 from spillway.api.options import PreflightOptions
 from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, rebase_rules
 from spillway.api.results import PreflightResult, ReportResult
 from spillway.api.session import Checkpoint, new_job_plan
 from spillway.api.session import open as open_checkpoint
+from spillway.errors import UsageError
 from spillway.storage.new_files import write_new_file as write_new_file
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ Opened = Checkpoint | PathLike
 def files(
     checkpoints: LoadedCheckpoint | Opened | Sequence[LoadedCheckpoint | Opened],
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
@@ -69,7 +71,7 @@ def diff(
     a: LoadedCheckpoint | Opened,
     b: LoadedCheckpoint | Opened,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
@@ -100,7 +102,7 @@ def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoi
 
 def check_restore(
     checkpoint: Checkpoint | PathLike,
-    new_plan: Topology | PathLike,
+    new_plan: Topology | JobJar | PathLike,
     options: PreflightOptions | None = None,
     *,
     uids: Mapping[str, str] | None = None,
@@ -111,20 +113,29 @@ def check_restore(
     be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
     plan); ``uids``/``uid_map`` name uids of the new plan. ``.restorable``: True / False / None (unknown)."""
     options = options or PreflightOptions()
+    source = None if _is_plan(new_plan) else str(new_plan.path if isinstance(new_plan, JobJar) else new_plan)
+    if isinstance(new_plan, JobJar):
+        from spillway.api.jobs import ids, job_plan, max_parallelism_set
+
+        if uids or uid_map:
+            raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
+        found = ids(new_plan)
+        if not options.max_parallelism:  # what the job's code sets, unless the caller says otherwise
+            options = replace(options, max_parallelism=max_parallelism_set(found))
+        new_plan = job_plan(found)
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
     opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
-    source = None if _is_plan(new_plan) else str(new_plan)
     return opened.preflight(topology, replace(options, parallelism={}), source=source)
 
 
 def report(
     checkpoint: Checkpoint | PathLike,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
-    new_plan: Topology | PathLike | None = None,
+    new_plan: Topology | JobJar | PathLike | None = None,
     options: PreflightOptions | None = None,
 ) -> ReportResult:
     """``spillway report``: one self-contained HTML page about ``checkpoint`` (``.html``, ``.to_json()`` is

@@ -17,6 +17,7 @@ from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
 
 if TYPE_CHECKING:
+    from spillway.api.jobs import JobJar
     from spillway.api.options import AnalyzeOptions, PreflightOptions
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.diff import CheckpointDiff
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 def open(
     path: PathLike,
     *,
-    plan: Topology | PathLike | None = None,
+    plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
     rebase: Rebase = None,
@@ -170,7 +171,11 @@ class Checkpoint:
         return diff_checkpoints(self.loaded, other.loaded, self.source, other.source)
 
     def preflight(
-        self, new_plan: Topology | PathLike, options: PreflightOptions | None = None, *, source: str | None = None
+        self,
+        new_plan: Topology | JobJar | PathLike,
+        options: PreflightOptions | None = None,
+        *,
+        source: str | None = None,
     ) -> PreflightResult:
         """Would Flink restore this checkpoint into the job of ``new_plan`` (``spillway preflight``)? When the new
         job is this one rescaled, also the restore forecast. ``new_plan``: a plan file, a running job's
@@ -201,7 +206,7 @@ class Checkpoint:
 
     def report(
         self,
-        new_plan: Topology | PathLike | None = None,
+        new_plan: Topology | JobJar | PathLike | None = None,
         options: PreflightOptions | None = None,
         *,
         source: str | None = None,
@@ -267,7 +272,7 @@ def _source(plan: object, source: str | None) -> str:
     return source if source is not None else "" if isinstance(plan, Topology) else str(plan)
 
 
-def new_job_plan(new_plan: Topology | PathLike, options: PreflightOptions) -> Topology:
+def new_job_plan(new_plan: Topology | JobJar | PathLike, options: PreflightOptions) -> Topology:
     """The new job's plan with ``options.parallelism`` applied (a vertex it does not name is a ``PlanError``)."""
     from spillway.inspect.preflight import with_parallelism
 

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "diff": "diff",
     "report": "report",
     "preflight": "preflight",
+    "ids": "ids",
 }
 REPAIR_COMMANDS: dict[str, str] = {
     "relocate": "repair_relocate",

@@ -53,6 +53,10 @@ def command(
             rebase=naming.rebase,
             uid=naming.uid,
             uid_map=naming.uid_map,
+            job=naming.job,
+            job_class=naming.job_class,
+            job_arg=naming.job_arg,
+            job_flink_version=naming.job_flink_version,
         )
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from spillway.api import DumpView, dump_checkpoint
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded
-from spillway.cli.option_values import rebase_rules, uid_pairs
+from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
 
 def run(
@@ -19,14 +19,20 @@ def run(
     rebase: list[str] | None = None,
     uid: list[str] | None = None,
     uid_map: str | None = None,
+    job: str | None = None,
+    job_class: str | None = None,
+    job_arg: list[str] | None = None,
+    job_flink_version: str | None = None,
 ) -> int:
     """The command with its options' values as given (None/False: not given): its exit code."""
 
     def body() -> int:
         # parse -> one API call -> render (the API reads the plan before any checkpoint)
-        uids = uid_pairs(plan, uid, uid_map)
+        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version, uid=uid, uid_map=uid_map)
+        uids = uid_pairs(plan or job, uid, uid_map)
         rules = rebase_rules(rebase)
-        result = dump_checkpoint(path, DumpView(operator, subtask), plan=plan, uids=uids, uid_map=uid_map, rebase=rules)
+        view = DumpView(operator, subtask)
+        result = dump_checkpoint(path, view, plan=given, uids=uids, uid_map=uid_map, rebase=rules)
         code = EXIT_FINDINGS if result.damaged else EXIT_OK
         if subtask is not None:
             top = result.top_parallelism

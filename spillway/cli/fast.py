@@ -24,6 +24,10 @@ OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--uid": ("uid", True, True),
     "--uid-map": ("uid_map", True, False),
     "--strict": ("strict", False, False),
+    "--job": ("job", True, False),
+    "--job-class": ("job_class", True, False),
+    "--job-arg": ("job_arg", True, True),
+    "--job-flink-version": ("job_flink_version", True, False),
 }
 DUMP_OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--json": ("json_out", False, False),
@@ -34,6 +38,10 @@ DUMP_OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--plan": ("plan", True, False),
     "--uid": ("uid", True, True),
     "--uid-map": ("uid_map", True, False),
+    "--job": ("job", True, False),
+    "--job-class": ("job_class", True, False),
+    "--job-arg": ("job_arg", True, True),
+    "--job-flink-version": ("job_flink_version", True, False),
 }
 # command -> its options (each command takes one argument, ``path``)
 COMMANDS: dict[str, dict[str, tuple[str, bool, bool]]] = {"validate": OPTIONS, "dump": DUMP_OPTIONS}

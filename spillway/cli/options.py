@@ -15,7 +15,8 @@ import typer
 
 from spillway import api
 from spillway.api import UsageError
-from spillway.cli.option_values import rebase_rules, uid_pairs
+from spillway.cli.job_options import JobArgOpt, JobClassOpt, JobFlinkOpt, JobOpt
+from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
 RebaseOpt = Annotated[
     list[str] | None,
@@ -100,15 +101,32 @@ class Naming:
     rebase: RebaseOpt = None
     uid: UidOpt = None
     uid_map: UidMapOpt = None
+    job: JobOpt = None
+    job_class: JobClassOpt = None
+    job_arg: JobArgOpt = None
+    job_flink_version: JobFlinkOpt = None
 
     def keywords(self, plan: str | None) -> dict[str, Any]:
         """``uids``, ``uid_map`` and ``rebase`` as the API's calls take them (the uids are ``plan``'s)."""
-        uids = uid_pairs(plan, self.uid, self.uid_map)
+        uids = uid_pairs(plan if self.job is None else "--job", self.uid, self.uid_map)
         return {"uids": uids, "uid_map": self.uid_map, "rebase": rebase_rules(self.rebase)}
 
+    def plan_or_job(self, plan: str | None, option: str = "--plan") -> str | api.JobJar | None:
+        """``plan``, or the job's jar (--job) as the API takes it in its place."""
+        return plan_or_job(
+            plan,
+            self.job,
+            self.job_class,
+            self.job_arg,
+            self.job_flink_version,
+            option=option,
+            uid=self.uid,
+            uid_map=self.uid_map,
+        )
+
     def open(self, path: str, plan: str | None) -> api.Checkpoint:
-        """PATH opened with ``plan`` and these uids and rules."""
-        return api.open(path, plan=plan, **self.keywords(plan))
+        """PATH opened with ``plan`` (or --job) and these uids and rules."""
+        return api.open(path, plan=self.plan_or_job(plan), **self.keywords(plan))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +137,7 @@ class PlanNaming(Naming):
 
     def plan_keywords(self) -> dict[str, Any]:
         """``plan``, ``uids``, ``uid_map`` and ``rebase`` as the API's reading calls take them."""
-        return {"plan": self.plan, **self.keywords(self.plan)}
+        return {"plan": self.plan_or_job(self.plan), **self.keywords(self.plan)}
 
 
 @dataclasses.dataclass(frozen=True)

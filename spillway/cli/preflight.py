@@ -55,11 +55,11 @@ def command(
         ),
     ],
     plan: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--plan", help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID."
         ),
-    ],
+    ] = None,
     new_job: NewJob = NewJob(),
     forecasting: Forecast = Forecast(),
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
@@ -67,7 +67,10 @@ def command(
 ) -> None:
     def run() -> int:
         settings = new_job.options(forecasting.keys(), forecasting.buffers())
-        found = api.check_restore(checkpoint, plan, settings, **naming.keywords(plan))
+        new_plan = naming.plan_or_job(plan)
+        if new_plan is None:
+            raise api.UsageError("give the new job: --plan PLAN.json or --job JOB.jar")
+        found = api.check_restore(checkpoint, new_plan, settings, **naming.keywords(plan))
         if json_out:
             emit_json(found.to_json())
         else:

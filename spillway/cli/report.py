@@ -73,7 +73,7 @@ def command(
         named = naming.keywords(plan or new_plan)  # the uids name operators of either plan
 
         def page() -> api.ReportResult:
-            return api.report(path, plan=plan, new_plan=new_plan, options=settings, **named)
+            return api.report(path, plan=naming.plan_or_job(plan), new_plan=new_plan, options=settings, **named)
 
         if target_name == "-":  # stdout, as for every tool that takes a FILE
             done = page()

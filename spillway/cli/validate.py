@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from spillway.cli import validate_body
+from spillway.cli.job_options import JobArgOpt, JobClassOpt, JobFlinkOpt, JobOpt
 from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt
 
 HELP = """Check _metadata, every referenced file, every channel-state file and the record framing of
@@ -40,9 +41,25 @@ def command(
         bool,
         typer.Option("--strict", help="Exit 1 also when no error was found but something was left unchecked."),
     ] = False,
+    job: JobOpt = None,
+    job_class: JobClassOpt = None,
+    job_arg: JobArgOpt = None,
+    job_flink_version: JobFlinkOpt = None,
 ) -> None:
     raise typer.Exit(
-        validate_body.run(path, plan=plan, json_out=json_out, rebase=rebase, uid=uid, uid_map=uid_map, strict=strict)
+        validate_body.run(
+            path,
+            plan=plan,
+            json_out=json_out,
+            rebase=rebase,
+            uid=uid,
+            uid_map=uid_map,
+            strict=strict,
+            job=job,
+            job_class=job_class,
+            job_arg=job_arg,
+            job_flink_version=job_flink_version,
+        )
     )
 
 

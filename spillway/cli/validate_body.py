@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from spillway import api
 from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded
-from spillway.cli.option_values import rebase_rules, uid_pairs
+from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
 
 def run(
@@ -17,11 +17,17 @@ def run(
     uid: list[str] | None = None,
     uid_map: str | None = None,
     strict: bool = False,
+    job: str | None = None,
+    job_class: str | None = None,
+    job_arg: list[str] | None = None,
+    job_flink_version: str | None = None,
 ) -> int:
     """The command with its options' values as given (None/False: not given): its exit code."""
 
     def body() -> int:
-        cp = api.open(path, plan=plan, uids=uid_pairs(plan, uid, uid_map), uid_map=uid_map, rebase=rebase_rules(rebase))
+        given = plan_or_job(plan, job, job_class, job_arg, job_flink_version, uid=uid, uid_map=uid_map)
+        uids = uid_pairs(plan or job, uid, uid_map)
+        cp = api.open(path, plan=given, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
         result = cp.validate()  # progress bars on stderr when it is a terminal (see guarded)
         if json_out:
             emit_json(result.to_json())

@@ -77,9 +77,12 @@ STORED_NAME = "stored-name"
 UID_HASH = "uid-hash"
 DETERMINISTIC_HASH = "deterministic-hash"
 VERTEX_ID = "vertex-id"
+#: Flink's own id, taken from the job's graph as Flink built it from the job's jar (nothing computed here).
+FLINK_ID = "flink-id"
 ELIMINATION = "elimination"
 UNBOUND = "unbound"
 METHODS = (
+    FLINK_ID,
     STORED_NAME,
     UID_HASH,
     DETERMINISTIC_HASH,
@@ -92,7 +95,7 @@ METHODS = (
 )
 #: Methods whose id is Flink's own (stored, or computed by Flink's rule): exact when the id is in the checkpoint.
 EXACT_METHODS = frozenset(
-    {STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID, deduction.HASH_INPUT, deduction.DEDUCED}
+    {FLINK_ID, STORED_NAME, UID_HASH, DETERMINISTIC_HASH, VERTEX_ID, deduction.HASH_INPUT, deduction.DEDUCED}
 )
 HASH_INPUT = deduction.HASH_INPUT
 DEDUCED = deduction.DEDUCED
@@ -483,6 +486,10 @@ def bind(
         if op.in_checkpoint:
             claimed[op_id] = op
 
+    # 0. Flink's own ids (a graph built by Flink from the job's jar): every operator is what Flink says it is.
+    if graph is not None:
+        _bind_flink_ids(graph, ops, in_ckpt, claim)
+
     # 1. stored names (V5+): the checkpoint says which id is which name/uid.
     if stored_n:
         names = [op.name for op in ops]
@@ -712,6 +719,25 @@ def bind(
         chained_outputs,
         solutions,
     )
+
+
+def _bind_flink_ids(
+    graph: StreamGraph, ops: Sequence[_Op], in_ckpt: Collection[str], claim: Callable[..., None]
+) -> None:
+    """Operators whose node carries Flink's own id. As Flink restores: the ``setUidHash`` id when the checkpoint
+    holds state under it, else the generated id; an id the checkpoint lacks means no state there (stateless)."""
+    for op in ops:
+        node = graph.node(op.node_id) if op.node_id is not None else None
+        if node is None or node.operator_id is None:
+            continue
+        own = _norm(node.operator_id)
+        user = _norm(node.user_hash) if node.user_hash else None
+        op_id = user if user is not None and user in in_ckpt else own
+        how = "the setUidHash id" if op_id == user else "Flink's id"
+        absent = "" if op_id in in_ckpt else "; not in the checkpoint (no state for it there)"
+        claim(op, op_id, FLINK_ID, f"{how} from the job's jar{absent}", node.uid)
+        op.uid_known = node.uid is not None
+        op.vertex_id = node.vertex_id
 
 
 def _evidence(f: deduction.OperatorFacts) -> str:

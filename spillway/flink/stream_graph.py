@@ -56,6 +56,12 @@ class StreamNode:
     source_kind: str | None = None
     #: A ``YieldingOperatorFactory`` (e.g. async I/O): never chained behind a legacy source (1.11+).
     yielding: bool = False
+    #: Flink's own operator id (``StreamGraphHasherV2``), known only from the job's own graph (the job's jar).
+    operator_id: str | None = None
+    #: The id given with ``setUidHash`` (Flink restores state stored under it), from the job's own graph.
+    user_hash: str | None = None
+    #: The job vertex (chain) holding the operator, from the job's own graph.
+    vertex_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,11 @@ if TYPE_CHECKING:  # binding_json (dump, files, diff) needs none of validate's a
 
 
 def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
-    """How each plan operator was bound to the checkpoint: ``method`` is one of stored-name, uid-hash,
-    deterministic-hash, hash-input, vertex-id, deduced (``exact``: Flink's own ids, or the only assignment the
-    checkpoint's evidence allows), indistinct (holds no state; cannot be told apart, nothing depends on it),
-    elimination (a structural guess, only without the checkpoint's facts) or unbound; ``reason`` says what decided
-    it or what would; ``candidates`` the ids an operator not bound could still be ("-": none)."""
+    """How each plan operator was bound to the checkpoint: ``method`` is one of flink-id (the job's jar),
+    stored-name, uid-hash, deterministic-hash, hash-input, vertex-id, deduced (``exact``: Flink's own ids, or the
+    only assignment the checkpoint's evidence allows), indistinct (holds no state; cannot be told apart, nothing
+    depends on it), elimination (a structural guess, only without the checkpoint's facts) or unbound; ``reason``
+    says what decided it or what would; ``candidates`` the ids an operator not bound could still be ("-": none)."""
     if binding is None:
         return None
     return [

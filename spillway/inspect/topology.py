@@ -167,6 +167,14 @@ def parse_plan(doc: Any, source: str = "plan") -> Topology:
         raise PlanError(f"{source}: malformed plan node ({exc})") from None
 
 
+def chained_plan(doc: dict[str, Any], chained: set[tuple[int, int]], source: str = "plan") -> Topology:
+    """A stream-graph plan whose chains are known rather than derived (the job's own graph, from its jar):
+    ``chained`` holds the (source, target) node id pairs Flink chained."""
+    topology = parse_plan(doc, source)
+    topology.vertices = _stream_graph(list(doc["nodes"]), chained).vertices
+    return topology
+
+
 # 1.14+ write "A<br/>+- B<br/>"; 1.10-1.13 write "A -&gt; B".
 _BR = re.compile(r"<br\s*/?>|\s+-&gt;\s+|\s+->\s+", re.I)
 

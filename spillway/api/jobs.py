@@ -1,0 +1,151 @@
+"""A job's own graph as Flink builds it from the job's jar (``spillway.ids``), and the plan it makes
+(``plan=JobJar(...)`` wherever a plan is taken): every operator with Flink's own id, so binding is exact."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spillway.errors import UsageError
+from spillway.flink.job_ids import JobIds
+
+if TYPE_CHECKING:
+    from spillway.inspect.topology import Topology
+
+__all__ = ["JobIds", "JobJar", "ids", "ids_json", "job_plan", "max_parallelism_set"]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class JobJar:
+    """A job's jar and how to run its ``main``: ``entry_class`` (else the manifest's), ``args`` (the job's own
+    arguments), ``flink_version`` (else the Flink release the jar bundles, else ``FLINK_HOME``'s), ``timeout``
+    (seconds for the whole planning run)."""
+
+    path: PathLike
+    entry_class: str | None = None
+    args: Sequence[str] = field(default_factory=tuple)
+    flink_version: str | None = None
+    timeout: float | None = None
+
+
+def _release(job: JobJar) -> str:
+    if job.flink_version:
+        return job.flink_version
+    from spillway.storage.job_graph import jar_release
+
+    found = jar_release(Path(job.path))
+    if found:
+        return found
+    home = os.environ.get("FLINK_HOME")
+    if home:
+        dist = sorted((Path(home) / "lib").glob("flink-dist*.jar"))
+        if dist:
+            return dist[0].stem.rpartition("-")[2]
+    raise UsageError(
+        f"{job.path}: which Flink release is the job for? The jar bundles no Flink artifacts (they are 'provided') "
+        "and FLINK_HOME is not set: give it (spillway ids --flink-version X.Y.Z; --job-flink-version X.Y.Z with "
+        "--job; the flink_version argument in Python)"
+    )
+
+
+def ids(
+    jar: PathLike | JobJar,
+    *,
+    entry_class: str | None = None,
+    args: Sequence[str] = (),
+    flink_version: str | None = None,
+    timeout: float | None = None,
+) -> JobIds:
+    """Flink's own graph of the job in ``jar``: its ``main(args)`` runs in Flink's plan-only environment with the
+    jars of its Flink release (``FLINK_HOME/lib``, else downloaded once and cached), nothing is executed; every
+    operator's name, uid, operator id, job vertex, parallelism and max parallelism as Flink computes them."""
+    job = jar if isinstance(jar, JobJar) else JobJar(jar, entry_class, tuple(args), flink_version, timeout)
+    if isinstance(job.args, str):
+        raise UsageError(f"args={job.args!r}: expected a list of the job's arguments, not one string")
+    from spillway.flink.job_ids import parse_job_ids
+    from spillway.storage.job_graph import DEFAULT_TIMEOUT, plan_job
+
+    release = _release(job)
+    doc = plan_job(
+        job.path,
+        release,
+        entry_class=job.entry_class,
+        args=[str(a) for a in job.args],
+        timeout=job.timeout or DEFAULT_TIMEOUT,
+    )
+    try:
+        return parse_job_ids(doc)
+    except ValueError as exc:
+        raise UsageError(f"{job.path}: spillway's Flink helper wrote an unreadable document ({exc})") from None
+
+
+def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
+    """The plan of the job in ``jar`` (or of ``ids`` already taken): a stream-graph plan whose every operator
+    carries Flink's own id, uid and job vertex."""
+    from spillway.inspect.topology import chained_plan
+
+    found = jar if isinstance(jar, JobIds) else ids(jar)
+    source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
+    vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
+    chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
+    topology = chained_plan(found.stream_plan(), chained, source)
+    topology.stream_graph = found.graph
+    return topology
+
+
+def max_parallelism_set(found: JobIds) -> dict[str | None, int]:
+    """The max parallelism the job sets, as preflight takes it: ``{None: N}`` job-wide (``env``), and per job
+    vertex (keyed as the job's plan keys it: its head's stream node id) where an operator sets its own."""
+    out: dict[str | None, int] = {}
+    if found.max_parallelism:
+        out[None] = found.max_parallelism
+    node_of = {n.operator_id: n for n in found.nodes}
+    for v in found.vertices:
+        head = node_of.get(v.operator_ids[0])
+        if head is not None and head.max_parallelism and head.max_parallelism != found.max_parallelism:
+            out[str(head.node_id)] = head.max_parallelism
+    return out
+
+
+def ids_json(found: JobIds) -> dict[str, object]:
+    """``spillway ids --json`` (schema ``spillway.ids/1``): the job's operators and vertices as Flink built them."""
+    return {
+        "schema": "spillway.ids/1",
+        "release": found.release,
+        "entry_class": found.entry_class,
+        "job_name": found.job_name,
+        "max_parallelism": found.max_parallelism,
+        "nodes": [
+            {
+                "node_id": n.node_id,
+                "name": n.name,
+                "uid": n.uid,
+                "operator_id": n.operator_id,
+                "user_hash": n.user_hash,
+                "vertex_id": n.vertex_id,
+                "chain_position": n.chain_position,
+                "parallelism": n.parallelism,
+                "max_parallelism": n.max_parallelism,
+            }
+            for n in found.nodes
+        ],
+        "edges": [
+            {"source": e.source, "target": e.target, "partitioner": e.partitioner, "type_number": e.type_number}
+            for e in found.graph.edges
+        ],
+        "vertices": [
+            {
+                "id": v.id,
+                "name": v.name,
+                "parallelism": v.parallelism,
+                "max_parallelism": v.max_parallelism,
+                "operator_ids": list(v.operator_ids),
+            }
+            for v in found.vertices
+        ],
+    }

@@ -1,0 +1,94 @@
+"""``spillway ids``: Flink's own ids for every operator of a job, from the job's jar."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from spillway import api
+from spillway.cli.common import EXIT_OK, emit_json, guarded, out
+from spillway.cli.wide import print_wide
+
+HELP = """Run JOB.jar's main in Flink's plan-only environment, as `flink info` does (nothing is executed, no
+cluster is contacted), and print what Flink itself built: every operator's name, uid, operator id (the id
+its state is stored under; chained operators too), job vertex, parallelism and max parallelism. These are
+the ids a checkpoint of the job holds: --job JOB.jar wherever --plan is taken binds every operator by them,
+nothing guessed.
+
+Flink's own classes of the job's release are used: $FLINK_HOME/lib when FLINK_HOME is set, else the
+release's jars downloaded once from PyPI and cached (~/.cache/spillway/flink/). The release is
+--flink-version, else the Flink the jar bundles, else FLINK_HOME's. Needs java and javac (8 or newer).
+The job's own arguments follow `--`. Exit code 0, 2 when the jar, its main or Java fails (the job's
+exception is named), 3 when Flink's jars cannot be downloaded.
+
+Examples:
+
+  spillway ids job.jar --flink-version 1.20.3
+
+  spillway ids job.jar --class com.example.Pipeline -- --parallelism 4 --input s3://in/
+
+  spillway ids job.jar --json | jq '.nodes[] | {name, uid, operator_id}'
+"""
+
+
+def command(
+    jar: Annotated[str, typer.Argument(help="The job's jar (a fat jar with its connectors, as for flink run).")],
+    args: Annotated[list[str] | None, typer.Argument(help="The job's own arguments, after --.")] = None,
+    entry_class: Annotated[
+        str | None, typer.Option("--class", metavar="MAIN", help="The job's main class (else the jar manifest's).")
+    ] = None,
+    flink_version: Annotated[
+        str | None,
+        typer.Option(
+            "--flink-version", metavar="X.Y.Z", help="The job's Flink release (else the jar's, else FLINK_HOME's)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", help="Deadline for the whole planning run.")
+    ] = 300.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.ids/1).")] = False,
+) -> None:
+    def run() -> int:
+        if timeout <= 0:
+            raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
+        found = api.ids(jar, entry_class=entry_class, args=args or (), flink_version=flink_version, timeout=timeout)
+        if json_out:
+            emit_json(api.ids_json(found))
+        else:
+            show(found)
+        return EXIT_OK
+
+    raise typer.Exit(guarded(run, json_out))
+
+
+def show(found: api.JobIds) -> None:
+    vertex_number = {v.id: i for i, v in enumerate(found.vertices, 1)}
+    max_p = found.max_parallelism
+    out.print(
+        f"Flink {escape(found.release)}, {escape(found.entry_class or '?')}: {len(found.nodes)} operators in "
+        f"{len(found.vertices)} job vertices; job max parallelism "
+        + (str(max_p) if max_p else "not set (Flink derives it from each operator's parallelism)")
+    )
+    table = Table(box=None, pad_edge=False)
+    for col in ("node", "name", "uid", "operator id", "vertex", "p", "max p"):
+        table.add_column(col, no_wrap=col != "name", overflow="fold" if col == "name" else "ellipsis")
+    for n in found.nodes:
+        table.add_row(
+            str(n.node_id),
+            escape(n.name),
+            escape(n.uid) if n.uid else "-",
+            n.operator_id + (f" (setUidHash {n.user_hash})" if n.user_hash else ""),
+            str(vertex_number.get(n.vertex_id, "?")),
+            str(n.parallelism),
+            str(n.max_parallelism or "-"),
+        )
+    print_wide(table)
+    out.print("[dim]vertices (id = its head operator's id):[/]")
+    for v in found.vertices:
+        out.print(f"  {vertex_number[v.id]}  {v.id}  p={v.parallelism}  {escape(v.name)}")
+
+
+__all__ = ["HELP", "command"]

@@ -1,0 +1,178 @@
+"""Flink's own graph of a job's jar: runs the job's ``main(args)`` in Flink's plan-only environment, the way
+``flink info`` does (nothing is executed, no cluster contacted), with the jars of the job's Flink release, and
+returns the document spillway's Java helper (``spillway/flink/java/PlanIds.java``) writes.
+
+The helper is compiled on first use with the machine's ``javac --release 8`` against that release's jars, into
+``~/.cache/spillway/planids/<release>-<source hash>/`` (``SPILLWAY_PLANIDS_CACHE`` moves it); it is compiled into
+a directory of its own and renamed into place, so concurrent first uses never see half-written classes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from spillway.errors import UsageError
+from spillway.progress import stage
+from spillway.storage.flink_release import Notify, flink_lib
+
+__all__ = ["DEFAULT_TIMEOUT", "jar_release", "plan_job"]
+
+#: Seconds a whole planning run may take (the JVM, the job's main, building the job graph).
+DEFAULT_TIMEOUT = 300.0
+_HELPER_CLASS = "spillway.planids.PlanIds"
+_REPORT = "spillway-planids: "
+_LOG_CONFIG = "spillway-planids-log4j2.properties"
+_LOG_SETTINGS = "status = off\nrootLogger.level = off\n"
+_INSTALL_JDK = "install a JDK (8 or newer), e.g. `apt-get install default-jdk-headless`"
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("SPILLWAY_PLANIDS_CACHE", Path.home() / ".cache" / "spillway" / "planids"))
+
+
+def _helper_source() -> bytes:
+    return (resources.files("spillway.flink") / "java" / "PlanIds.java").read_bytes()
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UsageError(f"{name} not found: spillway runs the job's main with Flink's own classes; {_INSTALL_JDK}")
+    return path
+
+
+def _helper_classes(release: str, lib: Path) -> Path:
+    """The compiled helper for ``release`` (compiled now unless cached)."""
+    source = _helper_source()
+    digest = hashlib.sha256(source + _LOG_SETTINGS.encode() + str(lib.resolve()).encode()).hexdigest()[:16]
+    classes = _cache_root() / f"{release}-{digest}"
+    if (classes / ".complete").exists():
+        return classes
+    javac = _tool("javac")
+    classes.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=classes.parent, prefix=".compile-") as tmp:
+        src = Path(tmp) / "PlanIds.java"
+        src.write_bytes(source)
+        out = Path(tmp) / "classes"
+        res = subprocess.run(
+            [javac, "-nowarn", "-encoding", "UTF-8", "--release", "8", "-cp", f"{lib}/*", "-d", str(out), str(src)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=DEFAULT_TIMEOUT,
+        )
+        if res.returncode != 0:
+            errors = [line for line in res.stdout.splitlines() if "error:" in line][:1] or res.stdout.splitlines()[:1]
+            raise UsageError(
+                f"cannot compile spillway's Flink helper against Flink {release} ({lib}): "
+                + (errors[0].strip() if errors else f"javac exit {res.returncode}")
+            )
+        # Flink logs through log4j2; a job's jar often carries its own log4j2.properties (writing files where
+        # the job runs): ours, named on the command line, wins and logs nothing.
+        (out / _LOG_CONFIG).write_text(_LOG_SETTINGS)
+        (out / ".complete").write_text(release)
+        try:
+            out.rename(classes)
+        except OSError:
+            if not (classes / ".complete").exists():
+                raise
+    return classes
+
+
+_POM_VERSION = re.compile(r"^version=(.+)$", re.M)
+
+
+def jar_release(jar: Path) -> str | None:
+    """The Flink release a fat jar was built with: the version of Flink's own artifacts it bundles
+    (``META-INF/maven/org.apache.flink/*/pom.properties``), None when it bundles none (Flink is ``provided``)."""
+    found: set[str] = set()
+    with _open_jar(jar) as zf:
+        for name in zf.namelist():
+            if name.startswith("META-INF/maven/org.apache.flink/") and name.endswith("/pom.properties"):
+                m = _POM_VERSION.search(zf.read(name).decode("utf-8", "replace"))
+                if m and re.match(r"^\d+\.\d+\.\d+$", m.group(1).strip()):
+                    found.add(m.group(1).strip())
+    # connectors are versioned on their own (e.g. 3.2.0-1.19); Flink's core artifacts carry the release itself
+    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))[-1] if len(found) == 1 else None
+
+
+def _open_jar(jar: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(jar)
+    except FileNotFoundError:
+        raise UsageError(f"{jar}: no such job jar") from None
+    except IsADirectoryError:
+        raise UsageError(f"{jar}: a directory, not a job jar") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise UsageError(f"{jar}: not a jar (zip) file ({exc})") from None
+
+
+def plan_job(
+    jar: str | os.PathLike[str],
+    release: str,
+    *,
+    entry_class: str | None = None,
+    args: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    notify: Notify | None = None,
+) -> dict[str, Any]:
+    """The helper's document for ``jar`` planned with Flink ``release``: the job's ``main(args)`` (``entry_class``,
+    else the jar manifest's ``Main-Class``/``program-class``) runs in the plan-only environment. A job whose main
+    fails, a bad jar, no Java, or a run longer than ``timeout`` seconds is a ``UsageError`` saying so."""
+    path = Path(jar)
+    _open_jar(path).close()
+    lib = flink_lib(release, notify)
+    classes = _helper_classes(release, lib)
+    java = _tool("java")
+    with tempfile.TemporaryDirectory(prefix="spillway-planids-") as tmp:
+        out = Path(tmp) / "ids.json"
+        logging = f"-Dlog4j.configurationFile={classes / _LOG_CONFIG}"
+        cmd = [java, logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
+        cmd += ["-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
+        cmd += ["--jar", str(path.resolve()), "--out", str(out)]
+        if entry_class:
+            cmd += ["--class", entry_class]
+        cmd += ["--", *args]
+        shown = stage(f"running {path.name}'s main with Flink {release} (plan only)", None, "runs")
+        # In the caller's directory, as `flink info`: a job's arguments may name files relative to it.
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise UsageError(
+                f"{path}: the job's main did not finish planning within {timeout:g} s "
+                "(does it wait for something before building its job?)"
+            ) from None
+        finally:
+            shown.done()
+            if proc.poll() is None:  # timed out or interrupted: the JVM (its own session) goes with us
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc.returncode != 0:
+            said = [line[len(_REPORT) :] for line in err.splitlines() if line.startswith(_REPORT)]
+            if said:
+                raise UsageError(f"{path}: {said[-1]}")
+            last = (err.strip().splitlines() or [""])[-1].strip()
+            raise UsageError(
+                f"{path}: the JVM ended (exit code {proc.returncode}) before Flink built the job; does the job's "
+                "main call System.exit?" + (f" Last line it printed: {last}" if last else "")
+            )
+        try:
+            doc: dict[str, Any] = json.loads(out.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: spillway's Flink helper wrote no readable document ({exc})") from None
+    return doc
