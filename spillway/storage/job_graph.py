@@ -34,6 +34,27 @@ DEFAULT_TIMEOUT = 300.0
 _HELPER_CLASS = "spillway.planids.PlanIds"
 _REPORT = "spillway-planids: "
 _LOG_CONFIG = "spillway-planids-log4j2.properties"
+# A job's main runs Flink's closure cleaner and serializer set-up, which reach into java.base by reflection; on a
+# JDK 9+ that is refused unless the packages are opened, so a job that plans fine under `flink info` (whose scripts
+# pass these, as env.java.opts.all of 1.18+ does) would fail here. Older JDKs do not know the flags: they are
+# passed only when the JDK is 9 or newer.
+_JDK9_OPENS = tuple(
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in (
+        "java.lang",
+        "java.lang.reflect",
+        "java.io",
+        "java.net",
+        "java.nio",
+        "sun.nio.ch",
+        "java.text",
+        "java.time",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "java.util.concurrent.locks",
+    )
+)
 _LOG_SETTINGS = "status = off\nrootLogger.level = off\n"
 _INSTALL_JDK = "install a JDK (8 or newer), e.g. `apt-get install default-jdk-headless`"
 
@@ -139,7 +160,7 @@ def plan_job(
     with tempfile.TemporaryDirectory(prefix="spillway-planids-") as tmp:
         out = Path(tmp) / "ids.json"
         logging = f"-Dlog4j.configurationFile={classes / _LOG_CONFIG}"
-        cmd = [java, logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
+        cmd = [java, *_jdk_opens(java), logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
         cmd += ["-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
         cmd += ["--jar", str(path.resolve()), "--out", str(out)]
         if entry_class:
@@ -176,3 +197,12 @@ def plan_job(
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: spillway's Flink helper wrote no readable document ({exc})") from None
     return doc
+
+
+def _jdk_opens(java: str) -> tuple[str, ...]:
+    """The module opens a job's main needs on JDK 9+ (none on 8, which would refuse the flags)."""
+    try:
+        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError):
+        return _JDK9_OPENS  # the run itself will say what is wrong with this java
+    return () if '"1.' in shown else _JDK9_OPENS
