@@ -19,7 +19,7 @@ import re
 import struct
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mmh3
 
@@ -437,14 +437,108 @@ def bind(
     the structural step enumerates every consistent assignment instead of guessing. ``absent_allowed``: the
     release may leave stateless operators out of ``_metadata`` (1.10, 1.12).
 
-    Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid, then
-    guesses from :func:`uid_candidates`) -> ``vertex-id`` -> ``deterministic-hash`` (Flink's traversal, then the
+    Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid) ->
+    ``vertex-id`` (a job-graph plan's ids outrank every guess) -> ``uid-hash`` (guesses from
+    :func:`uid_candidates`) -> ``deterministic-hash`` (Flink's traversal, then the
     search of :func:`spillway.flink.deduction.hash_search`, which also binds the inputs whose ids went into a
     generated id: ``hash-input``) -> ``deduced`` (the only assignment consistent with the checkpoint's facts) or,
     without facts, ``elimination``. An id claimed by two operators is given to neither. Nothing is exact unless
     an id computed by Flink's rule (or stored by Flink) is in the checkpoint, or every consistent assignment
     agrees on it.
+
+    A uid guessed from a name is a hypothesis (an operator's name may be another operator's uid): it stays
+    exact only when the binding made without it gives the operator the same id; otherwise it is dropped and the
+    operator is left to the other evidence.
     """
+    args = _BindArgs(
+        plan,
+        tuple(checkpoint_operator_ids),
+        stored,
+        uid_overrides,
+        release,
+        format_version,
+        job_graph,
+        checkpoint_parallelism,
+        facts,
+        absent_allowed,
+    )
+    # Each guess is checked once, against the binding with every other guess that stands: a guess is not refuted
+    # for lack of other guesses (those are checked on their own).
+    dropped: frozenset[int] = frozenset()
+    checked: set[int] = set()
+    binding, guessed = _bind_pass(args, dropped)
+    if facts is None:
+        return binding  # no evidence to check a guess against: the caller takes names at their word (a new job's plan)
+    while set(guessed) - checked:
+        todo = set(guessed) - checked
+        checked |= todo
+        refuted = {i for i in todo if not _survives_without(args, dropped | {i}, i, binding.operators[i])}
+        if not refuted:
+            break
+        dropped |= refuted
+        binding, guessed = _bind_pass(args, dropped)
+    if not dropped:
+        return binding
+    return _with_dropped_guesses(binding, dropped, args)
+
+
+@dataclass(frozen=True, slots=True)
+class _BindArgs:
+    plan: StreamGraph | JobGraphPlan
+    checkpoint_operator_ids: tuple[str, ...]
+    stored: Mapping[str, tuple[str | None, str | None]] | None
+    uid_overrides: Mapping[str, str] | None
+    release: str | None
+    format_version: int | None
+    job_graph: JobGraphPlan | None
+    checkpoint_parallelism: Mapping[str, int] | None
+    facts: Sequence[OperatorFacts] | None
+    absent_allowed: bool
+
+
+def _survives_without(args: _BindArgs, dropped: frozenset[int], i: int, bound: BoundOperator) -> bool:
+    """Whether the binding made without operator ``i``'s uid guess (and the guesses already refuted) still gives it
+    the guessed id exactly, or leaves it among ids no command can tell apart (no state, finished alike): only then
+    is the guess more than a name that happens to be some operator's uid."""
+    again, _ = _bind_pass(args, dropped)
+    other = again.operators[i]
+    if other.exact:
+        return other.operator_id == bound.operator_id
+    # Ids that hold no state and finished alike: nothing any command does depends on which of them it is.
+    return other.method == INDISTINCT and bound.operator_id in other.candidates
+
+
+def _with_dropped_guesses(binding: Binding, dropped: frozenset[int], args: _BindArgs) -> Binding:
+    """Say, on each operator whose guessed uid was dropped, what the guess was and why it does not count."""
+    ops = list(binding.operators)
+    for i in sorted(dropped):
+        op = ops[i]
+        guess = next(
+            ((u, uid_hash(u)) for u, _ in uid_candidates(op.name) if uid_hash(u) in _ckpt_ids(args)),
+            None,
+        )
+        if guess is None:
+            continue
+        uid, h = guess
+        said = (
+            f"its name as a uid ({uid!r}) hashes to {h}, but that is a guess the other evidence does not confirm "
+            "(a name may be another operator's uid), so it is not used"
+        )
+        ops[i] = replace(op, reason=f"{op.reason}; {said}" if op.exact else f"{said}; {op.reason}")
+    return replace(binding, operators=tuple(ops))
+
+
+def _ckpt_ids(args: _BindArgs) -> set[str]:
+    return {_norm(i) for i in args.checkpoint_operator_ids}
+
+
+def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict[int, str]]:
+    """One binding; ``no_guess``: operator indexes whose uid is not guessed from their name. Also returns the
+    operators bound by a guessed uid (index -> uid)."""
+    plan, stored, uid_overrides = args.plan, args.stored, args.uid_overrides
+    release, format_version, job_graph = args.release, args.format_version, args.job_graph
+    checkpoint_parallelism, facts, absent_allowed = args.checkpoint_parallelism, args.facts, args.absent_allowed
+    checkpoint_operator_ids = args.checkpoint_operator_ids
     rules = _rules(release, format_version)
     ckpt: list[str] = []
     for i in checkpoint_operator_ids:
@@ -498,46 +592,30 @@ def bind(
             elif len(hits) > 1 or (hits and names.count(op.name) > 1):
                 op.reason = f"name {op.name!r} occurs more than once; stored names cannot tell them apart"
 
-    # 2. uids: the one given, else guesses; a guess counts only if its hash is in the checkpoint.
-    guesses: dict[str, list[tuple[_Op, str, str]]] = {}
+    # 2. the uids the user gave.
     for op in ops:
         if op.method != UNBOUND:
             continue
         given = overrides.get(op.name)
-        if given is not None:
-            h = uid_hash(given)
-            op.uid, op.uid_known = given, True
-            if h in in_ckpt and h not in claimed:
-                claim(op, h, UID_HASH, f"given uid {given!r} hashes to this id", given)
-            elif h in claimed:
-                op.reason = f"given uid {given!r} hashes to {h}, already bound to {claimed[h].name!r}"
-            else:
-                claim(
-                    op,
-                    h,
-                    UID_HASH,
-                    f"given uid {given!r} hashes to {h}, which is not in the checkpoint "
-                    "(no state for this operator there, or the uid is wrong)",
-                    given,
-                )
+        if given is None:
             continue
-        cands = uid_candidates(op.name)
-        op.tried = tuple(u for u, _ in cands)
-        for uid, how in cands:
-            h = uid_hash(uid)
-            if h in in_ckpt and h not in claimed:
-                guesses.setdefault(h, []).append((op, uid, how))
-                break
-    for h, takers in guesses.items():
-        if len(takers) == 1:
-            op, uid, how = takers[0]
-            claim(op, h, UID_HASH, f"uid {uid!r} ({how}) hashes to this id", uid)
-            op.uid_known = True
+        h = uid_hash(given)
+        op.uid, op.uid_known = given, True
+        if h in in_ckpt and h not in claimed:
+            claim(op, h, UID_HASH, f"given uid {given!r} hashes to this id", given)
+        elif h in claimed:
+            op.reason = f"given uid {given!r} hashes to {h}, already bound to {claimed[h].name!r}"
         else:
-            for op, _, _ in takers:
-                op.reason = f"id {h} fits more than one operator by uid guess"
+            claim(
+                op,
+                h,
+                UID_HASH,
+                f"given uid {given!r} hashes to {h}, which is not in the checkpoint "
+                "(no state for this operator there, or the uid is wrong)",
+                given,
+            )
 
-    # 3. job vertex ids: a vertex id is its chain head's operator id.
+    # 3. job vertex ids: a vertex id is its chain head's operator id — Flink's own, so before any guess.
     if job is not None and (graph is None or aligned is not None):
         for v in job.vertices:
             if graph is not None:
@@ -563,6 +641,32 @@ def bind(
             for v in job.vertices:
                 for pos, nid in enumerate(aligned[v.id]):
                     by_node[nid].vertex_id, by_node[nid].position = v.id, pos
+
+    # 3b. uids guessed from names (a hypothesis, checked by :func:`bind`); a guess counts only if its hash is in
+    # the checkpoint and no other operator's guess gives the same id.
+    guesses: dict[str, list[tuple[int, str, str]]] = {}
+    for k, op in enumerate(ops):
+        if op.method != UNBOUND or op.name in overrides:
+            continue
+        cands = uid_candidates(op.name)
+        op.tried = tuple(u for u, _ in cands)
+        if k in no_guess:
+            continue
+        for uid, how in cands:
+            h = uid_hash(uid)
+            if h in in_ckpt and h not in claimed:
+                guesses.setdefault(h, []).append((k, uid, how))
+                break
+    guessed: dict[int, str] = {}
+    for h, takers in guesses.items():
+        if len(takers) == 1:
+            k, uid, how = takers[0]
+            claim(ops[k], h, UID_HASH, f"uid {uid!r} ({how}) hashes to this id", uid)
+            ops[k].uid_known = True
+            guessed[k] = uid
+        else:
+            for k, _, _ in takers:
+                ops[k].reason = f"id {h} fits more than one operator by uid guess"
 
     # 4. generated ids (StreamGraphHasherV2): on the stream graph, or on one rebuilt from the job-graph plan.
     candidates: list[_Candidate] = []
@@ -704,7 +808,7 @@ def bind(
                 candidates=op.candidates if op.method in (UNBOUND, deduction.INDISTINCT) else (),
             )
         )
-    return Binding(
+    binding = Binding(
         tuple(out),
         tuple(h for h in ckpt if h not in claimed),
         rules.line,
@@ -712,6 +816,7 @@ def bind(
         chained_outputs,
         solutions,
     )
+    return binding, guessed
 
 
 def _evidence(f: deduction.OperatorFacts) -> str:
