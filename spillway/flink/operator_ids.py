@@ -100,6 +100,7 @@ INDISTINCT = deduction.INDISTINCT
 OperatorFacts = deduction.OperatorFacts
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_FORWARD_KEYED = "keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)"
 
 
 # --------------------------------------------------------------------------------------------------- hashing
@@ -133,10 +134,13 @@ def _traverse(
     rules: ChainRules,
     fixed: Mapping[int, bytes | None],
     chained_edges: Collection[tuple[int, int]] | None = None,
+    out_order: Mapping[int, Sequence[StreamEdge]] | None = None,
 ) -> _Traversal:
     """``StreamGraphHasherV2.traverseStreamGraphAndGenerateHashes``. ``fixed`` holds the nodes with a
     user-specified id (uid): their id (``None`` if the uid is not known) is taken as is, whether their inputs
-    are hashed yet or not — as Flink does. Every other node gets the deterministic hash."""
+    are hashed yet or not — as Flink does. Every other node gets the deterministic hash. ``out_order``: node ->
+    its out-edges in the order Flink visits them, where it differs from the graph's (a plan does not print it)."""
+    order = out_order or {}
     chainable = chain_predicate(graph, rules, chained_edges)
     ids: dict[int, bytes | None] = {}
     positions: dict[int, int] = {}
@@ -160,7 +164,7 @@ def _traverse(
         else:
             done = False  # revisited once another input is hashed
         if done:
-            for e in graph.out_edges(nid):
+            for e in order.get(nid, graph.out_edges(nid)):
                 if e.target not in visited:
                     visited.add(e.target)
                     queue.append(e.target)
@@ -378,6 +382,9 @@ class Binding:
     #: How many assignments of the operators left after the exact methods fit the checkpoint's facts (None: the
     #: structural step did not run; 0: none fits — the plan does not describe this checkpoint as given).
     solutions: int | None = None
+    #: The structural step fitted only by admitting keyed state behind a FORWARD edge (reinterpretAsKeyedStream):
+    #: weaker evidence, as a plan that lost a keyBy fits the same way.
+    forward_keyed: bool = False
 
     def by_name(self, name: str) -> list[BoundOperator]:
         return [b for b in self.operators if b.name == name]
@@ -462,8 +469,8 @@ def bind(
         facts,
         absent_allowed,
     )
-    # Each guess is checked once, against the binding with every other guess that stands: a guess is not refuted
-    # for lack of other guesses (those are checked on their own).
+    # Each guess is checked once, against the binding with every other guess that stands, then all together
+    # (two names that are each other's uids support each other: only the binding without both shows it).
     dropped: frozenset[int] = frozenset()
     checked: set[int] = set()
     binding, guessed = _bind_pass(args, dropped)
@@ -472,7 +479,14 @@ def bind(
     while set(guessed) - checked:
         todo = set(guessed) - checked
         checked |= todo
-        refuted = {i for i in todo if not _survives_without(args, dropped | {i}, i, binding.operators[i])}
+        refuted = {
+            i
+            for i in todo
+            if not _only_behind_forward(args, binding.operators[i])
+            and not _survives(_bind_pass(args, dropped | {i})[0], i, binding.operators[i])
+        }
+        without_all = _bind_pass(args, dropped | set(guessed))[0]
+        refuted |= {i for i in set(guessed) - refuted if _contradicted(without_all, i, binding.operators[i])}
         if not refuted:
             break
         dropped |= refuted
@@ -480,6 +494,41 @@ def bind(
     if not dropped:
         return binding
     return _with_dropped_guesses(binding, dropped, args)
+
+
+def _survives(without: Binding, i: int, bound: BoundOperator) -> bool:
+    """Whether the binding made without operator ``i``'s uid guess still gives it the guessed id exactly, or
+    leaves it among ids no command can tell apart (no state, finished alike), or fits the checkpoint in no way at
+    all or only by admitting keyed state behind a FORWARD edge (then the plan may not be this checkpoint's job, and
+    the guess is not what is wrong): only then is the guess more than a name that happens to be some operator's
+    uid."""
+    if without.solutions == 0 or without.forward_keyed:
+        return True
+    other = without.operators[i]
+    if other.exact:
+        return other.operator_id == bound.operator_id
+    # Ids that hold no state and finished alike: nothing any command does depends on which of them it is.
+    return other.method == INDISTINCT and bound.operator_id in other.candidates
+
+
+def _only_behind_forward(args: _BindArgs, bound: BoundOperator) -> bool:
+    """The guessed id holds keyed state and the operator's keyed inputs can only be FORWARD edges
+    (reinterpretAsKeyedStream): the structural step admits that only when nothing else fits, so a binding made
+    without the guess is no fair test of it."""
+    graph = args.plan if isinstance(args.plan, StreamGraph) else None
+    fact = next((f for f in args.facts or () if f.operator_id == bound.operator_id), None)
+    if graph is None or fact is None or not fact.keyed or bound.node_id is None:
+        return False
+    node = graph.node(bound.node_id)
+    strict = deduction.compatible(graph, node, fact, forward_keyed=False)
+    return strict is not None and deduction.compatible(graph, node, fact, forward_keyed=True) is None
+
+
+def _contradicted(without: Binding, i: int, bound: BoundOperator) -> bool:
+    """The binding made without any guess gives operator ``i`` another id, exactly."""
+    other = without.operators[i]
+    fits = without.solutions != 0 and not without.forward_keyed
+    return fits and other.exact and other.operator_id != bound.operator_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,18 +543,6 @@ class _BindArgs:
     checkpoint_parallelism: Mapping[str, int] | None
     facts: Sequence[OperatorFacts] | None
     absent_allowed: bool
-
-
-def _survives_without(args: _BindArgs, dropped: frozenset[int], i: int, bound: BoundOperator) -> bool:
-    """Whether the binding made without operator ``i``'s uid guess (and the guesses already refuted) still gives it
-    the guessed id exactly, or leaves it among ids no command can tell apart (no state, finished alike): only then
-    is the guess more than a name that happens to be some operator's uid."""
-    again, _ = _bind_pass(args, dropped)
-    other = again.operators[i]
-    if other.exact:
-        return other.operator_id == bound.operator_id
-    # Ids that hold no state and finished alike: nothing any command does depends on which of them it is.
-    return other.method == INDISTINCT and bound.operator_id in other.candidates
 
 
 def _with_dropped_guesses(binding: Binding, dropped: frozenset[int], args: _BindArgs) -> Binding:
@@ -687,6 +724,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
     # how many out-edges Flink chained.
     solutions: int | None = None
+    loop_notes: list[str] = []
     if candidates:
         cand = candidates[0]
         node_of = {i: nid for nid, i in cand.op_of.items()}
@@ -743,7 +781,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
                 continue
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
-                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, [], chained_outputs)
+                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs)
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
             break
@@ -780,6 +818,8 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
                     )
                     changed = True
 
+    forward_keyed = any(n == _FORWARD_KEYED for n in (*loop_notes, *notes))
+
     # 6. reasons for what is left.
     out: list[BoundOperator] = []
     for op in ops:
@@ -815,6 +855,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
         tuple(notes),
         chained_outputs,
         solutions,
+        forward_keyed,
     )
     return binding, guessed
 
@@ -915,7 +956,7 @@ def _deduce(
             ops[i].reason = "no consistent assignment exists (see the notes)"
         return 0
     if m.forward_keyed:
-        notes.append("keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)")
+        notes.append(_FORWARD_KEYED)
     how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s) met"
     for i in open_ops:
         op = ops[i]
@@ -982,6 +1023,33 @@ class _Candidate:
     graph: StreamGraph
     op_of: dict[int, int]
     chained: Collection[tuple[int, int]] | None
+    #: Out-edge order tried at the fan-out nodes (node -> edges), when the graph's order is inferred.
+    out_order: Mapping[int, tuple[StreamEdge, ...]] = field(default_factory=dict)
+
+
+#: Most output orders tried per candidate graph; past it, ids whose position depends on the order are not taken.
+_MAX_ORDERS = 720
+
+
+def _with_output_orders(cand: _Candidate, most: int = _MAX_ORDERS) -> tuple[list[_Candidate], bool]:
+    """``cand`` once per order of the out-edges of its fan-out nodes, when a plan did not give Flink's order (a
+    node's breadth-first position, hence its generated id, depends on it: the order a plan implies is no proof).
+    Returns (variants, complete): not complete when there are more than ``most`` orders (then only ``cand``
+    itself)."""
+    graph = cand.graph
+    if not graph.inferred_edge_order:
+        return [cand], True
+    fans = [n.id for n in graph.nodes if len(graph.out_edges(n.id)) > 1]
+    total = 1
+    for n in fans:
+        for k in range(2, len(graph.out_edges(n)) + 1):
+            total *= k
+    if total > most:
+        return [cand], False
+    variants = []
+    for combo in itertools.product(*(itertools.permutations(graph.out_edges(n)) for n in fans)):
+        variants.append(replace(cand, out_order=dict(zip(fans, combo, strict=True))))
+    return variants, True
 
 
 def _generated_ids(
@@ -1002,10 +1070,17 @@ def _generated_ids(
     With several candidate graphs (unknown source order), only the candidates reproducing the most known ids
     count, and an id is taken only if they all agree on it. Every id taken is one the checkpoint holds.
     """
+    expanded: list[_Candidate] = []
+    every_order = True
+    for c in candidates:
+        variants, complete = _with_output_orders(c, max(1, _MAX_ORDERS // len(candidates)))
+        expanded.extend(variants)
+        every_order = every_order and complete
+    n_orders = len(expanded)
     assume_uid: set[int] = set()
     for _ in range(2 * len(ops) + 2):
         results: list[tuple[int, dict[int, str | None], _Traversal, _Candidate]] = []
-        for cand in candidates:
+        for cand in expanded:
             fixed: dict[int, bytes | None] = {}
             for nid, i in cand.op_of.items():
                 op = ops[i]
@@ -1013,7 +1088,7 @@ def _generated_ids(
                     fixed[nid] = bytes.fromhex(uid_hash(op.uid))
                 elif op.uid_known or i in assume_uid:
                     fixed[nid] = bytes.fromhex(op.operator_id) if op.operator_id else None
-            t = _traverse(cand.graph, rules, fixed, cand.chained)
+            t = _traverse(cand.graph, rules, fixed, cand.chained, cand.out_order)
             gen = {i: _hex(t.ids.get(nid)) for nid, i in cand.op_of.items() if nid not in fixed}
             score = sum(1 for i, h in gen.items() if h is not None and h == ops[i].operator_id)
             results.append((score, gen, t, cand))
@@ -1030,10 +1105,21 @@ def _generated_ids(
             if op.method == UNBOUND and h in in_ckpt and h not in claimed:
                 _, _, t, cand = keep[0]
                 nid = next(n for n, j in cand.op_of.items() if j == i)
-                why = f"StreamGraphHasherV2 gives this id (no uid, breadth-first position {t.positions[nid]})"
-                if cand.graph.inferred_edge_order and _order_sensitive(cand.graph, nid):
-                    why += "; the position assumes Flink's output order"
-                if len(candidates) > 1:
+                sensitive = cand.graph.inferred_edge_order and _order_sensitive(cand.graph, nid)
+                if sensitive and not every_order:
+                    continue  # its position depends on an output order not tried: a hit is no proof
+                positions = sorted({r[2].positions[n] for r in keep for n, j in r[3].op_of.items() if j == i})
+                why = (
+                    "StreamGraphHasherV2 gives this id (no uid, breadth-first position "
+                    + "/".join(map(str, positions))
+                    + ")"
+                )
+                if sensitive and n_orders > 1:
+                    why += (
+                        f"; its position depends on the order of outputs, which a plan does not show: of the "
+                        f"{n_orders} source and output orders tried, every one that reproduces the ids known gives it"
+                    )
+                elif len(candidates) > 1:
                     why += f"; same id under all {len(keep)} source orders that fit the known ids"
                 claim(op, h, DETERMINISTIC_HASH, why)
                 chainable = chain_predicate(cand.graph, rules, cand.chained)

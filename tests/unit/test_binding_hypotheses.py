@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from support.fixtures import Fixture, all_fixtures
 
-from spillway.flink.operator_ids import UID_HASH, VERTEX_ID
+from spillway.flink.deduction import OperatorFacts
+from spillway.flink.operator_ids import UID_HASH, VERTEX_ID, bind, deterministic_ids
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
 from spillway.inspect.topology import operator_binding, parse_plan
 from spillway.storage.load import load_checkpoint
 
@@ -89,3 +91,78 @@ def test_a_chained_operator_named_as_another_chains_uid_is_not_bound_by_it() -> 
             assert b.operator_id == truth[name], (name, b.method, b.reason)
     assert ops["rules-tag"].operator_id == truth["rules-tag"] and ops["rules-tag"].exact
     assert ops["tagging"].operator_id == truth["tagging"] and ops["tagging"].exact
+
+
+# ------------------------------------------------------------------------------------------ output order
+
+
+def _fan_out_plan() -> tuple[dict[str, Any], dict[int, str]]:
+    """Source -> prep (no uid) -> {sink: Writer (chained), count (keyBy)}, where Flink created prep's edge to
+    count before its edge to the writer, as a Sink V2 writer's translation can: the plan lists the writer first
+    (lower node id), so the order a plan implies swaps the two breadth-first positions, hence the two ids.
+    Internal consistency: the ids are StreamGraphHasherV2's rule applied to Flink's order (the real shape is in
+    the <release>-shapes-no-uid fixtures)."""
+    nodes = tuple(
+        StreamNode(i, name, 2, is_source=i == 1)
+        for i, name in [(1, "Source: in"), (2, "prep"), (3, "sink: Writer"), (4, "count")]
+    )
+    flinks_order = (StreamEdge(1, 2, "FORWARD"), StreamEdge(2, 4, "HASH"), StreamEdge(2, 3, "FORWARD"))
+    ids = deterministic_ids(StreamGraph(nodes, flinks_order), "1.20")
+    plan = {
+        "nodes": [
+            {"id": 1, "type": "Source: in", "pact": "Data Source", "contents": "Source: in", "parallelism": 2},
+            {
+                "id": 2,
+                "type": "prep",
+                "pact": "Operator",
+                "contents": "prep",
+                "parallelism": 2,
+                "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}],
+            },
+            {
+                "id": 3,
+                "type": "sink: Writer",
+                "pact": "Operator",
+                "contents": "sink: Writer",
+                "parallelism": 2,
+                "predecessors": [{"id": 2, "ship_strategy": "FORWARD"}],
+            },
+            {
+                "id": 4,
+                "type": "count",
+                "pact": "Operator",
+                "contents": "count",
+                "parallelism": 2,
+                "predecessors": [{"id": 2, "ship_strategy": "HASH"}],
+            },
+        ]
+    }
+    return plan, ids
+
+
+def test_a_generated_id_that_depends_on_an_unknown_output_order_is_no_proof() -> None:
+    plan, ids = _fan_out_plan()
+    graph = parse_stream_plan(plan)
+    # the order a plan implies gives the writer the count's id and the other way round
+    implied = deterministic_ids(graph, "1.20")
+    assert (implied[3], implied[4]) == (ids[4], ids[3])
+    binding = bind(graph, list(ids.values()), release="1.20")
+    by_name = {b.name: b for b in binding.operators}
+    for b in binding.operators:
+        if b.exact:
+            assert b.operator_id == ids[b.node_id], (b.name, b.method, b.reason)
+    assert not by_name["sink: Writer"].exact and not by_name["count"].exact
+    assert by_name["prep"].exact and by_name["prep"].operator_id == ids[2]
+
+
+def test_the_checkpoint_decides_what_the_output_order_does_not() -> None:
+    """With what the checkpoint says (keyed state on the count's id), both are bound, to Flink's ids."""
+    plan, ids = _fan_out_plan()
+    facts = [OperatorFacts(h, 2, keyed=nid == 4, stateless=nid != 4, holds_state=nid == 4) for nid, h in ids.items()]
+    binding = bind(parse_stream_plan(plan), list(ids.values()), release="1.20", facts=facts, absent_allowed=False)
+    assert {b.name: (b.operator_id, b.exact) for b in binding.operators} == {
+        "Source: in": (ids[1], True),
+        "prep": (ids[2], True),
+        "sink: Writer": (ids[3], True),
+        "count": (ids[4], True),
+    }

@@ -709,9 +709,10 @@ def _job_plan(vertices: list[tuple[str, str, list[str]]]) -> JobGraphPlan:
     return parse_job_graph_plan({"plan": {"nodes": nodes}})
 
 
-def test_a_generated_id_behind_a_fan_out_says_it_assumes_flinks_output_order() -> None:
+def test_a_generated_id_behind_a_fan_out_holds_under_every_output_order_that_fits() -> None:
     """From a job-graph plan the order of a node's outputs is not known. A chained operator whose position
-    depends on it (some node on its way from a source has two outputs) says so; one that does not, does not.
+    depends on it (some node on its way from a source has two outputs) is taken only when every order that
+    reproduces the known ids gives it, and says so; one that does not depend on it, does not.
     The graph: source -> (a1 -> a2 chained) and source -> b1; c1 -> c2 chained from a second source."""
     nodes = tuple(
         StreamNode(i, name, 2)
@@ -735,8 +736,8 @@ def test_a_generated_id_behind_a_fan_out_says_it_assumes_flinks_output_order() -
     binding = bind(job, list(ids.values()), release="1.20")
     generated = {b.name: b.reason for b in binding.operators if b.method == DETERMINISTIC_HASH}
     assert set(generated) == {"a2", "c2"}
-    assert "the position assumes Flink's output order" in generated["a2"]
-    assert "output order" not in generated["c2"]
+    assert "every one that reproduces the ids known gives it" in generated["a2"]
+    assert "order of outputs" not in generated["c2"]
 
 
 @pytest.mark.parametrize(
