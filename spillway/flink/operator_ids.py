@@ -66,6 +66,7 @@ __all__ = [
     "deterministic_ids",
     "hasher_rules",
     "infer_chains",
+    "node_ref",
     "parse_job_graph_plan",
     "parse_stream_plan",
     "uid_candidates",
@@ -412,6 +413,23 @@ class _Op:
     candidates: tuple[str, ...] = ()
 
 
+def node_ref(node_id: int | None, vertex_id: str | None, position: int | None) -> str | None:
+    """The form that picks one plan operator where names are shared: ``#7`` (stream node 7), or in a job-graph
+    plan ``#cbc357cc.1`` (the vertex id's first eight digits, the chain position)."""
+    if node_id is not None:
+        return f"#{node_id}"
+    if vertex_id is not None and position is not None:
+        return f"#{vertex_id[:8]}.{position}"
+    return None
+
+
+def _given(op: _Op, overrides: Mapping[str, str]) -> str | None:
+    ref = node_ref(op.node_id, op.vertex_id, op.position)
+    if ref is not None and ref in overrides:
+        return overrides[ref]
+    return overrides.get(op.name)
+
+
 def _norm(op_id: str) -> str:
     h = op_id.strip().lower().replace("-", "")
     if not _HEX32.match(h):
@@ -437,7 +455,8 @@ def bind(
     ``plan``: a stream graph (:func:`parse_stream_plan`) or a job-graph plan (:func:`parse_job_graph_plan`);
     ``job_graph``: optionally the job-graph plan of the same job next to a stream graph (gives vertex ids and the
     actual chains). ``stored``: id -> (name, uid) when the metadata stores them (V5+). ``uid_overrides``:
-    operator name -> uid the user knows. ``release`` (preferred) or ``format_version`` selects the rules.
+    operator name, or plan node (:func:`node_ref`: ``#7``), -> uid the user knows; the node wins over the name.
+    ``release`` (preferred) or ``format_version`` selects the rules.
     ``checkpoint_parallelism``: id -> parallelism from the metadata (narrows elimination).
 
     ``facts``: what the checkpoint says of each id (:class:`~spillway.flink.deduction.OperatorFacts`); with them
@@ -618,7 +637,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     if stored_n:
         names = [op.name for op in ops]
         for op in ops:
-            uid = overrides.get(op.name)
+            uid = _given(op, overrides)
             if uid is not None:
                 continue  # checked in step 2
             hits = [k for k, (name, _) in stored_n.items() if name == op.name and k in in_ckpt and k not in claimed]
@@ -633,7 +652,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     for op in ops:
         if op.method != UNBOUND:
             continue
-        given = overrides.get(op.name)
+        given = _given(op, overrides)
         if given is None:
             continue
         h = uid_hash(given)
@@ -683,7 +702,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # the checkpoint and no other operator's guess gives the same id.
     guesses: dict[str, list[tuple[int, str, str]]] = {}
     for k, op in enumerate(ops):
-        if op.method != UNBOUND or op.name in overrides:
+        if op.method != UNBOUND or _given(op, overrides) is not None:
             continue
         cands = uid_candidates(op.name)
         op.tried = tuple(u for u, _ in cands)

@@ -395,12 +395,25 @@ def _operator_binding(
         plan,
         [o.operator_id for o in checkpoint.operators],
         stored=stored or None,
-        uid_overrides=topology.uids or None,
+        uid_overrides=_uids_by_node(topology) or None,
         format_version=checkpoint.format_version,
         checkpoint_parallelism={o.operator_id: o.parallelism for o in checkpoint.operators},
         facts=facts,
         absent_allowed=not stores_stateless(checkpoint),
     )
+
+
+def _uids_by_node(topology: Topology) -> dict[str, str]:
+    """The user's uids keyed by the plan node each names (``#7``) where it names exactly one — by any name the
+    plan shows for it, or ``NAME#REF`` — else by the name as given."""
+    from spillway.inspect.plan_names import plan_nodes, resolve_node
+
+    nodes = plan_nodes(topology) if topology.uids else []
+    out: dict[str, str] = {}
+    for key, uid in topology.uids.items():
+        hits = resolve_node(topology, key, nodes)
+        out[hits[0].ref if len(hits) == 1 else key] = uid
+    return out
 
 
 def _chain_edges(

@@ -127,6 +127,8 @@ class RescalePlan:
 
 def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str) -> str:
     """A vertex by job-vertex id, or by uid (also through Flink's uid hash) or name of any operator in its chain."""
+    from spillway.inspect.plan_names import vertex_nodes
+
     hits: list[str] = []
     hashed = uid_hash(name)  # a uid names its operator by Flink's hash on every release
     for key, b in bound.items():
@@ -134,15 +136,20 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
         ops = [o for o in (b.head, b.tail, *b.members) if o is not None]
         ids = {v.key, v.vertex_id or ""} | {o.operator_id for o in ops}
         uids = {o.uid for o in ops if o.uid}
-        names = set(v.names) | {o.name for o in ops if o.name}
-        if name in ids or name in uids or name in names or hashed in ids:
+        stored = {o.name for o in ops if o.name}
+        if name in ids or name in uids or name in stored or hashed in ids:
             hits.append(key)
+    by_name = vertex_nodes(topology, name)  # any name the plan shows (Kind[N], a description, NAME#NODE)
+    if by_name is not None:
+        hits = sorted(set(hits) | (by_name & set(bound)))
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(sorted(b.vertex.label() for b in bound.values()))
     if not hits:  # a mistaken argument, as an unknown --operator is for repair: exit 2
-        raise UsageError(f"no vertex {name!r} in the plan (vertex id, operator uid or name); vertices: {known}")
-    raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id")
+        raise UsageError(
+            f"no vertex {name!r} in the plan (vertex id, operator uid or name, NAME#NODE); vertices: {known}"
+        )
+    raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id or NAME#NODE")
 
 
 def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
