@@ -136,8 +136,8 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
         ops = [o for o in (b.head, b.tail, *b.members) if o is not None]
         ids = {v.key, v.vertex_id or ""} | {o.operator_id for o in ops}
         uids = {o.uid for o in ops if o.uid}
-        stored = {o.name for o in ops if o.name}
-        if name in ids or name in uids or name in stored or hashed in ids:
+        names = set(v.names) | {o.name for o in ops if o.name}
+        if name in ids or name in uids or name in names or hashed in ids:
             hits.append(key)
     by_name = vertex_nodes(topology, name)  # any name the plan shows (Kind[N], a description, NAME#NODE)
     if by_name is not None:
@@ -309,6 +309,11 @@ def build_plan(
             )
         if ep.strategy.upper() in ("FORWARD", "RESCALE"):
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
+        if ep.down_head == NO_HEAD:
+            raise RescaleRefused(
+                f"edge {ep.label} carries records that move into its downstream head's input state, and that head "
+                "holds no state in this checkpoint, so its operator id is not there to write them to"
+            )
     sources = _with_segments_and_watermarks(sources, edges)
     return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys)
 
@@ -344,8 +349,16 @@ def _edge_plan(
     else:
         raise RescaleRefused(f"edge {label}: ship strategy {e.ship_strategy!r} is not supported by rescale")
     head = bound[down.key].head
-    if head is None:
-        raise RescaleRefused(f"vertex {down.label}: its head operator is not in the checkpoint")
+    if head is None and not (bound[down.key].known and bound[down.key].known[0]):
+        raise RescaleRefused(
+            f"vertex {down.label}: which checkpoint operator is its head {bound[down.key].vertex.names[0]!r} is not "
+            "known (the checkpoint's evidence fits more than one); give its uid (--uid NAME=UID), or pass the "
+            "job-graph plan"
+        )
+    # A head known to hold no state (left out of this checkpoint, or indistinct among stateless operators): no
+    # channel state is on its side; an edge into it is planned, and refused below only if records must move
+    # into its input state (NO_HEAD).
+    max_parallelism = head.max_parallelism if head is not None else _vertex_max_parallelism(bound[down.key])
     tail = bound[up.key].tail
     partition = up_outputs_index(bound[up.key].vertex, e)
     return EdgePlan(
@@ -359,12 +372,22 @@ def _edge_plan(
         up.new_p,
         down.old_p,
         down.new_p,
-        head.max_parallelism,
-        head.operator_id,
+        max_parallelism,
+        head.operator_id if head is not None else NO_HEAD,
         tail.operator_id if tail is not None else None,
         key,
         key_fn,
     )
+
+
+#: ``EdgePlan.down_head`` of a vertex whose head holds no state in the checkpoint (its id is not there).
+NO_HEAD = ""
+
+
+def _vertex_max_parallelism(b: BoundVertex) -> int:
+    """Max parallelism of a vertex whose head is not in the checkpoint: its operators' in the checkpoint share it
+    (one per vertex); 0 when none is there (then no key group is ever computed for it)."""
+    return next((o.max_parallelism for o in b.members), 0)
 
 
 def up_outputs_index(v: Vertex, e: Edge) -> int:
