@@ -9,11 +9,17 @@ or a pointwise predecessor that is all running.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 
+from spillway.flink import operator_ids
 from spillway.flink.stream_graph import is_forward
-from spillway.inspect.topology import BoundVertex, Topology, bind, operator_binding
+from spillway.inspect.topology import BoundVertex, Topology, bind_job, bind_variant
 from spillway.model.checkpoint import Checkpoint, OperatorState
+
+#: Most assignments of the open operators tried to see whether they all give one verdict.
+MAX_ASSIGNMENTS = 2000
 
 FULLY = "FULLY_FINISHED"
 PARTIALLY = "PARTIALLY_FINISHED"
@@ -44,8 +50,14 @@ class Verdict:
     # chained they make a vertex with mixed state, unchained they do not, so the verdict hangs on them.
     chain_doubts: list[str] = field(default_factory=list)
 
+    #: How many assignments of the operators the binding leaves open were checked, each giving this verdict (0:
+    #: the binding alone decided it, or they do not all agree). Then the verdict is certain all the same.
+    assignments_agree: int = 0
+
     @property
     def certain(self) -> bool:
+        if self.assignments_agree:
+            return True
         return not self.unplaced_finished and not self.chain_doubts and UNKNOWN not in self.classification.values()
 
     @property
@@ -104,7 +116,88 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
 
 
 def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
-    bound = bind(topology, checkpoint)
+    """Flink's FLIP-147 verdict for restoring ``checkpoint`` into the job of ``topology``. When the binding leaves
+    operators open, every assignment of them the checkpoint's evidence allows is tried: if all give one answer
+    and the same violations, that is Flink's answer, whichever assignment is the job's."""
+    job = bind_job(topology, checkpoint)
+    verdict = _check(topology, checkpoint, job.vertices, job.operators)
+    if verdict.certain or job.operators is None:
+        return verdict
+    agreed: Verdict | None = None
+    count = 0
+    for variant in _assignments(job.operators):
+        count += 1
+        if count > MAX_ASSIGNMENTS:
+            return verdict
+        view, vertices, _ = bind_variant(topology, checkpoint, variant)
+        one = _check(view, checkpoint, vertices, variant)
+        if not one.certain:
+            return verdict  # e.g. a chain Flink may cut or not: the assignment is not all that is open
+        if agreed is None:
+            agreed = one
+        elif (one.answer, _rules(one)) != (agreed.answer, _rules(agreed)):
+            return verdict
+    if agreed is None:
+        return verdict
+    classification = {
+        label: kind if kind != UNKNOWN else agreed.classification.get(label, UNKNOWN)
+        for label, kind in verdict.classification.items()
+    }
+    notes = [
+        *(n for n in verdict.notes if "its class is unknown" not in n),
+        f"the binding leaves operators open, and each of the {count} assignments the checkpoint's evidence allows "
+        "gives this verdict: it is Flink's whichever is the job's",
+    ]
+    return replace(
+        agreed,
+        classification=classification,
+        notes=notes,
+        uncertain_vertices=verdict.uncertain_vertices,
+        assignments_agree=count,
+    )
+
+
+def _rules(v: Verdict) -> frozenset[tuple[str, str]]:
+    return frozenset((x.rule, x.vertex) for x in v.violations)
+
+
+def _assignments(binding: operator_ids.Binding) -> Iterator[operator_ids.Binding]:
+    """The binding with its open operators (unbound or indistinct, with candidates) bound each way their candidates
+    allow: every checkpoint id left to one operator, every one left taken. A superset of the assignments the
+    structural step found consistent (it also weighed pairs of neighbours), so agreement over it is agreement over
+    them."""
+    ops = list(binding.operators)
+    open_at = [
+        i
+        for i, b in enumerate(ops)
+        if b.method in (operator_ids.UNBOUND, operator_ids.INDISTINCT) and b.candidates and not b.exact
+    ]
+    if not open_at:
+        return
+    left = set(binding.unclaimed)
+    for values in itertools.product(*(ops[i].candidates for i in open_at)):
+        used = [v for v in values if v != "-"]
+        if len(used) != len(set(used)) or not left <= set(used):
+            continue
+        variant = list(ops)
+        for i, v in zip(open_at, values, strict=True):
+            variant[i] = replace(
+                ops[i],
+                method=operator_ids.DEDUCED,
+                operator_id=None if v == "-" else v,
+                in_checkpoint=v != "-",
+                exact=v != "-",
+                candidates=(),
+            )
+        yield replace(binding, operators=tuple(variant), unclaimed=())
+
+
+def _check(
+    topology: Topology,
+    checkpoint: Checkpoint,
+    bound: dict[str, BoundVertex],
+    binding: operator_ids.Binding | None,
+) -> Verdict:
     exact = {key: b for key, b in bound.items() if b.complete}
     verdict = Verdict({})
     classes: dict[str, str] = {}
@@ -174,7 +267,6 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
             classes[key] = kinds.pop() if kinds else RUNNING
         verdict.classification[label] = classes[key]
     if topology.stream_graph is not None:
-        binding = operator_binding(topology, checkpoint)
         by_node = {
             o.node_id: o.operator_id
             for o in (binding.operators if binding else [])

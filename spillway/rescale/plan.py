@@ -16,7 +16,7 @@ from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind, operator_binding
+from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind_job, operator_binding
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage.locate import FileResolver
@@ -116,6 +116,8 @@ class RescalePlan:
     notes: list[str] = field(default_factory=list)
     lost: list[LostChannel] = field(default_factory=list)
     lost_keys: set[ChannelKey] = field(default_factory=set)  # the handles of the lost channels
+    #: The plan with the chains the binding found (its vertex keys are ``vertices``' keys).
+    view: Topology | None = None
 
     def rescaled(self) -> list[VertexPlan]:
         return [v for v in self.vertices.values() if v.rescaled]
@@ -192,10 +194,12 @@ def build_plan(
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
     where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
     check_buffers(buffer_size, 0, 0)
-    bound = bind(topology, cp)
-    new_p = {resolve_vertex(topology, bound, k): n for k, n in parallelism.items()}
-    key_of = {resolve_vertex(topology, bound, k): s for k, s in (keys or {}).items()}
-    fn_of = {resolve_vertex(topology, bound, k): s for k, s in (key_fns or {}).items()}
+    job = bind_job(topology, cp)
+    bound = job.vertices
+    view = job.view or topology  # the plan with the chains the binding found: its vertices are bound's keys
+    new_p = {resolve_vertex(view, bound, k): n for k, n in parallelism.items()}
+    key_of = {resolve_vertex(view, bound, k): s for k, s in (keys or {}).items()}
+    fn_of = {resolve_vertex(view, bound, k): s for k, s in (key_fns or {}).items()}
 
     vertices: dict[str, VertexPlan] = {}
     claimed: dict[str, str] = {}
@@ -244,11 +248,11 @@ def build_plan(
             "(REST /jobs/<job-id>/plan)"
         )
 
-    cmap = logical_channels(topology, bound, cp)
+    cmap = logical_channels(view, bound, cp)
     edges: list[EdgePlan] = []
     edge_index: dict[int, EdgePlan] = {}
     notes: list[str] = []
-    for e in topology.edges():
+    for e in view.edges():
         up, down = vertices[e.upstream], vertices[e.downstream]
         if not (up.rescaled or down.rescaled):
             continue
@@ -315,7 +319,7 @@ def build_plan(
                 "holds no state in this checkpoint, so its operator id is not there to write them to"
             )
     sources = _with_segments_and_watermarks(sources, edges)
-    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view)
 
 
 def _edge_plan(

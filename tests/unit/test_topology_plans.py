@@ -132,15 +132,19 @@ def test_a_job_graph_plans_edges_are_flinks_edges_between_vertices(name: str) ->
 
 @pytest.mark.parametrize("name", ["1.12.5-prod", "1.15.4-prod-no-uid", "2.3.0-no-uid", "2.3.0-unaligned"])
 def test_a_stream_graph_plan_is_rechained_as_flink_chained_it(name: str) -> None:
-    """After binding, the stream-graph plan's vertices are Flink's job vertices (ids.json: which node is in which
+    """The binding's view of the stream-graph plan has Flink's job vertices (ids.json: which node is in which
     vertex; edges the evidence leaves open are taken as chained, Flink's default, which these jobs keep), keyed by
     the head's node id, each with its operators head first and the plan's parallelism. (The plan's node ids are
-    those of getExecutionPlan(), which numbers a sink's expansion apart from the job's: compared by name.)"""
+    those of getExecutionPlan(), which numbers a sink's expansion apart from the job's: compared by name.) The
+    plan itself keeps its chains as read: the binding is a value, not a change to the plan."""
     fx = fixture_named(name)
     ids = _ids(fx)
-    topology = load_plan(fx.root / "plan.json")
-    plan_ids = {n["type"]: n["id"] for n in topology.source_doc["nodes"]}
-    bind_job(topology, _checkpoint(fx))
+    plan = load_plan(fx.root / "plan.json")
+    as_read = {k: (v.node_ids, v.names) for k, v in plan.vertices.items()}
+    plan_ids = {n["type"]: n["id"] for n in plan.source_doc["nodes"]}
+    topology = bind_job(plan, _checkpoint(fx)).view
+    assert topology is not None
+    assert {k: (v.node_ids, v.names) for k, v in plan.vertices.items()} == as_read
     node_of = {n["operator_id"]: n for n in ids["stream_nodes"]}
     expected = {}
     for v in ids["vertices"]:
