@@ -50,6 +50,8 @@ class Verdict:
     # chained they make a vertex with mixed state, unchained they do not, so the verdict hangs on them.
     chain_doubts: list[str] = field(default_factory=list)
 
+    #: With chains in doubt: whether every chaining of them the plan allows gives a refusal (None: not tried).
+    refusal_holds: bool | None = None
     #: How many assignments of the operators the binding leaves open were checked, each giving this verdict (0:
     #: the binding alone decided it, or they do not all agree). Then the verdict is certain all the same.
     assignments_agree: int = 0
@@ -67,9 +69,10 @@ class Verdict:
 
     @property
     def answer(self) -> bool | None:
-        """Flink's answer: False when it refuses, True when it accepts, None when that cannot be known here."""
+        """Flink's answer: False when it refuses, True when it accepts, None when that cannot be known here (a
+        refusal that another chaining the plan allows would not give is no answer)."""
         if self.violations:
-            return False
+            return None if self.refusal_holds is False else False
         return True if self.certain else None
 
 
@@ -91,6 +94,10 @@ def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[Operat
 
 
 def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
+    return [text for _, text in _doubted_edges(topology, node_class)]
+
+
+def _doubted_edges(topology: Topology, node_class: dict[int, str]) -> list[tuple[tuple[int, int], str]]:
     """Edges of a stream-graph plan that Flink may chain or not, joining operators of different finished state.
 
     What the plan shows is necessary for chaining (FORWARD, same parallelism, a single input, not BATCH), what
@@ -100,7 +107,7 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
     sg = topology.stream_graph
     if sg is None:
         return []
-    doubts = []
+    doubts: list[tuple[tuple[int, int], str]] = []
     for e in sg.edges:
         src, dst = sg.node(e.source), sg.node(e.target)
         if not is_forward(e.partitioner) or e.exchange_mode.upper() == "BATCH":
@@ -111,7 +118,7 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
             continue  # known not to chain
         a, b = node_class.get(src.id), node_class.get(dst.id)
         if a is not None and b is not None and a != b:
-            doubts.append(f"{src.name} ({a}) -> {dst.name} ({b})")
+            doubts.append(((e.source, e.target), f"{src.name} ({a}) -> {dst.name} ({b})"))
     return doubts
 
 
@@ -121,6 +128,8 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
     and the same violations, that is Flink's answer, whichever assignment is the job's."""
     job = bind_job(topology, checkpoint)
     verdict = _check(topology, checkpoint, job.vertices, job.operators)
+    if verdict.violations and verdict.chain_doubts and job.operators is not None:
+        verdict.refusal_holds = _refused_however_chained(job.view or topology, checkpoint, job.operators)
     if verdict.certain or job.operators is None:
         return verdict
     agreed: Verdict | None = None
@@ -155,6 +164,39 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
         uncertain_vertices=verdict.uncertain_vertices,
         assignments_agree=count,
     )
+
+
+#: Most chain alternatives (2 ** doubted edges) tried to see whether a refusal holds however Flink chained.
+MAX_CHAIN_ALTERNATIVES = 64
+
+
+def _refused_however_chained(topology: Topology, checkpoint: Checkpoint, binding: operator_ids.Binding) -> bool | None:
+    """Whether Flink refuses under every chaining of the edges in doubt (each chained or cut): True; False when
+    some chaining gives no refusal; None when there are too many to try. A refusal found with the chains assumed
+    is not Flink's answer when another chaining the plan allows restores."""
+    sg = topology.stream_graph
+    if sg is None or topology.source_doc is None:
+        return None
+    node_class: dict[int, str] = {}
+    for b in bind_variant(topology, checkpoint, binding)[1].values():
+        if b.complete:
+            node_class.update({n: classify(o) for n, o in zip(b.vertex.node_ids, b.operators, strict=False)})
+    doubted = [e for e, _ in _doubted_edges(topology, node_class)]
+    if not doubted or 2 ** len(doubted) > MAX_CHAIN_ALTERNATIVES:
+        return None
+    vertex_of = {n: key for key, v in topology.vertices.items() for n in v.node_ids}
+    chained = {(e.source, e.target) for e in sg.edges if vertex_of.get(e.source) == vertex_of.get(e.target)}
+    for states in itertools.product((True, False), repeat=len(doubted)):
+        alternative = set(chained)
+        for edge, on in zip(doubted, states, strict=True):
+            if on:
+                alternative.add(edge)
+            else:
+                alternative.discard(edge)
+        view, vertices, _ = bind_variant(topology, checkpoint, binding, alternative)
+        if not _check(view, checkpoint, vertices, binding).violations:
+            return False
+    return True
 
 
 def _rules(v: Verdict) -> frozenset[tuple[str, str]]:

@@ -511,19 +511,25 @@ def _tail_position(v: JobVertexPlan) -> int:
 
 
 def bind_variant(
-    topology: Topology, checkpoint: Checkpoint, binding: operator_ids.Binding
+    topology: Topology,
+    checkpoint: Checkpoint,
+    binding: operator_ids.Binding,
+    chained: set[tuple[int, int]] | None = None,
 ) -> tuple[Topology, dict[str, BoundVertex], dict[tuple[int, int], str]]:
     """The plan's vertices under ``binding`` (e.g. one assignment of the operators a binding leaves open): the
-    chains its evidence gives (for a stream-graph plan of the checkpoint's job), each vertex's operators and the
-    chain edges' states. The topology returned is a copy when its chains differ; ``topology`` is not changed."""
+    chains its evidence gives (for a stream-graph plan of the checkpoint's job) or exactly the edges ``chained``
+    ((source, target) node pairs), each vertex's operators and the chain edges' states. The topology returned is a
+    copy when its chains differ; ``topology`` is not changed."""
     edges: dict[tuple[int, int], str] = {}
     view = topology
-    if topology.describes_checkpoint and topology.stream_graph is not None and topology.source_doc is not None:
-        edges, _ = _chain_edges(topology.stream_graph, binding, operator_facts(checkpoint), checkpoint.format_version)
-        chained = {e for e, state in edges.items() if state != CUT}
-        view = dataclasses.replace(
-            topology, vertices=_stream_graph(list(topology.source_doc["nodes"]), chained).vertices
-        )
+    if topology.stream_graph is not None and topology.source_doc is not None:
+        if chained is None and topology.describes_checkpoint:
+            facts = operator_facts(checkpoint)
+            edges, _ = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
+            chained = {e for e, state in edges.items() if state != CUT}
+        if chained is not None:
+            rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
+            view = dataclasses.replace(topology, vertices=rebuilt.vertices)
     return view, _bound_vertices(view, checkpoint, binding, edges), edges
 
 
