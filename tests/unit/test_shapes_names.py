@@ -86,3 +86,28 @@ def test_a_uid_for_a_default_name_three_operators_carry_is_refused(fx: Fixture) 
         read_plan(fx.root / "plan.json", uids={"KeyedProcess": "join-state"})
     for n in keyed:
         assert f"KeyedProcess#{n['id']}" in str(err.value)
+
+
+@pytest.mark.parametrize("fx", SHAPES)
+def test_the_job_graph_form_picks_a_chained_operator_of_a_shared_name(fx: Fixture) -> None:
+    """``Map#VVVVVVVV.P`` (the job vertex id's first eight digits, the chain position) gives one of six ``Map``
+    nodes its uid in a job-graph plan; it binds to Flink's id for it (ids.json)."""
+    from spillway.api.plans import read_plan
+
+    ids = json.loads((fx.root / "ids.json").read_text())
+    (parse,) = [n for n in ids["stream_nodes"] if n["uid"] == "parse-events"]
+    (vertex,) = [v for v in ids["vertices"] if parse["operator_id"] in v["operator_ids"]]
+    position = list(reversed(vertex["operator_ids"])).index(parse["operator_id"])  # head first
+    assert position > 0 and parse["name"] == "Map"
+    key = f"Map#{vertex['id'][:8]}.{position}"
+    topology = read_plan(fx.root / "jobgraph.json", uids={key: "parse-events"})
+    assert topology is not None
+    binding = operator_binding(topology, load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert binding is not None
+    (picked,) = [b for b in binding.operators if b.vertex_id == vertex["id"] and b.position == position]
+    assert (picked.name, picked.method, picked.operator_id, picked.exact) == (
+        "Map",
+        "uid-hash",
+        parse["operator_id"],
+        True,
+    )
