@@ -71,20 +71,24 @@ def read_plan(
         if not isinstance(name, str) or not isinstance(uid, str) or not name or not uid:
             raise UsageError(f"uids: {name!r}: expected {{operator name: uid}} with non-empty strings")
         merged[name] = uid
+    from spillway.inspect.plan_names import check_uid_names
     from spillway.inspect.topology import Topology, load_plan, parse_plan
     from spillway.storage.rest import is_job_url
 
     if isinstance(plan, Topology):
         if merged:
+            check_uid_names(plan, merged)
             plan.uids = {**plan.uids, **merged}
         return plan
     if is_job_url(str(plan)):
         from spillway.storage.rest import fetch_plan
 
         topology = parse_plan(fetch_plan(str(plan)), str(plan))
-        topology.uids = merged
-        return topology
-    return load_plan(Path(plan), merged)
+    else:
+        topology = load_plan(Path(plan))
+    check_uid_names(topology, merged)
+    topology.uids = merged
+    return topology
 
 
 def job_checkpoint(path: PathLike) -> str:

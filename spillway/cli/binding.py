@@ -37,8 +37,11 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     for col in ("operator", "bound by", "operator id", "what would make it certain"):
         prose = col == "what would make it certain"
         table.add_column(col, no_wrap=not prose, overflow="fold" if prose else "ellipsis")
+    shared = {n for n, k in Counter(b["operator"] for b in rows).items() if k > 1}
     for b in rest:
-        table.add_row(escape(b["operator"]), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
+        # a name several operators carry is shown with the form that picks this one (what --uid/-p take)
+        name = b["operator"] + (b.get("plan_node") or "" if b["operator"] in shared else "")
+        table.add_row(escape(name), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
     print_wide(table)
     template = api.uid_map_template(rows)
     if template:

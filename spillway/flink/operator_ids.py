@@ -19,7 +19,7 @@ import re
 import struct
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import mmh3
 
@@ -66,6 +66,7 @@ __all__ = [
     "deterministic_ids",
     "hasher_rules",
     "infer_chains",
+    "node_ref",
     "parse_job_graph_plan",
     "parse_stream_plan",
     "uid_candidates",
@@ -103,6 +104,7 @@ INDISTINCT = deduction.INDISTINCT
 OperatorFacts = deduction.OperatorFacts
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_FORWARD_KEYED = "keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)"
 
 
 # --------------------------------------------------------------------------------------------------- hashing
@@ -136,10 +138,13 @@ def _traverse(
     rules: ChainRules,
     fixed: Mapping[int, bytes | None],
     chained_edges: Collection[tuple[int, int]] | None = None,
+    out_order: Mapping[int, Sequence[StreamEdge]] | None = None,
 ) -> _Traversal:
     """``StreamGraphHasherV2.traverseStreamGraphAndGenerateHashes``. ``fixed`` holds the nodes with a
     user-specified id (uid): their id (``None`` if the uid is not known) is taken as is, whether their inputs
-    are hashed yet or not — as Flink does. Every other node gets the deterministic hash."""
+    are hashed yet or not — as Flink does. Every other node gets the deterministic hash. ``out_order``: node ->
+    its out-edges in the order Flink visits them, where it differs from the graph's (a plan does not print it)."""
+    order = out_order or {}
     chainable = chain_predicate(graph, rules, chained_edges)
     ids: dict[int, bytes | None] = {}
     positions: dict[int, int] = {}
@@ -163,7 +168,7 @@ def _traverse(
         else:
             done = False  # revisited once another input is hashed
         if done:
-            for e in graph.out_edges(nid):
+            for e in order.get(nid, graph.out_edges(nid)):
                 if e.target not in visited:
                     visited.add(e.target)
                     queue.append(e.target)
@@ -381,6 +386,9 @@ class Binding:
     #: How many assignments of the operators left after the exact methods fit the checkpoint's facts (None: the
     #: structural step did not run; 0: none fits — the plan does not describe this checkpoint as given).
     solutions: int | None = None
+    #: The structural step fitted only by admitting keyed state behind a FORWARD edge (reinterpretAsKeyedStream):
+    #: weaker evidence, as a plan that lost a keyBy fits the same way.
+    forward_keyed: bool = False
 
     def by_name(self, name: str) -> list[BoundOperator]:
         return [b for b in self.operators if b.name == name]
@@ -408,6 +416,23 @@ class _Op:
     candidates: tuple[str, ...] = ()
 
 
+def node_ref(node_id: int | None, vertex_id: str | None, position: int | None) -> str | None:
+    """The form that picks one plan operator where names are shared: ``#7`` (stream node 7), or in a job-graph
+    plan ``#cbc357cc.1`` (the vertex id's first eight digits, the chain position)."""
+    if node_id is not None:
+        return f"#{node_id}"
+    if vertex_id is not None and position is not None:
+        return f"#{vertex_id[:8]}.{position}"
+    return None
+
+
+def _given(op: _Op, overrides: Mapping[str, str]) -> str | None:
+    ref = node_ref(op.node_id, op.vertex_id, op.position)
+    if ref is not None and ref in overrides:
+        return overrides[ref]
+    return overrides.get(op.name)
+
+
 def _norm(op_id: str) -> str:
     h = op_id.strip().lower().replace("-", "")
     if not _HEX32.match(h):
@@ -433,21 +458,146 @@ def bind(
     ``plan``: a stream graph (:func:`parse_stream_plan`) or a job-graph plan (:func:`parse_job_graph_plan`);
     ``job_graph``: optionally the job-graph plan of the same job next to a stream graph (gives vertex ids and the
     actual chains). ``stored``: id -> (name, uid) when the metadata stores them (V5+). ``uid_overrides``:
-    operator name -> uid the user knows. ``release`` (preferred) or ``format_version`` selects the rules.
+    operator name, or plan node (:func:`node_ref`: ``#7``), -> uid the user knows; the node wins over the name.
+    ``release`` (preferred) or ``format_version`` selects the rules.
     ``checkpoint_parallelism``: id -> parallelism from the metadata (narrows elimination).
 
     ``facts``: what the checkpoint says of each id (:class:`~spillway.flink.deduction.OperatorFacts`); with them
     the structural step enumerates every consistent assignment instead of guessing. ``absent_allowed``: the
     release may leave stateless operators out of ``_metadata`` (1.10, 1.12).
 
-    Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid, then
-    guesses from :func:`uid_candidates`) -> ``vertex-id`` -> ``deterministic-hash`` (Flink's traversal, then the
+    Order of methods, each only for operators still unbound: ``stored-name`` -> ``uid-hash`` (given uid) ->
+    ``vertex-id`` (a job-graph plan's ids outrank every guess) -> ``uid-hash`` (guesses from
+    :func:`uid_candidates`) -> ``deterministic-hash`` (Flink's traversal, then the
     search of :func:`spillway.flink.deduction.hash_search`, which also binds the inputs whose ids went into a
     generated id: ``hash-input``) -> ``deduced`` (the only assignment consistent with the checkpoint's facts) or,
     without facts, ``elimination``. An id claimed by two operators is given to neither. Nothing is exact unless
     an id computed by Flink's rule (or stored by Flink) is in the checkpoint, or every consistent assignment
     agrees on it.
+
+    A uid guessed from a name is a hypothesis (an operator's name may be another operator's uid): it stays
+    exact only when the binding made without it gives the operator the same id; otherwise it is dropped and the
+    operator is left to the other evidence.
     """
+    args = _BindArgs(
+        plan,
+        tuple(checkpoint_operator_ids),
+        stored,
+        uid_overrides,
+        release,
+        format_version,
+        job_graph,
+        checkpoint_parallelism,
+        facts,
+        absent_allowed,
+    )
+    # Each guess is checked once, against the binding with every other guess that stands, then all together
+    # (two names that are each other's uids support each other: only the binding without both shows it).
+    dropped: frozenset[int] = frozenset()
+    checked: set[int] = set()
+    binding, guessed = _bind_pass(args, dropped)
+    if facts is None:
+        return binding  # no evidence to check a guess against: the caller takes names at their word (a new job's plan)
+    while set(guessed) - checked:
+        todo = set(guessed) - checked
+        checked |= todo
+        refuted = {
+            i
+            for i in todo
+            if not _only_behind_forward(args, binding.operators[i])
+            and not _survives(_bind_pass(args, dropped | {i})[0], i, binding.operators[i])
+        }
+        without_all = _bind_pass(args, dropped | set(guessed))[0]
+        refuted |= {i for i in set(guessed) - refuted if _contradicted(without_all, i, binding.operators[i])}
+        if not refuted:
+            break
+        dropped |= refuted
+        binding, guessed = _bind_pass(args, dropped)
+    if not dropped:
+        return binding
+    return _with_dropped_guesses(binding, dropped, args)
+
+
+def _survives(without: Binding, i: int, bound: BoundOperator) -> bool:
+    """Whether the binding made without operator ``i``'s uid guess still gives it the guessed id exactly, or
+    leaves it among ids no command can tell apart (no state, finished alike), or fits the checkpoint in no way at
+    all or only by admitting keyed state behind a FORWARD edge (then the plan may not be this checkpoint's job, and
+    the guess is not what is wrong): only then is the guess more than a name that happens to be some operator's
+    uid."""
+    if without.solutions == 0 or without.forward_keyed:
+        return True
+    other = without.operators[i]
+    if other.exact:
+        return other.operator_id == bound.operator_id
+    # Ids that hold no state and finished alike: nothing any command does depends on which of them it is.
+    return other.method == INDISTINCT and bound.operator_id in other.candidates
+
+
+def _only_behind_forward(args: _BindArgs, bound: BoundOperator) -> bool:
+    """The guessed id holds keyed state and the operator's keyed inputs can only be FORWARD edges
+    (reinterpretAsKeyedStream): the structural step admits that only when nothing else fits, so a binding made
+    without the guess is no fair test of it."""
+    graph = args.plan if isinstance(args.plan, StreamGraph) else None
+    fact = next((f for f in args.facts or () if f.operator_id == bound.operator_id), None)
+    if graph is None or fact is None or not fact.keyed or bound.node_id is None:
+        return False
+    node = graph.node(bound.node_id)
+    strict = deduction.compatible(graph, node, fact, forward_keyed=False)
+    return strict is not None and deduction.compatible(graph, node, fact, forward_keyed=True) is None
+
+
+def _contradicted(without: Binding, i: int, bound: BoundOperator) -> bool:
+    """The binding made without any guess gives operator ``i`` another id, exactly."""
+    other = without.operators[i]
+    fits = without.solutions != 0 and not without.forward_keyed
+    return fits and other.exact and other.operator_id != bound.operator_id
+
+
+@dataclass(frozen=True, slots=True)
+class _BindArgs:
+    plan: StreamGraph | JobGraphPlan
+    checkpoint_operator_ids: tuple[str, ...]
+    stored: Mapping[str, tuple[str | None, str | None]] | None
+    uid_overrides: Mapping[str, str] | None
+    release: str | None
+    format_version: int | None
+    job_graph: JobGraphPlan | None
+    checkpoint_parallelism: Mapping[str, int] | None
+    facts: Sequence[OperatorFacts] | None
+    absent_allowed: bool
+
+
+def _with_dropped_guesses(binding: Binding, dropped: frozenset[int], args: _BindArgs) -> Binding:
+    """Say, on each operator whose guessed uid was dropped, what the guess was and why it does not count."""
+    ops = list(binding.operators)
+    for i in sorted(dropped):
+        op = ops[i]
+        guess = next(
+            ((u, uid_hash(u)) for u, _ in uid_candidates(op.name) if uid_hash(u) in _ckpt_ids(args)),
+            None,
+        )
+        if guess is None:
+            continue
+        uid, h = guess
+        said = (
+            f"its name as a uid ({uid!r}) hashes to {h}, but that is a guess the other evidence does not confirm "
+            "(a name may be another operator's uid), so it is not used"
+        )
+        ops[i] = replace(op, reason=f"{op.reason}; {said}" if op.exact else f"{said}; {op.reason}")
+    return replace(binding, operators=tuple(ops))
+
+
+def _ckpt_ids(args: _BindArgs) -> set[str]:
+    return {_norm(i) for i in args.checkpoint_operator_ids}
+
+
+def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict[int, str]]:
+    """One binding; ``no_guess``: operator indexes whose uid is not guessed from their name. Also returns the
+    operators bound by a guessed uid (index -> uid)."""
+    plan, stored, uid_overrides = args.plan, args.stored, args.uid_overrides
+    release, format_version, job_graph = args.release, args.format_version, args.job_graph
+    checkpoint_parallelism, facts, absent_allowed = args.checkpoint_parallelism, args.facts, args.absent_allowed
+    checkpoint_operator_ids = args.checkpoint_operator_ids
     rules = _rules(release, format_version)
     ckpt: list[str] = []
     for i in checkpoint_operator_ids:
@@ -494,7 +644,7 @@ def bind(
     if stored_n:
         names = [op.name for op in ops]
         for op in ops:
-            uid = overrides.get(op.name)
+            uid = _given(op, overrides)
             if uid is not None:
                 continue  # checked in step 2
             hits = [k for k, (name, _) in stored_n.items() if name == op.name and k in in_ckpt and k not in claimed]
@@ -505,46 +655,30 @@ def bind(
             elif len(hits) > 1 or (hits and names.count(op.name) > 1):
                 op.reason = f"name {op.name!r} occurs more than once; stored names cannot tell them apart"
 
-    # 2. uids: the one given, else guesses; a guess counts only if its hash is in the checkpoint.
-    guesses: dict[str, list[tuple[_Op, str, str]]] = {}
+    # 2. the uids the user gave.
     for op in ops:
         if op.method != UNBOUND:
             continue
-        given = overrides.get(op.name)
-        if given is not None:
-            h = uid_hash(given)
-            op.uid, op.uid_known = given, True
-            if h in in_ckpt and h not in claimed:
-                claim(op, h, UID_HASH, f"given uid {given!r} hashes to this id", given)
-            elif h in claimed:
-                op.reason = f"given uid {given!r} hashes to {h}, already bound to {claimed[h].name!r}"
-            else:
-                claim(
-                    op,
-                    h,
-                    UID_HASH,
-                    f"given uid {given!r} hashes to {h}, which is not in the checkpoint "
-                    "(no state for this operator there, or the uid is wrong)",
-                    given,
-                )
+        given = _given(op, overrides)
+        if given is None:
             continue
-        cands = uid_candidates(op.name)
-        op.tried = tuple(u for u, _ in cands)
-        for uid, how in cands:
-            h = uid_hash(uid)
-            if h in in_ckpt and h not in claimed:
-                guesses.setdefault(h, []).append((op, uid, how))
-                break
-    for h, takers in guesses.items():
-        if len(takers) == 1:
-            op, uid, how = takers[0]
-            claim(op, h, UID_HASH, f"uid {uid!r} ({how}) hashes to this id", uid)
-            op.uid_known = True
+        h = uid_hash(given)
+        op.uid, op.uid_known = given, True
+        if h in in_ckpt and h not in claimed:
+            claim(op, h, UID_HASH, f"given uid {given!r} hashes to this id", given)
+        elif h in claimed:
+            op.reason = f"given uid {given!r} hashes to {h}, already bound to {claimed[h].name!r}"
         else:
-            for op, _, _ in takers:
-                op.reason = f"id {h} fits more than one operator by uid guess"
+            claim(
+                op,
+                h,
+                UID_HASH,
+                f"given uid {given!r} hashes to {h}, which is not in the checkpoint "
+                "(no state for this operator there, or the uid is wrong)",
+                given,
+            )
 
-    # 3. job vertex ids: a vertex id is its chain head's operator id.
+    # 3. job vertex ids: a vertex id is its chain head's operator id — Flink's own, so before any guess.
     if job is not None and (graph is None or aligned is not None):
         for v in job.vertices:
             if graph is not None:
@@ -571,6 +705,32 @@ def bind(
                 for pos, nid in enumerate(aligned[v.id]):
                     by_node[nid].vertex_id, by_node[nid].position = v.id, pos
 
+    # 3b. uids guessed from names (a hypothesis, checked by :func:`bind`); a guess counts only if its hash is in
+    # the checkpoint and no other operator's guess gives the same id.
+    guesses: dict[str, list[tuple[int, str, str]]] = {}
+    for k, op in enumerate(ops):
+        if op.method != UNBOUND or _given(op, overrides) is not None:
+            continue
+        cands = uid_candidates(op.name)
+        op.tried = tuple(u for u, _ in cands)
+        if k in no_guess:
+            continue
+        for uid, how in cands:
+            h = uid_hash(uid)
+            if h in in_ckpt and h not in claimed:
+                guesses.setdefault(h, []).append((k, uid, how))
+                break
+    guessed: dict[int, str] = {}
+    for h, takers in guesses.items():
+        if len(takers) == 1:
+            k, uid, how = takers[0]
+            claim(ops[k], h, UID_HASH, f"uid {uid!r} ({how}) hashes to this id", uid)
+            ops[k].uid_known = True
+            guessed[k] = uid
+        else:
+            for k, _, _ in takers:
+                ops[k].reason = f"id {h} fits more than one operator by uid guess"
+
     # 4. generated ids (StreamGraphHasherV2): on the stream graph, or on one rebuilt from the job-graph plan.
     candidates: list[_Candidate] = []
     chained_outputs: dict[int, int] = {}  # operator index -> chained out-edges, read off a generated id found
@@ -590,6 +750,7 @@ def bind(
     # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
     # how many out-edges Flink chained.
     solutions: int | None = None
+    loop_notes: list[str] = []
     if candidates:
         cand = candidates[0]
         node_of = {i: nid for nid, i in cand.op_of.items()}
@@ -646,7 +807,7 @@ def bind(
                 continue
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
-                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, [], chained_outputs)
+                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs)
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
             break
@@ -683,6 +844,8 @@ def bind(
                     )
                     changed = True
 
+    forward_keyed = any(n == _FORWARD_KEYED for n in (*loop_notes, *notes))
+
     # 6. reasons for what is left.
     out: list[BoundOperator] = []
     for op in ops:
@@ -711,14 +874,16 @@ def bind(
                 candidates=op.candidates if op.method in (UNBOUND, deduction.INDISTINCT) else (),
             )
         )
-    return Binding(
+    binding = Binding(
         tuple(out),
         tuple(h for h in ckpt if h not in claimed),
         rules.line,
         tuple(notes),
         chained_outputs,
         solutions,
+        forward_keyed,
     )
+    return binding, guessed
 
 
 def _bind_flink_ids(
@@ -836,7 +1001,7 @@ def _deduce(
             ops[i].reason = "no consistent assignment exists (see the notes)"
         return 0
     if m.forward_keyed:
-        notes.append("keyed state behind a FORWARD edge was admitted (reinterpretAsKeyedStream)")
+        notes.append(_FORWARD_KEYED)
     how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s) met"
     for i in open_ops:
         op = ops[i]
@@ -903,6 +1068,33 @@ class _Candidate:
     graph: StreamGraph
     op_of: dict[int, int]
     chained: Collection[tuple[int, int]] | None
+    #: Out-edge order tried at the fan-out nodes (node -> edges), when the graph's order is inferred.
+    out_order: Mapping[int, tuple[StreamEdge, ...]] = field(default_factory=dict)
+
+
+#: Most output orders tried per candidate graph; past it, ids whose position depends on the order are not taken.
+_MAX_ORDERS = 720
+
+
+def _with_output_orders(cand: _Candidate, most: int = _MAX_ORDERS) -> tuple[list[_Candidate], bool]:
+    """``cand`` once per order of the out-edges of its fan-out nodes, when a plan did not give Flink's order (a
+    node's breadth-first position, hence its generated id, depends on it: the order a plan implies is no proof).
+    Returns (variants, complete): not complete when there are more than ``most`` orders (then only ``cand``
+    itself)."""
+    graph = cand.graph
+    if not graph.inferred_edge_order:
+        return [cand], True
+    fans = [n.id for n in graph.nodes if len(graph.out_edges(n.id)) > 1]
+    total = 1
+    for n in fans:
+        for k in range(2, len(graph.out_edges(n)) + 1):
+            total *= k
+    if total > most:
+        return [cand], False
+    variants = []
+    for combo in itertools.product(*(itertools.permutations(graph.out_edges(n)) for n in fans)):
+        variants.append(replace(cand, out_order=dict(zip(fans, combo, strict=True))))
+    return variants, True
 
 
 def _generated_ids(
@@ -923,10 +1115,17 @@ def _generated_ids(
     With several candidate graphs (unknown source order), only the candidates reproducing the most known ids
     count, and an id is taken only if they all agree on it. Every id taken is one the checkpoint holds.
     """
+    expanded: list[_Candidate] = []
+    every_order = True
+    for c in candidates:
+        variants, complete = _with_output_orders(c, max(1, _MAX_ORDERS // len(candidates)))
+        expanded.extend(variants)
+        every_order = every_order and complete
+    n_orders = len(expanded)
     assume_uid: set[int] = set()
     for _ in range(2 * len(ops) + 2):
         results: list[tuple[int, dict[int, str | None], _Traversal, _Candidate]] = []
-        for cand in candidates:
+        for cand in expanded:
             fixed: dict[int, bytes | None] = {}
             for nid, i in cand.op_of.items():
                 op = ops[i]
@@ -934,7 +1133,7 @@ def _generated_ids(
                     fixed[nid] = bytes.fromhex(uid_hash(op.uid))
                 elif op.uid_known or i in assume_uid:
                     fixed[nid] = bytes.fromhex(op.operator_id) if op.operator_id else None
-            t = _traverse(cand.graph, rules, fixed, cand.chained)
+            t = _traverse(cand.graph, rules, fixed, cand.chained, cand.out_order)
             gen = {i: _hex(t.ids.get(nid)) for nid, i in cand.op_of.items() if nid not in fixed}
             score = sum(1 for i, h in gen.items() if h is not None and h == ops[i].operator_id)
             results.append((score, gen, t, cand))
@@ -951,10 +1150,21 @@ def _generated_ids(
             if op.method == UNBOUND and h in in_ckpt and h not in claimed:
                 _, _, t, cand = keep[0]
                 nid = next(n for n, j in cand.op_of.items() if j == i)
-                why = f"StreamGraphHasherV2 gives this id (no uid, breadth-first position {t.positions[nid]})"
-                if cand.graph.inferred_edge_order and _order_sensitive(cand.graph, nid):
-                    why += "; the position assumes Flink's output order"
-                if len(candidates) > 1:
+                sensitive = cand.graph.inferred_edge_order and _order_sensitive(cand.graph, nid)
+                if sensitive and not every_order:
+                    continue  # its position depends on an output order not tried: a hit is no proof
+                positions = sorted({r[2].positions[n] for r in keep for n, j in r[3].op_of.items() if j == i})
+                why = (
+                    "StreamGraphHasherV2 gives this id (no uid, breadth-first position "
+                    + "/".join(map(str, positions))
+                    + ")"
+                )
+                if sensitive and n_orders > 1:
+                    why += (
+                        f"; its position depends on the order of outputs, which a plan does not show: of the "
+                        f"{n_orders} source and output orders tried, every one that reproduces the ids known gives it"
+                    )
+                elif len(candidates) > 1:
                     why += f"; same id under all {len(keep)} source orders that fit the known ids"
                 claim(op, h, DETERMINISTIC_HASH, why)
                 chainable = chain_predicate(cand.graph, rules, cand.chained)

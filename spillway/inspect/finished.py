@@ -9,11 +9,17 @@ or a pointwise predecessor that is all running.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 
+from spillway.flink import operator_ids
 from spillway.flink.stream_graph import is_forward
-from spillway.inspect.topology import BoundVertex, Topology, bind, operator_binding
+from spillway.inspect.topology import BoundVertex, Topology, bind_job, bind_variant
 from spillway.model.checkpoint import Checkpoint, OperatorState
+
+#: Most assignments of the open operators tried to see whether they all give one verdict.
+MAX_ASSIGNMENTS = 2000
 
 FULLY = "FULLY_FINISHED"
 PARTIALLY = "PARTIALLY_FINISHED"
@@ -44,8 +50,16 @@ class Verdict:
     # chained they make a vertex with mixed state, unchained they do not, so the verdict hangs on them.
     chain_doubts: list[str] = field(default_factory=list)
 
+    #: With chains in doubt: whether every chaining of them the plan allows gives a refusal (None: not tried).
+    refusal_holds: bool | None = None
+    #: How many assignments of the operators the binding leaves open were checked, each giving this verdict (0:
+    #: the binding alone decided it, or they do not all agree). Then the verdict is certain all the same.
+    assignments_agree: int = 0
+
     @property
     def certain(self) -> bool:
+        if self.assignments_agree:
+            return True
         return not self.unplaced_finished and not self.chain_doubts and UNKNOWN not in self.classification.values()
 
     @property
@@ -55,9 +69,10 @@ class Verdict:
 
     @property
     def answer(self) -> bool | None:
-        """Flink's answer: False when it refuses, True when it accepts, None when that cannot be known here."""
+        """Flink's answer: False when it refuses, True when it accepts, None when that cannot be known here (a
+        refusal that another chaining the plan allows would not give is no answer)."""
         if self.violations:
-            return False
+            return None if self.refusal_holds is False else False
         return True if self.certain else None
 
 
@@ -79,6 +94,10 @@ def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[Operat
 
 
 def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
+    return [text for _, text in _doubted_edges(topology, node_class)]
+
+
+def _doubted_edges(topology: Topology, node_class: dict[int, str]) -> list[tuple[tuple[int, int], str]]:
     """Edges of a stream-graph plan that Flink may chain or not, joining operators of different finished state.
 
     What the plan shows is necessary for chaining (FORWARD, same parallelism, a single input, not BATCH), what
@@ -88,7 +107,7 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
     sg = topology.stream_graph
     if sg is None:
         return []
-    doubts = []
+    doubts: list[tuple[tuple[int, int], str]] = []
     for e in sg.edges:
         src, dst = sg.node(e.source), sg.node(e.target)
         if not is_forward(e.partitioner) or e.exchange_mode.upper() == "BATCH":
@@ -99,12 +118,128 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
             continue  # known not to chain
         a, b = node_class.get(src.id), node_class.get(dst.id)
         if a is not None and b is not None and a != b:
-            doubts.append(f"{src.name} ({a}) -> {dst.name} ({b})")
+            doubts.append(((e.source, e.target), f"{src.name} ({a}) -> {dst.name} ({b})"))
     return doubts
 
 
 def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
-    bound = bind(topology, checkpoint)
+    """Flink's FLIP-147 verdict for restoring ``checkpoint`` into the job of ``topology``. When the binding leaves
+    operators open, every assignment of them the checkpoint's evidence allows is tried: if all give one answer
+    and the same violations, that is Flink's answer, whichever assignment is the job's."""
+    job = bind_job(topology, checkpoint)
+    verdict = _check(topology, checkpoint, job.vertices, job.operators)
+    if verdict.violations and verdict.chain_doubts and job.operators is not None:
+        verdict.refusal_holds = _refused_however_chained(job.view or topology, checkpoint, job.operators)
+    if verdict.certain or job.operators is None:
+        return verdict
+    agreed: Verdict | None = None
+    count = 0
+    for variant in _assignments(job.operators):
+        count += 1
+        if count > MAX_ASSIGNMENTS:
+            return verdict
+        view, vertices, _ = bind_variant(topology, checkpoint, variant)
+        one = _check(view, checkpoint, vertices, variant)
+        if not one.certain:
+            return verdict  # e.g. a chain Flink may cut or not: the assignment is not all that is open
+        if agreed is None:
+            agreed = one
+        elif (one.answer, _rules(one)) != (agreed.answer, _rules(agreed)):
+            return verdict
+    if agreed is None:
+        return verdict
+    classification = {
+        label: kind if kind != UNKNOWN else agreed.classification.get(label, UNKNOWN)
+        for label, kind in verdict.classification.items()
+    }
+    notes = [
+        *(n for n in verdict.notes if "its class is unknown" not in n),
+        f"the binding leaves operators open, and each of the {count} assignments the checkpoint's evidence allows "
+        "gives this verdict: it is Flink's whichever is the job's",
+    ]
+    return replace(
+        agreed,
+        classification=classification,
+        notes=notes,
+        uncertain_vertices=verdict.uncertain_vertices,
+        assignments_agree=count,
+    )
+
+
+#: Most chain alternatives (2 ** doubted edges) tried to see whether a refusal holds however Flink chained.
+MAX_CHAIN_ALTERNATIVES = 64
+
+
+def _refused_however_chained(topology: Topology, checkpoint: Checkpoint, binding: operator_ids.Binding) -> bool | None:
+    """Whether Flink refuses under every chaining of the edges in doubt (each chained or cut): True; False when
+    some chaining gives no refusal; None when there are too many to try. A refusal found with the chains assumed
+    is not Flink's answer when another chaining the plan allows restores."""
+    sg = topology.stream_graph
+    if sg is None or topology.source_doc is None:
+        return None
+    node_class: dict[int, str] = {}
+    for b in bind_variant(topology, checkpoint, binding)[1].values():
+        if b.complete:
+            node_class.update({n: classify(o) for n, o in zip(b.vertex.node_ids, b.operators, strict=False)})
+    doubted = [e for e, _ in _doubted_edges(topology, node_class)]
+    if not doubted or 2 ** len(doubted) > MAX_CHAIN_ALTERNATIVES:
+        return None
+    vertex_of = {n: key for key, v in topology.vertices.items() for n in v.node_ids}
+    chained = {(e.source, e.target) for e in sg.edges if vertex_of.get(e.source) == vertex_of.get(e.target)}
+    for states in itertools.product((True, False), repeat=len(doubted)):
+        alternative = set(chained)
+        for edge, on in zip(doubted, states, strict=True):
+            if on:
+                alternative.add(edge)
+            else:
+                alternative.discard(edge)
+        view, vertices, _ = bind_variant(topology, checkpoint, binding, alternative)
+        if not _check(view, checkpoint, vertices, binding).violations:
+            return False
+    return True
+
+
+def _rules(v: Verdict) -> frozenset[tuple[str, str]]:
+    return frozenset((x.rule, x.vertex) for x in v.violations)
+
+
+def _assignments(binding: operator_ids.Binding) -> Iterator[operator_ids.Binding]:
+    """The binding with its open operators (unbound or indistinct, with candidates) bound each way their candidates
+    allow: every checkpoint id left to one operator, every one left taken. A superset of the assignments the
+    structural step found consistent (it also weighed pairs of neighbours), so agreement over it is agreement over
+    them."""
+    ops = list(binding.operators)
+    open_at = [
+        i
+        for i, b in enumerate(ops)
+        if b.method in (operator_ids.UNBOUND, operator_ids.INDISTINCT) and b.candidates and not b.exact
+    ]
+    if not open_at:
+        return
+    left = set(binding.unclaimed)
+    for values in itertools.product(*(ops[i].candidates for i in open_at)):
+        used = [v for v in values if v != "-"]
+        if len(used) != len(set(used)) or not left <= set(used):
+            continue
+        variant = list(ops)
+        for i, v in zip(open_at, values, strict=True):
+            variant[i] = replace(
+                ops[i],
+                method=operator_ids.DEDUCED,
+                operator_id=None if v == "-" else v,
+                in_checkpoint=v != "-",
+                exact=v != "-",
+                candidates=(),
+            )
+        yield replace(binding, operators=tuple(variant), unclaimed=())
+
+
+def _check(
+    topology: Topology,
+    checkpoint: Checkpoint,
+    bound: dict[str, BoundVertex],
+    binding: operator_ids.Binding | None,
+) -> Verdict:
     exact = {key: b for key, b in bound.items() if b.complete}
     verdict = Verdict({})
     classes: dict[str, str] = {}
@@ -174,7 +309,6 @@ def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
             classes[key] = kinds.pop() if kinds else RUNNING
         verdict.classification[label] = classes[key]
     if topology.stream_graph is not None:
-        binding = operator_binding(topology, checkpoint)
         by_node = {
             o.node_id: o.operator_id
             for o in (binding.operators if binding else [])

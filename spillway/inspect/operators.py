@@ -16,6 +16,11 @@ def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
     hits = [o for o in cp.operators if wanted in (o.operator_id, o.uid, o.name)]
     if not hits:
         hits = [o for o in cp.operators if o.name is None and o.plan_name == wanted]
+        if len(hits) > 1:  # a name several plan operators carry picks none of them
+            listed = ", ".join(o.operator_id for o in hits)
+            raise UsageError(
+                f"{wanted!r} names {len(hits)} operators of the plan ({listed}); pick one by its operator id"
+            )
     if not hits:
         hashed = _uid_hash(wanted)
         hits = [o for o in cp.operators if o.operator_id == hashed]

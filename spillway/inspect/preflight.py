@@ -161,21 +161,25 @@ def to_doc(result: Result, extra: dict[str, Any] | None = None) -> dict[str, Any
 
 
 def find_vertex(topology: Topology, name: str) -> str:
-    """A vertex of the plan by key (job-vertex id / stream node id of the head), operator name or given uid."""
+    """A vertex of the plan by key (job-vertex id / stream node id of the head), any name the plan shows for one of
+    its operators, or given uid; a name operators of several vertices carry is refused (``NAME#NODE`` picks one)."""
+    from spillway.inspect.plan_names import vertex_nodes
     from spillway.inspect.topology import PlanError
 
     uid_names = {uid: n for n, uid in topology.uids.items()}
-    hits = [
-        key
-        for key, v in topology.vertices.items()
-        if name in (key, v.vertex_id) or name in v.names or uid_names.get(name) in v.names
-    ]
+    hits = [key for key, v in topology.vertices.items() if name in (key, v.vertex_id)]
+    if not hits:
+        # any name the plan shows for an operator (its name, description, SQL's Kind[N], NAME#REF), or a given uid
+        by_name = vertex_nodes(topology, name)
+        if by_name is None and name in uid_names:
+            by_name = vertex_nodes(topology, uid_names[name])
+        hits = sorted(by_name or ())
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(sorted(v.label() for v in topology.vertices.values()))
-    if not hits:
-        raise PlanError(f"no vertex {name!r} in the plan (vertex id, operator name or given uid); vertices: {known}")
-    raise PlanError(f"{name!r} names {len(hits)} vertices of the plan; use a vertex id")
+    raise PlanError(
+        f"no vertex {name!r} in the plan (vertex id, operator name, NAME#NODE or given uid); vertices: {known}"
+    )
 
 
 def with_parallelism(topology: Topology, parallelism: dict[str, int]) -> Topology:

@@ -20,12 +20,16 @@ def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
     stored-name, uid-hash, deterministic-hash, hash-input, vertex-id, deduced (``exact``: Flink's own ids, or the
     only assignment the checkpoint's evidence allows), indistinct (holds no state; cannot be told apart, nothing
     depends on it), elimination (a structural guess, only without the checkpoint's facts) or unbound; ``reason``
-    says what decided it or what would; ``candidates`` the ids an operator not bound could still be ("-": none)."""
+    says what decided it or what would; ``candidates`` the ids an operator not bound could still be ("-": none);
+    ``plan_node`` the form that picks the operator where its name is shared (``NAME#7``, ``#7``)."""
     if binding is None:
         return None
+    from spillway.flink.operator_ids import node_ref
+
     return [
         {
             "operator": b.name,
+            "plan_node": node_ref(b.node_id, b.vertex_id, b.position),
             "method": b.method,
             "operator_id": b.operator_id,
             "exact": b.exact,
@@ -40,8 +44,19 @@ def binding_json(binding: Binding | None) -> list[dict[str, Any]] | None:
 
 def uid_map_template(rows: list[dict[str, Any]] | None) -> dict[str, str]:
     """A uid map to fill in (``--uid-map FILE``): every plan operator the binding leaves open, with an empty uid
-    (empty entries are ignored when the map is read)."""
-    return {b["operator"]: "" for b in rows or () if b["method"] == "unbound"}
+    (empty entries are ignored when the map is read). A name several plan operators carry is keyed by the form
+    that picks each one (``NAME#7``): the bare name would pick none of them."""
+    names = [b["operator"] for b in rows or ()]
+    return {
+        _picked(b) if names.count(b["operator"]) > 1 else b["operator"]: ""
+        for b in rows or ()
+        if b["method"] == "unbound"
+    }
+
+
+def _picked(row: dict[str, Any]) -> str:
+    ref = row.get("plan_node")
+    return f"{row['operator']}{ref}" if ref else str(row["operator"])
 
 
 def validate_json(

@@ -14,8 +14,10 @@ by the stored names. See docs/format/operator-ids.md.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
+import weakref
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,9 @@ class JobBinding:
     edge_reasons: dict[tuple[int, int], str] = field(default_factory=dict)
     #: What the checkpoint says of each operator id (the evidence the binding used).
     facts: dict[str, operator_ids.OperatorFacts] = field(default_factory=dict)
+    #: The plan with the chains this binding found (a copy when they differ from the plan's as read); the keys of
+    #: ``vertices`` are its vertex keys.
+    view: Topology | None = None
 
     def uncertain_edges(self) -> list[tuple[int, int]]:
         return [e for e, state in self.edges.items() if state == UNKNOWN]
@@ -359,19 +364,20 @@ def stores_stateless(checkpoint: Checkpoint) -> bool:
 
 
 def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
-    """The binding of ``topology`` to ``checkpoint``, computed on first use and kept on the topology.
+    """The binding of ``topology`` to ``checkpoint``: a value, computed once per (plan, checkpoint) and shared.
 
-    For a stream-graph plan the chains are re-derived from the evidence (see :func:`_chain_edges`) and the
-    topology's vertices replaced by them, so every later use of ``topology.vertices`` sees the job's chains."""
-    memo = topology.__dict__.setdefault("_bindings", {})
-    hit = memo.get(id(checkpoint))
+    Neither argument is changed. For a stream-graph plan the chains are re-derived from the evidence (see
+    :func:`_chain_edges`); :attr:`JobBinding.view` is the plan with those chains, and its vertices are the keys of
+    :attr:`JobBinding.vertices` — use it, not ``topology.vertices``, wherever the job's chains matter."""
+    memo = _BINDINGS.get(id(topology))
+    hit = memo.get(id(checkpoint)) if memo is not None else None
     if hit is not None and hit[0] is checkpoint:
-        topology.vertices = hit[2]  # the chains of this checkpoint (another one may have been bound since)
         return hit[1]
     facts = operator_facts(checkpoint)
     binding = _operator_binding(topology, checkpoint, facts if topology.describes_checkpoint else None)
     edges: dict[tuple[int, int], str] = {}
     reasons: dict[tuple[int, int], str] = {}
+    view = topology
     if (
         topology.describes_checkpoint
         and topology.stream_graph is not None
@@ -380,16 +386,35 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
     ):
         edges, reasons = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
         chained = {e for e, state in edges.items() if state != CUT}
-        rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
-        topology.vertices = rebuilt.vertices
-    vertices = _bound_vertices(topology, checkpoint, binding, edges)
+        view = dataclasses.replace(
+            topology, vertices=_stream_graph(list(topology.source_doc["nodes"]), chained).vertices
+        )
+    vertices = _bound_vertices(view, checkpoint, binding, edges)
+    for op_id, name in plan_names_of(binding, checkpoint).items():
+        named = checkpoint.operator(op_id)
+        if named is not None:
+            named.plan_name = name  # shown wherever the operator is named
+    result = JobBinding(binding, vertices, edges, reasons, {f.operator_id: f for f in facts}, view)
+    if memo is None:
+        memo = _BINDINGS[id(topology)] = {}
+        weakref.finalize(topology, _BINDINGS.pop, id(topology), None)
+    memo[id(checkpoint)] = (checkpoint, result)
+    return result
+
+
+#: (plan, checkpoint) -> their binding, by identity, for as long as the plan lives: every command binds once.
+_BINDINGS: dict[int, dict[int, tuple[Checkpoint, JobBinding]]] = {}
+
+
+def plan_names_of(binding: operator_ids.Binding | None, checkpoint: Checkpoint) -> dict[str, str]:
+    """Operator id -> the plan's name, for the checkpoint's operators the binding binds exactly that store no name
+    (before metadata V5): the names to show."""
+    out: dict[str, str] = {}
     for b in binding.operators if binding else ():
         op = checkpoint.operator(b.operator_id) if b.exact and b.operator_id else None
         if op is not None and op.name is None:
-            op.plan_name = b.name  # shown wherever the operator is named
-    result = JobBinding(binding, vertices, edges, reasons, {f.operator_id: f for f in facts})
-    memo[id(checkpoint)] = (checkpoint, result, topology.vertices)
-    return result
+            out[op.operator_id] = b.name
+    return out
 
 
 def _operator_binding(
@@ -403,12 +428,25 @@ def _operator_binding(
         plan,
         [o.operator_id for o in checkpoint.operators],
         stored=stored or None,
-        uid_overrides=topology.uids or None,
+        uid_overrides=_uids_by_node(topology) or None,
         format_version=checkpoint.format_version,
         checkpoint_parallelism={o.operator_id: o.parallelism for o in checkpoint.operators},
         facts=facts,
         absent_allowed=not stores_stateless(checkpoint),
     )
+
+
+def _uids_by_node(topology: Topology) -> dict[str, str]:
+    """The user's uids keyed by the plan node each names (``#7``) where it names exactly one — by any name the
+    plan shows for it, or ``NAME#REF`` — else by the name as given."""
+    from spillway.inspect.plan_names import plan_nodes, resolve_node
+
+    nodes = plan_nodes(topology) if topology.uids else []
+    out: dict[str, str] = {}
+    for key, uid in topology.uids.items():
+        hits = resolve_node(topology, key, nodes)
+        out[hits[0].ref if len(hits) == 1 else key] = uid
+    return out
 
 
 def _chain_edges(
@@ -444,7 +482,7 @@ def _chain_edges(
             states[key], why[key] = CUT, "the downstream operator holds input channel state"
         elif fu is not None and fu.output_partitions:
             states[key], why[key] = CUT, "the upstream operator holds output channel state"
-        elif fu is not None and fv is not None and fu.finished and fv.finished and fu.finished != fv.finished:
+        elif fu is not None and fv is not None and _flags(fu) != _flags(fv) and (any(fu.finished) or any(fv.finished)):
             states[key], why[key] = CUT, "their subtasks finished differently"
         elif binding.chained_outputs.get(index_of.get(e.source, -1)) == 0:
             states[key], why[key] = CUT, "the upstream operator's generated id counts no chained output"
@@ -466,6 +504,11 @@ def _chain_edges(
     return states, why
 
 
+def _flags(f: operator_ids.OperatorFacts) -> tuple[bool, ...]:
+    """Per-subtask finished flags; an operator with no subtask state recorded has running subtasks."""
+    return f.finished or (False,) * f.parallelism
+
+
 def _tail_position(v: JobVertexPlan) -> int:
     """``JobVertex#getOperatorIDs()[0]``: the first operator without chained outputs, depth first."""
     has_kids = {p for p in v.parents if p is not None}
@@ -473,6 +516,29 @@ def _tail_position(v: JobVertexPlan) -> int:
         if i not in has_kids:
             return i
     return len(v.operators) - 1
+
+
+def bind_variant(
+    topology: Topology,
+    checkpoint: Checkpoint,
+    binding: operator_ids.Binding,
+    chained: set[tuple[int, int]] | None = None,
+) -> tuple[Topology, dict[str, BoundVertex], dict[tuple[int, int], str]]:
+    """The plan's vertices under ``binding`` (e.g. one assignment of the operators a binding leaves open): the
+    chains its evidence gives (for a stream-graph plan of the checkpoint's job) or exactly the edges ``chained``
+    ((source, target) node pairs), each vertex's operators and the chain edges' states. The topology returned is a
+    copy when its chains differ; ``topology`` is not changed."""
+    edges: dict[tuple[int, int], str] = {}
+    view = topology
+    if topology.stream_graph is not None and topology.source_doc is not None:
+        if chained is None and topology.describes_checkpoint:
+            facts = operator_facts(checkpoint)
+            edges, _ = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
+            chained = {e for e, state in edges.items() if state != CUT}
+        if chained is not None:
+            rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
+            view = dataclasses.replace(topology, vertices=rebuilt.vertices)
+    return view, _bound_vertices(view, checkpoint, binding, edges), edges
 
 
 def _bound_vertices(

@@ -77,7 +77,10 @@ def assemble(
             op.parallelism = vp.new_p
 
     for op_id, gates in drop_in.items():
-        for s in ops[op_id].subtasks:
+        head = ops.get(op_id)
+        if head is None:
+            continue  # a head that holds no state here (plan.NO_HEAD): no input state to rebuild
+        for s in head.subtasks:
             s.input_channel_state = _filter(s.input_channel_state, _first_not_in(gates))
     for op_id, partitions in drop_out.items():
         tail = ops.get(op_id)

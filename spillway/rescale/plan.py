@@ -16,7 +16,7 @@ from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind, operator_binding
+from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind_job, operator_binding
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage.locate import FileResolver
@@ -116,6 +116,8 @@ class RescalePlan:
     notes: list[str] = field(default_factory=list)
     lost: list[LostChannel] = field(default_factory=list)
     lost_keys: set[ChannelKey] = field(default_factory=set)  # the handles of the lost channels
+    #: The plan with the chains the binding found (its vertex keys are ``vertices``' keys).
+    view: Topology | None = None
 
     def rescaled(self) -> list[VertexPlan]:
         return [v for v in self.vertices.values() if v.rescaled]
@@ -127,6 +129,8 @@ class RescalePlan:
 
 def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str) -> str:
     """A vertex by job-vertex id, or by uid (also through Flink's uid hash) or name of any operator in its chain."""
+    from spillway.inspect.plan_names import vertex_nodes
+
     hits: list[str] = []
     hashed = uid_hash(name)  # a uid names its operator by Flink's hash on every release
     for key, b in bound.items():
@@ -137,12 +141,17 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
         names = set(v.names) | {o.name for o in ops if o.name}
         if name in ids or name in uids or name in names or hashed in ids:
             hits.append(key)
+    by_name = vertex_nodes(topology, name)  # any name the plan shows (Kind[N], a description, NAME#NODE)
+    if by_name is not None:
+        hits = sorted(set(hits) | (by_name & set(bound)))
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(sorted(b.vertex.label() for b in bound.values()))
     if not hits:  # a mistaken argument, as an unknown --operator is for repair: exit 2
-        raise UsageError(f"no vertex {name!r} in the plan (vertex id, operator uid or name); vertices: {known}")
-    raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id")
+        raise UsageError(
+            f"no vertex {name!r} in the plan (vertex id, operator uid or name, NAME#NODE); vertices: {known}"
+        )
+    raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id or NAME#NODE")
 
 
 def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
@@ -185,10 +194,12 @@ def build_plan(
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
     where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
     check_buffers(buffer_size, 0, 0)
-    bound = bind(topology, cp)
-    new_p = {resolve_vertex(topology, bound, k): n for k, n in parallelism.items()}
-    key_of = {resolve_vertex(topology, bound, k): s for k, s in (keys or {}).items()}
-    fn_of = {resolve_vertex(topology, bound, k): s for k, s in (key_fns or {}).items()}
+    job = bind_job(topology, cp)
+    bound = job.vertices
+    view = job.view or topology  # the plan with the chains the binding found: its vertices are bound's keys
+    new_p = {resolve_vertex(view, bound, k): n for k, n in parallelism.items()}
+    key_of = {resolve_vertex(view, bound, k): s for k, s in (keys or {}).items()}
+    fn_of = {resolve_vertex(view, bound, k): s for k, s in (key_fns or {}).items()}
 
     vertices: dict[str, VertexPlan] = {}
     claimed: dict[str, str] = {}
@@ -237,11 +248,11 @@ def build_plan(
             "(REST /jobs/<job-id>/plan)"
         )
 
-    cmap = logical_channels(topology, bound, cp)
+    cmap = logical_channels(view, bound, cp)
     edges: list[EdgePlan] = []
     edge_index: dict[int, EdgePlan] = {}
     notes: list[str] = []
-    for e in topology.edges():
+    for e in view.edges():
         up, down = vertices[e.upstream], vertices[e.downstream]
         if not (up.rescaled or down.rescaled):
             continue
@@ -302,8 +313,13 @@ def build_plan(
             )
         if ep.strategy.upper() in ("FORWARD", "RESCALE"):
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
+        if ep.down_head == NO_HEAD:
+            raise RescaleRefused(
+                f"edge {ep.label} carries records that move into its downstream head's input state, and that head "
+                "holds no state in this checkpoint, so its operator id is not there to write them to"
+            )
     sources = _with_segments_and_watermarks(sources, edges)
-    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view)
 
 
 def _edge_plan(
@@ -337,8 +353,16 @@ def _edge_plan(
     else:
         raise RescaleRefused(f"edge {label}: ship strategy {e.ship_strategy!r} is not supported by rescale")
     head = bound[down.key].head
-    if head is None:
-        raise RescaleRefused(f"vertex {down.label}: its head operator is not in the checkpoint")
+    if head is None and not (bound[down.key].known and bound[down.key].known[0]):
+        raise RescaleRefused(
+            f"vertex {down.label}: which checkpoint operator is its head {bound[down.key].vertex.names[0]!r} is not "
+            "known (the checkpoint's evidence fits more than one); give its uid (--uid NAME=UID), or pass the "
+            "job-graph plan"
+        )
+    # A head known to hold no state (left out of this checkpoint, or indistinct among stateless operators): no
+    # channel state is on its side; an edge into it is planned, and refused below only if records must move
+    # into its input state (NO_HEAD).
+    max_parallelism = head.max_parallelism if head is not None else _vertex_max_parallelism(bound[down.key])
     tail = bound[up.key].tail
     partition = up_outputs_index(bound[up.key].vertex, e)
     return EdgePlan(
@@ -352,12 +376,22 @@ def _edge_plan(
         up.new_p,
         down.old_p,
         down.new_p,
-        head.max_parallelism,
-        head.operator_id,
+        max_parallelism,
+        head.operator_id if head is not None else NO_HEAD,
         tail.operator_id if tail is not None else None,
         key,
         key_fn,
     )
+
+
+#: ``EdgePlan.down_head`` of a vertex whose head holds no state in the checkpoint (its id is not there).
+NO_HEAD = ""
+
+
+def _vertex_max_parallelism(b: BoundVertex) -> int:
+    """Max parallelism of a vertex whose head is not in the checkpoint: its operators' in the checkpoint share it
+    (one per vertex); 0 when none is there (then no key group is ever computed for it)."""
+    return next((o.max_parallelism for o in b.members), 0)
 
 
 def up_outputs_index(v: Vertex, e: Edge) -> int:

@@ -222,7 +222,8 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
 def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     """The plan of the rescaled job: the plan file written beside the output, read back (its binding to the
     output is computed afresh, from the output's own evidence)."""
-    new = parse_plan(topology.with_parallelism({k: vp.new_p for k, vp in plan.vertices.items()}), "rescaled plan")
+    chains = plan.view or topology  # its vertex keys are the bound chains', as the plan's vertices
+    new = parse_plan(chains.with_parallelism({k: vp.new_p for k, vp in plan.vertices.items()}), "rescaled plan")
     new.uids = dict(topology.uids)
     return new
 
@@ -256,7 +257,8 @@ def _write_plan_file(guard: Guard, report: RescaleReport, topology: Topology, ou
     if topology.source_doc is None:
         return
     new_p = {k: v.new_p for k, v in report.plan.vertices.items() if v.rescaled}
-    guard.write_file((PLAN_FILE,), [(json.dumps(topology.with_parallelism(new_p), indent=2) + "\n").encode()])
+    chains = report.plan.view or topology  # its vertex keys are the bound chains', as the plan's vertices
+    guard.write_file((PLAN_FILE,), [(json.dumps(chains.with_parallelism(new_p), indent=2) + "\n").encode()])
     report.plan_file = str(out / PLAN_FILE)
 
 

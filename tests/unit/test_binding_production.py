@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from spillway.cli.app import app
 from spillway.flink import operator_ids
 from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, UNKNOWN, check
-from spillway.inspect.topology import load_plan, operator_binding
+from spillway.inspect.topology import bind_job, load_plan, operator_binding
 from spillway.inspect.validate import validate
 from spillway.storage.load import load_checkpoint
 
@@ -104,10 +104,13 @@ def test_finished_verdict_is_flinks_or_unknown(fx: Fixture) -> None:
     """Flink restores these checkpoints into their own job (test_prod_restore): the verdict never refuses, and
     each vertex's class is the job's (bounded branch fully finished, partial branch subtask 0) or UNKNOWN."""
     topology = load_plan(fx.root / "plan.json")
-    verdict = check(topology, load_checkpoint(fx.checkpoint_dir).checkpoint)
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    verdict = check(topology, cp)
     assert verdict.answer in (True, None), [v.message for v in verdict.violations]
     assert not verdict.violations
-    for key, v in topology.vertices.items():
+    view = bind_job(topology, cp).view  # the vertices the binding found: the job's chains
+    assert view is not None
+    for key, v in view.vertices.items():
         got = verdict.classification[v.label()]
         assert got in (_expected_class(v.names), UNKNOWN), (key, v.names, got)
         if got == UNKNOWN:

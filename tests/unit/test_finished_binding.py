@@ -62,3 +62,32 @@ def test_stream_graph_plan_without_uids_never_claims_certainty_it_lacks(fx: Fixt
             assert verdict.answer is None
         else:
             assert kind == _expected(label), label
+
+
+ONE_X_FINISHED = [p for p in FINISHED if p.values[0].release.startswith("1.")]
+
+
+@pytest.mark.parametrize("fx", ONE_X_FINISHED)
+def test_open_operators_leave_the_verdict_unknown_only_when_their_assignments_disagree(fx: Fixture) -> None:
+    """Before V5, without uids, the sink named as its uid ('sink') is only a guess: the evidence also fits it
+    holding Source: bseq's id (uid 'bsrc'), the two swapped. Flink accepts the first (the job-graph plan, proven by
+    real restores); the second puts a fully finished sink behind the running len, where the verdict hangs on a
+    chain the plan cannot show. The assignments do not agree, so the verdict stays unknown rather than taking the
+    name on trust."""
+    from spillway.inspect.finished import _assignments, _check
+    from spillway.inspect.topology import bind_job, bind_variant
+
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    topology = load_plan(fx.root / "plan.json")
+    verdict = check(topology, cp)
+    assert verdict.answer is None and not verdict.certain and verdict.assignments_agree == 0
+    binding = bind_job(topology, cp).operators
+    assert binding is not None
+    outcomes = set()
+    for variant in _assignments(binding):
+        used = [b.operator_id for b in variant.operators if b.operator_id and b.in_checkpoint]
+        assert len(used) == len(set(used)) and set(binding.unclaimed) <= set(used)
+        view, vertices, _ = bind_variant(topology, cp, variant)
+        one = _check(view, cp, vertices, variant)
+        outcomes.add((one.answer, one.certain))
+    assert len(outcomes) == 2 and (True, True) in outcomes  # Flink's answer is one of them, not the only one

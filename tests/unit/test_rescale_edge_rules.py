@@ -182,14 +182,14 @@ def test_an_unknown_or_ambiguous_name_is_a_usage_error_listing_the_vertices() ->
     with pytest.raises(UsageError) as err:
         resolve_vertex(topology, bound, "nope")
     assert str(err.value) == (
-        "no vertex 'nope' in the plan (vertex id, operator uid or name); vertices: Source: seq, check -> sink: "
-        "Writer, count, parse"
+        "no vertex 'nope' in the plan (vertex id, operator uid or name, NAME#NODE); vertices: Source: seq, "
+        "check -> sink: Writer, count, parse"
     )
     for b in bound.values():  # one name on two vertices
         b.vertex.names.append("twice") if b.vertex.names[0] in ("count", "parse") else None
     with pytest.raises(UsageError) as err:
         resolve_vertex(topology, bound, "twice")
-    assert str(err.value) == "'twice' names 2 vertices; use a vertex id"
+    assert str(err.value) == "'twice' names 2 vertices; use a vertex id or NAME#NODE"
 
 
 def test_a_stateful_operator_the_binding_cannot_place_refuses_the_rescale_naming_who_could_hold_it() -> None:

@@ -65,28 +65,28 @@ def placement_findings(
             continue
         h = x.handle
         if h.side == "input":
-            message = _input_fault(topology, heads.get(op.operator_id), h)
+            message = _input_fault(bound, heads.get(op.operator_id), h)
         else:
-            message = _output_fault(topology, tails.get(op.operator_id), h, problems)
+            message = _output_fault(bound, tails.get(op.operator_id), h, problems)
         if message is not None:
             yield Flagged(x.finding(*message), (x.key,))
 
 
-def _input_fault(topology: Topology, b: BoundVertex | None, h: InputChannelHandle) -> tuple[str, str] | None:
+def _input_fault(bound: dict[str, BoundVertex], b: BoundVertex | None, h: InputChannelHandle) -> tuple[str, str] | None:
     if b is None:
         return "channel-holder", "input channel state on an operator that heads no chain in the plan"
     gates = {e.gate: e for e in b.vertex.inputs}
     edge = gates.get(h.gate_index)
     if edge is None:
         return "channel-index", f"gate {h.gate_index} does not exist (vertex has {len(gates)} inputs)"
-    upstream = topology.vertices[edge.upstream].parallelism
+    upstream = bound[edge.upstream].vertex.parallelism
     if h.input_channel_index >= upstream:
         return "channel-index", f"input channel {h.input_channel_index} >= upstream parallelism {upstream}"
     return None
 
 
 def _output_fault(
-    topology: Topology, b: BoundVertex | None, h: ResultSubpartitionHandle, problems: bool
+    bound: dict[str, BoundVertex], b: BoundVertex | None, h: ResultSubpartitionHandle, problems: bool
 ) -> tuple[str, str] | None:
     if b is None:
         if problems:
@@ -95,7 +95,7 @@ def _output_fault(
     outs = b.vertex.outputs
     if h.partition_index >= len(outs):
         return "channel-index", f"partition {h.partition_index} does not exist (vertex has {len(outs)} outputs)"
-    downstream = topology.vertices[outs[h.partition_index].downstream].parallelism
+    downstream = bound[outs[h.partition_index].downstream].vertex.parallelism
     if h.subpartition_index >= downstream:
         return "channel-index", f"subpartition {h.subpartition_index} >= downstream parallelism {downstream}"
     return None
