@@ -64,15 +64,11 @@ def read_plan(
     from spillway.storage.rest import is_job_url
 
     if isinstance(plan, Topology):
-        if merged:
-            plan.uids = {**plan.uids, **merged}
-        return plan
+        return plan.with_uids({**plan.uids, **merged}) if merged else plan
     if is_job_url(str(plan)):
         from spillway.storage.rest import fetch_plan
 
-        topology = parse_plan(fetch_plan(str(plan)), str(plan))
-        topology.uids = merged
-        return topology
+        return parse_plan(fetch_plan(str(plan)), str(plan), uids=merged)
     return load_plan(Path(plan), merged)
 
 

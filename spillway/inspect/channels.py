@@ -9,6 +9,7 @@ Input state sits on the downstream chain's head operator, output state on the up
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: validate without a plan loads no plan machinery
@@ -85,7 +86,7 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
             if up.tail is None and up.problem:
                 skipped.append(f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {up.problem}")
                 continue
-            if not edge.all_to_all and edge.ship_strategy.upper() != "FORWARD":
+            if not edge.all_to_all and not edge.partitioner.is_forward:
                 skipped.append(
                     f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {edge.ship_strategy} channel layout "
                     "is not reconstructed"
@@ -127,7 +128,7 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
     return ChannelMap(channels, skipped, used)
 
 
-def _label(op: OperatorState | None, plan_name: list[str], vertex_label: str) -> str:
+def _label(op: OperatorState | None, plan_name: Sequence[str], vertex_label: str) -> str:
     """An operator as people know it: its stored uid or name (V5+); before V5 a checkpoint stores ids
     only, so the bound operator is called by the plan's name for that chain position."""
     if op is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spillway.flink.stream_graph import is_forward
 from spillway.inspect.topology import BoundVertex, Topology, bind, operator_binding
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
@@ -91,7 +90,7 @@ def _chain_doubts(topology: Topology, node_class: dict[int, str]) -> list[str]:
     doubts = []
     for e in sg.edges:
         src, dst = sg.node(e.source), sg.node(e.target)
-        if not is_forward(e.partitioner) or e.exchange_mode.upper() == "BATCH":
+        if not e.kind.is_forward or e.exchange_mode.upper() == "BATCH":
             continue
         if src.parallelism != dst.parallelism or len(sg.in_edges(dst.id)) != 1:
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import uid_hash
+from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind, operator_binding
@@ -300,7 +301,7 @@ def build_plan(
                 f"edge {ep.label} uses a custom partitioner with records in flight: give key_fns="
                 "{VERTEX: module:function(payload, parallelism) -> target subtask}"
             )
-        if ep.strategy.upper() in ("FORWARD", "RESCALE"):
+        if Partitioner.of(ep.strategy).is_pointwise:
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
     sources = _with_segments_and_watermarks(sources, edges)
     return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys)
@@ -315,24 +316,24 @@ def _edge_plan(
     key: str | None,
     key_fn: str | None,
 ) -> EdgePlan:
-    strategy = e.ship_strategy.upper()
+    kind = e.partitioner
     label = f"{up.label} -> {down.label} ({e.ship_strategy})"
-    if strategy in ("FORWARD", "RESCALE"):
-        if strategy == "FORWARD" and up.new_p != down.new_p:
+    if kind.is_pointwise:
+        if kind.is_forward and up.new_p != down.new_p:
             raise RescaleRefused(
                 f"edge {label}: a FORWARD edge needs equal parallelism on both sides, got {up.new_p} -> {down.new_p}; "
                 "rescale both vertices together"
             )
         rule = KEEP
-    elif strategy.startswith("HASH"):
+    elif kind is Partitioner.HASH:
         rule = HASH if down.rescaled else KEEP
-    elif strategy in ("REBALANCE", "SHUFFLE"):
+    elif kind in (Partitioner.REBALANCE, Partitioner.SHUFFLE):
         rule = BALANCED if down.rescaled else KEEP
-    elif strategy == "GLOBAL":
+    elif kind is Partitioner.GLOBAL:
         rule = GLOBAL
-    elif strategy == "BROADCAST":
+    elif kind is Partitioner.BROADCAST:
         rule = BROADCAST
-    elif strategy == "CUSTOM":
+    elif kind is Partitioner.CUSTOM:
         rule = CUSTOM if down.rescaled else KEEP
     else:
         raise RescaleRefused(f"edge {label}: ship strategy {e.ship_strategy!r} is not supported by rescale")

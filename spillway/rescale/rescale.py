@@ -15,7 +15,7 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.rules.files import unsafe_path_refusal
-from spillway.inspect.topology import Topology, operator_binding, parse_plan
+from spillway.inspect.topology import Topology, operator_binding
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
@@ -222,9 +222,7 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
 def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     """The plan of the rescaled job: the plan file written beside the output, read back (its binding to the
     output is computed afresh, from the output's own evidence)."""
-    new = parse_plan(topology.with_parallelism({k: vp.new_p for k, vp in plan.vertices.items()}), "rescaled plan")
-    new.uids = dict(topology.uids)
-    return new
+    return topology.rescaled({k: vp.new_p for k, vp in plan.vertices.items()}, "rescaled plan")
 
 
 def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str]) -> StateRescaler:
