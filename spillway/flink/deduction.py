@@ -369,9 +369,7 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
         if widest > 0 and f.max_input_channel >= widest:
             return f"input channel {f.max_input_channel}, no input of this operator has that many channels"
     if f.output_partitions:
-        may_chain_in = any(
-            e.kind.is_forward and graph.node(e.source).parallelism == node.parallelism for e in ins
-        )
+        may_chain_in = any(e.kind.is_forward and graph.node(e.source).parallelism == node.parallelism for e in ins)
         if not outs and not may_chain_in:
             return "it holds output channel state and this operator sends nothing over the network"
         # The tail has no chained output: its chain is itself and chained operators not downstream of it, and
