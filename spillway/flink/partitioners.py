@@ -10,7 +10,6 @@ Flink uses for the downstream side's channel state when it rescales. The facts a
 from __future__ import annotations
 
 from enum import Enum
-from functools import cache
 
 __all__ = ["Partitioner"]
 
@@ -50,13 +49,13 @@ class Partitioner(Enum):
     @property
     def is_pointwise(self) -> bool:
         """``StreamPartitioner#isPointwise``: each subtask talks to a fixed few of the other side."""
-        return self in _FORWARDS or self is Partitioner.RESCALE
+        return _pointwise(self)
 
     @property
     def is_all_to_all(self) -> bool:
         """Every upstream subtask has a channel to every downstream subtask (BROADCAST too). False for UNKNOWN:
         nothing is known of its layout."""
-        return not self.is_pointwise and self is not Partitioner.UNKNOWN
+        return _all_to_all(self)
 
     @property
     def is_key_groups(self) -> bool:
@@ -72,7 +71,7 @@ class Partitioner(Enum):
     def rescales_channel_state(self) -> bool:
         """Flink can map this exchange's in-flight data to a new parallelism (its downstream
         ``SubtaskStateMapper`` is not UNSUPPORTED). Unknown text: no."""
-        return self.downstream_mapper not in ("UNSUPPORTED", None)
+        return _DOWNSTREAM_MAPPER.get(self, "UNSUPPORTED") != "UNSUPPORTED"
 
     @property
     def downstream_mapper(self) -> str | None:
@@ -82,9 +81,22 @@ class Partitioner(Enum):
     @property
     def upstream_mapper(self) -> str | None:
         """``getUpstreamSubtaskStateMapper()``'s name; ``None`` when unknown."""
-        if self is Partitioner.UNKNOWN:
-            return None
-        return "UNSUPPORTED" if self.is_forward or self in (Partitioner.RESCALE, Partitioner.BROADCAST) else "ARBITRARY"
+        return _upstream_mapper(self)
+
+
+def _pointwise(p: Partitioner) -> bool:
+    return p in _FORWARDS or p is Partitioner.RESCALE
+
+
+def _all_to_all(p: Partitioner) -> bool:
+    return not _pointwise(p) and p is not Partitioner.UNKNOWN
+
+
+def _upstream_mapper(p: Partitioner) -> str | None:
+    """Only the pointwise partitioners and BROADCAST override StreamPartitioner's ARBITRARY."""
+    if p is Partitioner.UNKNOWN:
+        return None
+    return "UNSUPPORTED" if _pointwise(p) or p is Partitioner.BROADCAST else "ARBITRARY"
 
 
 _FORWARDS = frozenset(
@@ -134,7 +146,6 @@ _CLASSES = {
 }
 
 
-@cache
 def _classify(text: str) -> Partitioner:
     s = text.strip()
     upper = s.upper()
