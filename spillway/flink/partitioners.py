@@ -39,7 +39,7 @@ class Partitioner(Enum):
     @staticmethod
     def of(text: str | None) -> Partitioner:
         """The partitioner a plan's ``ship_strategy`` (or a partitioner class name) names; UNKNOWN otherwise."""
-        return _classify(text or "")
+        return _classify(text) if text else Partitioner.UNKNOWN
 
     @property
     def is_forward(self) -> bool:
@@ -117,18 +117,6 @@ _DOWNSTREAM_MAPPER = {
     Partitioner.CUSTOM: "FULL",
 }
 
-#: ``toString()`` of each partitioner (the same text on every release).
-_PRINTED = {
-    "FORWARD": Partitioner.FORWARD,
-    "HASH": Partitioner.HASH,
-    "REBALANCE": Partitioner.REBALANCE,
-    "RESCALE": Partitioner.RESCALE,
-    "BROADCAST": Partitioner.BROADCAST,
-    "SHUFFLE": Partitioner.SHUFFLE,
-    "GLOBAL": Partitioner.GLOBAL,
-    "CUSTOM": Partitioner.CUSTOM,
-}
-
 #: Class simple names, as a job's own graph may give them.
 _CLASSES = {
     "forwardpartitioner": Partitioner.FORWARD,
@@ -149,11 +137,10 @@ _CLASSES = {
 def _classify(text: str) -> Partitioner:
     s = text.strip()
     upper = s.upper()
-    if upper in _PRINTED:
-        return _PRINTED[upper]
-    if upper in Partitioner.__members__ and upper != "UNKNOWN":
-        return Partitioner[upper]  # an enum name given back, e.g. FORWARD_FOR_UNSPECIFIED
+    if upper in Partitioner.__members__:
+        # what Flink prints (each partitioner's toString() is its member's name), or a member's name given back
+        return Partitioner[upper]
     if upper.startswith("HASH[") and upper.endswith("]"):
         return Partitioner.TABLE_HASH  # BinaryHashPartitioner prints "HASH" + its field names
-    simple = s.rsplit(".", 1)[-1].lower()
+    simple = s.rpartition(".")[2].lower()
     return _CLASSES.get(simple, Partitioner.UNKNOWN)
