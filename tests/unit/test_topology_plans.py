@@ -431,7 +431,7 @@ DEFAULT_CHAINED = [
     for f in all_fixtures()
     if (f.root / "ids.json").exists()
     and (f.root / "plan.json").exists()
-    and not f.info["scenario"].startswith(("prod", "finished", "sql"))
+    and not f.info["scenario"].startswith(("prod", "finished", "sql", "shapes"))
 ]
 
 
