@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spillway.flink import operator_ids
+from spillway.flink.outputs import transitive_out_edges
 from spillway.flink.partitioners import Partitioner
 from spillway.flink.stream_graph import (
     JobGraphPlan,
@@ -238,7 +239,7 @@ def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = N
         head_of[nid] = head_of[graph.in_edges(nid)[0].source] if chains_to_pred(nid) else nid
         members.setdefault(head_of[nid], []).append(nid)
     inputs: dict[int, list[Edge]] = {h: [] for h in members}
-    outputs: dict[int, list[Edge]] = {h: [] for h in members}
+    made: dict[int, Edge] = {}  # id() of a stream edge leaving a chain -> its edge between vertices
     for n in graph.nodes:
         if head_of[n.id] != n.id:
             continue
@@ -249,7 +250,12 @@ def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = N
                 ups.append(up)
             edge = Edge(str(up), str(n.id), ups.index(up), e.partitioner)
             inputs[n.id].append(edge)
-            outputs[up].append(edge)
+            made[id(e)] = edge
+    # A vertex's outputs in the order Flink numbers its result partitions (not the order of its consumers).
+    outputs = {
+        h: [made[id(e)] for e in transitive_out_edges(graph, h, lambda e: head_of[e.target] != e.target)]
+        for h in members
+    }
     vertices = {}
     for head, ids in members.items():
         names = tuple(graph.node(i).description or graph.node(i).name or str(i) for i in ids)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
-    from spillway.inspect.topology import BoundVertex, Topology
+    from spillway.inspect.channels import ChannelPart
+    from spillway.inspect.topology import BoundVertex, Edge, Topology
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 
 from spillway.formats.stream_elements import tags_for_format_version
@@ -78,6 +79,9 @@ class _Validation:
         self.engine = Engine(self.resolver, tags_for_format_version(self.cp.format_version), self.recorder, workers)
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
+        # vertex key -> the order of its outputs the framing chose, where the plan does not give it
+        self.orders: dict[str, tuple[Edge, ...]] = {}
+        self.order_notes: list[str] = []
 
     def run(self) -> None:
         self.recorder.all(structure_findings(self.cp))
@@ -169,11 +173,60 @@ class _Validation:
             if self.topology is None:
                 self.cmap = ChannelMap([], [], set())
             else:
-                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp)
+                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp, self.orders)
         return self.cmap
+
+    def choose_output_orders(self) -> None:
+        """For each vertex whose output order the plan does not give (a job-graph plan, several outputs), the
+        order its channels frame cleanly in. Output state paired with the wrong consumer's input state breaks
+        records at the seam, so when one order frames cleanly that is Flink's; when several do, the data is
+        sound either way and the pairing is left uncertain (noted); when none does, a fault is certain
+        whichever order is Flink's, and the plan's listing is framed to locate it."""
+        from spillway.inspect.output_order import candidate_orders, known_order, uncertain_note
+
+        assert self.topology is not None
+        bound = _bind(self.topology, self.cp)
+        for key, b in bound.items():
+            if known_order(self.topology, b.vertex) or b.tail is None:
+                continue
+            fitting = candidate_orders(self.topology, b)
+            if fitting and fitting[0] != b.vertex.outputs:
+                self.orders[key] = fitting[0]
+            distinct: dict[frozenset[tuple[ChannelKey, ...]], tuple[Edge, ...]] = {}
+            for order in fitting:
+                cmap = logical_channels(self.topology, bound, self.cp, {key: order}, upstream=key)
+                distinct.setdefault(frozenset(tuple(_keys(lc.parts)) for lc in cmap.channels), order)
+            if len(distinct) < 2:
+                continue  # every order pairs the same state (e.g. no output state): nothing to decide
+            clean = [order for order in distinct.values() if self.frames_clean(key, bound, order)]
+            if clean:
+                self.orders[key] = clean[0]
+            if len(clean) > 1:
+                self.order_notes.append(uncertain_note(b.vertex, len(clean)))
+        self.cmap = None  # assembled again with the orders chosen
+
+    def frames_clean(self, key: str, bound: dict[str, BoundVertex], order: tuple[Edge, ...]) -> bool:
+        """Every logical channel out of vertex ``key`` frames without a fault with its outputs in ``order``."""
+        assert self.topology is not None
+        engine = self.engine
+        bytes_read = self.report.bytes_read  # a trial, not the report's reading
+        try:
+            for lc in logical_channels(self.topology, bound, self.cp, {key: order}, upstream=key).channels:
+                parts = [(p.operator, p.handle) for p in lc.parts]
+                if any(engine.info(h) is None or engine.unreadable(h) is not None for _, h in parts):
+                    continue  # reported by the file and chunk rules, whichever order is Flink's
+                total = sum(engine.payload(h) for _, h in parts)
+                framed = engine.reframe(parts, total, True)
+                if framed is None or framed[0].faults:
+                    return False
+            return True
+        finally:
+            self.report.bytes_read = bytes_read
 
     # ------------------------------------------------------------------ record framing
     def check_framing(self, located: list[Located]) -> None:
+        if self.topology is not None:
+            self.choose_output_orders()
         cmap = self.check_plan(located) if self.topology is not None else None
         if cmap is None:
             outputs = sum(1 for x in located if x.handle.side == "output")
@@ -202,7 +255,9 @@ class _Validation:
         cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
-        self.recorder.all(placement_findings(self.topology, bound, self.cp, located))
+        for text in self.order_notes:
+            self.recorder.add(Finding("topology", text))
+        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.orders))
         return cmap
 
     def plan_jobs(
@@ -298,6 +353,10 @@ class _Validation:
 
 
 __all__ = ["Progress", "Report", "Unchecked", "validate"]
+
+
+def _keys(parts: list[ChannelPart]) -> Iterator[ChannelKey]:
+    return (channel_key(p.operator, p.handle) for p in parts)
 
 
 def _bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:

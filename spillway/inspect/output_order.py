@@ -1,0 +1,87 @@
+"""Which output of a job vertex is which result partition, when the plan does not say (docs/format/record-framing.md).
+
+Output channel state is indexed by result partition (:mod:`spillway.flink.outputs` gives Flink's numbering). A
+stream-graph plan (or the job's own graph) gives that order; a job-graph plan does not: it lists each consumer's
+inputs, and the producer's partition order is not among them. For a vertex with several outputs, every order
+is then a candidate that the checkpoint's evidence has not ruled out: a partition index it stores must exist,
+and its subpartitions must fit the consumer on that partition (one per consumer subtask over an all-to-all
+exchange, one over FORWARD). Which candidate is Flink's is left to the record framing (validate): pairing
+output state with the wrong consumer's input state breaks records at the seam.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex
+
+__all__ = ["MAX_ORDERS", "OutputOrders", "candidate_orders", "known_order", "uncertain_note"]
+
+#: Most candidate orders of one vertex kept, and most orders looked at (a vertex of many outputs): the framing
+#: tries each one kept.
+MAX_ORDERS = 24
+MAX_LOOKED_AT = 5040
+
+#: vertex key -> the order of its outputs to use, where it differs from ``Vertex.outputs``.
+OutputOrders = Mapping[str, tuple["Edge", ...]]
+
+
+def known_order(topology: Topology, v: Vertex) -> bool:
+    """The plan gives the order of ``v``'s outputs: one output at most, or a stream-graph plan."""
+    return len(v.outputs) <= 1 or topology.flavour == "stream-graph"
+
+
+def candidate_orders(topology: Topology, b: BoundVertex) -> list[tuple[Edge, ...]]:
+    """The orders of ``b``'s outputs its output channel state allows, the plan's own listing first; just that
+    one where the plan gives the order; none when none fits (the placement rules then report the state)."""
+    v = b.vertex
+    if known_order(topology, v):
+        return [v.outputs]
+    used = _partitions_used(b)
+    out = []
+    for order in itertools.islice(_orders(v.outputs), MAX_LOOKED_AT):
+        if all(p < len(order) and top < _subpartitions(topology, order[p]) for p, top in used.items()):
+            out.append(order)
+            if len(out) > MAX_ORDERS:
+                break
+    return out
+
+
+def uncertain_note(v: Vertex, fitting: int) -> str:
+    """Why validate leaves the pairing of a vertex's output state open."""
+    return (
+        f"vertex {v.label()!r}: a job-graph plan does not give the order of its {len(v.outputs)} outputs, and "
+        f"{fitting} orders frame its output channel state cleanly; the channels are framed by the first — give "
+        "the stream-graph plan or --job to make the pairing certain"
+    )
+
+
+def _orders(outputs: tuple[Edge, ...]) -> Iterator[tuple[Edge, ...]]:
+    yield outputs
+    for order in itertools.permutations(outputs):
+        if order != outputs:
+            yield order
+
+
+def _partitions_used(b: BoundVertex) -> dict[int, int]:
+    """Partition index -> the highest subpartition index the tail stores output state for."""
+    used: dict[int, int] = {}
+    if b.tail is None:
+        return used
+    from spillway.model.checkpoint import channel_handles
+
+    for sub in b.tail.subtasks:
+        for h in channel_handles(sub.result_subpartition_state):
+            p, s = h.info
+            used[p] = max(used.get(p, -1), s)
+    return used
+
+
+def _subpartitions(topology: Topology, e: Edge) -> int:
+    """How many subpartitions an upstream subtask has on edge ``e``, at most."""
+    if e.partitioner.is_forward:
+        return 1
+    return topology.vertices[e.downstream].parallelism  # all-to-all, and the most any pointwise edge has
