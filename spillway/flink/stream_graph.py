@@ -179,11 +179,14 @@ def _where(node: Mapping[str, Any], index: int) -> str:
     return f"node {nid!r}" if isinstance(nid, (int, str)) and not isinstance(nid, bool) else f"nodes[{index}]"
 
 
-def _int_field(node: Mapping[str, Any], key: str, where: str, *, minimum: int) -> int:
+#: What an integer field must be, by its least value (None: any integer).
+_INTEGERS = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}
+
+
+def _int_field(node: Mapping[str, Any], key: str, where: str, *, minimum: int | None) -> int:
     value = node.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive integer" if minimum == 1 else "an integer" if minimum < 0 else "a non-negative integer"
-        raise _malformed(f"{where}: {key!r} is {value!r}, not {kind}")
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        raise _malformed(f"{where}: {key!r} is {value!r}, not {_INTEGERS[minimum]}")
     return value
 
 
@@ -227,11 +230,11 @@ def parse_stream_plan(obj: Any, *, chaining_enabled: bool = True) -> StreamGraph
     """
     plan = _unwrap(obj)
     nodes: list[StreamNode] = []
-    edges: list[tuple[int, int, StreamEdge]] = []
+    edges: dict[tuple[int, int], StreamEdge] = {}  # (target id, predecessor index) -> edge
     seen: set[int] = set()
     for i, raw in enumerate(plan["nodes"]):
         where = _where(raw, i)
-        nid = _int_field(raw, "id", where, minimum=-(2**63))
+        nid = _int_field(raw, "id", where, minimum=None)
         if nid in seen:
             raise _malformed(f"{where}: id {nid} occurs twice")
         seen.add(nid)
@@ -248,16 +251,14 @@ def parse_stream_plan(obj: Any, *, chaining_enabled: bool = True) -> StreamGraph
             )
         )
         for idx, pred in enumerate(_list_field(raw, "predecessors", where)):
-            up = _int_field(pred, "id", f"{where}: predecessors[{idx}]", minimum=-(2**63))
+            up = _int_field(pred, "id", f"{where}: predecessors[{idx}]", minimum=None)
             partitioner = _text_field(pred, "ship_strategy", f"{where}: predecessors[{idx}]") or ""
-            edges.append((nid, idx, StreamEdge(source=up, target=nid, partitioner=partitioner)))
-    for target, idx, e in edges:
+            edges[(nid, idx)] = StreamEdge(source=up, target=nid, partitioner=partitioner)
+    for (target, idx), e in edges.items():
         if e.source not in seen:
             raise _malformed(f"node {target}: predecessors[{idx}] names node {e.source}, which is not in the plan")
-    edges.sort(key=lambda t: (t[0], t[1]))
-    return StreamGraph(
-        tuple(nodes), tuple(e for _, _, e in edges), chaining_enabled=chaining_enabled, inferred_edge_order=True
-    )
+    ordered = tuple(edges[k] for k in sorted(edges))
+    return StreamGraph(tuple(nodes), ordered, chaining_enabled=chaining_enabled, inferred_edge_order=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,19 +308,20 @@ _TREE_LINE = re.compile(r"^((?:[ \xa0]{3}|:[ \xa0]{2})*)([+:]- )(.*)$")
 
 
 def _split_tree(lines: Sequence[str]) -> tuple[list[str], list[int | None]]:
-    labels: list[str] = []
-    parents: list[int | None] = []
-    stack: list[int] = []  # stack[d] = index of the last label at depth d
-    for line in lines:
+    """The first line is the head; a line without a branch marker continues the label before it (Flink turns a
+    newline in a name into ``<br/>`` too)."""
+    labels: list[str] = [lines[0].strip()]
+    parents: list[int | None] = [None]
+    stack: list[int] = [0]  # stack[d] = index of the last label at depth d
+    for line in lines[1:]:
         m = _TREE_LINE.match(line)
-        if m is None or not labels:
-            depth, label = 0, line.strip()
-        else:
-            depth, label = len(m.group(1)) // 3 + 1, m.group(3).strip()
-        depth = min(depth, len(stack))
+        if m is None:
+            labels[-1] = f"{labels[-1]}\n{line.strip()}"
+            continue
+        depth = min(len(m.group(1)) // 3 + 1, len(stack))
         del stack[depth:]
-        parents.append(stack[-1] if stack else None)
-        labels.append(label)
+        parents.append(stack[-1])
+        labels.append(m.group(3).strip())
         stack.append(len(labels) - 1)
     return labels, parents
 
@@ -353,12 +355,23 @@ def _split_cascading(text: str, parent: int | None, labels: list[str], parents: 
     if not rest_parts:
         return
     rest = " -> ".join(rest_parts).strip()
-    if rest.startswith("(") and rest.endswith(")") and _split_top(rest, " -> ") == [rest]:
-        for part in _split_top(rest[1:-1], ","):  # Flink joins the outputs' names with a bare comma
-            if part.strip():
-                _split_cascading(part.strip(), me, labels, parents)
+    # several chained outputs: "(a,b)", one bracket group of names Flink joined with a bare comma
+    outputs = _split_top(rest[1:-1], ",") if rest.startswith("(") and rest.endswith(")") else []
+    if len(outputs) > 1 and _closes_at_end(rest):
+        for part in outputs:
+            _split_cascading(part.strip(), me, labels, parents)
     else:
         _split_cascading(rest, me, labels, parents)
+
+
+def _closes_at_end(text: str) -> bool:
+    """Whether the bracket opened by the first character closes at the last (``(a),(b)`` is two groups)."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c in "([{") - (c in ")]}")
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def split_description(description: str) -> tuple[list[str], list[int | None]]:
@@ -369,9 +382,9 @@ def split_description(description: str) -> tuple[list[str], list[int | None]]:
     fan-out as ``a -> (b, c)``. The JSON text is HTML-escaped (``StringEscapeUtils.escapeHtml4``, then a
     backslash as ``&#92;``); labels come back unescaped.
     """
-    if "<br/>" in description or "\n" in description:
-        lines = [html.unescape(s) for s in re.split(r"<br/>|\n", description) if s.strip()]
-        return _split_tree(lines)
+    if "<br/>" in description:
+        lines = [html.unescape(s) for s in description.split("<br/>") if s.strip()]
+        return _split_tree(lines) if lines else ([], [])
     labels: list[str] = []
     parents: list[int | None] = []
     text = html.unescape(description).strip()
@@ -385,9 +398,8 @@ def _job_input(raw: Mapping[str, Any], index: int, where: str) -> JobInput:
     source = _text_field(raw, "id", at)
     if not source:
         raise _malformed(f"{at}: 'id' names no vertex")
-    num = raw.get("num", index)  # Flink always writes it: the input's index among the vertex's inputs
-    if isinstance(num, bool) or not isinstance(num, int) or num < 0:
-        raise _malformed(f"{at}: 'num' is {num!r}, not a non-negative integer")
+    # Flink always writes "num": the input's position among the vertex's inputs
+    num = _int_field(raw, "num", at, minimum=0) if "num" in raw else index
     return JobInput(
         source=source.lower(),
         num=num,
