@@ -238,6 +238,7 @@ def build_plan(
             "(REST /jobs/<job-id>/plan)"
         )
 
+    _refuse_an_open_output_order(topology, bound, rescaled_keys)
     cmap = logical_channels(topology, bound, cp)
     edges: list[EdgePlan] = []
     edge_index: dict[int, EdgePlan] = {}
@@ -359,6 +360,26 @@ def _edge_plan(
         key,
         key_fn,
     )
+
+
+def _refuse_an_open_output_order(topology: Topology, bound: dict[str, BoundVertex], rescaled: set[str]) -> None:
+    """Output channel state is stored per result partition; a job-graph plan does not say which of a vertex's
+    outputs is which partition. Moving that state to the wrong consumer would corrupt it, so a rescale that
+    touches such a vertex's outputs is refused unless the stored state allows one order only."""
+    from spillway.inspect.output_order import candidate_orders, known_order
+
+    for key, b in bound.items():
+        v = b.vertex
+        if known_order(topology, v) or not ({key} | {e.downstream for e in v.outputs}) & rescaled:
+            continue
+        if len(candidate_orders(topology, b)) > 1 and any(
+            s.result_subpartition_state for s in (b.tail.subtasks if b.tail is not None else [])
+        ):
+            raise RescaleRefused(
+                f"vertex {v.label()!r}: a job-graph plan does not give the order of its {len(v.outputs)} outputs, "
+                "and its output channel state is stored by that order; pass the stream-graph plan "
+                "(env.getExecutionPlan()) or the job's jar (--job) instead"
+            )
 
 
 def up_outputs_index(v: Vertex, e: Edge) -> int:
