@@ -12,13 +12,16 @@ output state with the wrong consumer's input state breaks records at the seam.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
+
+from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 
 if TYPE_CHECKING:
     from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex
+    from spillway.model.checkpoint import Checkpoint
 
-__all__ = ["MAX_ORDERS", "OutputOrders", "candidate_orders", "known_order", "uncertain_note"]
+__all__ = ["MAX_ORDERS", "OutputOrders", "candidate_orders", "choose_orders", "known_order", "uncertain_note"]
 
 #: Most candidate orders of one vertex kept, and most orders looked at (a vertex of many outputs): the framing
 #: tries each one kept.
@@ -48,6 +51,43 @@ def candidate_orders(topology: Topology, b: BoundVertex) -> list[tuple[Edge, ...
             if len(out) > MAX_ORDERS:
                 break
     return out
+
+
+def choose_orders(
+    topology: Topology,
+    bound: dict[str, BoundVertex],
+    checkpoint: Checkpoint,
+    frames_clean: Callable[[ChannelMap], bool],
+) -> tuple[dict[str, tuple[Edge, ...]], list[str]]:
+    """For each vertex whose output order the plan does not give, the order to pair its output state by, and the
+    notes of those the checkpoint cannot decide. ``frames_clean(cmap)``: every channel of ``cmap`` (the channels
+    out of one vertex under one order) frames without a fault. Output state paired with the wrong consumer's
+    input state breaks records at the seam, so an order that frames cleanly is taken; when several do, the data
+    is sound either way and the pairing is noted as open; when none does, a fault is certain whichever order is
+    Flink's, and the first candidate is kept to locate it."""
+    orders: dict[str, tuple[Edge, ...]] = {}
+    notes: list[str] = []
+    for key, b in bound.items():
+        if known_order(topology, b.vertex) or b.tail is None:
+            continue
+        fitting = candidate_orders(topology, b)
+        if fitting and fitting[0] != b.vertex.outputs:
+            orders[key] = fitting[0]
+        distinct: dict[frozenset[tuple[ChannelKey, ...]], ChannelMap] = {}
+        by_pairing: dict[frozenset[tuple[ChannelKey, ...]], tuple[Edge, ...]] = {}
+        for order in fitting:
+            cmap = logical_channels(topology, bound, checkpoint, {key: order}, upstream=key)
+            pairing = frozenset(tuple(channel_key(p.operator, p.handle) for p in lc.parts) for lc in cmap.channels)
+            if pairing not in distinct:
+                distinct[pairing], by_pairing[pairing] = cmap, order
+        if len(distinct) < 2:
+            continue  # every order pairs the same state (e.g. no output state): nothing to decide
+        clean = [by_pairing[k] for k, cmap in distinct.items() if frames_clean(cmap)]
+        if clean:
+            orders[key] = clean[0]
+        if len(clean) > 1:
+            notes.append(uncertain_note(b.vertex, len(clean)))
+    return orders, notes
 
 
 def uncertain_note(v: Vertex, fitting: int) -> str:

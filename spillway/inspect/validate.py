@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
-    from spillway.inspect.channels import ChannelPart
     from spillway.inspect.topology import BoundVertex, Edge, Topology
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from spillway.formats.stream_elements import tags_for_format_version
@@ -177,41 +176,22 @@ class _Validation:
         return self.cmap
 
     def choose_output_orders(self) -> None:
-        """For each vertex whose output order the plan does not give (a job-graph plan, several outputs), the
-        order its channels frame cleanly in. Output state paired with the wrong consumer's input state breaks
-        records at the seam, so when one order frames cleanly that is Flink's; when several do, the data is
-        sound either way and the pairing is left uncertain (noted); when none does, a fault is certain
-        whichever order is Flink's, and the plan's listing is framed to locate it."""
-        from spillway.inspect.output_order import candidate_orders, known_order, uncertain_note
+        """The order of each vertex's outputs where the plan does not give it, decided by the framing
+        (:func:`spillway.inspect.output_order.choose_orders`)."""
+        from spillway.inspect.output_order import choose_orders
 
         assert self.topology is not None
-        bound = _bind(self.topology, self.cp)
-        for key, b in bound.items():
-            if known_order(self.topology, b.vertex) or b.tail is None:
-                continue
-            fitting = candidate_orders(self.topology, b)
-            if fitting and fitting[0] != b.vertex.outputs:
-                self.orders[key] = fitting[0]
-            distinct: dict[frozenset[tuple[ChannelKey, ...]], tuple[Edge, ...]] = {}
-            for order in fitting:
-                cmap = logical_channels(self.topology, bound, self.cp, {key: order}, upstream=key)
-                distinct.setdefault(frozenset(tuple(_keys(lc.parts)) for lc in cmap.channels), order)
-            if len(distinct) < 2:
-                continue  # every order pairs the same state (e.g. no output state): nothing to decide
-            clean = [order for order in distinct.values() if self.frames_clean(key, bound, order)]
-            if clean:
-                self.orders[key] = clean[0]
-            if len(clean) > 1:
-                self.order_notes.append(uncertain_note(b.vertex, len(clean)))
+        self.orders, self.order_notes = choose_orders(
+            self.topology, _bind(self.topology, self.cp), self.cp, self.frames_clean
+        )
         self.cmap = None  # assembled again with the orders chosen
 
-    def frames_clean(self, key: str, bound: dict[str, BoundVertex], order: tuple[Edge, ...]) -> bool:
-        """Every logical channel out of vertex ``key`` frames without a fault with its outputs in ``order``."""
-        assert self.topology is not None
+    def frames_clean(self, cmap: ChannelMap) -> bool:
+        """Every logical channel of ``cmap`` frames without a fault (a trial: the report's counts are kept)."""
         engine = self.engine
-        bytes_read = self.report.bytes_read  # a trial, not the report's reading
+        bytes_read = self.report.bytes_read
         try:
-            for lc in logical_channels(self.topology, bound, self.cp, {key: order}, upstream=key).channels:
+            for lc in cmap.channels:
                 parts = [(p.operator, p.handle) for p in lc.parts]
                 if any(engine.info(h) is None or engine.unreadable(h) is not None for _, h in parts):
                     continue  # reported by the file and chunk rules, whichever order is Flink's
@@ -353,10 +333,6 @@ class _Validation:
 
 
 __all__ = ["Progress", "Report", "Unchecked", "validate"]
-
-
-def _keys(parts: list[ChannelPart]) -> Iterator[ChannelKey]:
-    return (channel_key(p.operator, p.handle) for p in parts)
 
 
 def _bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:

@@ -19,6 +19,7 @@ from support.fixtures import Fixture, fixture_named
 from spillway.flink.outputs import transitive_out_edges
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
 from spillway.inspect import output_order
+from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import Edge, Topology, bind, load_plan, parse_plan, stream_topology
 from spillway.inspect.validate import Report, validate
 from spillway.rescale.plan import RescaleRefused, _refuse_an_open_output_order
@@ -216,3 +217,17 @@ def test_rescale_refuses_to_move_output_state_by_an_order_the_plan_does_not_give
     # With the stream-graph plan the order is Flink's: nothing to refuse.
     stream = load_plan(fx.root / "plan.json")
     _refuse_an_open_output_order(stream, bind(stream, cp), set(stream.vertices))
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["as-listed", "reversed"])
+@pytest.mark.parametrize("name", NO_UID)
+def test_analyze_pairs_output_state_by_the_order_that_frames(name: str, reverse: bool) -> None:
+    """analyze assembles the same channels: each parses into whole records whichever consumer the plan lists
+    first, and says so when the checkpoint cannot tell the order."""
+    fx = fixture_named(name)
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    loaded.resolve_files()
+    result = analyze(loaded, _job_plan(fx, reverse))
+    assert [c.label for c in result.channels if c.problem] == []
+    open_order = [s for s in result.skipped if "does not give the order of its" in s]
+    assert len(open_order) == (1 if name in UNDECIDED else 0)
