@@ -33,8 +33,37 @@ OutputOrders = Mapping[str, tuple["Edge", ...]]
 
 
 def known_order(topology: Topology, v: Vertex) -> bool:
-    """The plan gives the order of ``v``'s outputs: one output at most, or a stream-graph plan."""
-    return len(v.outputs) <= 1 or topology.flavour == "stream-graph"
+    """The plan gives the order of ``v``'s outputs: one output at most, or a stream-graph plan whose out-edge
+    order is Flink's. A plan does not print that order; it is taken by target node id (consumers are translated
+    in the order they were created), which a Sink V2 writer breaks: its plan id is drawn afresh and larger than
+    every other, while in the job its edge comes first (docs/format/job-shapes.md). Flink takes a node's chained
+    out-edges first and its cut ones after, each group in out-edge order; so the order is open where a writer's
+    edge is cut next to another cut edge of the same node, or chained next to another chained edge while the
+    writer itself sends out (a committer behind it)."""
+    if len(v.outputs) <= 1:
+        return True
+    graph = topology.stream_graph
+    if topology.flavour != "stream-graph" or graph is None:
+        return False
+    if not graph.inferred_edge_order:
+        return True
+    members = set(v.node_ids)
+    for nid in v.node_ids:
+        outs = graph.out_edges(nid)
+        cut = [e for e in outs if e.target not in members]
+        chained = [e for e in outs if e.target in members]
+        if len(cut) > 1 and any(_is_writer(graph.node(e.target).name) for e in cut):
+            return False
+        if len(chained) > 1 and any(
+            _is_writer(graph.node(e.target).name) and graph.out_edges(e.target) for e in chained
+        ):
+            return False
+    return True
+
+
+def _is_writer(name: str) -> bool:
+    """A Sink V2 writer node: ``Sink: Writer``, ``<sink name>: Writer`` (SQL: ``snk[5]: Writer``)."""
+    return name.endswith(": Writer")
 
 
 def candidate_orders(topology: Topology, b: BoundVertex) -> list[tuple[Edge, ...]]:
@@ -93,9 +122,9 @@ def choose_orders(
 def uncertain_note(v: Vertex, fitting: int) -> str:
     """Why validate leaves the pairing of a vertex's output state open."""
     return (
-        f"vertex {v.label()!r}: a job-graph plan does not give the order of its {len(v.outputs)} outputs, and "
-        f"{fitting} orders frame its output channel state cleanly; the channels are framed by the first — give "
-        "the stream-graph plan or --job to make the pairing certain"
+        f"vertex {v.label()!r}: the plan does not give the order of its {len(v.outputs)} outputs (its result "
+        f"partitions), and {fitting} orders frame its output channel state cleanly; the channels are framed by the "
+        "first — give the stream-graph plan or --job to make the pairing certain"
     )
 
 

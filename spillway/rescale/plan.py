@@ -364,8 +364,9 @@ def _edge_plan(
 
 def _refuse_an_open_output_order(topology: Topology, bound: dict[str, BoundVertex], rescaled: set[str]) -> None:
     """Output channel state is stored per result partition; a job-graph plan does not say which of a vertex's
-    outputs is which partition. Moving that state to the wrong consumer would corrupt it, so a rescale that
-    touches such a vertex's outputs is refused unless the stored state allows one order only."""
+    outputs is which partition (nor a stream-graph plan, next to a Sink V2 writer). Moving that state to the wrong
+    consumer would corrupt it, so a rescale that touches such a vertex's outputs is refused unless the stored
+    state allows one order only."""
     from spillway.inspect.output_order import candidate_orders, known_order
 
     for key, b in bound.items():
@@ -376,9 +377,9 @@ def _refuse_an_open_output_order(topology: Topology, bound: dict[str, BoundVerte
             s.result_subpartition_state for s in (b.tail.subtasks if b.tail is not None else [])
         ):
             raise RescaleRefused(
-                f"vertex {v.label()!r}: a job-graph plan does not give the order of its {len(v.outputs)} outputs, "
-                "and its output channel state is stored by that order; pass the stream-graph plan "
-                "(env.getExecutionPlan()) or the job's jar (--job) instead"
+                f"vertex {v.label()!r}: the plan does not give the order of its {len(v.outputs)} outputs, and its "
+                "output channel state is stored by that order; pass the stream-graph plan (env.getExecutionPlan()) "
+                "or the job's jar (--job) instead"
             )
 
 

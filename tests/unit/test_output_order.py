@@ -20,7 +20,7 @@ from spillway.flink.outputs import transitive_out_edges
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
 from spillway.inspect import output_order
 from spillway.inspect.analyze import analyze
-from spillway.inspect.topology import Edge, Topology, bind, load_plan, parse_plan, stream_topology
+from spillway.inspect.topology import BoundVertex, Edge, Topology, bind, load_plan, parse_plan, stream_topology
 from spillway.inspect.validate import Report, validate
 from spillway.rescale.plan import RescaleRefused, _refuse_an_open_output_order
 from spillway.storage.load import load_checkpoint
@@ -231,3 +231,40 @@ def test_analyze_pairs_output_state_by_the_order_that_frames(name: str, reverse:
     assert [c.label for c in result.channels if c.problem] == []
     open_order = [s for s in result.skipped if "does not give the order of its" in s]
     assert len(open_order) == (1 if name in UNDECIDED else 0)
+
+
+def _stream_plan(writer_parallelism: int) -> Topology:
+    """Source: s (node 1) feeds a keyed Map (node 2) and a Sink V2 writer (node 9, the fresh id a plan gives it)."""
+    node = lambda i, name, p, preds: {  # noqa: E731
+        "id": i,
+        "type": name,
+        "pact": "Data Source" if not preds else "Operator",
+        "contents": name,
+        "parallelism": p,
+        "predecessors": [{"id": u, "ship_strategy": s, "side": "second"} for u, s in preds],
+    }
+    writer_edge = "FORWARD" if writer_parallelism == 2 else "REBALANCE"
+    doc = {
+        "nodes": [
+            node(1, "Source: s", 2, []),
+            node(2, "Map", 2, [(1, "HASH")]),
+            node(3, "Sink: Unnamed", 2, [(1, "HASH")]),
+            node(9, "Sink: Writer", writer_parallelism, [(1, writer_edge)]),
+        ]
+    }
+    return parse_plan(doc, "plan.json")
+
+
+def test_a_cut_edge_to_a_sink_v2_writer_leaves_a_stream_graph_plans_order_open() -> None:
+    """The writer's plan id is not its place among its producer's out-edges: cut next to other outputs, the
+    order is open (every order is a candidate); chained (no outputs of its own), the other outputs' order holds."""
+    cut = _stream_plan(writer_parallelism=3)
+    source = cut.vertices["1"]
+    assert [e.downstream for e in source.outputs] == ["2", "3", "9"]
+    assert not output_order.known_order(cut, source)
+    orders = output_order.candidate_orders(cut, BoundVertex(source, None, None))
+    assert len(orders) == 6 and orders[0] == source.outputs
+    chained = _stream_plan(writer_parallelism=2)
+    source = chained.vertices["1"]
+    assert [e.downstream for e in source.outputs] == ["2", "3"]
+    assert output_order.known_order(chained, source)
