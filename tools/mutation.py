@@ -166,6 +166,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/flink/stream_graph.py",
         ["tests/unit/test_plan_model.py", "tests/unit/test_topology_plans.py", "tests/unit/test_operator_ids.py"],
     ),
+    # which output of a job vertex is which result partition: Flink's order, and the orders a plan leaves open
+    "outputs": ("spillway/flink/outputs.py", ["tests/unit/test_output_order.py"]),
+    "output_order": ("spillway/inspect/output_order.py", ["tests/unit/test_output_order.py"]),
     "topology": (
         "spillway/inspect/topology.py",
         [

@@ -268,3 +268,22 @@ def test_a_cut_edge_to_a_sink_v2_writer_leaves_a_stream_graph_plans_order_open()
     source = chained.vertices["1"]
     assert [e.downstream for e in source.outputs] == ["2", "3"]
     assert output_order.known_order(chained, source)
+
+
+def test_a_deep_chain_sends_its_innermost_outputs_first() -> None:
+    """Depth first over chained successors, each in out-edge order: 1 chains 2 and 7, 2 chains 3. Node 3's cut
+    edge (3->5) comes before 2's (2->4), both before 7's (7->8) — 7 is node 1's second out-edge — and node 1's
+    own cut edge (1->6) comes last."""
+    nodes = tuple(StreamNode(i, f"n{i}", 2) for i in range(1, 9))
+    edges = (
+        StreamEdge(1, 2, "FORWARD"),
+        StreamEdge(1, 6, "HASH"),
+        StreamEdge(1, 7, "FORWARD"),
+        StreamEdge(2, 3, "FORWARD"),
+        StreamEdge(2, 4, "HASH"),
+        StreamEdge(3, 5, "HASH"),
+        StreamEdge(7, 8, "HASH"),
+    )
+    chained = {(1, 2), (2, 3), (1, 7)}
+    order = transitive_out_edges(StreamGraph(nodes, edges), 1, lambda e: (e.source, e.target) in chained)
+    assert [(e.source, e.target) for e in order] == [(3, 5), (2, 4), (7, 8), (1, 6)]
