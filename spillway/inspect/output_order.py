@@ -77,7 +77,7 @@ def candidate_orders(topology: Topology, b: BoundVertex) -> list[tuple[Edge, ...
     for order in itertools.islice(_orders(v.outputs), MAX_LOOKED_AT):
         if all(p < len(order) and top < _subpartitions(topology, order[p]) for p, top in used.items()):
             out.append(order)
-            if len(out) > MAX_ORDERS:
+            if len(out) == MAX_ORDERS:
                 break
     return out
 

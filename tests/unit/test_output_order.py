@@ -22,6 +22,7 @@ from spillway.inspect import output_order
 from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import BoundVertex, Edge, Topology, bind, load_plan, parse_plan, stream_topology
 from spillway.inspect.validate import Report, validate
+from spillway.model.checkpoint import ByteStreamHandle, OperatorState, ResultSubpartitionHandle, SubtaskState
 from spillway.rescale.plan import RescaleRefused, _refuse_an_open_output_order
 from spillway.storage.load import load_checkpoint
 
@@ -287,3 +288,151 @@ def test_a_deep_chain_sends_its_innermost_outputs_first() -> None:
     chained = {(1, 2), (2, 3), (1, 7)}
     order = transitive_out_edges(StreamGraph(nodes, edges), 1, lambda e: (e.source, e.target) in chained)
     assert [(e.source, e.target) for e in order] == [(3, 5), (2, 4), (7, 8), (1, 6)]
+
+
+# ----------------------------------------------------------------------------------------- the rules at their edges
+
+
+def _tail_with(stored: list[tuple[int, int]]) -> OperatorState:
+    """An operator whose one subtask stores output state on (partition, subpartition) ``stored``, in that order."""
+    blob = ByteStreamHandle("b", b"")
+    handles = [ResultSubpartitionHandle(0, p, s, [0], 0, blob) for p, s in stored]
+    return OperatorState("t" * 32, 2, 128, subtasks=[SubtaskState(0, result_subpartition_state=handles)])  # type: ignore[arg-type]
+
+
+def _three_outputs(flavour_plan: Topology) -> BoundVertex:
+    return BoundVertex(flavour_plan.vertices["1"], None, None)
+
+
+def test_stored_subpartitions_rule_out_orders_by_their_highest_index() -> None:
+    """Partition 0 holds subpartitions 1 then 0 (highest 1), partition 1 only 0: a FORWARD output (one
+    subpartition) fits partition 1 or 2, never 0; a stored partition past the last output fits no order."""
+    plan = _stream_plan(writer_parallelism=3)  # three outputs, order open
+    v = plan.vertices["1"]
+    hash_a, hash_b, writer = v.outputs
+    forward = Edge(writer.upstream, writer.downstream, writer.gate, "FORWARD")
+    b = BoundVertex(replace(v, outputs=(hash_a, hash_b, forward)), None, _tail_with([(0, 1), (0, 0), (1, 0)]))
+    orders = output_order.candidate_orders(plan, b)
+    assert orders and all(order[0] != forward for order in orders)
+    assert len(orders) == 4  # 6 orders, less the 2 with FORWARD first
+    b.tail = _tail_with([(3, 0)])
+    assert output_order.candidate_orders(plan, b) == []
+
+
+def test_candidates_stop_at_the_most_kept() -> None:
+    """Five outputs and no output state: 120 orders fit; the plan's listing and the next MAX_ORDERS - 1."""
+    nodes = [
+        {"id": 1, "type": "Source: s", "pact": "Data Source", "contents": "s", "parallelism": 2, "predecessors": []}
+    ]
+    nodes += [
+        {"id": i, "type": f"m{i}", "pact": "Operator", "contents": f"m{i}", "parallelism": 2,
+         "predecessors": [{"id": 1, "ship_strategy": "HASH", "side": "second"}]}
+        for i in range(2, 7)
+    ]  # fmt: skip
+    doc = {"nodes": [{"id": str(n["id"]), "parallelism": 2, "description": n["contents"],
+                      "inputs": [{"id": "1", "num": 0, "ship_strategy": "HASH"}] if n["predecessors"] else []}
+                     for n in nodes]}  # fmt: skip
+    plan = parse_plan(doc, "jobgraph.json")
+    v = plan.vertices["1"]
+    orders = output_order.candidate_orders(plan, BoundVertex(v, None, _tail_with([])))
+    assert len(orders) == output_order.MAX_ORDERS and orders[0] == v.outputs and len(set(orders)) == len(orders)
+
+
+def _graph_plan(edges: list[tuple[int, int, str]], names: dict[int, str], inferred: bool = True) -> Topology:
+    """A stream-graph topology of nodes 1.. (all at parallelism 2 but ``Committer`` at 3) with these edges."""
+    ids = sorted({n for e in edges for n in e[:2]})
+    nodes = tuple(StreamNode(i, names.get(i, f"n{i}"), 3 if names.get(i) == "Committer" else 2) for i in ids)
+    graph = StreamGraph(nodes, tuple(StreamEdge(s, t, p) for s, t, p in edges), inferred_edge_order=inferred)
+    return stream_topology(graph)
+
+
+WRITER = {9: "Sink: Writer", 10: "Committer"}
+
+
+@pytest.mark.parametrize(
+    ("edges", "inferred", "known"),
+    [
+        # a writer chained, sending nothing, next to another chained edge: the cut edges' order holds
+        ([(1, 2, "FORWARD"), (1, 9, "FORWARD"), (2, 3, "HASH"), (1, 4, "HASH")], True, True),
+        # the writer chained and sending to its committer, next to another chained edge that sends: open
+        ([(1, 2, "FORWARD"), (1, 9, "FORWARD"), (9, 10, "REBALANCE"), (2, 3, "HASH")], True, False),
+        # the same with Flink's own out-edge order (a job's graph, not a plan): known
+        ([(1, 2, "FORWARD"), (1, 9, "FORWARD"), (9, 10, "REBALANCE"), (2, 3, "HASH")], False, True),
+        # the writer's edge cut next to one other cut edge of its node: open
+        ([(1, 9, "REBALANCE"), (1, 3, "HASH")], True, False),
+        # the writer's edge the only cut edge of its node (the other output leaves a chained node): known
+        ([(1, 2, "FORWARD"), (1, 9, "REBALANCE"), (2, 3, "HASH")], True, True),
+        # no writer at all: known
+        ([(1, 2, "HASH"), (1, 3, "HASH")], True, True),
+    ],
+    ids=["chained-silent", "chained-sending", "jobs-order", "cut-pair", "cut-alone", "no-writer"],
+)
+def test_where_a_writer_leaves_a_stream_graph_plans_order_open(
+    edges: list[tuple[int, int, str]], inferred: bool, known: bool
+) -> None:
+    names = dict(WRITER)
+    if any(s == 9 for s, _, _ in edges) and not any(t == 10 for _, t, _ in edges):
+        names[9] = "Sink: Writer"
+    topology = _graph_plan(edges, names, inferred)
+    v = topology.vertices["1"]
+    assert len(v.outputs) == 2
+    assert output_order.known_order(topology, v) is known
+
+
+def test_a_job_graph_vertex_of_one_output_has_a_known_order() -> None:
+    fx = fixture_named("1.20.3-shapes-no-uid")
+    topology = _job_plan(fx)
+    single = [v for v in topology.vertices.values() if len(v.outputs) == 1]
+    several = [v for v in topology.vertices.values() if len(v.outputs) > 1]
+    assert single and several
+    assert all(output_order.known_order(topology, v) for v in single)
+    assert not any(output_order.known_order(topology, v) for v in several)
+
+
+def test_each_order_is_tried_on_the_channels_out_of_its_vertex_only() -> None:
+    """choose_orders hands the framing the channels of the vertex being decided, nothing else; it takes the
+    order that frames, and with several names the count in its note."""
+    fx = fixture_named("1.20.3-shapes-no-uid")
+    topology = _job_plan(fx)
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    bound = bind(topology, cp)
+    node, consumers = _orders_filter(fx)
+    vertex_of = _vertex_of(fx)
+    key = vertex_of[node]
+    flinks = [vertex_of[c] for c in consumers]
+    seen: list[list[str]] = []
+
+    def flinks_frames(cmap: Any) -> bool:
+        assert cmap.channels and {lc.edge.upstream for lc in cmap.channels} == {key}
+        seen.append([lc.edge.downstream for lc in cmap.channels])
+        partition_of = {
+            lc.edge.downstream: lc.parts[-1].handle.info[0]
+            for lc in cmap.channels
+            if lc.parts[-1].handle.side == "output"
+        }
+        return all(partition_of.get(d, i) == i for i, d in enumerate(flinks))  # fmt: skip
+
+    orders, notes = output_order.choose_orders(topology, bound, cp, flinks_frames)
+    assert len(seen) == 2 and notes == []
+    assert [e.downstream for e in orders.get(key, bound[key].vertex.outputs)] == flinks
+    orders, notes = output_order.choose_orders(topology, bound, cp, lambda cmap: True)
+    assert len(notes) == 1 and "and 2 orders frame" in notes[0]
+    assert notes[0].endswith("give the stream-graph plan or --job to make the pairing certain")
+    assert [e.downstream for e in orders.get(key, bound[key].vertex.outputs)] == [
+        e.downstream for e in bound[key].vertex.outputs
+    ]  # the plan's listing, first of the candidates
+
+
+def test_no_fitting_order_keeps_the_plans_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output state on a partition no output has: no order fits; the listing stays (the placement rule reports
+    the state) and the framing is not asked."""
+    fx = fixture_named("1.20.3-shapes-no-uid")
+    topology = _job_plan(fx)
+    cp = load_checkpoint(fx.checkpoint_dir).checkpoint
+    bound = bind(topology, cp)
+    monkeypatch.setattr(output_order, "_partitions_used", lambda b: {7: 0})
+
+    def never(cmap: Any) -> bool:
+        raise AssertionError("no order to frame")
+
+    assert output_order.choose_orders(topology, bound, cp, never) == ({}, [])
