@@ -997,3 +997,40 @@ def test_elimination_by_parallelism_says_it_is_a_guess() -> None:
         "the only operator left with parallelism 2 and the only checkpoint id left: structural guess, not Flink's rule",
     )
     assert par[SRC] == 2
+
+
+def test_consumers_placed_first_decide_their_sources() -> None:
+    """Two sources of one label, told apart only by what their consumers receive (HASH into x, REBALANCE into y):
+    x and y have one placement each and are placed first, so the sources' placement is checked against them."""
+    nodes = tuple(StreamNode(i, name, 2) for i, name in [(1, "Source: s"), (2, "x"), (3, "Source: s"), (4, "y")])
+    graph = StreamGraph(nodes, (StreamEdge(1, 2, "HASH"), StreamEdge(3, 4, "REBALANCE")))
+    plan = {
+        "nodes": [
+            {"id": "x" * 32, "parallelism": 2, "description": "x<br/>",
+             "inputs": [{"id": "1" * 32, "num": 0, "ship_strategy": "HASH"}]},
+            {"id": "y" * 32, "parallelism": 2, "description": "y<br/>",
+             "inputs": [{"id": "3" * 32, "num": 0, "ship_strategy": "REBALANCE"}]},
+            {"id": "3" * 32, "parallelism": 2, "description": "Source: s<br/>"},
+            {"id": "1" * 32, "parallelism": 2, "description": "Source: s<br/>"},
+        ]
+    }  # fmt: skip
+    job = parse_job_graph_plan({"plan": plan})
+    assert _align(graph, job) == {"x" * 32: [2], "y" * 32: [4], "1" * 32: [1], "3" * 32: [3]}
+
+
+def test_alignment_gives_up_past_its_budget_and_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search of the two-branch job takes four steps (place each of the three vertices, then the complete
+    placement): with a budget of four it aligns, with three it gives up; a job of more vertices than allowed is
+    not searched at all."""
+    import spillway.flink.operator_ids as ids_module
+
+    graph, job = _two_branches((3, "HASH"))
+    monkeypatch.setattr(ids_module, "_ALIGN_BUDGET", 4)
+    assert _align(graph, job) is not None
+    monkeypatch.setattr(ids_module, "_ALIGN_BUDGET", 3)
+    assert _align(graph, job) is None
+    monkeypatch.setattr(ids_module, "_ALIGN_BUDGET", 4)
+    monkeypatch.setattr(ids_module, "_ALIGN_MAX_VERTICES", 3)
+    assert _align(graph, job) is not None
+    monkeypatch.setattr(ids_module, "_ALIGN_MAX_VERTICES", 2)
+    assert _align(graph, job) is None
