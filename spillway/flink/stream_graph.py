@@ -175,8 +175,10 @@ def _malformed(detail: str) -> PlanError:
 
 
 def _where(node: Mapping[str, Any], index: int) -> str:
+    """A node by its id, or by its place in the list when the id is no usable one."""
     nid = node.get("id")
-    return f"node {nid!r}" if isinstance(nid, (int, str)) and not isinstance(nid, bool) else f"nodes[{index}]"
+    usable = (isinstance(nid, int) and not isinstance(nid, bool)) or (isinstance(nid, str) and nid != "")
+    return f"node {nid!r}" if usable else f"nodes[{index}]"
 
 
 #: What an integer field must be, by its least value (None: any integer).
