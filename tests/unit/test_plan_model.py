@@ -246,6 +246,10 @@ def test_an_edge_means_its_partitioner() -> None:
         ("x -&gt; (a) -&gt; (b)", ["x", "(a)", "(b)"], [None, 0, 1]),
         ("x -&gt; (a),(b)", ["x", "(a),(b)"], [None, 0]),
         ("x -&gt; (a,b) -&gt; c", ["x", "(a,b)", "c"], [None, 0, 1]),
+        ("x -&gt; (Xa,bX)", ["x", "Xa", "bX"], [None, 0, 0]),
+        ("x -&gt; ((p,q),c)", ["x", "(p,q)", "c"], [None, 0, 0]),
+        ("x -&gt; (a,b", ["x", "(a,b"], [None, 0]),
+        ("(a -&gt; b) -&gt; c", ["(a -> b)", "c"], [None, 0]),
         # a name with a newline: Flink writes it as <br/> too, without a branch marker
         ("multi<br/>line<br/>+- b<br/>", ["multi\nline", "b"], [None, 0]),
         ("a<br/>+- b<br/>second line<br/>", ["a", "b\nsecond line"], [None, 0]),
