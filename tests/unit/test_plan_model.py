@@ -249,6 +249,7 @@ def test_an_edge_means_its_partitioner() -> None:
         ("x -&gt; (Xa,bX)", ["x", "Xa", "bX"], [None, 0, 0]),
         ("x -&gt; ((p,q),c)", ["x", "(p,q)", "c"], [None, 0, 0]),
         ("x -&gt; (a,b", ["x", "(a,b"], [None, 0]),
+        ("x -&gt; (a,b)c", ["x", "(a,b)c"], [None, 0]),
         ("(a -&gt; b) -&gt; c", ["(a -> b)", "c"], [None, 0]),
         # a name with a newline: Flink writes it as <br/> too, without a branch marker
         ("multi<br/>line<br/>+- b<br/>", ["multi\nline", "b"], [None, 0]),
@@ -553,3 +554,83 @@ def test_the_labels_a_node_may_carry() -> None:
     assert list(labels_of(StreamNode(1, "a", 1))) == ["a"]
     assert list(labels_of(StreamNode(1, "a", 1, description="a"))) == ["a"]
     assert list(labels_of(StreamNode(1, "a", 1, description="[1]:A(x)"))) == ["a", "[1]:A(x)"]
+
+
+# ------------------------------------------------------------------------------------------- the topology view
+
+
+@pytest.mark.parametrize("plan", ["plan.json", "jobgraph.json"])
+def test_each_vertex_knows_its_key_and_its_edges(plan: str) -> None:
+    """A vertex's key is the one it is filed under; its inputs are the edges into it, its outputs the edges out of
+    it, each edge once on each side."""
+    for fx in (fixture_named("2.3.0-prod"), fixture_named("1.12.5-prod"), fixture_named("2.3.0-finished")):
+        topology = load_plan(fx.root / plan)
+        edges = topology.edges()
+        assert edges and all(topology.vertices[e.downstream].inputs.count(e) >= 1 for e in edges)
+        for key, v in topology.vertices.items():
+            assert v.key == key
+            assert list(v.inputs) == [e for e in edges if e.downstream == key]
+            assert sorted(v.outputs, key=repr) == sorted((e for e in edges if e.upstream == key), key=repr)
+            assert v.label() == " -> ".join(v.names)
+
+
+def test_a_vertex_without_names_is_labelled_by_its_key() -> None:
+    from spillway.inspect.topology import Vertex
+
+    assert Vertex("7", (), 1).label() == "7"
+
+
+def test_nodes_in_any_order_chain_alike() -> None:
+    """A plan lists registered sinks last, not always after their inputs: the chains do not depend on the order
+    the nodes come in (a diamond, and every node listed in reverse)."""
+    nodes = [
+        {"id": 1, "type": "src", "pact": "Data Source", "parallelism": 2},
+        {"id": 2, "type": "a", "parallelism": 2, "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}]},
+        {"id": 3, "type": "b", "parallelism": 2, "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}]},
+        {
+            "id": 4,
+            "type": "join",
+            "parallelism": 2,
+            "predecessors": [{"id": 2, "ship_strategy": "HASH"}, {"id": 3, "ship_strategy": "HASH"}],
+        },
+        {"id": 5, "type": "sink", "parallelism": 2, "predecessors": [{"id": 4, "ship_strategy": "FORWARD"}]},
+    ]
+    forward = parse_plan({"nodes": nodes})
+    assert {k: (v.names, v.node_ids) for k, v in forward.vertices.items()} == {
+        "1": (("src", "a", "b"), (1, 2, 3)),
+        "4": (("join", "sink"), (4, 5)),
+    }
+    assert [(e.upstream, e.downstream, e.gate) for e in forward.edges()] == [("1", "4", 0), ("1", "4", 0)]
+    backward = parse_plan({"nodes": list(reversed(nodes))})
+    assert backward.vertices == forward.vertices
+
+
+def test_a_copy_for_another_checkpoint_has_the_chains_as_first_read() -> None:
+    """Binding a stream-graph plan rewrites its chains from the checkpoint's evidence; the copy for another
+    checkpoint has the plan's own chains again, its uids, and no binding. A job-graph plan's chains are Flink's:
+    copied as they are."""
+    fx = fixture_named("1.20.3-prod")
+    topology = load_plan(fx.root / "plan.json", {"parse": "parse-events"})
+    first = dict(topology.vertices)
+    from spillway.inspect.topology import bind_job
+    from spillway.storage.load import load_checkpoint
+
+    bind_job(topology, load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert dict(topology.vertices) != first  # enrich starts a chain of its own (chaining strategy HEAD)
+    copy_ = topology.unbound_copy()
+    assert dict(copy_.vertices) == first and copy_.uids == {"parse": "parse-events"} and copy_ is not topology
+    job = load_plan(fx.root / "jobgraph.json")
+    assert dict(job.unbound_copy().vertices) == dict(job.vertices)
+    new_job = topology.as_new_job()
+    assert dict(new_job.unbound_copy().vertices) == dict(new_job.vertices)
+
+
+def test_a_rescaled_plan_names_itself_in_its_errors() -> None:
+    topology = load_plan(fixture_named("2.3.0-prod").root / "plan.json")
+    key = next(iter(topology.vertices))
+    with pytest.raises(PlanError, match=r"^rescaled plan: malformed plan node \(node 1: 'parallelism' is 0, not a "):
+        topology.rescaled({key: 0})
+    with pytest.raises(PlanError, match=r"^new\.json: malformed plan node"):
+        topology.rescaled({key: 0}, "new.json")
+    with pytest.raises(PlanError, match=r"^plan: no 'nodes' list"):
+        parse_plan({})
