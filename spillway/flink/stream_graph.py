@@ -175,8 +175,10 @@ def _malformed(detail: str) -> PlanError:
 
 
 def _where(node: Mapping[str, Any], index: int) -> str:
+    """A node by its id, or by its place in the list when the id is no usable one."""
     nid = node.get("id")
-    return f"node {nid!r}" if isinstance(nid, (int, str)) and not isinstance(nid, bool) else f"nodes[{index}]"
+    usable = (isinstance(nid, int) and not isinstance(nid, bool)) or (isinstance(nid, str) and nid != "")
+    return f"node {nid!r}" if usable else f"nodes[{index}]"
 
 
 #: What an integer field must be, by its least value (None: any integer).
@@ -355,23 +357,29 @@ def _split_cascading(text: str, parent: int | None, labels: list[str], parents: 
     if not rest_parts:
         return
     rest = " -> ".join(rest_parts).strip()
-    # several chained outputs: "(a,b)", one bracket group of names Flink joined with a bare comma
-    outputs = _split_top(rest[1:-1], ",") if rest.startswith("(") and rest.endswith(")") else []
-    if len(outputs) > 1 and _closes_at_end(rest):
+    outputs = _fan_out(rest)
+    if outputs:
         for part in outputs:
             _split_cascading(part.strip(), me, labels, parents)
     else:
         _split_cascading(rest, me, labels, parents)
 
 
-def _closes_at_end(text: str) -> bool:
-    """Whether the bracket opened by the first character closes at the last (``(a),(b)`` is two groups)."""
+def _fan_out(rest: str) -> list[str]:
+    """The names of several chained outputs, when ``rest`` is ``(a,b,…)``: one pair of parentheses around it all
+    (not ``(a),(b)``) holding two or more names Flink joined with a bare comma; else none."""
+    if not rest.startswith("("):
+        return []
     depth = 0
-    for i, c in enumerate(text):
-        depth += (c in "([{") - (c in ")]}")
-        if depth == 0:
-            return i == len(text) - 1
-    return False
+    for i, c in enumerate(rest):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if depth == 0 and i < len(rest) - 1:
+            return []  # the first group closes before the end
+    parts = _split_top(rest[1:-1], ",")
+    return parts if depth == 0 and len(parts) > 1 else []
 
 
 def split_description(description: str) -> tuple[list[str], list[int | None]]:

@@ -21,7 +21,16 @@ import pytest
 from support.fixtures import FIXTURES, Fixture, all_fixtures, fixture_named
 
 from spillway.flink.partitioners import Partitioner
-from spillway.flink.stream_graph import PlanError, parse_job_graph_plan, parse_stream_plan, split_description
+from spillway.flink.stream_graph import (
+    PlanError,
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+    labels_of,
+    parse_job_graph_plan,
+    parse_stream_plan,
+    split_description,
+)
 from spillway.inspect.topology import Edge, Topology, job_topology, load_plan, parse_plan, stream_topology
 
 WITH_IDS = [f for f in all_fixtures() if (f.root / "ids.json").exists()]
@@ -228,6 +237,25 @@ def test_an_edge_means_its_partitioner() -> None:
         ("a&#92;b<br/>+- &quot;d&quot;<br/>", ["a\\b", '"d"'], [None, 0]),
         ("a<br/>:- b<br/>:  :- c<br/>:  +- d<br/>+- e<br/>   +- f<br/>", ["a", "b", "c", "d", "e", "f"],
          [None, 0, 1, 1, 0, 4]),
+        # three outputs; brackets inside a name; an arrow between a name's brackets; capitals near brackets
+        ("x -&gt; (a,b,c)", ["x", "a", "b", "c"], [None, 0, 0, 0]),
+        ("f(g(a), b -&gt; c) -&gt; d", ["f(g(a), b -> c)", "d"], [None, 0]),
+        ("f(X -&gt; y) -&gt; g", ["f(X -> y)", "g"], [None, 0]),
+        ("Xa -&gt; b", ["Xa", "b"], [None, 0]),
+        # one chained output whose name is in brackets is no fan-out; nor are two bracket groups
+        ("x -&gt; (a) -&gt; (b)", ["x", "(a)", "(b)"], [None, 0, 1]),
+        ("x -&gt; (a),(b)", ["x", "(a),(b)"], [None, 0]),
+        ("x -&gt; (a,b) -&gt; c", ["x", "(a,b)", "c"], [None, 0, 1]),
+        ("x -&gt; (Xa,bX)", ["x", "Xa", "bX"], [None, 0, 0]),
+        ("x -&gt; ((p,q),c)", ["x", "(p,q)", "c"], [None, 0, 0]),
+        ("x -&gt; (a,b", ["x", "(a,b"], [None, 0]),
+        ("x -&gt; (a,b)c", ["x", "(a,b)c"], [None, 0]),
+        ("(a -&gt; b) -&gt; c", ["(a -> b)", "c"], [None, 0]),
+        # a name with a newline: Flink writes it as <br/> too, without a branch marker
+        ("multi<br/>line<br/>+- b<br/>", ["multi\nline", "b"], [None, 0]),
+        ("a<br/>+- b<br/>second line<br/>", ["a", "b\nsecond line"], [None, 0]),
+        ("<br/>", [], []),
+        ("", [], []),
     ],
 )  # fmt: skip
 def test_chain_descriptions_split_as_flink_writes_them(description: str, labels: list[str], parents: list[int]) -> None:
@@ -361,3 +389,255 @@ def test_random_damage_to_every_fixture_plan_is_a_plan_error_or_a_plan() -> None
             else:
                 read += 1
     assert refused > 1000 and read > 500  # both outcomes occur: the damage is neither all fatal nor all harmless
+
+
+# ------------------------------------------------------------------------------------ the model's every field
+
+
+def test_a_job_graph_plan_keeps_every_field_flink_wrote() -> None:
+    """jid, name, each vertex's raw description, each input's exchange: as in the file."""
+    raw = _json(fixture_named("2.3.0-prod").root / "jobgraph.json")
+    job = parse_job_graph_plan(raw)
+    assert (job.jid, job.name) == (raw["jid"], raw["name"])
+    for n in raw["nodes"]:
+        v = job.vertex(n["id"])
+        assert v.description == n["description"]
+        assert [(i.source, i.exchange) for i in v.inputs] == [(i["id"], i["exchange"]) for i in n.get("inputs", [])]
+    bare = parse_job_graph_plan({"nodes": raw["nodes"]})
+    assert (bare.jid, bare.name) == (None, None)
+    with pytest.raises(KeyError) as err:
+        job.vertex("0" * 32)
+    assert err.value.args == ("0" * 32,)
+
+
+def test_an_input_without_its_number_takes_its_position() -> None:
+    raw = _json(fixture_named("2.3.0-prod").root / "jobgraph.json")
+    two = next(n for n in raw["nodes"] if len(n.get("inputs", [])) == 2)
+    for i in two["inputs"]:
+        del i["num"]
+    assert [i.num for i in parse_job_graph_plan(raw).vertex(two["id"]).inputs] == [0, 1]
+
+
+def test_a_stream_plan_keeps_every_field_flink_wrote() -> None:
+    """A node's name is ``type`` (``contents`` when there is none), its description ``contents``; a source is
+    what ``pact`` calls a Data Source, and without ``pact`` a node without inputs."""
+    raw = _json(fixture_named("2.3.0-sql").root / "plan.json")
+    graph = parse_stream_plan(raw)
+    for n in raw["nodes"]:
+        node = graph.node(n["id"])
+        assert (node.name, node.description) == (n["type"], n["contents"])
+        assert node.is_source is (n["pact"] == "Data Source")
+    assert graph.source_ids() == sorted(n["id"] for n in raw["nodes"] if n["pact"] == "Data Source")
+    first, second = raw["nodes"][0], raw["nodes"][1]
+    del first["type"], first["pact"], second["type"], second["contents"]
+    second["pact"] = "Operator"
+    graph = parse_stream_plan(raw)
+    assert graph.node(first["id"]).name == first["contents"] and graph.node(first["id"]).is_source is None
+    assert graph.node(second["id"]).name == "" and graph.node(second["id"]).is_source is False
+    assert first["id"] in graph.source_ids()
+
+
+def test_the_out_edge_order_follows_the_node_ids_and_the_in_edge_order_the_predecessors() -> None:
+    """Flink creates edges as it creates the downstream operators (ids ascending); a plan may list a node
+    (a registered sink) after higher ids. Each node's predecessors keep their order."""
+    doc = {
+        "nodes": [
+            {"id": 1, "type": "src", "pact": "Data Source", "parallelism": 1},
+            {"id": 4, "type": "late", "parallelism": 1, "predecessors": [{"id": 1, "ship_strategy": "HASH"}]},
+            {"id": 2, "type": "a", "parallelism": 1, "predecessors": [{"id": 1, "ship_strategy": "REBALANCE"}]},
+            {"id": 3, "type": "b", "parallelism": 1, "predecessors": [{"id": 2, "ship_strategy": "FORWARD"}]},
+            {
+                "id": 5,
+                "type": "join",
+                "parallelism": 1,
+                "predecessors": [{"id": 3, "ship_strategy": "HASH"}, {"id": 2, "ship_strategy": "HASH"}],
+            },
+        ]
+    }
+    graph = parse_stream_plan(doc)
+    assert [e.target for e in graph.out_edges(1)] == [2, 4]
+    assert [e.source for e in graph.in_edges(5)] == [3, 2]
+    assert [(e.source, e.target) for e in graph.edges] == [(1, 2), (2, 3), (1, 4), (3, 5), (2, 5)]
+
+
+def test_the_flavour_is_told_by_the_nodes() -> None:
+    """A stream-graph plan of one node (no predecessors anywhere) is still one: its id is an integer."""
+    topology = parse_plan({"nodes": [{"id": 1, "type": "src", "parallelism": 2}]})
+    assert topology.flavour == "stream-graph" and list(topology.vertices) == ["1"]
+    with pytest.raises(PlanError) as err:  # string ids with predecessors: a stream plan with a bad id
+        parse_plan({"nodes": [{"id": "1", "parallelism": 1, "predecessors": []}]}, "p.json")
+    assert str(err.value) == "p.json: malformed plan node (node '1': 'id' is '1', not an integer)"
+    with pytest.raises(PlanError) as err:  # a boolean id is no integer: a job-graph plan with a bad id
+        parse_plan({"nodes": [{"id": True, "parallelism": 1, "description": "a"}]}, "p.json")
+    assert str(err.value) == "p.json: malformed plan node (nodes[0]: 'id' is bool True, not a string)"
+
+
+def test_the_plan_is_the_nodes_even_beside_a_plan_key() -> None:
+    doc = _json(fixture_named("2.3.0-prod").root / "plan.json")
+    assert parse_plan({**doc, "plan": {"nodes": [{"id": 9, "parallelism": 1}]}}).vertices == parse_plan(doc).vertices
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("{bad", "not a readable JSON plan (Expecting property name enclosed in double quotes"),
+        ('{"nodes": []}', "no 'nodes' list: not a Flink plan"),
+        ("[1]", "no 'nodes' list: not a Flink plan"),
+    ],
+)
+def test_plan_text_that_is_no_plan(doc: str, message: str) -> None:
+    for parse in (parse_stream_plan, parse_job_graph_plan):
+        with pytest.raises(PlanError) as err:
+            parse(doc)
+        assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("flavour", "edit", "message"),
+    [
+        ("plan.json", lambda d: d["nodes"][0].pop("id"), "nodes[0]: 'id' is None, not an integer"),
+        ("plan.json", lambda d: d["nodes"][1].update(parallelism=0), "node 2: 'parallelism' is 0, not a positive"),
+        ("plan.json", lambda d: d["nodes"][1].update(predecessors=["x"]), "node 2: predecessors[0] is str 'x', not"),
+        ("plan.json", lambda d: d["nodes"][1]["predecessors"][0].update(id=None), "node 2: predecessors[0]: 'id' is"),
+        ("plan.json", lambda d: d["nodes"][1]["predecessors"][0].update(ship_strategy=1), "node 2: predecessors[0]: "),
+        ("plan.json", lambda d: d["nodes"][1].update(pact=3), "node 2: 'pact' is int 3, not a string"),
+        ("jobgraph.json", lambda d: d["nodes"][0].update(id=""), "nodes[0]: 'id' is '', not a job vertex id"),
+        ("jobgraph.json", lambda d: d["nodes"][0].update(id=None), "nodes[0]: 'id' is None, not a job vertex id"),
+        ("jobgraph.json", lambda d: d["nodes"][0].update(inputs={}), "'inputs' is dict {}, not a list"),
+        ("jobgraph.json", lambda d: d["nodes"][0]["inputs"][0].update(id=5), "inputs[0]: 'id' is int 5, not a str"),
+        ("jobgraph.json", lambda d: d["nodes"][0]["inputs"][0].update(num="0"), "inputs[0]: 'num' is '0', not a non-"),
+        ("jobgraph.json", lambda d: d["nodes"][0]["inputs"][0].update(ship_strategy=[]), "inputs[0]: 'ship_strat"),
+        ("jobgraph.json", lambda d: d["nodes"][0]["inputs"][0].update(exchange=1), "inputs[0]: 'exchange' is int 1"),
+    ],
+)
+def test_the_node_and_the_field_are_named(flavour: str, edit: Any, message: str) -> None:
+    doc = _json(fixture_named("2.3.0-prod").root / flavour)
+    first = doc["nodes"][0]["id"]
+    edit(doc)
+    with pytest.raises(PlanError) as err:
+        parse_plan(doc, "p.json")
+    text = str(err.value)
+    where = f"node {first!r}: " if flavour == "jobgraph.json" and not message.startswith("nodes[") else ""
+    assert text.startswith(f"p.json: malformed plan node ({where}{message}"), text
+
+
+# ------------------------------------------------------------------------------------ the graph's own checks
+
+
+def test_a_graph_of_unknown_or_twice_used_nodes_is_refused() -> None:
+    a, b = StreamNode(1, "a", 1), StreamNode(2, "b", 1)
+    with pytest.raises(ValueError, match=r"^duplicate stream node id 1$"):
+        StreamGraph((a, StreamNode(1, "c", 1)), ())
+    for edge in (StreamEdge(1, 3, "FORWARD"), StreamEdge(3, 1, "FORWARD")):
+        with pytest.raises(ValueError, match=rf"^edge {edge.source}->{edge.target} names a node that is not in"):
+            StreamGraph((a, b), (edge,))
+    graph = StreamGraph((a, b, StreamNode(3, "c", 1, is_source=False), StreamNode(4, "d", 1, is_source=True)), ())
+    assert graph.source_ids() == [1, 2, 4]
+
+
+def test_with_nodes_replaces_fields_and_keeps_the_rest() -> None:
+    graph = parse_stream_plan(_json(fixture_named("2.3.0-prod").root / "plan.json"))
+    graph = StreamGraph(graph.nodes, graph.edges, False, False, True)
+    changed = graph.with_nodes({2: {"chaining_strategy": "HEAD", "uid": "u"}})
+    assert changed.node(2).chaining_strategy == "HEAD" and changed.node(2).uid == "u"
+    assert graph.node(2).chaining_strategy is None and graph.node(2).uid is None
+    assert [n for n in changed.nodes if n.id != 2] == [n for n in graph.nodes if n.id != 2]
+    assert changed.edges == graph.edges
+    assert (changed.chaining_enabled, changed.chain_different_max_parallelism, changed.inferred_edge_order) == (
+        False,
+        False,
+        True,
+    )
+
+
+def test_the_labels_a_node_may_carry() -> None:
+    assert list(labels_of(StreamNode(1, "a", 1))) == ["a"]
+    assert list(labels_of(StreamNode(1, "a", 1, description="a"))) == ["a"]
+    assert list(labels_of(StreamNode(1, "a", 1, description="[1]:A(x)"))) == ["a", "[1]:A(x)"]
+
+
+# ------------------------------------------------------------------------------------------- the topology view
+
+
+@pytest.mark.parametrize("plan", ["plan.json", "jobgraph.json"])
+def test_each_vertex_knows_its_key_and_its_edges(plan: str) -> None:
+    """A vertex's key is the one it is filed under; its inputs are the edges into it, its outputs the edges out of
+    it, each edge once on each side."""
+    for fx in (fixture_named("2.3.0-prod"), fixture_named("1.12.5-prod"), fixture_named("2.3.0-finished")):
+        topology = load_plan(fx.root / plan)
+        edges = topology.edges()
+        assert edges and all(topology.vertices[e.downstream].inputs.count(e) >= 1 for e in edges)
+        for key, v in topology.vertices.items():
+            assert v.key == key
+            assert list(v.inputs) == [e for e in edges if e.downstream == key]
+            assert sorted(v.outputs, key=repr) == sorted((e for e in edges if e.upstream == key), key=repr)
+            assert v.label() == " -> ".join(v.names)
+
+
+def test_a_vertex_without_names_is_labelled_by_its_key() -> None:
+    from spillway.inspect.topology import Vertex
+
+    assert Vertex("7", (), 1).label() == "7"
+
+
+def test_nodes_in_any_order_chain_alike() -> None:
+    """A plan lists registered sinks last, not always after their inputs: the chains do not depend on the order
+    the nodes come in (a diamond, and every node listed in reverse)."""
+    nodes = [
+        {"id": 1, "type": "src", "pact": "Data Source", "parallelism": 2},
+        {"id": 2, "type": "a", "parallelism": 2, "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}]},
+        {"id": 3, "type": "b", "parallelism": 2, "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}]},
+        {
+            "id": 4,
+            "type": "join",
+            "parallelism": 2,
+            "predecessors": [{"id": 2, "ship_strategy": "HASH"}, {"id": 3, "ship_strategy": "HASH"}],
+        },
+        {"id": 5, "type": "sink", "parallelism": 2, "predecessors": [{"id": 4, "ship_strategy": "FORWARD"}]},
+    ]
+    forward = parse_plan({"nodes": nodes})
+    assert {k: (v.names, v.node_ids) for k, v in forward.vertices.items()} == {
+        "1": (("src", "a", "b"), (1, 2, 3)),
+        "4": (("join", "sink"), (4, 5)),
+    }
+    assert [(e.upstream, e.downstream, e.gate) for e in forward.edges()] == [("1", "4", 0), ("1", "4", 0)]
+    backward = parse_plan({"nodes": list(reversed(nodes))})
+    assert backward.vertices == forward.vertices
+    # an input reached twice before it is placed (listed first: a join of a node and that node's own input)
+    join = [
+        {"id": 3, "type": "join", "parallelism": 1, "predecessors": [{"id": 2, "ship_strategy": "HASH"}, {"id": 1}]},
+        {"id": 2, "type": "a", "parallelism": 1, "predecessors": [{"id": 1, "ship_strategy": "HASH"}]},
+        {"id": 1, "type": "src", "parallelism": 1},
+    ]
+    assert parse_plan({"nodes": join}).vertices == parse_plan({"nodes": list(reversed(join))}).vertices
+
+
+def test_a_copy_for_another_checkpoint_has_the_chains_as_first_read() -> None:
+    """Binding a stream-graph plan rewrites its chains from the checkpoint's evidence; the copy for another
+    checkpoint has the plan's own chains again, its uids, and no binding. A job-graph plan's chains are Flink's:
+    copied as they are."""
+    fx = fixture_named("1.20.3-prod")
+    topology = load_plan(fx.root / "plan.json", {"parse": "parse-events"})
+    first = dict(topology.vertices)
+    from spillway.inspect.topology import bind_job
+    from spillway.storage.load import load_checkpoint
+
+    bind_job(topology, load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert dict(topology.vertices) != first  # enrich starts a chain of its own (chaining strategy HEAD)
+    copy_ = topology.unbound_copy()
+    assert dict(copy_.vertices) == first and copy_.uids == {"parse": "parse-events"} and copy_ is not topology
+    job = load_plan(fx.root / "jobgraph.json")
+    assert dict(job.unbound_copy().vertices) == dict(job.vertices)
+    new_job = topology.as_new_job()
+    assert dict(new_job.unbound_copy().vertices) == dict(new_job.vertices)
+
+
+def test_a_rescaled_plan_names_itself_in_its_errors() -> None:
+    topology = load_plan(fixture_named("2.3.0-prod").root / "plan.json")
+    key = next(iter(topology.vertices))
+    with pytest.raises(PlanError, match=r"^rescaled plan: malformed plan node \(node 1: 'parallelism' is 0, not a "):
+        topology.rescaled({key: 0})
+    with pytest.raises(PlanError, match=r"^new\.json: malformed plan node"):
+        topology.rescaled({key: 0}, "new.json")
+    with pytest.raises(PlanError, match=r"^plan: no 'nodes' list"):
+        parse_plan({})
