@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
-    from spillway.inspect.topology import BoundVertex, Topology
+    from spillway.inspect.topology import BoundVertex, Edge, Topology
 
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -78,6 +78,9 @@ class _Validation:
         self.engine = Engine(self.resolver, tags_for_format_version(self.cp.format_version), self.recorder, workers)
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
+        # vertex key -> the order of its outputs the framing chose, where the plan does not give it
+        self.orders: dict[str, tuple[Edge, ...]] = {}
+        self.order_notes: list[str] = []
 
     def run(self) -> None:
         self.recorder.all(structure_findings(self.cp))
@@ -169,11 +172,41 @@ class _Validation:
             if self.topology is None:
                 self.cmap = ChannelMap([], [], set())
             else:
-                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp)
+                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp, self.orders)
         return self.cmap
+
+    def choose_output_orders(self) -> None:
+        """The order of each vertex's outputs where the plan does not give it, decided by the framing
+        (:func:`spillway.inspect.output_order.choose_orders`)."""
+        from spillway.inspect.output_order import choose_orders
+
+        assert self.topology is not None
+        self.orders, self.order_notes = choose_orders(
+            self.topology, _bind(self.topology, self.cp), self.cp, self.frames_clean
+        )
+        self.cmap = None  # assembled again with the orders chosen
+
+    def frames_clean(self, cmap: ChannelMap) -> bool:
+        """Every logical channel of ``cmap`` frames without a fault (a trial: the report's counts are kept)."""
+        engine = self.engine
+        bytes_read = self.report.bytes_read
+        try:
+            for lc in cmap.channels:
+                parts = [(p.operator, p.handle) for p in lc.parts]
+                if any(engine.info(h) is None or engine.unreadable(h) is not None for _, h in parts):
+                    continue  # reported by the file and chunk rules, whichever order is Flink's
+                total = sum(engine.payload(h) for _, h in parts)
+                framed = engine.reframe(parts, total, True)
+                if framed is None or framed[0].faults:
+                    return False
+            return True
+        finally:
+            self.report.bytes_read = bytes_read
 
     # ------------------------------------------------------------------ record framing
     def check_framing(self, located: list[Located]) -> None:
+        if self.topology is not None:
+            self.choose_output_orders()
         cmap = self.check_plan(located) if self.topology is not None else None
         if cmap is None:
             outputs = sum(1 for x in located if x.handle.side == "output")
@@ -202,7 +235,9 @@ class _Validation:
         cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
-        self.recorder.all(placement_findings(self.topology, bound, self.cp, located))
+        for text in self.order_notes:
+            self.recorder.add(Finding("topology", text))
+        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.orders))
         return cmap
 
     def plan_jobs(

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
-    from spillway.inspect.topology import BoundVertex, Topology
+    from spillway.inspect.topology import BoundVertex, Edge, Topology
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
@@ -43,10 +43,15 @@ def topology_notes(cmap: ChannelMap | None, outputs: int) -> Iterator[Finding]:
 
 
 def placement_findings(
-    topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint, located: list[Located]
+    topology: Topology,
+    bound: dict[str, BoundVertex],
+    cp: Checkpoint,
+    located: list[Located],
+    orders: Mapping[str, tuple[Edge, ...]] | None = None,
 ) -> Iterator[Flagged]:
     """Input state on a chain head whose gate and channel exist; output state on a chain tail whose partition
-    and subpartition exist — only for operators bound for certain."""
+    and subpartition exist — only for operators bound for certain. ``orders``: the order of a vertex's outputs
+    where the plan's listing is not Flink's (:mod:`spillway.inspect.output_order`)."""
     from spillway.inspect.topology import operator_binding
 
     heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
@@ -67,7 +72,7 @@ def placement_findings(
         if h.side == "input":
             message = _input_fault(bound, heads.get(op.operator_id), h)
         else:
-            message = _output_fault(bound, tails.get(op.operator_id), h, problems)
+            message = _output_fault(bound, tails.get(op.operator_id), h, problems, orders or {})
         if message is not None:
             yield Flagged(x.finding(*message), (x.key,))
 
@@ -86,13 +91,17 @@ def _input_fault(bound: dict[str, BoundVertex], b: BoundVertex | None, h: InputC
 
 
 def _output_fault(
-    bound: dict[str, BoundVertex], b: BoundVertex | None, h: ResultSubpartitionHandle, problems: bool
+    bound: dict[str, BoundVertex],
+    b: BoundVertex | None,
+    h: ResultSubpartitionHandle,
+    problems: bool,
+    orders: Mapping[str, tuple[Edge, ...]],
 ) -> tuple[str, str] | None:
     if b is None:
         if problems:
             return None
         return "channel-holder", "output channel state on an operator that ends no chain in the plan"
-    outs = b.vertex.outputs
+    outs = orders.get(b.vertex.key, b.vertex.outputs)
     if h.partition_index >= len(outs):
         return "channel-index", f"partition {h.partition_index} does not exist (vertex has {len(outs)} outputs)"
     downstream = bound[outs[h.partition_index].downstream].vertex.parallelism
