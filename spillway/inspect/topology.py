@@ -614,6 +614,13 @@ def _bound_vertices(
                 from spillway.flink.chaining import vertex_operator_order
 
                 chained = {k for k, state in edges.items() if state != CUT}
+                if topology.chains_from_job:  # Flink's own chains: every edge inside the vertex is chained
+                    inside = set(v.node_ids)
+                    chained = {
+                        (e.source, e.target)
+                        for e in topology.stream_graph.edges
+                        if e.source in inside and e.target in inside
+                    }
                 order = vertex_operator_order(topology.stream_graph, v.node_ids[0], "2.0", chained_edges=chained)
                 tail_i = v.node_ids.index(order[0]) if order and order[0] in v.node_ids else tail_i
             uncertain = [
