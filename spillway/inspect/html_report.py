@@ -2,7 +2,7 @@
 
 The page is built only from the JSON documents the other commands print — ``spillway.analyze/1``
 (``analyze_json``), ``spillway.validate/1`` (``validate_json``), ``spillway.files/1``
-(``files_json``) and, when a new job's plan is given, ``spillway.preflight/1`` (``preflight.to_doc``) —
+(``files_json``) and, when a new job's plan is given, ``spillway.preflight/2`` (``preflight.to_doc``) —
 gathered into one ``spillway.report/1`` document by ``report_document``.
 ``render_html`` is a pure function of that document: no I/O, no clock. The document is embedded
 verbatim in the page (``<script type="application/json" id="spillway-report">``), so every number

@@ -303,24 +303,36 @@ def preflight_row(release: str, name: str, flavour: str = "jobgraph.json", uids:
 
 
 def table() -> str:
-    """The matrix as a Markdown table: per case and release, Flink's outcome (and message) beside preflight's."""
-    answer = {True: "restorable", False: "not restorable", None: "unknown"}
+    """The matrix as a Markdown table: per case and release, Flink's outcome (message, and for a job run to its end
+    whether its output was complete) beside preflight's answer."""
     lines = [
-        "| case | release | Flink | Flink's message | preflight | preflight's checks |",
-        "|---|---|---|---|---|---|",
+        "| case | release | Flink | Flink's message | data | preflight | preflight's checks |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, case in CASES.items():
-        for release in RELEASES:
+        first = True
+        for release in case.releases or RELEASES:
             if not (recorded_dir(release, name) / "flink.json").is_file():
                 continue
             f = load_recorded(release, name)
             r = preflight_row(release, name)
-            checks = sorted({x.check for x in r.reasons if x.verdict in ("refused", "unknown")})
+            checks = sorted({x.check for x in r.reasons if x.verdict in ("refused", "fails", "loss", "unknown")})
             msg = (f["error"] or "").replace("\n", " ").replace("|", "\\|")
             msg = msg if len(msg) < 110 else msg[:107] + "…"
-            what = f"`{name}`: {case.what}" if release == RELEASES[0] else ""
+            what = f"`{name}`: {case.what}" if first else ""
+            first = False
             outcome = f["outcome"] + (f" ({f['stage']})" if f["stage"] else "")
-            lines.append(f"| {what} | {release} | {outcome} | {msg} | {answer[r.restorable]} | {', '.join(checks)} |")
+            data = f.get("data")
+            seen = (
+                ""
+                if data is None
+                else "complete"
+                if data["complete"]
+                else f"{data['checked_records']} of {data['expected_records']} records checked"
+            )
+            lines.append(
+                f"| {what} | {release} | {outcome} | {msg} | {seen} | {r.answer.value} | {', '.join(checks)} |"
+            )
     return "\n".join(lines)
 
 
