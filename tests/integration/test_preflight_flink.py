@@ -38,6 +38,12 @@ ROWS = [
 ]
 
 
+def _stage(stage: str | None) -> str | None:
+    """A job that fails after Flink accepted the restore fails before or after every task was seen running, as the
+    harness's polling happens to see it (the same restore was seen both ways): one stage."""
+    return "after the restore" if stage in ("startup", "running") else stage
+
+
 def _without_jid(path: Path) -> dict:
     doc = json.loads(path.read_text())
     doc.pop("jid", None)
@@ -62,9 +68,9 @@ def test_live_restore_matches_the_recording_and_preflight(release: str, case: st
         until_finished=c.data_checked,
     )
     recorded = load_recorded(release, case)
-    assert (res["outcome"], res["stage"], res["error_class"]) == (
+    assert (res["outcome"], _stage(res["stage"]), res["error_class"]) == (
         recorded["outcome"],
-        recorded["stage"],
+        _stage(recorded["stage"]),
         recorded["error_class"],
     ), res.get("log")
     jobgraph = Path(res["jobgraph_plan"])
