@@ -6,7 +6,7 @@ from __future__ import annotations
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, load_recorded, preflight_settings, recorded_dir
 
-from spillway.inspect.preflight import LOSS, REFUSED, UNKNOWN, Answer, FlinkDoes, Result, check
+from spillway.inspect.preflight import LOSS, REFUSED, UNKNOWN, Answer, FlinkDoes, Result, check, to_doc
 from spillway.inspect.restore_checks import flink_31963_fixed
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
@@ -96,3 +96,56 @@ def test_dropped_state_is_listed_with_its_kinds_and_bytes() -> None:
     assert flink["data"]["checked_records"] < flink["data"]["expected_records"]
     assert flink["data"]["counted_records"] == flink["data"]["expected_records"]  # count's state was restored
     assert [r.check for r in result.reasons if r.verdict == LOSS] == ["operator-mapping"]
+
+
+def test_the_document_and_every_check_on_a_restore_flink_accepted() -> None:
+    """2.3.0 restored the same job: every check passes once, by name, and the document carries the answer, the empty
+    loss and the new job's vertices (the recorded plan's: four vertices at parallelism 2, as Flink ran them)."""
+    assert load_recorded("2.3.0", "same")["outcome"] == "restored"
+    result = _run("2.3.0", "same", (2, 3, 0))
+    checks = ["operator-mapping", "max-parallelism", "channel-state", "keyed-exchange", "finished-state", "files"]
+    assert [r.check for r in result.reasons] == checks
+    assert all(r.verdict == "ok" and r.message for r in result.reasons)
+    doc = to_doc(result, {"plan": "p"})
+    assert list(doc) == ["schema", "verdict", "restorable", "loss", "reasons", "vertices", "plan"]
+    assert doc["schema"] == "spillway.preflight/2" and doc["verdict"] == "yes" and doc["restorable"] is True
+    assert doc["loss"] == {
+        "state": [],
+        "in_flight": [],
+        "state_bytes": 0,
+        "in_flight_bytes": 0,
+        "in_flight_records": 0,
+    }
+    assert [r["check"] for r in doc["reasons"]] == checks and all("flink_does" not in r for r in doc["reasons"])
+    import json
+
+    plan = json.loads((recorded_dir("2.3.0", "same") / "jobgraph.json").read_text())
+    assert sorted((v["key"], v["parallelism"]) for v in doc["vertices"]) == sorted(
+        (n["id"], n["parallelism"]) for n in plan["nodes"]
+    )
+    assert all(v["checkpoint_parallelism"] == 2 and v["operators"] for v in doc["vertices"])
+
+
+def test_a_name_only_mapping_names_each_operator_and_the_assumption() -> None:
+    """2.3.0 refused the job whose count has a new uid under the old name. Its stream-graph plan without uids maps
+    count (and the rest) by the names the checkpoint stores: unknown, each one named, the assumption said."""
+    assert load_recorded("2.3.0", "uid-changed")["outcome"] == "refused"
+    loaded = load_checkpoint(fixture_named("2.3.0-counted").checkpoint_dir)
+    plan = load_plan(recorded_dir("2.3.0", "uid-changed") / "plan.json")
+    result = check(plan, loaded.checkpoint, preflight_settings("2.3.0", "uid-changed", "x"), loaded)
+    assert result.answer == Answer.UNKNOWN
+    [assumed] = [r for r in result.reasons if r.verdict == UNKNOWN and r.check == "operator-mapping"]
+    count = next(o for o in loaded.checkpoint.operators if o.name == "count")
+    assert f"'count' = count ({count.operator_id})" in assumed.message
+    assert "uids unchanged" in assumed.message and assumed.flink_does == FlinkDoes.REFUSES
+
+
+def test_a_plan_operator_without_a_known_id_is_a_binding_note() -> None:
+    """The new map of added-operator (restored by 2.3.0) has no uid the checkpoint knows: a note names it."""
+    loaded = load_checkpoint(fixture_named("2.3.0-counted").checkpoint_dir)
+    uids = {"Source: seq": "src", "sink: Writer": "sink"}  # the job-graph plan's vertex ids name the others
+    plan = load_plan(recorded_dir("2.3.0", "added-operator") / "jobgraph.json", uids)
+    result = check(plan, loaded.checkpoint, preflight_settings("2.3.0", "added-operator", "x"), loaded)
+    assert result.answer == Answer.YES
+    notes = [r.message for r in result.reasons if r.check == "binding"]
+    assert len(notes) == 1 and "'added'" in notes[0]
