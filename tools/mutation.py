@@ -209,6 +209,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ["tests/unit/test_output_references.py", "tests/unit/test_output_references_rules.py"],
     ),
     "paths": ("spillway/model/paths.py", ["tests/unit/test_path_problems.py"]),
+    # preflight: Flink's restore-time checks and the answer, against the recorded real restores
+    "preflight": (
+        "spillway/inspect/preflight.py",
+        ["tests/unit/test_preflight_matrix.py", "tests/unit/test_preflight_truth.py"],
+    ),
+    "restore_checks": (
+        "spillway/inspect/restore_checks.py",
+        ["tests/unit/test_preflight_matrix.py", "tests/unit/test_preflight_truth.py"],
+    ),
     "pinning": (
         "spillway/storage/pinning.py",
         ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],

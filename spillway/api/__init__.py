@@ -94,6 +94,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.views import Finding as Finding
     from spillway.api.views import OperatorAnalysis as OperatorAnalysis
     from spillway.api.views import PreflightAnswer as PreflightAnswer
+    from spillway.api.views import PreflightLoss as PreflightLoss
+    from spillway.api.views import PreflightVerdict as PreflightVerdict
     from spillway.api.views import Report as Report
     from spillway.api.views import Topology as Topology
     from spillway.api.views import Verdict as Verdict
@@ -210,6 +212,8 @@ _EXPORTS: dict[str, str] = {
     "GROUPS": "views",
     "OperatorAnalysis": "views",
     "PreflightAnswer": "views",
+    "PreflightLoss": "views",
+    "PreflightVerdict": "views",
     "Report": "views",
     "Topology": "views",
     "Verdict": "views",

@@ -103,9 +103,10 @@ def preflight(
     *,
     rebase: list[str] | None = None,
 ) -> PreflightResult:
-    """Would Flink restore ``checkpoint`` into the job of ``plan`` (``spillway preflight``)? ``.restorable`` is
-    True / False / None (unknown), ``.reasons`` says why; ``settings`` carries what a plan does not show
-    (allow-non-restored-state, the max parallelism the job sets, the restoring release)."""
+    """Would Flink restore ``checkpoint`` into the job of ``plan`` (``spillway preflight``)? ``.answer`` is yes /
+    no / restores-with-loss / unknown (``.loss`` lists what the restore drops), ``.restorable`` True / False / None
+    (unknown), ``.reasons`` says why; ``settings`` carries what a plan does not show (allow-non-restored-state, the
+    max parallelism the job sets or ``no_max_parallelism``, the restoring release)."""
     topology = _plan(plan)
     assert topology is not None
     loaded = _loaded(checkpoint, rebase)

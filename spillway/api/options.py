@@ -86,7 +86,9 @@ def check_value_type(spec: str) -> None:
 class PreflightOptions:
     """What a new job's plan does not show: ``parallelism`` changes of its vertices, the max parallelism it sets
     (``{None: N}`` job-wide, ``{vertex: N}``), Flink's ``allow_non_restored_state``, the restoring release
-    (``"2.3.0"``); and for the restore forecast the key extractors and network buffers."""
+    (``"2.3.0"``); and for the restore forecast the key extractors and network buffers. ``no_max_parallelism``:
+    the new job sets no max parallelism (Flink then adopts the checkpoint's); without it or ``max_parallelism``,
+    a plan leaves the max parallelism unknown."""
 
     parallelism: Mapping[str, int] = field(default_factory=dict)
     max_parallelism: Mapping[str | None, int] = field(default_factory=dict)
@@ -95,8 +97,11 @@ class PreflightOptions:
     keys: Mapping[str, str] = field(default_factory=dict)
     key_fns: Mapping[str, str] = field(default_factory=dict)
     buffers: BufferSettings = field(default_factory=BufferSettings)
+    no_max_parallelism: bool = False
 
     def __post_init__(self) -> None:
+        if self.no_max_parallelism and self.max_parallelism:
+            raise ArgumentError("no_max_parallelism", True, "and max_parallelism given: which one?")
         check_parallelism(self.parallelism)
         check_parallelism({k or "": n for k, n in self.max_parallelism.items()}, "max_parallelism")
         self.release()

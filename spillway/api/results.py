@@ -1,5 +1,5 @@
 """What the read-side calls return: typed results, each with one ``to_json()`` — the versioned document
-``spillway <command> --json`` prints (``spillway.validate/1``, ``spillway.analyze/1``, ``spillway.preflight/1``,
+``spillway <command> --json`` prints (``spillway.validate/1``, ``spillway.analyze/1``, ``spillway.preflight/2``,
 ``spillway.report/1``). ``files()`` and ``diff()`` return ``FilesReport`` and ``CheckpointDiff``, whose
 ``to_json()`` is ``spillway.files/1`` and ``spillway.diff/1``."""
 
@@ -91,7 +91,7 @@ class PreflightResult:
         return self.result.restorable
 
     def to_json(self) -> dict[str, Any]:
-        """The ``spillway.preflight/1`` document (docs/preflight.md)."""
+        """The ``spillway.preflight/2`` document (docs/preflight.md)."""
         from spillway.inspect.preflight import to_doc
 
         extra: dict[str, Any] = {"checkpoint": self.checkpoint, "plan": self.plan}

@@ -284,4 +284,10 @@ def new_job_plan(new_plan: Topology | JobJar | PathLike, options: PreflightOptio
 def _settings(options: PreflightOptions, checkpoint: str) -> Settings:
     from spillway.inspect.preflight import Settings
 
-    return Settings(options.allow_non_restored_state, dict(options.max_parallelism), options.release(), checkpoint)
+    return Settings(
+        options.allow_non_restored_state,
+        dict(options.max_parallelism),
+        options.release(),
+        checkpoint,
+        options.no_max_parallelism,
+    )

@@ -150,7 +150,11 @@ class NewJob:
     ] = None
     max_parallelism: Annotated[
         list[str] | None,
-        typer.Option("--max-parallelism", metavar="N|VERTEX=N", help="Max parallelism the new job sets (repeatable)."),
+        typer.Option(
+            "--max-parallelism",
+            metavar="N|VERTEX=N|none",
+            help="Max parallelism the new job sets (repeatable); none: it sets none (Flink takes the checkpoint's).",
+        ),
     ] = None
     allow_non_restored_state: Annotated[
         bool,
@@ -172,13 +176,17 @@ class NewJob:
         self, keys: tuple[dict[str, str], dict[str, str]] = ({}, {}), buffers: api.BufferSettings | None = None
     ) -> api.PreflightOptions:
         """As the API's ``PreflightOptions`` (with the forecast's ``keys``/``key_fns`` and ``buffers``)."""
+        unset = [v for v in self.max_parallelism or [] if v == "none"]
+        if unset and len(unset) != len(self.max_parallelism or []):
+            raise UsageError("--max-parallelism none and a value given: which one?")
         return api.PreflightOptions(
             counts(self.parallelism, "-p"),
-            _max_parallelism(self.max_parallelism),
+            {} if unset else _max_parallelism(self.max_parallelism),
             self.allow_non_restored_state,
             self.flink_version,
             *keys,
             buffers or api.BufferSettings(),
+            bool(unset),
         )
 
 

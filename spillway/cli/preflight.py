@@ -18,31 +18,59 @@ from spillway.cli.wide import print_wide
 # deploy script may act on nor Flink's refusal: its own code.
 EXIT_UNKNOWN = 4
 
-HELP = """Will Flink restore CHECKPOINT into the job of --plan? Answers offline with Flink's own restore-time checks
-(docs/format/restore-checks.md): state of operators the new job lacks, max parallelism, channel state on exchanges
-the new job chains or makes pointwise while rescaling, FLIP-147 finished-state rules, known restore bugs. Each
-reason carries Flink's own message where Flink has one. Where the plan cannot tell which checkpoint operator a plan
-operator is, the answer is "unknown" with what would make it certain (usually --uid NAME=UID).
+HELP = """Will Flink restore CHECKPOINT into the job of --plan, and keep every record and every state? Answers
+offline with Flink's own restore-time checks (docs/format/restore-checks.md): state of operators the new job lacks,
+max parallelism, channel state on exchanges the new job chains or makes pointwise while rescaling, keyed state fed
+without keyBy, FLIP-147 finished-state rules, known restore bugs. Each reason says what Flink does on that release
+(refuses / fails after start / restores and drops) and carries Flink's own message where Flink has one. What the
+restore drops without a word (state left behind by --allow-non-restored-state, records in flight) is listed as the
+loss, and the answer is then "restores with loss", never a plain yes. Operators are mapped by the new job's ids
+(the job-graph plan's vertex ids, --uid, the job's jar); a mapping by name alone assumes the uids are unchanged, and
+the answer is "unknown" with what would make it certain (usually --uid NAME=UID).
 
 --plan is the new job's plan: either flavour (REST /jobs/<id>/plan, JsonPlanGenerator, or
 env.getExecutionPlan()); -p VERTEX=N changes a vertex's parallelism in it. A plan does not show max parallelism:
-give --max-parallelism N (job-wide) or VERTEX=N if the new job sets one. If only parallelism changed, the restore
+give --max-parallelism N (job-wide) or VERTEX=N if the new job sets one, --max-parallelism none if it sets none
+(without either the answer is unknown: Flink refuses a value other than the checkpoint's). If only parallelism
+changed, the restore
 forecast (bytes and records each new subtask replays, Flink's virtual channels and buffers) is added; keyBy edges
 with records in flight need --key/--key-fn as for rescale.
 
 --plan http://HOST:PORT/jobs/JOB_ID fetches a running job's plan from its JobManager's REST API; CHECKPOINT given
 the same way is that job's latest completed checkpoint.
 
-Exit code 0 restorable, 1 not restorable (Flink refuses), 4 unknown, 2 usage errors, 3 JobManager unreachable.
+Exit code 0 restorable without loss, 1 not restorable (Flink refuses or the job fails) or restores with loss
+(JSON "verdict" tells which), 4 unknown, 2 usage errors, 3 JobManager unreachable.
 
 Examples:
 
-  spillway preflight chk-42 --plan new-job-plan.json --uid 'Source: seq=src'
+  spillway preflight chk-42 --plan new-job-plan.json --uid 'Source: seq=src' --max-parallelism none
 
   spillway preflight chk-42 --plan plan.json -p count=4 --max-parallelism 128 --flink-version 2.3.0 --json
 """
 
-VERDICT_STYLE = {"refused": "bold red", "unknown": "yellow", "warning": "yellow", "ok": "green", "note": "dim"}
+VERDICT_STYLE = {
+    "refused": "bold red",
+    "fails": "bold red",
+    "loss": "bold red",
+    "unknown": "yellow",
+    "warning": "yellow",
+    "ok": "green",
+    "note": "dim",
+}
+# "restores but loses data" is findings (1), as "no" is: never the 0 a deploy script may act on
+EXIT_CODES = {
+    api.PreflightVerdict.YES: EXIT_OK,
+    api.PreflightVerdict.NO: EXIT_FINDINGS,
+    api.PreflightVerdict.RESTORES_WITH_LOSS: EXIT_FINDINGS,
+    api.PreflightVerdict.UNKNOWN: EXIT_UNKNOWN,
+}
+ANSWER = {
+    "yes": "[bold green]yes[/]",
+    "no": "[bold red]no[/]",
+    "restores-with-loss": "[bold red]restores with loss[/] (Flink restores and drops data without a word: see below)",
+    "unknown": "[yellow]unknown[/]",
+}
 
 
 @bundled
@@ -62,7 +90,7 @@ def command(
     ] = None,
     new_job: NewJob = NewJob(),
     forecasting: Forecast = Forecast(),
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/1).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/2).")] = False,
     naming: Naming = Naming(),
 ) -> None:
     def run() -> int:
@@ -75,24 +103,24 @@ def command(
             emit_json(found.to_json())
         else:
             show(found.result, found.forecast, found.forecast_note)
-        if found.restorable is None:
-            return EXIT_UNKNOWN
-        return EXIT_OK if found.restorable else EXIT_FINDINGS
+        return EXIT_CODES[found.result.answer]
 
     raise typer.Exit(guarded(run, json_out))
 
 
 def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
-    answer = {True: "[bold green]yes[/]", False: "[bold red]no[/]", None: "[yellow]unknown[/]"}[result.restorable]
-    out.print(f"restorable: {answer}")
+    out.print(f"restorable: {ANSWER[result.answer.value]}")
     # one reason per paragraph, not a table: the messages and Flink's words are long and must not be cut
     for r in result.reasons:
         style = VERDICT_STYLE.get(r.verdict, "")
-        verdict = f"[{style}]{r.verdict:8}[/]" if style else f"{r.verdict:8}"
+        verdict = f"[{style}]{r.verdict.value:8}[/]" if style else f"{r.verdict.value:8}"
         issue = f" [{r.flink_issue}]" if r.flink_issue else ""
-        out.print(f"{verdict} {escape(r.check)}: {escape(r.message + issue)}", soft_wrap=True)
+        does = f" (Flink {r.flink_does.value})" if r.flink_does is not None and r.verdict != "ok" else ""
+        out.print(f"{verdict} {escape(r.check)}: {escape(r.message + issue + does)}", soft_wrap=True)
         if r.flink_message:
             out.print("         Flink: " + escape(r.flink_message.replace("\n", " ")), soft_wrap=True)
+    if result.loss:
+        show_loss(result.loss)
     v = Table(title="the new job's vertices and the checkpoint state they get", title_justify="left")
     for col in ("vertex", "parallelism", "checkpoint", "input channel state", "output channel state"):
         v.add_column(col, no_wrap=col != "vertex", justify="left" if col == "vertex" else "right")
@@ -109,3 +137,17 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
         show_forecast(forecast)
     if forecast_note:
         out.print(escape(forecast_note), soft_wrap=True)
+
+
+def show_loss(loss: api.PreflightLoss) -> None:
+    t = Table(title="loss: what Flink drops on this restore without a word", title_justify="left")
+    for col in ("operator", "what", "bytes", "records"):
+        t.add_column(
+            col, no_wrap=col != "operator" and col != "what", justify="left" if col in ("operator", "what") else "right"
+        )
+    for s in loss.state:
+        t.add_row(escape(s.label), "state: " + ", ".join(s.kinds), human_bytes(s.bytes), "-")
+    for f in loss.in_flight:
+        records = "?" if f.records is None else str(f.records)
+        t.add_row(escape(f.label), f"{f.side} channel state in flight: {escape(f.why)}", human_bytes(f.bytes), records)
+    print_wide(t)

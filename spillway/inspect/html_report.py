@@ -2,7 +2,7 @@
 
 The page is built only from the JSON documents the other commands print — ``spillway.analyze/1``
 (``analyze_json``), ``spillway.validate/1`` (``validate_json``), ``spillway.files/1``
-(``files_json``) and, when a new job's plan is given, ``spillway.preflight/1`` (``preflight.to_doc``) —
+(``files_json``) and, when a new job's plan is given, ``spillway.preflight/2`` (``preflight.to_doc``) —
 gathered into one ``spillway.report/1`` document by ``report_document``.
 ``render_html`` is a pure function of that document: no I/O, no clock. The document is embedded
 verbatim in the page (``<script type="application/json" id="spillway-report">``), so every number
@@ -468,24 +468,31 @@ def _verdict(a: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-ANSWER = {True: "yes", False: "no", None: "unknown"}
-VERDICT_CLASS = {"refused": "sev-error", "unknown": "sev-warning", "warning": "sev-warning", "note": "sev-info"}
+VERDICT_CLASS = {
+    "refused": "sev-error",
+    "fails": "sev-error",
+    "loss": "sev-error",
+    "unknown": "sev-warning",
+    "warning": "sev-warning",
+    "note": "sev-info",
+}
 
 
 def _preflight_banner(p: dict[str, Any] | None) -> str:
     if p is None:
         return ""
-    restorable = p["restorable"]
     css, text = {
-        True: ("ok", "Flink would restore this checkpoint into the new job"),
-        False: ("bad", "Flink would refuse to restore this checkpoint into the new job"),
-        None: ("warn", "whether Flink would restore this checkpoint into the new job is unknown"),
-    }[restorable]
+        "yes": ("ok", "Flink would restore this checkpoint into the new job"),
+        "no": ("bad", "Flink would refuse to restore this checkpoint into the new job, or the job would fail"),
+        "restores-with-loss": ("bad", "Flink would restore this checkpoint into the new job and drop data"),
+        "unknown": ("warn", "whether Flink would restore this checkpoint into the new job is unknown"),
+    }[p["verdict"]]
     return f'<div class="banner {css}" id="preflight-banner">preflight: {text} (see Restore into a new job)</div>'
 
 
 def _preflight(p: dict[str, Any] | None) -> str:
-    """The ``spillway.preflight/1`` answer for the new job of ``--new-plan``: yes/no/unknown, every reason."""
+    """The ``spillway.preflight/2`` answer for the new job of ``--new-plan``: yes/no/restores-with-loss/unknown,
+    every reason, and what the restore drops."""
     parts = ['<h2 id="preflight">Will Flink restore this into that job?</h2>']
     if p is None:
         parts.append(
@@ -493,7 +500,7 @@ def _preflight(p: dict[str, Any] | None) -> str:
             "NEW_PLAN</code> or <code>spillway preflight</code> to ask.</p>"
         )
         return "".join(parts)
-    answer = ANSWER[p["restorable"]]
+    answer = p["verdict"]
     parts.append(
         f'<p id="preflight-answer" data-restorable="{answer}">new job: <code>{_e(p.get("plan"))}</code> · '
         f"restorable: <b>{answer}</b></p>"
@@ -506,13 +513,32 @@ def _preflight(p: dict[str, Any] | None) -> str:
             f'<tr class="preflight-reason" data-verdict="{_e(r["verdict"])}" data-check="{_e(r["check"])}">'
             f'<td class="{VERDICT_CLASS.get(r["verdict"], "")}">{_e(r["verdict"])}</td>'
             f'<td class="mono rule">{_e(r["check"])}</td>'
-            f'<td class="name">{_e(r["message"])}' + (f" [{_e(issue)}]" if issue else "") + "</td>"
+            f'<td class="name">{_e(r["message"])}'
+            + (f" [{_e(issue)}]" if issue else "")
+            + (f" (Flink {_e(r['flink_does'])})" if r.get("flink_does") else "")
+            + "</td>"
             f'<td class="name flink-message">{_e(flink) if flink else "-"}</td></tr>'
         )
     parts.append(
         '<table id="preflight-reasons"><tr><th>verdict</th><th>check</th><th>why</th>'
         f"<th>Flink's message</th></tr>{''.join(rows)}</table>"
     )
+    loss = p["loss"]
+    lost = [
+        f'<tr><td class="name">{_e(x["label"])}</td><td class="name">state: {_e(", ".join(x["state_kinds"]))}</td>'
+        f'<td class="n">{_e(human_bytes(x["bytes"]))}</td><td class="n">-</td></tr>'
+        for x in loss["state"]
+    ] + [
+        f'<tr><td class="name">{_e(x["label"])}</td><td class="name">{_e(x["side"])} channel state in flight: '
+        f'{_e(x["why"])}</td><td class="n">{_e(human_bytes(x["bytes"]))}</td>'
+        f'<td class="n">{_e("?" if x["records"] is None else x["records"])}</td></tr>'
+        for x in loss["in_flight"]
+    ]
+    if lost:
+        parts.append(
+            '<table id="preflight-loss"><tr><th>operator</th><th>what Flink drops without a word</th>'
+            f'<th class="n">bytes</th><th class="n">records</th></tr>{"".join(lost)}</table>'
+        )
     vertices = "".join(
         f'<tr><td class="name">{_e(v["vertex"])}</td><td class="n">{_e(v["parallelism"])}</td>'
         f'<td class="n">{_e("-" if v["checkpoint_parallelism"] is None else v["checkpoint_parallelism"])}</td>'

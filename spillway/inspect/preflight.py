@@ -13,25 +13,33 @@ adapter over :mod:`spillway.inspect.topology` (so the binding can be replaced in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
+from spillway.flink import operator_ids
 from spillway.inspect.restore_checks import (
+    FAILS,
+    LOSS,
     NOTE,
     OK,
     PASSED,
     REFUSED,
     UNKNOWN,
     WARNING,
+    FlinkDoes,
+    Loss,
     NewVertex,
     Placement,
     Reason,
     Settings,
+    Verdict,
     binding_notes,
+    channel_facts,
     channel_state,
-    dropped_state_cuts,
     files,
     finished_state,
+    keyed_exchange,
     known_bugs,
     mapping,
     max_parallelism,
@@ -41,22 +49,60 @@ from spillway.inspect.topology import Topology, operator_binding
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.load import LoadedCheckpoint
 
-__all__ = ["NOTE", "OK", "REFUSED", "SCHEMA", "UNKNOWN", "WARNING", "Reason", "Result", "Settings", "check"]
+__all__ = [
+    "FAILS",
+    "LOSS",
+    "NOTE",
+    "OK",
+    "REFUSED",
+    "SCHEMA",
+    "UNKNOWN",
+    "WARNING",
+    "Answer",
+    "FlinkDoes",
+    "Loss",
+    "Reason",
+    "Result",
+    "Settings",
+    "Verdict",
+    "check",
+]
 
-SCHEMA = "spillway.preflight/1"
+# /2: verdicts "fails" and "loss", each reason's "flink_does", the answer's "verdict" and "loss" section
+SCHEMA = "spillway.preflight/2"
+
+
+class Answer(str, Enum):
+    """The whole answer: Flink restores (yes), refuses or fails (no), restores but drops data, or unknown."""
+
+    YES = "yes"
+    NO = "no"
+    RESTORES_WITH_LOSS = "restores-with-loss"
+    UNKNOWN = "unknown"
 
 
 @dataclass
 class Result:
     reasons: list[Reason]
     vertices: list[dict[str, Any]]  # the new job's vertices and what of the checkpoint each gets
+    loss: Loss = field(default_factory=Loss)
 
     @property
     def restorable(self) -> bool | None:
+        """Whether Flink restores and the job keeps running (data dropped or not: see ``answer``)."""
         verdicts = {r.verdict for r in self.reasons}
-        if REFUSED in verdicts:
+        if REFUSED in verdicts or FAILS in verdicts:
             return False
         return None if UNKNOWN in verdicts else True
+
+    @property
+    def answer(self) -> Answer:
+        restorable = self.restorable
+        if restorable is False:
+            return Answer.NO
+        if restorable is None:
+            return Answer.UNKNOWN
+        return Answer.RESTORES_WITH_LOSS if any(r.verdict == LOSS for r in self.reasons) else Answer.YES
 
 
 # ------------------------------------------------------------------------------------------------- the adapter
@@ -78,6 +124,9 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
             max(len(v.names), len(v.node_ids), 1),
             [(e.upstream, e.gate, e.ship_strategy) for e in v.inputs],
             [(e.downstream, i, e.ship_strategy) for i, e in enumerate(v.outputs)],
+            # the job's own graph (--job) knows the max parallelism it sets; a plan JSON does not
+            max_parallelism=getattr(v, "max_parallelism", None),
+            max_parallelism_known=bool(getattr(topology, "max_parallelism_known", False)),
         )
         for pos, node in enumerate(v.node_ids):
             node_vertex[node] = (key, pos)
@@ -85,6 +134,7 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
     where: dict[str, tuple[str, int]] = {}
     unknown: list[str] = []
     guessed: list[str] = []
+    assumed: dict[str, str] = {}
     binding = operator_binding(topology, checkpoint)
     for b in binding.operators if binding is not None else ():
         if b.node_id is not None and b.node_id in node_vertex:
@@ -95,14 +145,32 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
             spot = None
         if b.operator_id is None or spot is None:
             unknown.append(f"{b.name!r}: {b.reason}")
+        elif topology.job_graph is not None and spot[1] == 0 and spot[0] != b.operator_id.lower():
+            # a job-graph plan's vertex id is its head operator's id: Flink's own word for the new job
+            unknown.append(
+                f"{b.name!r}: bound to {b.operator_id} ({b.reason}), but the job-graph plan says the head of its "
+                f"vertex has id {spot[0]}: the uid given is not the new job's"
+            )
         elif b.method == "elimination":
             guessed.append(f"{b.name!r}: {b.reason}")
         elif b.in_checkpoint:
             where[b.operator_id] = spot
+            confirmed = topology.job_graph is not None and spot[1] == 0  # a head's id is its vertex's id
+            if _by_name_only(b, topology) and not confirmed:
+                assumed[b.operator_id] = b.name
     if binding is None:
         unknown.append("the plan could not be bound to the checkpoint at all")
     old = {key: op.parallelism for op in checkpoint.operators for key, _ in [where.get(op.operator_id, ("", 0))] if key}
-    return Placement(vertices, where, unknown, guessed, old)
+    return Placement(vertices, where, unknown, guessed, old, assumed)
+
+
+def _by_name_only(b: operator_ids.BoundOperator, topology: Topology) -> bool:
+    """Bound by a name match, not by an id of the new job: the checkpoint's stored name (2.x), or a uid guessed
+    from the name. Ids the new job names (a job-graph vertex id, a generated id computed from the new plan, a uid
+    given or read from the job's jar) are not assumptions."""
+    if b.method == operator_ids.STORED_NAME:
+        return True
+    return b.method == operator_ids.UID_HASH and topology.uids.get(b.name) != b.uid
 
 
 def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
@@ -131,25 +199,29 @@ def check(
     # wrote the checkpoint, no chains from the checkpoint's evidence).
     topology = topology.as_new_job()
     place = place_operators(topology, checkpoint)
-    cuts = dropped_state_cuts(loaded) if loaded is not None else None
+    facts = channel_facts(loaded) if loaded is not None else None
+    loss = Loss()
     reasons: list[Reason] = binding_notes(place)
     for name, found in (
-        ("operator-mapping", mapping(place, checkpoint, settings, cuts)),
+        ("operator-mapping", mapping(place, checkpoint, settings, facts, loss)),
         ("max-parallelism", max_parallelism(place, checkpoint, settings)),
-        ("channel-state", channel_state(place, checkpoint, settings)),
+        ("channel-state", channel_state(place, checkpoint, settings, facts, loss)),
+        ("keyed-exchange", keyed_exchange(place, checkpoint)),
         ("finished-state", finished_state(topology, checkpoint)),
     ):
         reasons += found or [Reason(name, OK, PASSED[name])]
     if loaded is not None:
         reasons += files(loaded, place, settings) or [Reason("files", OK, PASSED["files"])]
     reasons += known_bugs(checkpoint, settings)
-    return Result(reasons, vertex_table(place, checkpoint))
+    return Result(reasons, vertex_table(place, checkpoint), loss)
 
 
 def to_doc(result: Result, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema": SCHEMA,
+        "verdict": result.answer.value,
         "restorable": result.restorable,
+        "loss": result.loss.to_doc(),
         "reasons": [r.to_doc() for r in result.reasons],
         "vertices": result.vertices,
     }

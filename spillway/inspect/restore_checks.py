@@ -7,6 +7,7 @@ messages below); :mod:`spillway.inspect.preflight` places the operators and runs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from spillway.flink.partitioners import Partitioner
@@ -21,12 +22,36 @@ from spillway.model.checkpoint import (
 )
 from spillway.storage.load import LoadedCheckpoint
 
-# verdicts of one reason
-OK = "ok"
-REFUSED = "refused"
-UNKNOWN = "unknown"
-WARNING = "warning"  # Flink restores, but something named may go wrong afterwards (a known bug)
-NOTE = "note"  # an assumption preflight made; says what would change the answer
+
+class Verdict(str, Enum):
+    """What one check found."""
+
+    OK = "ok"
+    REFUSED = "refused"  # Flink refuses the restore (the job does not start)
+    FAILS = "fails"  # Flink accepts the restore and the job fails after it starts
+    LOSS = "loss"  # Flink restores and silently drops data (state or records in flight): the loss section
+    UNKNOWN = "unknown"
+    WARNING = "warning"  # Flink restores, but something named may go wrong afterwards (a known bug)
+    NOTE = "note"  # an assumption preflight made; says what would change the answer
+
+
+class FlinkDoes(str, Enum):
+    """What Flink does on the restoring release, for a reason that is not ok."""
+
+    REFUSES = "refuses"
+    FAILS_AFTER_START = "fails after start"
+    RESTORES_AND_DROPS = "restores and drops"
+
+
+OK = Verdict.OK
+REFUSED = Verdict.REFUSED
+FAILS = Verdict.FAILS
+LOSS = Verdict.LOSS
+UNKNOWN = Verdict.UNKNOWN
+WARNING = Verdict.WARNING
+NOTE = Verdict.NOTE
+
+_DOES = {REFUSED: FlinkDoes.REFUSES, FAILS: FlinkDoes.FAILS_AFTER_START, LOSS: FlinkDoes.RESTORES_AND_DROPS}
 
 
 # Flink's messages (the same text in 1.15.4, 1.20.3, 2.0.0 and 2.3.0; docs/format/restore-checks.md)
@@ -62,19 +87,83 @@ MSG_PARALLELISM_ABOVE_CONFIGURED_MAX = (
 @dataclass
 class Reason:
     check: str
-    verdict: str
+    verdict: Verdict
     message: str
     flink_message: str | None = None
     operator: str | None = None
     flink_issue: str | None = None
+    # what Flink does (refused, fails, loss: from the verdict; unknown: what it does if the doubt goes the bad way)
+    flink_does: FlinkDoes | None = None
+
+    def __post_init__(self) -> None:
+        if self.flink_does is None:
+            self.flink_does = _DOES.get(self.verdict)
 
     def to_doc(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"check": self.check, "verdict": self.verdict, "message": self.message}
+        doc: dict[str, Any] = {"check": self.check, "verdict": self.verdict.value, "message": self.message}
         for key in ("flink_message", "operator", "flink_issue"):
             value = getattr(self, key)
             if value is not None:
                 doc[key] = value
+        if self.flink_does is not None:
+            doc["flink_does"] = self.flink_does.value
         return doc
+
+
+@dataclass(frozen=True)
+class LostState:
+    """State of a checkpoint operator that Flink drops on this restore (``--allow-non-restored-state``)."""
+
+    operator: str  # Flink's operator id
+    label: str  # uid or name, and the id
+    kinds: tuple[str, ...]  # keyed, raw keyed, operator, raw operator, coordinator, input channel, output channel
+    bytes: int
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"operator": self.operator, "label": self.label, "state_kinds": list(self.kinds), "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class LostInFlight:
+    """Channel state (records in flight) that Flink drops on this restore without a word."""
+
+    operator: str
+    label: str
+    side: str  # "input" or "output"
+    bytes: int
+    records: int | None  # None: not countable (output-side state read alone, or unreadable)
+    why: str
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "label": self.label,
+            "side": self.side,
+            "bytes": self.bytes,
+            "records": self.records,
+            "why": self.why,
+        }
+
+
+@dataclass
+class Loss:
+    """Everything the restore drops: the ``loss`` section of the answer."""
+
+    state: list[LostState] = field(default_factory=list)
+    in_flight: list[LostInFlight] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.state or self.in_flight)
+
+    def to_doc(self) -> dict[str, Any]:
+        records = [x.records for x in self.in_flight]
+        return {
+            "state": [x.to_doc() for x in self.state],
+            "in_flight": [x.to_doc() for x in self.in_flight],
+            "state_bytes": sum(x.bytes for x in self.state),
+            "in_flight_bytes": sum(x.bytes for x in self.in_flight),
+            "in_flight_records": None if None in records else sum(r for r in records if r is not None),
+        }
 
 
 @dataclass
@@ -86,6 +175,8 @@ class Settings:
     max_parallelism: dict[str | None, int] = field(default_factory=dict)
     flink_version: tuple[int, int, int] | None = None  # the release that restores
     checkpoint_path: str = "<checkpoint>"
+    # the user says the new job sets no max parallelism (``--max-parallelism none``): Flink adopts the checkpoint's
+    no_max_parallelism: bool = False
 
 
 @dataclass
@@ -98,6 +189,9 @@ class NewVertex:
     outputs: list[tuple[str, int, str]]  # (downstream vertex key, output index, ship strategy)
     # chain positions without a chained successor; None: the plan does not show the chain's shape
     leaves: list[int] | None = None
+    # the max parallelism the job sets for the vertex (None: sets none), when the plan knows (the job's own graph)
+    max_parallelism: int | None = None
+    max_parallelism_known: bool = False
 
 
 @dataclass
@@ -107,6 +201,9 @@ class Placement:
     unknown: list[str]  # plan operators whose Flink operator id is not known, each with why
     guessed: list[str]  # plan operators bound by a structural guess, not Flink's rule
     old_parallelism: dict[str, int] = field(default_factory=dict)  # vertex key -> its operators' parallelism
+    # checkpoint operator id -> plan operator name, for operators placed by a name match only (the checkpoint's
+    # stored name, or a uid guessed from the name): right only if the new job keeps the operator's id
+    assumed: dict[str, str] = field(default_factory=dict)
 
 
 def has_state(op: OperatorState) -> bool:
@@ -156,6 +253,7 @@ PASSED = {
     "operator-mapping": "every operator of the checkpoint is in the new job",
     "max-parallelism": "every new parallelism fits the checkpoint's max parallelism",
     "channel-state": "channel state stays at chain ends; no rescaled exchange with it is pointwise",
+    "keyed-exchange": "every operator with keyed state gets its records by key (keyBy)",
     "finished-state": "no finished operators in the checkpoint (FLIP-147 rules do not apply)",
     "files": "every file the restored state needs exists, and its channel state is sound (spillway validate)",
 }
@@ -178,9 +276,11 @@ def _label(op: OperatorState) -> str:
     return f"{named} ({op.operator_id})" if named else op.operator_id
 
 
-def mapping(place: Placement, cp: Checkpoint, settings: Settings, cuts: dict[str, list[str]] | None) -> list[Reason]:
+def mapping(
+    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None, loss: Loss
+) -> list[Reason]:
     """``Checkpoints.loadAndValidateCheckpoint``: every operator of the checkpoint must be in the new job, unless
-    its state is empty or non-restored state is allowed."""
+    its state is empty or non-restored state is allowed (then Flink drops it without a word: ``loss``)."""
     out: list[Reason] = []
     uncertain = bool(place.unknown or place.guessed)
     for op in cp.operators:
@@ -201,21 +301,13 @@ def mapping(place: Placement, cp: Checkpoint, settings: Settings, cuts: dict[str
                     "operator-mapping",
                     UNKNOWN,
                     f"{_label(op)} holds state and no plan operator is bound to it; some plan operators have no known "
-                    "Flink id (see the binding notes), so it may be one of them. Give their uids (--uid NAME=UID) or "
-                    "the job-graph plan to be sure",
+                    "Flink id (see the binding notes), so it may be one of them. Give their uids (--uid NAME=UID), "
+                    "the job-graph plan or the job's jar (--job) to be sure",
                     operator=op.operator_id,
                 )
             )
         elif settings.allow_non_restored_state:
-            out.append(
-                Reason(
-                    "operator-mapping",
-                    OK,
-                    f"{_label(op)} is not in the new job: its state is dropped (--allow-non-restored-state)",
-                    operator=op.operator_id,
-                )
-            )
-            out += _dropped_channel_state(op, place, cp, cuts)
+            out += _dropped(op, place, cp, facts, loss)
         else:
             out.append(
                 Reason(
@@ -227,7 +319,46 @@ def mapping(place: Placement, cp: Checkpoint, settings: Settings, cuts: dict[str
                     operator=op.operator_id,
                 )
             )
+    assumed = [op for op in cp.operators if op.operator_id in place.assumed and has_state(op)]
+    if assumed:
+        named = ", ".join(f"{place.assumed[op.operator_id]!r} = {_label(op)}" for op in assumed)
+        out.append(
+            Reason(
+                "operator-mapping",
+                UNKNOWN,
+                f"placed by name only: {named}. This assumes uids unchanged: each keeps its Flink id in the new job "
+                "(the same uid; without uids, a graph that generates the same ids). If an id changed, Flink refuses "
+                "the restore (or, with --allow-non-restored-state, drops that state). Give the uids (--uid "
+                "NAME=UID), the job-graph plan or the job's jar (--job) to map by ids",
+                flink_does=FlinkDoes.REFUSES,
+            )
+        )
     return out
+
+
+def state_kinds(op: OperatorState) -> tuple[str, ...]:
+    """The kinds of state the operator holds, in Flink's words."""
+    kinds = {
+        "keyed": any(s.managed_keyed_state for s in op.subtasks),
+        "raw keyed": any(s.raw_keyed_state for s in op.subtasks),
+        "operator": any(s.managed_operator_state for s in op.subtasks),
+        "raw operator": any(s.raw_operator_state for s in op.subtasks),
+        "coordinator": op.coordinator_state is not None,
+        "input channel": any(s.input_channel_state for s in op.subtasks),
+        "output channel": any(s.result_subpartition_state for s in op.subtasks),
+    }
+    return tuple(k for k, held in kinds.items() if held)
+
+
+def state_bytes(op: OperatorState) -> int:
+    """Bytes of every state handle of the operator (what ``--allow-non-restored-state`` throws away)."""
+    total = op.coordinator_state.state_size if op.coordinator_state is not None else 0
+    for s in op.subtasks:
+        for h in (s.managed_operator_state, s.raw_operator_state, s.managed_keyed_state, s.raw_keyed_state):
+            total += h.state_size if h is not None else 0
+        total += sum(h.state_size for h in channel_handles(s.input_channel_state))
+        total += sum(h.state_size for h in channel_handles(s.result_subpartition_state))
+    return total
 
 
 def files(loaded: LoadedCheckpoint, place: Placement, settings: Settings) -> list[Reason]:
@@ -258,64 +389,110 @@ def files(loaded: LoadedCheckpoint, place: Placement, settings: Settings) -> lis
     return out
 
 
-def dropped_state_cuts(loaded: LoadedCheckpoint) -> dict[str, list[str]]:
-    """Operator id -> its input channels whose in-flight data ends inside a record (the rest of that record is
-    the first thing in the upstream's output state of the same channel: docs/format/record-framing.md)."""
-    from spillway.inspect.analyze import analyze
+@dataclass
+class ChannelFacts:
+    """What the channel-state files say, per (operator id, side): bytes and records (None: not countable, as
+    output-side state read alone may start inside a record); and per operator, its input channels whose data ends
+    inside a record (the record's rest is the first thing in the upstream's output state of the same channel)."""
 
-    cuts: dict[str, list[str]] = {}
-    for c in analyze(loaded).channels:
-        if c.junction_record is None:
-            continue
-        for key in c.part_keys:
-            if key[1] == "input":
-                cuts.setdefault(key[0], []).append(f"{c.label} ({c.junction_record['input_bytes']} bytes)")
-    return cuts
+    bytes: dict[tuple[str, str], int] = field(default_factory=dict)
+    records: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    cut: dict[str, list[str]] = field(default_factory=dict)
+
+    def in_flight(self, operator: str, side: str) -> tuple[int, int | None]:
+        return self.bytes.get((operator, side), 0), self.records.get((operator, side), 0)
 
 
-def _dropped_channel_state(
-    op: OperatorState, place: Placement, cp: Checkpoint, cuts: dict[str, list[str]] | None
+def channel_facts(loaded: LoadedCheckpoint) -> ChannelFacts:
+    """Reads every channel (docs/format/record-framing.md)."""
+    from spillway.formats.stream_elements import RECORD_TAGS
+    from spillway.inspect.analyze import Position, analyze
+
+    facts = ChannelFacts()
+
+    def count(ca: Any, rec: Any, pos: Position) -> None:
+        end = ca.downstream if pos.side == "input" else ca.upstream
+        if rec.tag in RECORD_TAGS and end.get("operator_id") is not None:
+            key = (end["operator_id"], pos.side)
+            known = facts.records.get(key, 0)
+            facts.records[key] = None if known is None else known + 1
+
+    for ca in analyze(loaded, on_record=count).channels:
+        for op, side in {(k[0], k[1]) for k in ca.part_keys}:
+            facts.bytes[(op, side)] = facts.bytes.get((op, side), 0) + (
+                ca.input_bytes if side == "input" else ca.output_bytes
+            )
+            if ca.records is None:
+                facts.records[(op, side)] = None
+            if side == "input" and ca.junction_record is not None:
+                facts.cut.setdefault(op, []).append(f"{ca.label} ({ca.junction_record['input_bytes']} bytes)")
+    return facts
+
+
+def cut_partners(op: OperatorState, side: str, place: Placement, cp: Checkpoint, facts: ChannelFacts) -> list[str]:
+    """Channels where a record is cut between ``op``'s channel state on ``side`` (dropped) and restored state on
+    the other side. Read without the old job's plan, an input channel's data is known to end inside a record; the
+    output half it lacks is some restored upstream's (when any restored operator holds output channel state)."""
+    restored = [o for o in cp.operators if o.operator_id in place.where]
+    if side == "input":
+        return facts.cut.get(op.operator_id, []) if any(_channel_parts(o)[1] for o in restored) else []
+    return [c for o in restored if _channel_parts(o)[0] for c in facts.cut.get(o.operator_id, [])]
+
+
+def _dropped(
+    op: OperatorState, place: Placement, cp: Checkpoint, facts: ChannelFacts | None, loss: Loss
 ) -> list[Reason]:
-    """A dropped operator's input channel state goes, while its upstream's output state of the same exchange is
-    restored into whatever consumes it now. Where a record is cut between the two, the new consumer reads the
-    record's rest as if a record started there: Flink fails the task ("Corrupt stream, found tag: …") or misreads
-    it. Where no record is cut, only the dropped records are lost."""
-    gates, _ = _channel_parts(op)
-    senders = [o for o in cp.operators if o.operator_id in place.where and _channel_parts(o)[1]]
-    if not gates or not senders:
-        return []
-    restored = ", ".join(_label(o) for o in senders)
-    if cuts is None:
+    """An operator dropped with ``--allow-non-restored-state``: its state is lost, and so are its records in flight.
+    Its partner on the other side of each channel may be restored into whatever is there now: where a record is
+    cut between the two, the partner reads the record's other half as if a record started (or went on) there.
+    Flink then fails the task (seen: "Corrupt stream, found tag: -128", EOFException, or a key group out of
+    range when the misread bytes are a key) or misreads the bytes."""
+    kinds = state_kinds(op)
+    loss.state.append(LostState(op.operator_id, _label(op), kinds, state_bytes(op)))
+    gates, partitions = _channel_parts(op)
+    sides = [side for side, held in (("input", gates), ("output", partitions)) if held]
+    if sides and facts is None:
         return [
             Reason(
-                "dropped-channel-state",
+                "operator-mapping",
                 UNKNOWN,
-                f"{_label(op)} is dropped with its input channel state while output channel state of {restored} is "
-                "restored; whether a record is cut between the two needs the channel-state files read",
+                f"{_label(op)} is not in the new job: its state ({', '.join(kinds)}) is dropped "
+                "(--allow-non-restored-state), with its channel state, while what the other side of those "
+                "channels holds may be restored; whether a record is cut between the two needs the channel-state "
+                "files read",
                 operator=op.operator_id,
+                flink_does=FlinkDoes.FAILS_AFTER_START,
             )
         ]
-    cut = cuts.get(op.operator_id, [])
+    cut: list[str] = []
+    for side in sides:
+        bytes_, records = facts.in_flight(op.operator_id, side) if facts is not None else (0, None)
+        why = "dropped with its operator (--allow-non-restored-state)"
+        loss.in_flight.append(LostInFlight(op.operator_id, _label(op), side, bytes_, records, why))
+        if facts is not None:
+            cut += cut_partners(op, side, place, cp, facts)
     if cut:
         return [
             Reason(
                 "dropped-channel-state",
                 UNKNOWN,
-                f"{_label(op)} is dropped with its input channel state, and its in-flight data ends inside a record "
-                f"on {len(cut)} channel(s) ({'; '.join(cut[:4])}{'; …' if len(cut) > 4 else ''}): the rest of each "
-                f"such record is in the restored output channel state of {restored} and reaches the new consumer as "
-                'if a record started there. Flink then fails the task (seen: "Corrupt stream, found tag: -128") '
-                "or misreads the bytes. Clear the in-flight data first (spillway repair strip-channel-state) to be "
+                f"{_label(op)} is dropped with its channel state, and a record is cut between it and restored "
+                f"channel state on {len(cut)} channel(s) ({'; '.join(cut[:4])}{'; …' if len(cut) > 4 else ''}): "
+                "the restored half reaches the new job as if it were whole. Flink then fails the task (seen: "
+                '"Corrupt stream, found tag: -128", EOFException, "Key group N is not in KeyGroupRange") or '
+                "misreads the bytes. Clear the in-flight data first (spillway repair strip-channel-state) to be "
                 "sure",
                 operator=op.operator_id,
+                flink_does=FlinkDoes.FAILS_AFTER_START,
             )
         ]
+    lost = f"its state ({', '.join(kinds)}, {state_bytes(op)} bytes)"
     return [
         Reason(
-            "dropped-channel-state",
-            WARNING,
-            f"{_label(op)} is dropped with its input channel state: its records in flight are lost (no record is "
-            f"cut between them and the restored output state of {restored})",
+            "operator-mapping",
+            LOSS,
+            f"{_label(op)} is not in the new job: Flink restores without it and drops {lost} without a word "
+            "(--allow-non-restored-state); see the loss section",
             operator=op.operator_id,
         )
     ]
@@ -328,7 +505,15 @@ def _vertex_id(place: Placement, v: NewVertex) -> str:
 
 
 def _configured_max(settings: Settings, vertex: NewVertex) -> int | None:
-    return settings.max_parallelism.get(vertex.key, settings.max_parallelism.get(None))
+    """The max parallelism the new job sets for the vertex: the user's word first, else the job's own graph."""
+    given = settings.max_parallelism.get(vertex.key, settings.max_parallelism.get(None))
+    if given is not None or settings.no_max_parallelism:
+        return given
+    return vertex.max_parallelism if vertex.max_parallelism_known else None
+
+
+def _max_parallelism_known(settings: Settings, vertex: NewVertex) -> bool:
+    return bool(settings.max_parallelism) or settings.no_max_parallelism or vertex.max_parallelism_known
 
 
 def max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reason]:
@@ -388,22 +573,160 @@ def max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> lis
                     operator=op.operator_id,
                 )
             )
-    if not settings.max_parallelism:
+    unseen = sorted(
+        {
+            place.vertices[place.where[op.operator_id][0]].label
+            for op in cp.operators
+            if op.operator_id in place.where
+            and has_state(op)
+            and not _max_parallelism_known(settings, place.vertices[place.where[op.operator_id][0]])
+        }
+    )
+    if unseen:
+        olds = sorted({op.max_parallelism for op in cp.operators if has_state(op)})
         out.append(
             Reason(
                 "max-parallelism",
-                NOTE,
-                "a plan does not show max parallelism: assumed the new job sets none (Flink then takes the "
-                "checkpoint's). If the job sets one (setMaxParallelism, pipeline.max-parallelism), give it with "
-                "--max-parallelism N (or VERTEX=N): a value other than the checkpoint's makes Flink refuse",
+                UNKNOWN,
+                "a plan does not show the max parallelism the new job sets (vertices with restored state: "
+                f"{', '.join(unseen)}). If it sets one other than the checkpoint's "
+                f"({', '.join(map(str, olds))}; setMaxParallelism, pipeline.max-parallelism), Flink refuses the "
+                "restore; if it sets none, Flink takes the checkpoint's. Give --max-parallelism N (or VERTEX=N), "
+                "--max-parallelism none, or the job's jar (--job)",
+                MSG_MAX_MISMATCH.format(path=settings.checkpoint_path, op="<id>", old=olds[0], new="<N>"),
+                flink_does=FlinkDoes.REFUSES,
             )
         )
     return out
 
 
-def channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reason]:
+def keyed_exchange(place: Placement, cp: Checkpoint) -> list[Reason]:
+    """Keyed state is restored per key group (each subtask gets a range); a keyed operator whose vertex is fed
+    by an exchange that does not route by key gets records of other subtasks' key groups, and the first one
+    fails the task: Flink accepts the restore, then fails ("Key group N is not in KeyGroupRange")."""
+    out: list[Reason] = []
+    for op in cp.operators:
+        spot = place.where.get(op.operator_id)
+        if spot is None or not any(s.managed_keyed_state or s.raw_keyed_state for s in op.subtasks):
+            continue
+        v = place.vertices[spot[0]]
+        for _up, gate, strategy in v.inputs:
+            kind = strategy.upper()
+            if kind in ("HASH", "BROADCAST"):  # routed by key; a broadcast side reads no key's state
+                continue
+            what = f"{_label(op)} holds keyed state, and its vertex {v.label} gets input {gate} {strategy}"
+            if "FORWARD" in kind:
+                out.append(
+                    Reason(
+                        "keyed-exchange",
+                        UNKNOWN,
+                        f"{what} (pointwise): right only if the upstream is keyed the same way and has the same "
+                        "parallelism (reinterpretAsKeyedStream); otherwise the task fails on the first record of "
+                        "another subtask's key group",
+                        "Key group N is not in KeyGroupRange",
+                        operator=op.operator_id,
+                        flink_does=FlinkDoes.FAILS_AFTER_START,
+                    )
+                )
+            else:
+                out.append(
+                    Reason(
+                        "keyed-exchange",
+                        FAILS,
+                        f"{what}, not a key hash (was keyBy replaced?): records reach subtasks that do not hold "
+                        "their key group, and the first one fails the task",
+                        "Key group N is not in KeyGroupRange",
+                        operator=op.operator_id,
+                    )
+                )
+    return out
+
+
+def flink_31963_fixed(version: tuple[int, int, int] | None) -> bool | None:
+    """Whether the restoring release checks output channel state off a chain's end also when the chain's end
+    holds none but a downstream holds input channel state (FLINK-31963: seen in 1.16.3 and 1.17.2, not in
+    1.15.4; released in 1.16.2 and 1.17.1). None when not known."""
+    if version is None:
+        return None
+    line, patch = version[:2], version[2]
+    if line >= (1, 18):
+        return True
+    return {(1, 17): patch >= 1, (1, 16): patch >= 2}.get(line, False)
+
+
+def _output_state_off_end(
+    op: OperatorState,
+    v: NewVertex,
+    place: Placement,
+    cp: Checkpoint,
+    settings: Settings,
+    facts: ChannelFacts | None,
+    loss: Loss,
+) -> tuple[bool, list[Reason]]:
+    """Output channel state of an operator a new job chains something after. Flink restores only the chain end's
+    output state and checks the others only when that end holds some, or (FLINK-31963) a downstream holds input
+    state; unchecked, the operator's in-flight data is dropped without a word. (refused?, other reasons)"""
+    ends = set(v.leaves if v.leaves is not None else [v.chain_length - 1])
+    placed = [(o, place.where[o.operator_id]) for o in cp.operators if o.operator_id in place.where]
+    end_has_state = any(key == v.key and pos in ends and _channel_parts(o)[1] for o, (key, pos) in placed)
+    downstream = {down for down, _, _ in v.outputs}
+    downstream_input = any(key in downstream and pos == 0 and _channel_parts(o)[0] for o, (key, pos) in placed)
+    if end_has_state:
+        return True, []
+    fixed = flink_31963_fixed(settings.flink_version)
+    if downstream_input and fixed:
+        return True, []
+    bytes_, records = facts.in_flight(op.operator_id, "output") if facts is not None else (0, None)
+    why = f"output channel state of an operator that no longer ends its chain (vertex {v.label})"
+    if downstream_input and fixed is None:
+        return False, [
+            Reason(
+                "channel-state-chained",
+                UNKNOWN,
+                f"{_label(op)} holds output channel state and the new job chains an operator after it; a "
+                "downstream holds input channel state. Flink from 1.16.2 / 1.17.1 on refuses this (FLINK-31963); "
+                "earlier releases restore and drop that in-flight data; give --flink-version",
+                MSG_CHAINED.format(ops=op.operator_id),
+                operator=op.operator_id,
+                flink_issue="FLINK-31963",
+            )
+        ]
+    loss.in_flight.append(LostInFlight(op.operator_id, _label(op), "output", bytes_, records, why))
+    cut = cut_partners(op, "output", place, cp, facts) if facts is not None else []
+    if facts is None or cut:
+        return False, [
+            Reason(
+                "channel-state-chained",
+                UNKNOWN,
+                f"{_label(op)}: {why}; this release restores without it and drops it "
+                + (
+                    "(whether a record is cut between it and the restored input state downstream needs the "
+                    "channel-state files read)"
+                    if facts is None
+                    else "and a record is cut between it and the restored input state downstream "
+                    f"({'; '.join(cut[:4])}): the task then fails (seen on 1.15.4: EOFException) or misreads the bytes"
+                ),
+                operator=op.operator_id,
+                flink_does=FlinkDoes.FAILS_AFTER_START,
+            )
+        ]
+    return False, [
+        Reason(
+            "channel-state-chained",
+            LOSS,
+            f"{_label(op)}: {why}: this release restores without it and drops those records in flight without a "
+            "word; see the loss section",
+            operator=op.operator_id,
+        )
+    ]
+
+
+def channel_state(
+    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None = None, loss: Loss | None = None
+) -> list[Reason]:
     """``StateAssignmentOperation``: channel state must stay at a chain's ends, and a rescaled exchange with it
     needs a partitioner Flink can map (not FORWARD, RESCALE or BROADCAST)."""
+    loss = loss if loss is not None else Loss()
     out: list[Reason] = []
     chained: list[OperatorState] = []
     branching: list[OperatorState] = []
@@ -426,7 +749,10 @@ def channel_state(place: Placement, cp: Checkpoint, settings: Settings) -> list[
             # Flink's, so only a non-leaf is certainly wrong.
             leaves = v.leaves if v.leaves is not None else [v.chain_length - 1]
             if position not in leaves:
-                chained.append(op)
+                refused, found = _output_state_off_end(op, v, place, cp, settings, facts, loss)
+                if refused:
+                    chained.append(op)
+                out += found
                 continue
             if len(leaves) > 1:
                 branching.append(op)

@@ -74,7 +74,20 @@ def test_one_buffer_size_option_and_segment_size_is_its_hidden_alias() -> None:
 
 def test_preflight_takes_the_same_buffer_size() -> None:
     size = _segment_size()
-    doc = _json("preflight", CHK, "--plan", PLAN, "-p", "count=3", *KEY, "--buffer-size", str(size), "--json")
+    doc = _json(
+        "preflight",
+        CHK,
+        "--plan",
+        PLAN,
+        "-p",
+        "count=3",
+        *KEY,
+        "--buffer-size",
+        str(size),
+        "--max-parallelism",
+        "128",
+        "--json",
+    )
     assert doc["restorable"] is True and doc["forecast"]["flink"]["settings"]["segment_size"] == size
 
 

@@ -58,7 +58,7 @@ def test_the_page_answers_as_flink_did(tmp_path: Path, case: str) -> None:
     flink = load_recorded(RELEASE, case)
     html, doc = _page(tmp_path, *_args(case))
     pre = doc["preflight"]
-    assert doc["schema"] == "spillway.report/1" and pre["schema"] == "spillway.preflight/1"
+    assert doc["schema"] == "spillway.report/1" and pre["schema"] == "spillway.preflight/2"
     answer = FLINK_ANSWER[flink["outcome"]]
     assert {True: "yes", False: "no", None: "unknown"}[pre["restorable"]] == answer
     assert "Will Flink restore this into that job?" in html

@@ -61,10 +61,17 @@ def completed_checkpoint(port: int, job_id: str, deadline: float) -> str:
     raise AssertionError("no completed checkpoint")
 
 
+# what the unaligned job's user knows and its plan does not show: its uids (FixtureJob.java), no max parallelism set
+UNALIGNED_JOB = [
+    *("--uid", "Source: seq=src", "--uid", "tostr=tostr", "--uid", "slow=slow", "--uid", "len=len"),
+    *("--uid", "sink: Writer=sink", "--max-parallelism", "none"),
+]
+
+
 def preflight(checkpoint: Path | str, plan: str) -> tuple[int, dict[str, Any]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     res = subprocess.run(
-        [str(SPILLWAY), "preflight", str(checkpoint), "--plan", plan, "--uid", "Source: seq=src", "--json"],
+        [str(SPILLWAY), "preflight", str(checkpoint), "--plan", plan, *UNALIGNED_JOB, "--json"],
         capture_output=True,
         text=True,
         env=env,

@@ -16,6 +16,7 @@ from support.fixtures import fixture_named
 
 import spillway
 from spillway import api
+from spillway.inspect.preflight import Settings as PreflightSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PROD = fixture_named("1.20.3-prod")  # a 1.x stream-graph plan whose uids differ from the names
@@ -146,7 +147,8 @@ def test_the_first_apis_functions_agree_with_the_checkpoint() -> None:
     assert spillway.analyze(cp.loaded, plan).records == cp.analyze().analysis.records
     verdict = spillway.restore_verdict(COUNTED.checkpoint_dir, plan)
     assert verdict.restorable == cp.verdict().restorable  # type: ignore[union-attr]
-    answer = cp.preflight(plan)
+    # the counted job sets max parallelism 128 (Counted.java), which no plan shows
+    answer = cp.preflight(plan, api.PreflightOptions(max_parallelism={None: 128}))
     assert answer.restorable is True and answer.to_json()["plan"] == str(plan)
-    old = spillway.preflight(cp.loaded, plan)
+    old = spillway.preflight(cp.loaded, plan, PreflightSettings(max_parallelism={None: 128}))
     assert old.restorable is True and [r.check for r in old.reasons] == [r.check for r in answer.result.reasons]
