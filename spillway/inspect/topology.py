@@ -214,7 +214,7 @@ def _topological(graph: StreamGraph) -> list[int]:
                 raise PlanError(f"malformed plan node (node {nid}: its predecessors lead back to it)")
             state[nid] = 1
             stack.append((nid, True))
-            stack.extend((e.source, False) for e in reversed(graph.in_edges(nid)) if state.get(e.source) != 2)
+            stack.extend((e.source, False) for e in reversed(graph.in_edges(nid)))  # placed ones are skipped
     return order
 
 
