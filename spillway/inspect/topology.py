@@ -239,7 +239,7 @@ def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = N
         members.setdefault(head_of[nid], []).append(nid)
     inputs: dict[int, list[Edge]] = {h: [] for h in members}
     outputs: dict[int, list[Edge]] = {h: [] for h in members}
-    for n in sorted(graph.nodes, key=lambda n: n.id):  # an upstream's outputs in the graph's out-edge order
+    for n in graph.nodes:
         if head_of[n.id] != n.id:
             continue
         ups: list[int] = []
