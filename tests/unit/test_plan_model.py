@@ -644,3 +644,29 @@ def test_a_rescaled_plan_names_itself_in_its_errors() -> None:
         topology.rescaled({key: 0}, "new.json")
     with pytest.raises(PlanError, match=r"^plan: no 'nodes' list"):
         parse_plan({})
+
+
+PLAN_PAIRS = sorted(p.parent for p in FIXTURES.rglob("jobgraph.json") if (p.parent / "plan.json").exists())
+
+
+@pytest.mark.parametrize(
+    "root", [pytest.param(r, id=str(r.relative_to(FIXTURES)).replace("/", "-")) for r in PLAN_PAIRS]
+)
+def test_a_stream_plan_numbers_the_gates_as_flink_did(root: Path) -> None:
+    """Every plan pair Flink wrote (fixtures, preflight matrix, finished variants): chained as the job-graph plan
+    says, the stream-graph plan gives each vertex the upstream vertices on the gates Flink numbered
+    (``inputs[].num``) — the order Flink connects chains, not the order of a node's predecessors."""
+    graph = parse_stream_plan(_json(root / "plan.json"))
+    job = parse_job_graph_plan(_json(root / "jobgraph.json"))
+    node_of = {n.description or n.name: n.id for n in graph.nodes}
+    assert len(node_of) == len(graph.nodes)  # labels name nodes uniquely in these jobs
+    vertex_of = {node_of[label]: v.id for v in job.vertices for label in v.operators}
+    chained = {(e.source, e.target) for e in graph.edges if vertex_of[e.source] == vertex_of[e.target]}
+    topology = stream_topology(graph, chained)
+    head_vertex = {str(node_of[v.operators[0]]): v.id for v in job.vertices}
+    for v in job.vertices:
+        flink = list(dict.fromkeys(i.source for i in sorted(v.inputs, key=lambda i: i.num)))
+        mine = topology.vertices[str(node_of[v.operators[0]])]
+        by_gate = sorted({(e.gate, head_vertex[e.upstream]) for e in mine.inputs})
+        assert [vid for _, vid in by_gate] == flink, v.operators[0]
+        assert [g for g, _ in by_gate] == list(range(len(flink)))
