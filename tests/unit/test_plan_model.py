@@ -670,3 +670,17 @@ def test_a_stream_plan_numbers_the_gates_as_flink_did(root: Path) -> None:
         by_gate = sorted({(e.gate, head_vertex[e.upstream]) for e in mine.inputs})
         assert [vid for _, vid in by_gate] == flink, v.operators[0]
         assert [g for g, _ in by_gate] == list(range(len(flink)))
+
+
+def test_a_plan_too_deep_to_follow_is_refused_not_a_traceback() -> None:
+    """Chains are followed depth first, as Flink does; a line of thousands of exchanges (no real job) is refused
+    as a usage error naming the plan."""
+    nodes: list[dict[str, Any]] = [{"id": 1, "type": "n1", "parallelism": 1}]
+    nodes += [
+        {"id": i, "type": f"n{i}", "parallelism": 1, "predecessors": [{"id": i - 1, "ship_strategy": "REBALANCE"}]}
+        for i in range(2, 5002)
+    ]
+    with pytest.raises(PlanError) as err:
+        parse_plan({"nodes": nodes}, "deep.json")
+    assert str(err.value) == "deep.json: malformed plan node (the plan is nested too deeply to follow)"
+    assert len(parse_plan({"nodes": nodes[:300]}, "p.json").vertices) == 300
