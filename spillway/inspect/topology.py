@@ -28,6 +28,7 @@ from spillway.flink.stream_graph import (
     JobGraphPlan,
     JobVertexPlan,
     PlanError,
+    StreamEdge,
     StreamGraph,
     is_stream_plan,
     parse_job_graph_plan,
@@ -233,7 +234,7 @@ def _topological(graph: StreamGraph) -> list[int]:
                 raise PlanError(f"malformed plan node (node {nid}: its predecessors lead back to it)")
             state[nid] = 1
             stack.append((nid, True))
-            stack.extend((e.source, False) for e in reversed(graph.in_edges(nid)) if state.get(e.source) != 2)
+            stack.extend((e.source, False) for e in reversed(graph.in_edges(nid)))  # placed ones are skipped
     return order
 
 
@@ -257,19 +258,17 @@ def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = N
         head_of[nid] = head_of[graph.in_edges(nid)[0].source] if chains_to_pred(nid) else nid
         members.setdefault(head_of[nid], []).append(nid)
     inputs: dict[int, list[Edge]] = {h: [] for h in members}
+    ups: dict[int, list[int]] = {h: [] for h in members}  # a vertex's upstream vertices, by gate
     made: dict[int, Edge] = {}  # id() of a stream edge leaving a chain -> its edge between vertices
-    for n in graph.nodes:
-        if head_of[n.id] != n.id:
-            continue
-        ups: list[int] = []
-        for e in graph.in_edges(n.id):
-            up = head_of[e.source]
-            if up not in ups:
-                ups.append(up)
-            edge = Edge(str(up), str(n.id), ups.index(up), e.partitioner)
-            inputs[n.id].append(edge)
-            made[id(e)] = edge
-    # A vertex's outputs in the order Flink numbers its result partitions (not the order of its consumers).
+    # Input gates in the order Flink connects chains (what jobgraph.json's inputs[].num shows) ...
+    for e in _connect_order(graph, head_of):
+        up, down = head_of[e.source], e.target
+        if up not in ups[down]:
+            ups[down].append(up)
+        edge = Edge(str(up), str(down), ups[down].index(up), e.partitioner)
+        inputs[down].append(edge)
+        made[id(e)] = edge
+    # ... and a vertex's outputs in the order Flink numbers its result partitions (not the order of its consumers).
     outputs = {
         h: [made[id(e)] for e in transitive_out_edges(graph, h, lambda e: head_of[e.target] != e.target)]
         for h in members
@@ -286,6 +285,37 @@ def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = N
             outputs=tuple(outputs[head]),
         )
     return Topology(vertices, "stream-graph", stream_graph=graph)
+
+
+def _connect_order(graph: StreamGraph, head_of: Mapping[int, int]) -> list[StreamEdge]:
+    """The edges between chains in the order Flink's ``StreamingJobGraphGenerator`` connects them, which numbers a
+    vertex's input gates and its outputs: chains are built depth first from the sources (by id); a chain follows
+    its chained outputs before its own network outputs, builds each downstream chain as it meets it, and connects
+    its own out-edges after all that. (Matches every fixture's job-graph plan; the order of a node's predecessors
+    does not: a Sink V2 writer fed by two branches.)"""
+    order: list[StreamEdge] = []
+    built: set[int] = set()
+
+    def out_edges(nid: int) -> list[StreamEdge]:
+        outs = graph.out_edges(nid)
+        chained = [e for e in outs if head_of[e.target] != e.target]
+        return [edge for e in chained for edge in out_edges(e.target)] + [e for e in outs if e not in chained]
+
+    def build(head: int) -> None:
+        if head in built:
+            return
+        built.add(head)
+        own = out_edges(head)
+        for e in own:
+            build(e.target)
+        order.extend(own)
+
+    try:
+        for nid in (*graph.source_ids(), *sorted(head_of)):
+            build(head_of[nid])
+    except RecursionError:
+        raise PlanError("malformed plan node (the plan is nested too deeply to follow)") from None
+    return order
 
 
 def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | None = None) -> Topology:

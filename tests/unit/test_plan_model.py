@@ -602,14 +602,17 @@ def test_nodes_in_any_order_chain_alike() -> None:
     }
     assert [(e.upstream, e.downstream, e.gate) for e in forward.edges()] == [("1", "4", 0), ("1", "4", 0)]
     backward = parse_plan({"nodes": list(reversed(nodes))})
-    assert backward.vertices == forward.vertices
+    assert {k: (v.names, v.node_ids, v.inputs) for k, v in backward.vertices.items()} == {
+        k: (v.names, v.node_ids, v.inputs) for k, v in forward.vertices.items()
+    }
     # an input reached twice before it is placed (listed first: a join of a node and that node's own input)
     join = [
         {"id": 3, "type": "join", "parallelism": 1, "predecessors": [{"id": 2, "ship_strategy": "HASH"}, {"id": 1}]},
         {"id": 2, "type": "a", "parallelism": 1, "predecessors": [{"id": 1, "ship_strategy": "HASH"}]},
         {"id": 1, "type": "src", "parallelism": 1},
     ]
-    assert parse_plan({"nodes": join}).vertices == parse_plan({"nodes": list(reversed(join))}).vertices
+    chains = {k: (v.names, v.node_ids) for k, v in parse_plan({"nodes": join}).vertices.items()}
+    assert chains == {k: (v.names, v.node_ids) for k, v in parse_plan({"nodes": list(reversed(join))}).vertices.items()}
 
 
 def test_a_copy_for_another_checkpoint_has_the_chains_as_first_read() -> None:
@@ -641,3 +644,43 @@ def test_a_rescaled_plan_names_itself_in_its_errors() -> None:
         topology.rescaled({key: 0}, "new.json")
     with pytest.raises(PlanError, match=r"^plan: no 'nodes' list"):
         parse_plan({})
+
+
+PLAN_PAIRS = sorted(p.parent for p in FIXTURES.rglob("jobgraph.json") if (p.parent / "plan.json").exists())
+
+
+@pytest.mark.parametrize(
+    "root", [pytest.param(r, id=str(r.relative_to(FIXTURES)).replace("/", "-")) for r in PLAN_PAIRS]
+)
+def test_a_stream_plan_numbers_the_gates_as_flink_did(root: Path) -> None:
+    """Every plan pair Flink wrote (fixtures, preflight matrix, finished variants): chained as the job-graph plan
+    says, the stream-graph plan gives each vertex the upstream vertices on the gates Flink numbered
+    (``inputs[].num``) — the order Flink connects chains, not the order of a node's predecessors."""
+    graph = parse_stream_plan(_json(root / "plan.json"))
+    job = parse_job_graph_plan(_json(root / "jobgraph.json"))
+    node_of = {n.description or n.name: n.id for n in graph.nodes}
+    assert len(node_of) == len(graph.nodes)  # labels name nodes uniquely in these jobs
+    vertex_of = {node_of[label]: v.id for v in job.vertices for label in v.operators}
+    chained = {(e.source, e.target) for e in graph.edges if vertex_of[e.source] == vertex_of[e.target]}
+    topology = stream_topology(graph, chained)
+    head_vertex = {str(node_of[v.operators[0]]): v.id for v in job.vertices}
+    for v in job.vertices:
+        flink = list(dict.fromkeys(i.source for i in sorted(v.inputs, key=lambda i: i.num)))
+        mine = topology.vertices[str(node_of[v.operators[0]])]
+        by_gate = sorted({(e.gate, head_vertex[e.upstream]) for e in mine.inputs})
+        assert [vid for _, vid in by_gate] == flink, v.operators[0]
+        assert [g for g, _ in by_gate] == list(range(len(flink)))
+
+
+def test_a_plan_too_deep_to_follow_is_refused_not_a_traceback() -> None:
+    """Chains are followed depth first, as Flink does; a line of thousands of exchanges (no real job) is refused
+    as a usage error naming the plan."""
+    nodes: list[dict[str, Any]] = [{"id": 1, "type": "n1", "parallelism": 1}]
+    nodes += [
+        {"id": i, "type": f"n{i}", "parallelism": 1, "predecessors": [{"id": i - 1, "ship_strategy": "REBALANCE"}]}
+        for i in range(2, 5002)
+    ]
+    with pytest.raises(PlanError) as err:
+        parse_plan({"nodes": nodes}, "deep.json")
+    assert str(err.value) == "deep.json: malformed plan node (the plan is nested too deeply to follow)"
+    assert len(parse_plan({"nodes": nodes[:300]}, "p.json").vertices) == 300
