@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,14 @@ def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
     source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
     vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
     chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
-    return chained_plan(found.stream_plan(), chained, source, found.graph)
+    topology = chained_plan(found.stream_plan(), chained, source, found.graph)
+    # The job's code says what max parallelism each vertex gets (None: it sets none, Flink derives one).
+    set_by_job = max_parallelism_set(found)
+    vertices = {
+        key: replace(v, max_parallelism=set_by_job.get(key, set_by_job.get(None)))
+        for key, v in topology.vertices.items()
+    }
+    return replace(topology, vertices=vertices, max_parallelism_known=True)
 
 
 def max_parallelism_set(found: JobIds) -> dict[str | None, int]:

@@ -125,8 +125,8 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
             [(e.upstream, e.gate, e.ship_strategy) for e in v.inputs],
             [(e.downstream, i, e.ship_strategy) for i, e in enumerate(v.outputs)],
             # the job's own graph (--job) knows the max parallelism it sets; a plan JSON does not
-            max_parallelism=getattr(v, "max_parallelism", None),
-            max_parallelism_known=bool(getattr(topology, "max_parallelism_known", False)),
+            max_parallelism=v.max_parallelism,
+            max_parallelism_known=topology.max_parallelism_known,
         )
         for pos, node in enumerate(v.node_ids):
             node_vertex[node] = (key, pos)

@@ -71,6 +71,9 @@ class Vertex:
     node_ids: tuple[int, ...] = ()  # stream-graph node ids, head first (stream-graph plans)
     inputs: tuple[Edge, ...] = ()
     outputs: tuple[Edge, ...] = ()
+    # The max parallelism the job sets for this vertex (None: it sets none); only meaningful when the topology's
+    # ``max_parallelism_known`` says the source shows it (the job's own graph, from its jar; a plan JSON does not).
+    max_parallelism: int | None = None
 
     def label(self) -> str:
         return " -> ".join(self.names) or self.key
@@ -93,6 +96,8 @@ class Topology:
     describes_checkpoint: bool = True
     # The chains are Flink's own (the job's graph, from its jar): the checkpoint's evidence is not asked for them.
     chains_from_job: bool = False
+    # Whether each vertex's ``max_parallelism`` is the job's own setting (the job's graph) rather than unknown.
+    max_parallelism_known: bool = False
 
     def with_parallelism(self, new_p: Mapping[str, int]) -> dict[str, Any]:
         """The plan JSON as read, with the parallelism of vertices ``new_p`` (vertex key -> N) changed:

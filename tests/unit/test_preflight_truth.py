@@ -3,6 +3,8 @@ recorded real restore (tests/fixtures/preflight-matrix/): the expected answer is
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, load_recorded, preflight_settings, recorded_dir
 
@@ -67,16 +69,18 @@ def test_max_parallelism_from_the_jobs_own_graph_is_exact() -> None:
     plan = load_plan(recorded_dir(release, case) / "jobgraph.json", case_uids(release, case))
     settings = preflight_settings(release, case, "x")
     assert check(plan, loaded.checkpoint, settings, loaded).answer == Answer.UNKNOWN
-    plan.max_parallelism_known = True  # type: ignore[attr-defined]  # what the job's own graph carries
-    for v in plan.vertices.values():
-        v.max_parallelism = 256  # type: ignore[attr-defined]
+    # what the job's own graph carries: every vertex's max parallelism as the job sets it
+    plan = replace(
+        plan,
+        max_parallelism_known=True,
+        vertices={k: replace(v, max_parallelism=256) for k, v in plan.vertices.items()},
+    )
     result = check(plan, loaded.checkpoint, settings, loaded)
     assert result.answer == Answer.NO
     words = flink["error"].split("Max parallelism mismatch")[1]
     assert any(words in (r.flink_message or "") for r in result.reasons if r.verdict == REFUSED)
     # the job's graph saying it sets none: Flink adopts the checkpoint's (the unaligned job sets none and restored)
-    for v in plan.vertices.values():
-        v.max_parallelism = None  # type: ignore[attr-defined]
+    plan = replace(plan, vertices={k: replace(v, max_parallelism=None) for k, v in plan.vertices.items()})
     assert load_recorded(release, "same")["outcome"] == "restored"
     assert check(plan, loaded.checkpoint, settings, loaded).answer != Answer.NO
 

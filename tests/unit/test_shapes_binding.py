@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 from support.console import spillway
 from support.fixtures import Fixture, all_fixtures
+from support.plan_nodes import plan_to_flink_nodes
 
 from spillway.flink.operator_ids import BoundOperator
 from spillway.inspect.topology import load_plan, operator_binding
@@ -31,29 +32,7 @@ def _ids(fx: Fixture) -> dict:
 
 
 def _plan_to_flink_nodes(fx: Fixture) -> dict[int, dict]:
-    """plan.json node id -> Flink's stream node (ids.json). The plan was built by a second ``getStreamGraph`` of the
-    same program: node ids agree except for nodes Flink creates while translating (a Sink V2 writer gets a fresh
-    transformation id each time), which are found by name and their already matched inputs."""
-    plan = json.loads((fx.root / "plan.json").read_text())
-    nodes = {n["id"]: n for n in _ids(fx)["stream_nodes"]}
-    inputs: dict[int, set[int]] = {}
-    for e in _ids(fx)["stream_edges"]:
-        inputs.setdefault(e["target"], set()).add(e["source"])
-    out: dict[int, dict] = {}
-    rest = []
-    for p in plan["nodes"]:
-        n = nodes.get(p["id"])
-        if n is not None and n["name"] == p["type"]:
-            out[p["id"]] = n
-        else:
-            rest.append(p)
-    for p in rest:
-        preds = {out[q["id"]]["id"] for q in p.get("predecessors", [])}
-        hits = [n for n in nodes.values() if n["name"] == p["type"] and inputs.get(n["id"], set()) == preds]
-        assert len(hits) == 1, (p, hits)
-        out[p["id"]] = hits[0]
-    assert len(out) == len(nodes) == len(plan["nodes"])
-    return out
+    return plan_to_flink_nodes(fx.root)
 
 
 def _flink_node(fx: Fixture, b: BoundOperator, plan_nodes: dict[int, dict]) -> dict:
