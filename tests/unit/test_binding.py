@@ -90,8 +90,18 @@ def test_both_plan_flavours_frame_the_same_logical_channels(fx: Fixture) -> None
     if by_stream.channels_framed == by_job.channels_framed:
         assert (by_stream.records, by_stream.handles_framed_alone) == (by_job.records, by_job.handles_framed_alone)
         return
-    # Old metadata (1.10, 1.12) leaves stateless operators out: a vertex whose head had no state and
-    # whose uid the stream-graph plan cannot give stays unbound. That must be said, never guessed.
-    assert by_stream.channels_framed < by_job.channels_framed
-    notes = [f.message for f in by_stream.findings if f.rule == "topology"]
-    assert any("no operator in the checkpoint matches vertex" in m for m in notes), notes
+    assert not by_stream.errors and not by_job.errors
+    if by_stream.channels_framed < by_job.channels_framed:
+        # Old metadata (1.10, 1.12) leaves stateless operators out: a vertex whose head had no state and
+        # whose uid the stream-graph plan cannot give stays unbound; so does an operator whose name is another's
+        # uid (a guess the other evidence does not confirm). That must be said, never guessed.
+        notes = [f.message for f in by_stream.findings if f.rule == "topology"]
+        assert any(
+            "no operator in the checkpoint matches vertex" in m or "is not bound to a checkpoint operator" in m
+            for m in notes
+        ), notes
+        return
+    # A job-graph plan names only chain heads' ids: an operator chained behind a fan-out (an async operator, a
+    # Sink V2 writer) gets no id from it, and the channels it holds stay unframed. That too is said, never guessed.
+    unsure = [f for f in by_job.findings if f.rule == "binding-uncertain"]
+    assert unsure and all("holds channel state and is not bound" in f.message for f in unsure), unsure

@@ -373,7 +373,13 @@ def test_bind_without_stored_names_is_never_wrong(fixture: Path, mode: str) -> N
         holding = {o.operator_id for o in cp.operators if any(s.has_state() for s in o.subtasks) or o.coordinator_state}
         for h in holding - bound:
             (owner,) = [b for b in binding.operators if _expected_id(graph, flink_node, b) == h]
-            assert owner.method == UNBOUND and h in owner.candidates and not owner.exact, owner
+            assert owner.method == UNBOUND and not owner.exact, owner
+            if mode == "jobgraph" and owner.position:
+                # The job-graph plan alone names only chain heads' ids; a chained operator's generated id depends
+                # on stream-graph positions it does not show: left open, saying what would decide it.
+                assert "give its uid" in owner.reason, owner.reason
+                continue
+            assert h in owner.candidates, owner
             # a name guess left unconfirmed, or several assignments the evidence allows (default names repeat)
             assert "a guess the other evidence does not confirm" in owner.reason or (
                 "consistent assignment(s) met" in owner.reason and len(owner.candidates) > 1
