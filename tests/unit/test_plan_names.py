@@ -5,6 +5,7 @@ the job-graph plan as jobgraph.json); node ids, vertex ids and names below are r
 from __future__ import annotations
 
 import json
+
 import pytest
 from support.fixtures import fixture_named
 
@@ -155,7 +156,8 @@ def test_a_name_of_several_vertices_is_refused_with_the_form_that_picks_one() ->
     with pytest.raises(UsageError) as err:
         vertex_nodes(plan, "Map")
     assert str(err.value) == (
-        f"'Map' names more than one operator of the plan: {listed}; pick one by its plan node, e.g. -p 'Map{maps[-1]}=N'"
+        f"'Map' names more than one operator of the plan: {listed}; "
+        f"pick one by its plan node, e.g. -p 'Map{maps[-1]}=N'"
     )
     assert vertex_nodes(plan, f"Map{maps[0]}") == {by_ref[maps[0]].vertex}
     assert vertex_nodes(plan, "dedup") == {"7"}
