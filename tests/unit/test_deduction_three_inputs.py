@@ -1,0 +1,66 @@
+"""The generated-id search on a node with three inputs (a union of three streams into one keyed operator), against
+Flink's own ids: 1.20.3-shapes-no-uid's KeyedProcess (stream node 27) is fed by three operators without uid, and
+ids.json (Flink's StreamGraph, read while the checkpoint was made) lists its in-edges in Flink's order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support.fixtures import fixture_named
+
+from spillway.flink.deduction import accept_hits, hash_search
+from spillway.flink.job_ids import parse_job_ids
+from spillway.flink.stream_graph import StreamGraph
+from spillway.storage.load import load_checkpoint
+
+RELEASES = ["1.14.6", "1.20.3", "2.2.1"]
+
+
+def _flink(release: str) -> tuple[dict[str, Any], StreamGraph, list[str]]:
+    fx = fixture_named(f"{release}-shapes-no-uid")
+    ids: dict[str, Any] = json.loads((fx.root / "ids.json").read_text())
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    return ids, parse_job_ids(ids).graph, [o.operator_id for o in checkpoint.operators]
+
+
+def _union_node(ids: dict[str, Any]) -> tuple[int, list[int]]:
+    counts: dict[int, list[int]] = {}
+    for e in ids["stream_edges"]:
+        counts.setdefault(e["target"], []).append(e["source"])
+    (node,) = [t for t, sources in counts.items() if len(sources) == 3]
+    return node, counts[node]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_three_input_node_is_found_in_every_order_the_plan_may_list(release: str) -> None:
+    ids, graph, cp_ids = _flink(release)
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    node, sources = _union_node(ids)
+    assert all(n["uid"] is None for n in ids["stream_nodes"])  # every id is Flink's generated hash
+    known = {s: flink_id[s] for s in sources}
+    expected = [(node, flink_id[node], tuple((s, flink_id[s]) for s in sources))]
+    # a plan lists a node's inputs in its own order, not Flink's: every one of the six orders finds Flink's id
+    # with the inputs in Flink's order (the order that went into the hash)
+    for flipped in (sources, sources[::-1], [sources[1], sources[0], sources[2]], [sources[2], sources[0], sources[1]]):
+        rank = {s: i for i, s in enumerate(flipped)}
+        edges = sorted(graph.edges, key=lambda e: (e.target, rank.get(e.source, 0) if e.target == node else 0))
+        listed = StreamGraph(graph.nodes, tuple(edges))
+        assert [e.source for e in listed.in_edges(node)] == flipped
+        hits = hash_search(listed, known, cp_ids, set(cp_ids), {node})
+        assert [(h.node, h.operator_id, h.inputs) for h in hits] == expected
+        assert flink_id[node] in cp_ids
+        proven, _ = accept_hits(hits, known)
+        assert proven[node].operator_id == flink_id[node]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_three_input_node_with_one_input_from_the_pool_names_that_input(release: str) -> None:
+    ids, graph, cp_ids = _flink(release)
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    node, sources = _union_node(ids)
+    known = {s: flink_id[s] for s in sources[:2]}
+    hits = hash_search(graph, known, cp_ids, set(cp_ids), {node})
+    ours = [h for h in hits if h.operator_id == flink_id[node]]
+    assert [h.inputs for h in ours] == [tuple((s, flink_id[s]) for s in sources)]
