@@ -19,7 +19,7 @@ from spillway.inspect.plan_names import (
     split_ref,
     vertex_nodes,
 )
-from spillway.inspect.topology import Topology, load_plan
+from spillway.inspect.topology import Topology, Vertex, load_plan
 
 
 def _plan(fixture: str, name: str = "plan.json") -> Topology:
@@ -180,3 +180,29 @@ def test_uid_names_refuse_a_shared_name_and_a_ref_that_matches_nothing() -> None
     assert str(err.value) == f"--uid 'Map#999': no plan operator is Map#999; the plan's operators: {known}"
     with pytest.raises(UsageError, match="no plan operator is Filter#7"):
         check_uid_names(plan, {"Filter#7": "f"})
+
+
+def test_a_name_on_exactly_two_vertices_is_refused_too() -> None:
+    plan = _plan(SHAPES)
+    filters = [f"#{n['id']}" for n in _flink_nodes(SHAPES) if n["type"] == "Filter"]
+    assert len(filters) == 2  # Flink's plan: one Filter in each of two source chains
+    with pytest.raises(UsageError, match=rf"e\.g\. -p 'Filter{filters[-1]}=N'$"):
+        vertex_nodes(plan, "Filter")
+    with pytest.raises(UsageError, match=rf"e\.g\. --uid 'Filter{filters[-1]}=f'$"):
+        check_uid_names(plan, {"Filter": "f"})
+
+
+def test_a_plan_of_vertices_only_names_them_by_key_and_position() -> None:
+    """A topology with neither of Flink's graphs (built from vertices alone): each operator is ``#KEY.POS``."""
+    plan = Topology(
+        {"a": Vertex("a", ["Source: x", "[2]:Calc(select=[k])"], 2), "b": Vertex("b", ["Sink: y"], 1)}, "job-graph"
+    )
+    nodes = plan_nodes(plan)
+    assert [(n.ref, n.vertex, n.name) for n in nodes] == [
+        ("#a.0", "a", "Source: x"),
+        ("#a.1", "a", "[2]:Calc(select=[k])"),
+        ("#b.0", "b", "Sink: y"),
+    ]
+    assert nodes[1].names == frozenset({"[2]:Calc(select=[k])", "Calc[2]"})
+    assert vertex_nodes(plan, "Calc[2]") == {"a"}
+    assert vertex_nodes(plan, "Sink: y") == {"b"}
