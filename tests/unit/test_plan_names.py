@@ -206,3 +206,14 @@ def test_a_plan_of_vertices_only_names_them_by_key_and_position() -> None:
     assert nodes[1].names == frozenset({"[2]:Calc(select=[k])", "Calc[2]"})
     assert vertex_nodes(plan, "Calc[2]") == {"a"}
     assert vertex_nodes(plan, "Sink: y") == {"b"}
+
+
+@pytest.mark.parametrize("fixture", ["1.14.6-shapes", "1.20.3-prod-no-uid", "2.3.0-sql"])
+def test_every_operator_flinks_job_graph_plan_labels_is_found_by_that_label(fixture: str) -> None:
+    """1.14.6-shapes: Flink describes the window's chain with a nested ``(Sink: Unnamed, Map)``; whatever the
+    vertex's names, each chained operator's own label names it."""
+    plan = _plan(fixture, "jobgraph.json")
+    assert plan.job_graph is not None
+    for jv in plan.job_graph.vertices:
+        for pos, label in enumerate(jv.operators):
+            assert job_ref(jv.id, pos) in _refs(resolve_node(plan, label)), (jv.id, pos, label)
