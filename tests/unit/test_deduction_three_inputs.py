@@ -64,3 +64,28 @@ def test_a_three_input_node_with_one_input_from_the_pool_names_that_input(releas
     hits = hash_search(graph, known, cp_ids, set(cp_ids), {node})
     ours = [h for h in hits if h.operator_id == flink_id[node]]
     assert [h.inputs for h in ours] == [tuple((s, flink_id[s]) for s in sources)]
+
+
+def test_one_target_is_enough_to_search_for() -> None:
+    """The search for a node not yet known looks among ``targets``: a single target (Flink's id of the node) is
+    searched for and found, with the known input's id."""
+    ids, graph, cp_ids = _flink("1.20.3")
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    node, sources = _union_node(ids)
+    known = {s: flink_id[s] for s in sources}
+    hits = hash_search(graph, known, cp_ids, [flink_id[node]], {node})
+    assert [(h.node, h.operator_id) for h in hits] == [(node, flink_id[node])]
+
+
+def test_the_budget_bounds_the_digests_of_a_node() -> None:
+    """``budget`` bounds positions x chained counts x pool ids per input: a node whose two inputs come from the
+    pool is not searched when that product is over it, and is (finding Flink's id) when it is not."""
+    ids, graph, cp_ids = _flink("1.20.3")
+    flink_id = {n["id"]: n["operator_id"] for n in ids["stream_nodes"]}
+    targets = [e["target"] for e in ids["stream_edges"]]
+    node = min(t for t in targets if targets.count(t) == 2)  # a two-input node (Co-Process-Broadcast)
+    ins = graph.in_edges(node)
+    size = len(graph.nodes) * (len(graph.out_edges(node)) + 1) * len(cp_ids) ** len(ins)
+    assert hash_search(graph, {}, cp_ids, {flink_id[node]}, {node}, budget=size - 1) == []
+    hits = hash_search(graph, {}, cp_ids, {flink_id[node]}, {node}, budget=size)
+    assert flink_id[node] in {h.operator_id for h in hits}
