@@ -141,7 +141,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_binding_production.py",
             "tests/unit/test_operator_ids.py",
             "tests/unit/test_binding_hypotheses.py",
-            "tests/unit/test_deduction_three_inputs.py",
+            "tests/unit/test_deduction_search.py",
         ],
     ),
     # names taken where a plan node is meant (--uid, -p, --operator): NAME, NAME#NODE, Kind[N]

@@ -1,6 +1,7 @@
-"""The generated-id search on a node with three inputs (a union of three streams into one keyed operator), against
-Flink's own ids: 1.20.3-shapes-no-uid's KeyedProcess (stream node 27) is fed by three operators without uid, and
-ids.json (Flink's StreamGraph, read while the checkpoint was made) lists its in-edges in Flink's order."""
+"""The deduction's searches at their edges, against Flink's own ids: the generated-id search on a node with three
+inputs (a union of three streams into one keyed operator: 1.20.3-shapes-no-uid's KeyedProcess, stream node 27, fed by
+three operators without uid; ids.json, Flink's StreamGraph read while the checkpoint was made, lists its in-edges in
+Flink's order), with one target and within its budget; and the matching's search budgets on the job without uids."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 import pytest
 from support.fixtures import fixture_named
 
-from spillway.flink.deduction import accept_hits, hash_search
+from spillway.flink.deduction import OperatorFacts, accept_hits, compatible, hash_search, solve_matching
 from spillway.flink.job_ids import parse_job_ids
-from spillway.flink.stream_graph import StreamGraph
+from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.inspect.topology import operator_facts
 from spillway.storage.load import load_checkpoint
 
 RELEASES = ["1.14.6", "1.20.3", "2.2.1"]
@@ -89,3 +91,45 @@ def test_the_budget_bounds_the_digests_of_a_node() -> None:
     assert hash_search(graph, {}, cp_ids, {flink_id[node]}, {node}, budget=size - 1) == []
     hits = hash_search(graph, {}, cp_ids, {flink_id[node]}, {node}, budget=size)
     assert flink_id[node] in {h.operator_id for h in hits}
+
+
+# ------------------------------------------------------------------------------- the matching's search budgets
+
+
+def _prod_no_uid() -> tuple[StreamGraph, list[int], list[OperatorFacts]]:
+    fx = fixture_named("1.15.4-prod-no-uid")
+    graph = parse_stream_plan(json.loads((fx.root / "plan.json").read_text()))
+    facts = operator_facts(load_checkpoint(fx.checkpoint_dir).checkpoint)
+    return graph, [n.id for n in graph.nodes], facts
+
+
+def test_a_search_over_budget_is_unsure_never_narrower() -> None:
+    """The job without uids, by structure alone (12 consistent matchings). One matching of its 11 operators takes
+    12 steps (one per operator placed, one at the leaf): a budget of 11 finds none, so every pairing the facts
+    allow stays possible and the answer says it is incomplete; 12 finds one and goes on. Never fewer values than
+    the true ones."""
+    graph, nodes, facts = _prod_no_uid()
+    assert len(nodes) == 11
+    truth = solve_matching(graph, nodes, facts, absent_allowed=False)
+    assert (truth.count, truth.complete) == (12, True)
+    allowed = {n: {f.operator_id for f in facts if compatible(graph, graph.node(n), f) is None} for n in nodes}
+    short = solve_matching(graph, nodes, facts, absent_allowed=False, budget=11)
+    assert (short.count, short.complete) == (1, False)
+    assert short.values == allowed
+    assert any(allowed[n] != truth.values[n] for n in nodes)  # the budget made it wider than the truth
+    enough = solve_matching(graph, nodes, facts, absent_allowed=False, budget=12)
+    assert enough.values == truth.values and 1 < enough.count <= 12
+    assert enough.complete is False  # counting all 12 takes more than 5 x 12 steps
+    assert solve_matching(graph, nodes, facts, absent_allowed=False, budget=100).complete is True
+
+
+def test_the_total_budget_spent_on_the_first_matching_leaves_the_rest_possible() -> None:
+    graph, nodes, facts = _prod_no_uid()
+    truth = solve_matching(graph, nodes, facts, absent_allowed=False)
+    m = solve_matching(graph, nodes, facts, absent_allowed=False, total_budget=12)
+    assert (m.count, m.complete) == (1, False)
+    assert all(truth.values[n] <= m.values[n] for n in nodes)
+    assert m.values != truth.values  # pairings no search could check are kept as possible
+    assert solve_matching(graph, nodes, facts, absent_allowed=False, total_budget=11).values == {
+        n: {f.operator_id for f in facts if compatible(graph, graph.node(n), f) is None} for n in nodes
+    }
