@@ -190,3 +190,50 @@ def test_max_parallelism_counts_only_when_set() -> None:
         doc = copy.deepcopy(_ids("1.20.3-prod"))
         doc["max_parallelism"] = value
         assert parse_job_ids(doc).max_parallelism == read, value
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["vertices"][0].update(id="zz"), "vertices[0].id: 'zz' is not an operator id"),
+        (lambda d: d["vertices"][0].update(operator_ids="x"), "vertices[0].operator_ids: 'x' is not a list"),
+        (lambda d: d["vertices"][0].update(user_defined_operator_ids=["zz"]), "vertices[0]: 'zz' is not an operator"),
+        (lambda d: d["stream_nodes"][0].update(description=3), "stream_nodes[0].description: 3 is not a string"),
+        (lambda d: d["stream_nodes"][0].update(chaining_strategy=3), "stream_nodes[0].chaining_strategy: 3 is not"),
+        (lambda d: d["stream_nodes"][0].update(slot_sharing_group=3), "stream_nodes[0].slot_sharing_group: 3 is not"),
+        (lambda d: d["stream_edges"][0].update(source="1"), "stream_edges[0].source: '1' is not a int"),
+        (lambda d: d["stream_edges"][0].update(target="2"), "stream_edges[0].target: '2' is not a int"),
+        (lambda d: d.update(job_name=3), "ids.job_name: 3 is not a string"),
+    ],
+)
+def test_each_optional_field_of_the_wrong_kind_is_named(change, message: str) -> None:  # type: ignore[no-untyped-def]
+    doc = copy.deepcopy(_ids("1.20.3-prod"))
+    change(doc)
+    with pytest.raises(ValueError) as err:
+        parse_job_ids(doc)
+    assert str(err.value).startswith(message)
+
+
+def test_what_a_document_leaves_out_has_its_default() -> None:
+    """A fixture's ids.json lacks the helper's extra fields; an older helper may leave out more."""
+    doc = copy.deepcopy(_ids("1.20.3-prod"))
+    for key in ("release", "chaining_enabled"):
+        doc.pop(key, None)
+    doc["job_name"] = "counts"
+    for v in doc["vertices"]:
+        v.pop("name")
+        v.pop("user_defined_operator_ids", None)
+    for e in doc["stream_edges"]:
+        e.pop("type_number", None)
+    node = doc["stream_nodes"][0]
+    node["max_parallelism"] = 64
+    job = parse_job_ids(doc)
+    assert (job.release, job.graph.chaining_enabled) == ("", True)
+    assert all(v.name == "" and set(v.user_defined_operator_ids) == {None} for v in job.vertices)
+    assert {e.type_number for e in job.graph.edges} == {0}
+    assert job.graph.node(node["id"]).max_parallelism == 64
+    assert job.job_graph().name == "counts"
+    # a node that names its vertex needs no vertex listing it
+    for v in doc["vertices"]:
+        v["operator_ids"] = [o for o in v["operator_ids"] if o != node["operator_id"]] or v["operator_ids"]
+    assert parse_job_ids(doc).nodes[0].vertex_id == node["vertex_id"]
