@@ -13,7 +13,7 @@ from support.fixtures import fixture_named
 
 from spillway.flink.deduction import OperatorFacts, accept_hits, compatible, hash_search, solve_matching
 from spillway.flink.job_ids import parse_job_ids
-from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, parse_stream_plan
 from spillway.inspect.topology import operator_facts
 from spillway.storage.load import load_checkpoint
 
@@ -133,3 +133,34 @@ def test_the_total_budget_spent_on_the_first_matching_leaves_the_rest_possible()
     assert solve_matching(graph, nodes, facts, absent_allowed=False, total_budget=11).values == {
         n: {f.operator_id for f in facts if compatible(graph, graph.node(n), f) is None} for n in nodes
     }
+
+
+def test_two_generated_ids_never_share_a_position() -> None:
+    """Flink's hasher numbers the operators it hashes breadth first, each position once (docs/format/operator-ids.md):
+    two ids generated at the same position cannot both be generated ids of one job. Two one-input edges and two
+    related pairs of ids (each with its mirror, as id_relations gives them): at distinct positions each pair sits
+    on either edge in either direction; at one shared position no matching exists, whether the first pair is
+    placed by the search or already known."""
+    graph = StreamGraph(
+        tuple(StreamNode(i, f"n{i}", 2) for i in (1, 2, 3, 4)),
+        (StreamEdge(1, 2, "REBALANCE"), StreamEdge(3, 4, "REBALANCE")),
+    )
+    a, b, c, d = (x * 32 for x in "abcd")
+    facts = [OperatorFacts(x, 2) for x in (a, b, c, d)]
+
+    def relations(first: int, second: int) -> dict[tuple[str, str], set[tuple[int, int]]]:
+        return {(b, a): {(first, 0)}, (a, b): {(first, 0)}, (d, c): {(second, 0)}, (c, d): {(second, 0)}}
+
+    apart = solve_matching(graph, [1, 2, 3, 4], facts, absent_allowed=False, relations=relations(5, 6))
+    assert apart.count == 8 and apart.values == {n: {a, b, c, d} for n in (1, 2, 3, 4)}
+    shared = solve_matching(graph, [1, 2, 3, 4], facts, absent_allowed=False, relations=relations(5, 5))
+    assert shared.count == 0
+    known = {1: a, 2: b}
+    apart = solve_matching(
+        graph, [3, 4], facts[2:], absent_allowed=False, relations=relations(5, 6), known=known, known_facts=facts[:2]
+    )
+    assert apart.count == 2 and apart.values == {3: {c, d}, 4: {c, d}}
+    shared = solve_matching(
+        graph, [3, 4], facts[2:], absent_allowed=False, relations=relations(5, 5), known=known, known_facts=facts[:2]
+    )
+    assert shared.count == 0
