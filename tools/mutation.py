@@ -140,8 +140,22 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_operator_ids.py",
+            "tests/unit/test_binding_hypotheses.py",
+            "tests/unit/test_deduction_search.py",
         ],
     ),
+    # names taken where a plan node is meant (--uid, -p, --operator): NAME, NAME#NODE, Kind[N]
+    "plan_names": (
+        "spillway/inspect/plan_names.py",
+        [
+            "tests/unit/test_plan_names.py",
+            "tests/unit/test_binding.py",
+            "tests/unit/test_topology_plans.py",
+            "tests/unit/test_shapes_names.py",
+        ],
+    ),
+    # the job's own ids (the helper's JSON from the job's main()): parsing and the two plan views
+    "job_ids": ("spillway/flink/job_ids.py", ["tests/unit/test_job_ids.py", "tests/unit/test_job_ids_views.py"]),
     "finished": (
         "spillway/inspect/finished.py",
         [
@@ -149,6 +163,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_finished_binding.py",
             "tests/unit/test_finished_variants.py",
             "tests/unit/test_binding_production.py",
+            "tests/unit/test_finished_chain_doubts.py",
+            "tests/unit/test_finished_assignments.py",
         ],
     ),
     "plan_check": (
@@ -253,8 +269,17 @@ def workspace(module: str) -> Path:
     return work
 
 
-def configure(work: Path, module: str, extra: list[str] | None = None, tests: list[str] | None = None) -> None:
+def configure(
+    work: Path,
+    module: str,
+    extra: list[str] | None = None,
+    tests: list[str] | None = None,
+    keyword: str | None = None,
+) -> None:
     path, selected = MODULES[module]
+    # mutmut needs a clean run with every selected test passing: -k leaves out tests known to fail on the
+    # branch being measured (they would fail for every mutant too, and detect nothing)
+    keep = f', "-k", {json.dumps(keyword)}' if keyword else ""
     tests = tests or selected
     tests = [t for t in tests if (work / t).exists()]
     toml = (work / "pyproject.toml").read_text()
@@ -270,7 +295,7 @@ def configure(work: Path, module: str, extra: list[str] | None = None, tests: li
             # its session and points at a deleted directory. Keep every basetemp of the run; main() also
             # gives the run a temp root of its own, so nobody else's pytest sessions count either.
             'pytest_add_cli_args = ["-m", "not integration and not flink and not slow", "-q",'
-            ' "-o", "tmp_path_retention_count=1000000"]',
+            f' "-o", "tmp_path_retention_count=1000000"{keep}]',
             "use_git_change_detection = false",
             # mutmut's default (15 x the tests' time, wall; twice that in CPU) lets a mutant that loops forever
             # burn a core for minutes on a loaded machine; 6 x still leaves room for a slow, sound run
@@ -350,6 +375,12 @@ def main() -> int:
         "re-run can only kill fewer mutants, never more",
     )
     ap.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPRESSION",
+        help="pytest -k for every session of the run: leave out tests that fail without any mutant",
+    )
+    ap.add_argument(
         "--rerun",
         action="store_true",
         help="re-run the mutants the module's last run did not kill (with --only: every mutant of those functions), "
@@ -361,7 +392,7 @@ def main() -> int:
             print(f"{name:16} {path:40} {' '.join(tests)}")
         return 0
     work = refresh(args.module) if args.rerun else workspace(args.module)
-    configure(work, args.module, FORKSERVER if args.module in FORKSERVER_MODULES else None, args.tests)
+    configure(work, args.module, FORKSERVER if args.module in FORKSERVER_MODULES else None, args.tests, args.keyword)
     temproot = work / "pytest-tmp"  # inside the workspace: removed with it by the next run of the module
     temproot.mkdir(exist_ok=True)
     env = {
@@ -385,7 +416,7 @@ def main() -> int:
     else:
         returncode = subprocess.run([*run_cmd, *only_globs(args.module, args.only)], cwd=work, env=env).returncode
     if import_time and returncode == 0:
-        configure(work, args.module, FORKSERVER, args.tests)
+        configure(work, args.module, FORKSERVER, args.tests, args.keyword)
         every_test_for(work, IMPORT_TIME[args.module])
         returncode = subprocess.run([*run_cmd, *import_time], cwd=work, env=env).returncode
     subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env)
