@@ -93,7 +93,8 @@ class Checkpoint:
 
     @cached_property
     def job_binding(self) -> JobBinding | None:
-        """The plan bound to the checkpoint (vertices, chains, operators); None without a plan."""
+        """The plan bound to the checkpoint (vertices, chains, operators, names); None without a plan. Computed
+        once per opened checkpoint and passed to whatever shows or uses it: nothing is written into ``model``."""
         if self.plan is None:
             return None
         from spillway.inspect.topology import bind_job
@@ -105,6 +106,12 @@ class Checkpoint:
         """How each plan operator was bound (method, operator id, why); None without a plan."""
         jb = self.job_binding
         return None if jb is None else jb.operators
+
+    @property
+    def plan_names(self) -> Mapping[str, str]:
+        """Operator id -> the plan's name, for the operators bound exactly that the checkpoint stores no name for."""
+        jb = self.job_binding
+        return {} if jb is None else jb.names
 
     def binding_json(self) -> list[dict[str, Any]] | None:
         """The ``binding`` rows every JSON report carries."""
@@ -119,7 +126,8 @@ class Checkpoint:
         from spillway.inspect.validate import validate
 
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
-        return ValidateResult(self.loaded, validate(self.loaded, self.plan, progress or _stages()), binding)
+        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding)
+        return ValidateResult(self.loaded, report, binding)
 
     def verdict(self) -> Verdict | None:
         """Would Flink's restore-time finished-state checks accept this checkpoint for the plan? None without one."""
@@ -160,15 +168,14 @@ class Checkpoint:
         """Every file the checkpoint depends on (``spillway files``); ``.to_json()`` is ``spillway.files/1``."""
         from spillway.inspect.files import collect_files
 
-        self.binding  # noqa: B018 - the plan names the operators the checkpoint stores by id only
-        return collect_files([(self.source, self.loaded)])
+        return collect_files([(self.source, self.loaded)], [self.plan_names])
 
     def diff(self, other: Checkpoint) -> CheckpointDiff:
         """What differs from ``other`` (``spillway diff``): ``.identical``, ``.to_json()`` is ``spillway.diff/1``."""
         from spillway.inspect.diff import diff_checkpoints
 
-        self.binding, other.binding  # noqa: B018 - plan names on both sides
-        return diff_checkpoints(self.loaded, other.loaded, self.source, other.source)
+        names = (self.plan_names, other.plan_names)
+        return diff_checkpoints(self.loaded, other.loaded, self.source, other.source, names)
 
     def preflight(
         self,

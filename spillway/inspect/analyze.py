@@ -8,7 +8,7 @@ ends in the output part is the "partial record carried across the junction".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from spillway.formats.stream_elements import (
     tags_for_format_version,
 )
 from spillway.inspect.channels import ChannelKey, ChannelPart, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import Topology, bind
+from spillway.inspect.topology import Topology, bind_job
 from spillway.model.checkpoint import (
     ChannelHandle,
     Checkpoint,
@@ -118,6 +118,8 @@ class Analysis:
     operators: list[OperatorAnalysis]
     channels: list[ChannelAnalysis]
     skipped: list[str]
+    #: Operator id -> the name the plan bound gives it (``JobBinding.names``): how ``operators`` are shown.
+    plan_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -172,8 +174,11 @@ def analyze(
                 for h in channel_handles(s.input_channel_state) + channel_handles(s.result_subpartition_state)
             ),
         )
+        names: Mapping[str, str] = {}
         if topology is not None:
-            cmap = logical_channels(topology, bind(topology, cp), cp)
+            job = bind_job(topology, cp)
+            names = job.names
+            cmap = logical_channels(topology, job.vertices, cp, names)
             skipped += cmap.skipped
             for lc in cmap.channels:
                 channels.append(_channel(lc, blobs, ops, keep_records, on_record, tags=tags))
@@ -188,9 +193,9 @@ def analyze(
                     other = UNKNOWN_END_NO_PLAN if topology is None else UNKNOWN_END_UNBOUND
                     lc = LogicalChannel(None, other, other, -1, -1, first if h.side == "input" else -1)
                     if h.side == "input":
-                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, second
+                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(names), sub.index, second
                     else:
-                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, second
+                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(names), sub.index, second
                     lc.parts.append(ChannelPart(op, h))
                     channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True, tags=tags))
                     bar.advance(h.state_size)
@@ -199,7 +204,7 @@ def analyze(
                 "no --plan: each channel handle is analysed alone; output-side state is not parsed "
                 "into records (it may start mid-record)"
             )
-        return Analysis(cp, list(ops.values()), channels, skipped)
+        return Analysis(cp, list(ops.values()), channels, skipped, names)
     finally:
         blobs.close()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: validate without a plan loads no plan machinery
+    from collections.abc import Mapping
+
     from spillway.inspect.topology import BoundVertex, Edge, Topology
 
 from dataclasses import dataclass, field
@@ -72,7 +74,12 @@ class ChannelMap:
     used: set[ChannelKey]  # every handle placed into a logical channel
 
 
-def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> ChannelMap:
+def logical_channels(
+    topology: Topology,
+    bound: dict[str, BoundVertex],
+    checkpoint: Checkpoint,
+    plan_names: Mapping[str, str] | None = None,
+) -> ChannelMap:
     channels: list[LogicalChannel] = []
     skipped: list[str] = []
     used: set[ChannelKey] = set()
@@ -99,8 +106,10 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
                 if edge.all_to_all
                 else [(i, i) for i in range(min(up.vertex.parallelism, down.vertex.parallelism))]
             )
-            up_label = _label(up.tail, up.vertex.names[-1:], up.vertex.label())  # once per edge, not per channel
-            down_label = _label(down.head, down.vertex.names[:1], down.vertex.label())
+            up_label = _label(
+                up.tail, up.vertex.names[-1:], up.vertex.label(), plan_names
+            )  # once per edge, not per channel
+            down_label = _label(down.head, down.vertex.names[:1], down.vertex.label(), plan_names)
             for u, d in pairs:
                 channel_in = 0 if not edge.all_to_all else u
                 subpartition = 0 if not edge.all_to_all else d
@@ -127,11 +136,13 @@ def logical_channels(topology: Topology, bound: dict[str, BoundVertex], checkpoi
     return ChannelMap(channels, skipped, used)
 
 
-def _label(op: OperatorState | None, plan_name: list[str], vertex_label: str) -> str:
+def _label(
+    op: OperatorState | None, plan_name: list[str], vertex_label: str, plan_names: Mapping[str, str] | None
+) -> str:
     """An operator as people know it: its stored uid or name (V5+); before V5 a checkpoint stores ids
     only, so the bound operator is called by the plan's name for that chain position."""
     if op is None:
         return vertex_label
     if op.uid or op.name or not plan_name:
-        return op.label()
+        return op.label(plan_names)
     return plan_name[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spillway.inspect.bound_names import bound_names
 from spillway.inspect.restore_checks import (
     NOTE,
     OK,
@@ -141,7 +142,9 @@ def check(
     ):
         reasons += found or [Reason(name, OK, PASSED[name])]
     if loaded is not None:
-        reasons += files(loaded, place, settings) or [Reason("files", OK, PASSED["files"])]
+        reasons += files(loaded, place, settings, bound_names(topology, checkpoint)) or [
+            Reason("files", OK, PASSED["files"])
+        ]
     reasons += known_bugs(checkpoint, settings)
     return Result(reasons, vertex_table(place, checkpoint))
 

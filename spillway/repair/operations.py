@@ -17,6 +17,7 @@ from pathlib import Path
 from spillway import progress
 from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
+from spillway.inspect.bound_names import bound_names
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
 from spillway.inspect.topology import PlanRef, Topology, as_topology
@@ -128,7 +129,7 @@ def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Strip
     report (``RepairReport.loss``: records and bytes dropped, per edge, every channel)."""
     with output_workspace(loaded, str(options.out)) as io:
         damage = source_damage(loaded, plan, options.force)
-        ids = operator_ids(loaded.checkpoint, _names(options.operators))
+        ids = operator_ids(loaded.checkpoint, _names(options.operators), bound_names(plan, loaded.checkpoint))
         if ids is not None and plan is None:
             raise RepairError(
                 "stripping some operators needs the job's plan=...: each channel's other half sits on the operator "
@@ -167,7 +168,8 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
         damage = source_damage(loaded, None, force)
         cp = loaded.checkpoint
         verdict = check(plan, cp) if plan is not None else None  # binds first: plan names resolve
-        ids = operator_ids(cp, _names(options.operators))
+        names = bound_names(plan, cp)
+        ids = operator_ids(cp, _names(options.operators), names)
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (operators=...) or give the new job's plan=...")
@@ -186,7 +188,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
                     "cannot tell which operators belong to the refused vertices (metadata before "
                     "V5 stores no names): name them with operators=..."
                 )
-        not_finished = [o.label() for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
+        not_finished = [o.label(names) for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
         if not_finished:
             raise RepairError(f"not finished, nothing to clear: {', '.join(not_finished)}")
         if verdict is not None and verdict.restorable and not force:
@@ -194,7 +196,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
                 "Flink would accept these finished markers for that plan; clearing them makes the "
                 "operators run again from scratch (force=True if that is what you want)"
             )
-        new, changed = clear_markers(cp, ids)
+        new, changed = clear_markers(cp, ids, names)
         rp = RepairPlan(PlannedOutput(new, relative_copies(loaded, new)))
         for c in changed:
             rp.changes.append(Change(c, 1))
@@ -208,7 +210,8 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
     """Remove ``options.operators`` from the checkpoint, with the other half of each of their channels."""
     with output_workspace(loaded, str(options.out)) as io:
         damage = source_damage(loaded, plan, options.force)
-        ids = operator_ids(loaded.checkpoint, _names(options.operators))
+        names = bound_names(plan, loaded.checkpoint)
+        ids = operator_ids(loaded.checkpoint, _names(options.operators), names)
         assert ids, "DropOperatorOptions names at least one operator"
         has_channels = any(
             s.input_channel_state or s.result_subpartition_state
@@ -240,8 +243,8 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
         rp.output = PlannedOutput(new, relative_copies(loaded, new))
         for o in loaded.checkpoint.operators:
             if o.operator_id in ids:
-                rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
-                rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
+                rp.changes.append(Change(f"operator dropped: {o.label(names)}", 1, o.operator_id))
+                rp.dropped |= {x for x in (o.name, o.uid, names.get(o.operator_id), o.operator_id) if x}
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
         return finish(rp, io, options.dry_run, plan, loss=lost)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,7 +228,9 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return new
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str]) -> StateRescaler:
+def _state_rescaler(
+    blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str], plan_names: Mapping[str, str]
+) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
@@ -239,11 +241,11 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: 
         from spillway.rescale.state import rescale_operator_state_and_keyed
 
         try:
-            res = rescale_operator_state_and_keyed(op, new_p, blobs)
+            res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names))
         except StateRefused as exc:
-            raise RescaleRefused(f"operator {op.label()}: {exc}") from None
+            raise RescaleRefused(f"operator {op.label(plan_names)}: {exc}") from None
         new_files.extend(res.files)
-        notes.extend(f"{op.label()}: {n}" for n in res.notes)
+        notes.extend(f"{op.label(plan_names)}: {n}" for n in res.notes)
         return res.subtasks
 
     return rescale_state
@@ -353,7 +355,9 @@ def rescale(
         t1 = time.perf_counter()
         report.move = move
         new_files: list[NewStateFile] = []
-        cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
+        cp = assemble(
+            loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes, plan.plan_names)
+        )
         pinned = pin_found_paths(cp, loaded)  # a moved source's files are named where they are now
         cp = pinned.checkpoint
         report.notes.extend(pinned.notes())
@@ -440,7 +444,9 @@ def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: Re
             report.restore = restore_instructions(
                 ws.remote_out or str(ws.target.absolute()),
                 loaded.checkpoint.features,
-                operator_parallelism((o, v.new_p) for v in report.plan.vertices.values() for o in v.operators),
+                operator_parallelism(
+                    ((o, v.new_p) for v in report.plan.vertices.values() for o in v.operators), report.plan.plan_names
+                ),
             )
     return report
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
     from spillway.inspect.topology import BoundVertex, Topology
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
@@ -21,11 +21,13 @@ UNCERTAIN = (
 )
 
 
-def plan_findings(topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint) -> Iterator[Finding]:
+def plan_findings(
+    topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint, plan_names: Mapping[str, str] | None = None
+) -> Iterator[Finding]:
     from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 
     """Whether the plan describes this checkpoint at all (``plan-mismatch``, ``plan-unbound``)."""
-    for rule, operator, message in plan_mismatches(bound, cp) + state_mismatches(topology, cp):
+    for rule, operator, message in plan_mismatches(bound, cp, plan_names) + state_mismatches(topology, cp):
         yield Finding(rule, message, operator=operator)
 
 
