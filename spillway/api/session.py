@@ -133,7 +133,7 @@ class Checkpoint:
         """Would Flink's restore-time finished-state checks accept this checkpoint for the plan? None without one."""
         from spillway.inspect.finished import check
 
-        return None if self.plan is None else check(self.plan, self.model)
+        return None if self.plan is None else check(self.plan, self.model, self.job_binding)
 
     def analyze(self, options: AnalyzeOptions | None = None) -> AnalyzeResult:
         """``spillway analyze``: in-flight data per channel in replay order, finished states; with a plan also
@@ -158,10 +158,15 @@ class Checkpoint:
             from spillway.inspect.parquet_out import analyze_to_parquet
 
             analysis, written = analyze_to_parquet(
-                self.loaded, self.plan, Path(options.parquet), options.records, keep_records=options.keep_records
+                self.loaded,
+                self.plan,
+                Path(options.parquet),
+                options.records,
+                keep_records=options.keep_records,
+                job=self.job_binding,
             )
         else:
-            analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records)
+            analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records, job=self.job_binding)
         return AnalyzeResult(analysis, options, self.verdict(), forecast, self.binding, written)
 
     def files(self) -> FilesReport:

@@ -26,7 +26,7 @@ from spillway.formats.stream_elements import (
     tags_for_format_version,
 )
 from spillway.inspect.channels import ChannelKey, ChannelPart, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import Topology, bind_job
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import (
     ChannelHandle,
     Checkpoint,
@@ -154,9 +154,11 @@ def analyze(
     topology: Topology | None = None,
     keep_records: int = 0,
     on_record: RecordSink | None = None,
+    job: JobBinding | None = None,
 ) -> Analysis:
     """``keep_records``: how many records per channel to keep (with payload) for display/decoding.
-    ``on_record``: receives every record as it is read (for streaming outputs: nothing is kept for it)."""
+    ``on_record``: receives every record as it is read (for streaming outputs: nothing is kept for it).
+    ``job``: the binding of ``topology`` to the checkpoint when the caller holds it."""
     cp = loaded.checkpoint
     blobs = DelegateBlobs(loaded.resolver)
     try:
@@ -176,7 +178,7 @@ def analyze(
         )
         names: Mapping[str, str] = {}
         if topology is not None:
-            job = bind_job(topology, cp)
+            job = job or bind_job(topology, cp)
             names = job.names
             cmap = logical_channels(topology, job.vertices, cp, names)
             skipped += cmap.skipped

@@ -18,6 +18,7 @@ from dataclasses import replace
 from spillway.flink.deduction import compatible
 from spillway.inspect.topology import (
     BoundVertex,
+    JobBinding,
     Topology,
     bind_job,
     stores_stateless,
@@ -87,13 +88,15 @@ def _renamed(name: str, operator_id: str | None, method: str, stored: str, store
     )
 
 
-def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[str, str, str]]:
+def state_mismatches(
+    topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None
+) -> list[tuple[str, str, str]]:
     """Certain contradictions between the plan and the state of operators bound by Flink's own ids (not by
     deduction, which only ever picks what fits): keyed state behind no keyed edge, a source reader's state on an
     operator that is not a source, input channel state on a gate the operator does not have; on metadata V5+
     (every operator stored with its name) a plan operator the checkpoint does not have. And, as a warning, a
     plan no assignment of the remaining operators fits."""
-    job = bind_job(topology, checkpoint)
+    job = job or bind_job(topology, checkpoint)  # ``job``: the binding, when the caller holds it
     binding, plan_names = job.operators, job.names
     graph = topology.stream_graph
     if binding is None:

@@ -216,12 +216,12 @@ class _Validation:
         """The plan's rules, and the logical channels it assembles."""
         assert self.topology is not None and self.job is not None
         bound = self.job.vertices
-        for finding in plan_findings(self.topology, bound, self.cp, self.names):
+        for finding in plan_findings(self.topology, self.job, self.cp):
             self.recorder.add(finding)
         cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
-        self.recorder.all(placement_findings(self.topology, bound, self.cp, located))
+        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.job.operators))
         return cmap
 
     def plan_jobs(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
-    from spillway.inspect.topology import BoundVertex, Topology
+    from spillway.flink.operator_ids import Binding
+    from spillway.inspect.topology import BoundVertex, JobBinding, Topology
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
@@ -21,13 +22,11 @@ UNCERTAIN = (
 )
 
 
-def plan_findings(
-    topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint, plan_names: Mapping[str, str] | None = None
-) -> Iterator[Finding]:
+def plan_findings(topology: Topology, job: JobBinding, cp: Checkpoint) -> Iterator[Finding]:
     from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 
     """Whether the plan describes this checkpoint at all (``plan-mismatch``, ``plan-unbound``)."""
-    for rule, operator, message in plan_mismatches(bound, cp, plan_names) + state_mismatches(topology, cp):
+    for rule, operator, message in plan_mismatches(job.vertices, cp, job.names) + state_mismatches(topology, cp, job):
         yield Finding(rule, message, operator=operator)
 
 
@@ -45,15 +44,16 @@ def topology_notes(cmap: ChannelMap | None, outputs: int) -> Iterator[Finding]:
 
 
 def placement_findings(
-    topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint, located: list[Located]
+    topology: Topology,
+    bound: dict[str, BoundVertex],
+    cp: Checkpoint,
+    located: list[Located],
+    binding: Binding | None,
 ) -> Iterator[Flagged]:
     """Input state on a chain head whose gate and channel exist; output state on a chain tail whose partition
-    and subpartition exist — only for operators bound for certain."""
-    from spillway.inspect.topology import operator_binding
-
+    and subpartition exist — only for operators bound for certain (``binding``: the plan's operators bound)."""
     heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
     tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
-    binding = operator_binding(topology, cp)
     placed = {b.operator_id for b in binding.operators if b.exact} if binding is not None else None
     problems = any(b.problem for b in bound.values())
     doubted: set[str] = set()
