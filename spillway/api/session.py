@@ -233,7 +233,7 @@ class Checkpoint:
         if new_plan is not None:
             options = options or PreflightOptions()
             new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
-        doc = report_document(self.loaded, self.plan, self.source, new_job)
+        doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
     # --- writing: rescale and repairs (api/writing.py) ---
