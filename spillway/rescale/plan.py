@@ -17,7 +17,7 @@ from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import Binding, uid_hash
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind_job
+from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage.locate import FileResolver
@@ -190,13 +190,15 @@ def build_plan(
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     damaged: dict[ChannelKey, list[str]] | None = None,
     counted: dict[tuple[ChannelKey, ...], int] | None = None,
+    job: JobBinding | None = None,
 ) -> RescalePlan:
     """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
     ``damaged``: channel handles that cannot be trusted (``force=True``), with why; every old logical
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
-    where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
+    where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them.
+    ``job``: ``topology`` bound to ``cp``, when the caller holds it."""
     check_buffers(buffer_size, 0, 0)
-    job = bind_job(topology, cp)
+    job = job or bind_job(topology, cp)
     bound, names = job.vertices, job.names
     view = job.view or topology  # the plan with the chains the binding found: its vertices are bound's keys
     new_p = {resolve_vertex(view, bound, k): n for k, n in parallelism.items()}
