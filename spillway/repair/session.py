@@ -9,7 +9,7 @@ published (``spillway.storage.fs.publish_dir``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,13 +275,14 @@ def finish(
         loss,
         planned=topology is not None,
         binding=binding,
-        restore=None if dry_run else _restore(rp, io),
+        restore=None if dry_run else _restore(rp, io, job.names if job is not None else {}),
     )
 
 
-def _restore(rp: RepairPlan, io: Workspace) -> dict[str, Any]:
-    """How to restore the output: a repair keeps every operator's parallelism."""
+def _restore(rp: RepairPlan, io: Workspace, plan_names: Mapping[str, str]) -> dict[str, Any]:
+    """How to restore the output: a repair keeps every operator's parallelism (and ids: ``plan_names``, the
+    source's, name its operators)."""
     written = rp.output.checkpoint
     path = io.remote_out or str(io.target.absolute())
-    sizes = operator_parallelism((o, o.parallelism) for o in written.operators)
+    sizes = operator_parallelism(((o, o.parallelism) for o in written.operators), plan_names)
     return restore_instructions(path, written.features, sizes)

@@ -323,7 +323,7 @@ def build_plan(
                 "holds no state in this checkpoint, so its operator id is not there to write them to"
             )
     sources = _with_segments_and_watermarks(sources, edges)
-    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view, names)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view, dict(names))
 
 
 def _edge_plan(
