@@ -160,6 +160,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_binding_production.py",
         ],
     ),
+    # one plan model: the partitioners' meaning, and the parser of both plan flavours
+    "partitioners": ("spillway/flink/partitioners.py", ["tests/unit/test_plan_model.py"]),
+    "stream_graph": (
+        "spillway/flink/stream_graph.py",
+        ["tests/unit/test_plan_model.py", "tests/unit/test_topology_plans.py", "tests/unit/test_operator_ids.py"],
+    ),
+    # which output of a job vertex is which result partition: Flink's order, and the orders a plan leaves open
+    "outputs": ("spillway/flink/outputs.py", ["tests/unit/test_output_order.py"]),
+    "output_order": ("spillway/inspect/output_order.py", ["tests/unit/test_output_order.py"]),
     "topology": (
         "spillway/inspect/topology.py",
         [

@@ -93,9 +93,7 @@ def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
     source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
     vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
     chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
-    topology = chained_plan(found.stream_plan(), chained, source)
-    topology.stream_graph = found.graph
-    return topology
+    return chained_plan(found.stream_plan(), chained, source, found.graph)
 
 
 def max_parallelism_set(found: JobIds) -> dict[str | None, int]:

@@ -78,16 +78,14 @@ def read_plan(
     if isinstance(plan, Topology):
         if merged:
             check_uid_names(plan, merged)
-            plan.uids = {**plan.uids, **merged}
-        return plan
+        return plan.with_uids({**plan.uids, **merged}) if merged else plan
     if is_job_url(str(plan)):
         from spillway.storage.rest import fetch_plan
 
-        topology = parse_plan(fetch_plan(str(plan)), str(plan))
+        topology = parse_plan(fetch_plan(str(plan)), str(plan), uids=merged)
     else:
-        topology = load_plan(Path(plan))
+        topology = load_plan(Path(plan), merged)
     check_uid_names(topology, merged)
-    topology.uids = merged
     return topology
 
 

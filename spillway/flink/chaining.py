@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from spillway.flink.features import NEWEST_RELEASE, Release, dialects, parse_release
-from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode
 
 __all__ = [
     "RELEASE_RULES",
@@ -260,7 +260,7 @@ def edge_chainable(graph: StreamGraph, edge: StreamEdge, rules: ChainRules) -> b
         head = _chain_head(up, graph, rules, set())
         if head.source_kind == "legacy":
             return False
-    if not is_forward(edge.partitioner):
+    if not edge.kind.is_forward:
         return False
     if rules.checks_exchange_mode and edge.exchange_mode.upper() == "BATCH":
         return False

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import mmh3
 
-from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode, is_forward
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode
 
 if TYPE_CHECKING:  # numpy is imported by the searches that use it: naming a plan's operators does not
     import numpy as np  # need it, and it is a tenth of a second of every command's start-up
@@ -290,11 +290,11 @@ def accept_hits(hits: Sequence[HashHit], known: Mapping[int, str]) -> tuple[dict
 
 
 def _is_hash(e: StreamEdge) -> bool:
-    return e.partitioner.upper().startswith("HASH") or "KEYGROUP" in e.partitioner.upper()
+    return e.kind.is_keyed
 
 
 def _pointwise(e: StreamEdge) -> bool:
-    return is_forward(e.partitioner) or e.partitioner.upper() == "RESCALE"
+    return e.kind.is_pointwise
 
 
 def _channels(graph: StreamGraph, e: StreamEdge) -> int:
@@ -332,7 +332,7 @@ def _chain_region(graph: StreamGraph, nid: int) -> set[int]:
     while stack:
         n = stack.pop()
         for e in (*graph.in_edges(n), *graph.out_edges(n)):
-            if not is_forward(e.partitioner) or len(graph.in_edges(e.target)) != 1:
+            if not e.kind.is_forward or len(graph.in_edges(e.target)) != 1:
                 continue
             if graph.node(e.source).parallelism != graph.node(e.target).parallelism:
                 continue
@@ -356,7 +356,7 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
         return f"the checkpoint stores the name {f.name!r}"
     ins = graph.in_edges(node.id)
     outs = graph.out_edges(node.id)
-    if f.keyed and not any(_is_hash(e) or (forward_keyed and is_forward(e.partitioner)) for e in ins):
+    if f.keyed and not any(_is_hash(e) or (forward_keyed and e.kind.is_forward) for e in ins):
         return "it holds keyed state and no input of this operator is keyed"
     if f.source_reader and ins:
         return "it holds a source reader's state and this operator is not a source"
@@ -369,9 +369,7 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
         if widest > 0 and f.max_input_channel >= widest:
             return f"input channel {f.max_input_channel}, no input of this operator has that many channels"
     if f.output_partitions:
-        may_chain_in = any(
-            is_forward(e.partitioner) and graph.node(e.source).parallelism == node.parallelism for e in ins
-        )
+        may_chain_in = any(e.kind.is_forward and graph.node(e.source).parallelism == node.parallelism for e in ins)
         if not outs and not may_chain_in:
             return "it holds output channel state and this operator sends nothing over the network"
         # The tail has no chained output: its chain is itself and chained operators not downstream of it, and
@@ -485,7 +483,7 @@ def _solve(
         if fu is None or fd is None or not any(fd.finished):
             return True
         done_up = fu.finished
-        if is_forward(e.partitioner) and len(done_up) == len(fd.finished):
+        if e.kind.is_forward and len(done_up) == len(fd.finished):
             return all(done_up[j] for j, d in enumerate(fd.finished) if d)
         if _pointwise(e):
             return True  # RESCALE: which upstream subtasks feed which is not checked here

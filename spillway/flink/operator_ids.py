@@ -273,6 +273,12 @@ def uid_candidates(name: str) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------- job graph alignment
 
 
+#: Placements tried, and job vertices (one search level each), before alignment gives up: a job that large is
+#: matched by its ids, not by search.
+_ALIGN_BUDGET = 200_000
+_ALIGN_MAX_VERTICES = 300
+
+
 def _match_vertex(graph: StreamGraph, vertex: JobVertexPlan, taken: set[int]) -> list[list[int]]:
     """All ways to map ``vertex``'s chain tree onto stream nodes (by label, along edges)."""
     kids: dict[int, list[int]] = {i: [] for i in range(len(vertex.operators))}
@@ -308,26 +314,61 @@ def _match_vertex(graph: StreamGraph, vertex: JobVertexPlan, taken: set[int]) ->
 
 
 def _align(graph: StreamGraph, job: JobGraphPlan) -> dict[str, list[int]] | None:
-    """vertex id -> stream node ids (in the vertex's operator order), if every vertex maps to exactly one
-    place in the graph and the vertices cover every node once; else ``None``."""
-    taken: set[int] = set()
-    out: dict[str, list[int]] = {}
-    pending = list(job.vertices)
-    progress = True
-    while pending and progress:
-        progress = False
-        for v in list(pending):
-            options = _match_vertex(graph, v, taken)
-            if len(options) == 1 and not taken.intersection(options[0]):
-                out[v.id] = options[0]
-                taken.update(options[0])
-                pending.remove(v)
-                progress = True
-            elif not options:
-                return None
-    if pending or len(taken) != len(graph.nodes):
+    """vertex id -> stream node ids (in the vertex's operator order), when exactly one placement of every vertex
+    fits the graph; else ``None``. Labels alone do not decide a job of default names (three ``KeyedProcess ->
+    Sink: Unnamed`` chains), so a placement must also fit the structure: each vertex at its nodes' parallelism,
+    the vertices covering every node once, a chained node fed only by its chain predecessor, and the head's
+    in-edges coming from the vertices the plan lists as its inputs, with their partitioners."""
+    if len(job.vertices) > _ALIGN_MAX_VERTICES:
         return None
-    return out
+    options: dict[str, list[list[int]]] = {}
+    for v in job.vertices:
+        fitting = [
+            nodes
+            for nodes in _match_vertex(graph, v, set())
+            if all(graph.node(n).parallelism == v.parallelism for n in nodes)
+            and all(len(graph.in_edges(n)) == 1 for n in nodes[1:])
+        ]
+        if not fitting:
+            return None
+        options[v.id] = fitting
+    order = sorted(job.vertices, key=lambda v: len(options[v.id]))
+    solutions: list[dict[str, list[int]]] = []
+    budget = [_ALIGN_BUDGET]
+
+    def inputs_fit(v: JobVertexPlan, placed: Mapping[str, list[int]], vertex_of: Mapping[int, str]) -> bool:
+        """The head's in-edges match ``v``'s plan inputs (checked once every source vertex is placed)."""
+        if not all(inp.source in placed for inp in v.inputs):
+            return True
+        got = sorted((vertex_of.get(e.source, ""), e.kind.name) for e in graph.in_edges(placed[v.id][0]))
+        want = sorted((inp.source, inp.kind.name) for inp in v.inputs)
+        return got == want
+
+    def search(i: int, placed: dict[str, list[int]], vertex_of: dict[int, str]) -> None:
+        budget[0] -= 1
+        if len(solutions) > 1 or budget[0] < 0:
+            return
+        if i == len(order):
+            if len(vertex_of) == len(graph.nodes):
+                solutions.append(dict(placed))
+            return
+        v = order[i]
+        for nodes in options[v.id]:
+            if any(n in vertex_of for n in nodes):
+                continue
+            placed[v.id] = nodes
+            vertex_of.update((n, v.id) for n in nodes)
+            touched = [v, *(w for w in job.vertices if w.id in placed and any(x.source == v.id for x in w.inputs))]
+            if all(inputs_fit(w, placed, vertex_of) for w in touched):
+                search(i + 1, placed, vertex_of)
+            del placed[v.id]
+            for n in nodes:
+                del vertex_of[n]
+
+    search(0, {}, {})
+    if len(solutions) != 1 or budget[0] < 0:
+        return None
+    return solutions[0]
 
 
 def chained_edges_from_job_graph(graph: StreamGraph, job: JobGraphPlan) -> set[tuple[int, int]] | None:

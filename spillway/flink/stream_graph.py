@@ -11,24 +11,34 @@ Plain data in, plain data out: nothing here touches a checkpoint. See ``docs/for
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from spillway.errors import UsageError
+from spillway.flink.partitioners import Partitioner
 
 __all__ = [
     "CHAINING_STRATEGIES",
     "JobGraphPlan",
     "JobInput",
     "JobVertexPlan",
+    "PlanError",
     "StreamEdge",
     "StreamGraph",
     "StreamNode",
-    "is_forward",
+    "is_stream_plan",
     "parse_job_graph_plan",
     "parse_stream_plan",
     "split_description",
 ]
+
+
+class PlanError(UsageError):
+    """The plan cannot be read or understood (a usage error): the message names the node and the field."""
+
 
 #: Flink's ``ChainingStrategy`` values (HEAD_WITH_SOURCES exists from 1.12 on).
 CHAINING_STRATEGIES = ("ALWAYS", "NEVER", "HEAD", "HEAD_WITH_SOURCES")
@@ -77,6 +87,12 @@ class StreamEdge:
     type_number: int = 0
     #: ``StreamExchangeMode`` (``UNDEFINED``, ``PIPELINED``, ``BATCH``, ``HYBRID_*``); ``BATCH`` is never chained.
     exchange_mode: str = "UNDEFINED"
+
+    @property
+    def kind(self) -> Partitioner:
+        """What the partitioner is (:class:`~spillway.flink.partitioners.Partitioner`); ``partitioner`` keeps
+        the text as printed."""
+        return Partitioner.of(self.partitioner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,24 +150,75 @@ class StreamGraph:
         )
 
 
-def is_forward(partitioner: str) -> bool:
-    """``ForwardPartitioner`` and its subclasses (ForwardForUnspecified, ForwardForConsecutiveHash — they print
-    ``FORWARD`` too)."""
-    return "FORWARD" in partitioner.upper()
-
-
 def _unwrap(obj: Any) -> Mapping[str, Any]:
+    """The plan object: parsed from JSON text if need be, unwrapped from REST's ``{"plan": …}``."""
     if isinstance(obj, (str, bytes)):
-        import json
-
-        obj = json.loads(obj)
-    if not isinstance(obj, Mapping):
-        raise ValueError("a plan is a JSON object")
-    if "nodes" not in obj and isinstance(obj.get("plan"), Mapping):
+        try:
+            obj = json.loads(obj)
+        except ValueError as exc:
+            raise PlanError(f"not a readable JSON plan ({exc})") from None
+    if isinstance(obj, Mapping) and "nodes" not in obj and isinstance(obj.get("plan"), Mapping):
         obj = obj["plan"]
-    if not isinstance(obj.get("nodes"), list):
-        raise ValueError('a plan has a "nodes" list')
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("nodes"), list) or not obj["nodes"]:
+        raise PlanError("no 'nodes' list: not a Flink plan")
+    for i, node in enumerate(obj["nodes"]):
+        if not isinstance(node, Mapping):
+            raise PlanError(f"malformed plan node (nodes[{i}] is {type(node).__name__} {node!r:.40}, not an object)")
     return obj
+
+
+def is_stream_plan(obj: Any) -> bool:
+    """Whether a plan is the stream-graph flavour (integer node ids, ``predecessors``) rather than the job-graph
+    one (hex vertex ids, ``inputs``)."""
+    nodes = _unwrap(obj)["nodes"]
+    return any(
+        "predecessors" in n or (isinstance(n.get("id"), int) and not isinstance(n.get("id"), bool)) for n in nodes
+    )
+
+
+def _malformed(detail: str) -> PlanError:
+    return PlanError(f"malformed plan node ({detail})")
+
+
+def _where(node: Mapping[str, Any], index: int) -> str:
+    """A node by its id, or by its place in the list when the id is no usable one."""
+    nid = node.get("id")
+    usable = (isinstance(nid, int) and not isinstance(nid, bool)) or (isinstance(nid, str) and nid != "")
+    return f"node {nid!r}" if usable else f"nodes[{index}]"
+
+
+#: What an integer field must be, by its least value (None: any integer).
+_INTEGERS = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}
+
+
+def _int_field(node: Mapping[str, Any], key: str, where: str, *, minimum: int | None) -> int:
+    value = node.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        raise _malformed(f"{where}: {key!r} is {value!r}, not {_INTEGERS[minimum]}")
+    return value
+
+
+def _text_field(node: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A text field (absent or null: None); anything but a string is a malformed plan."""
+    value = node.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _malformed(f"{where}: {key!r} is {type(value).__name__} {value!r:.40}, not a string")
+    return value
+
+
+def _list_field(node: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    """A list of objects (absent or null: empty)."""
+    value = node.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _malformed(f"{where}: {key!r} is {type(value).__name__} {value!r:.40}, not a list")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise _malformed(f"{where}: {key}[{i}] is {type(item).__name__} {item!r:.40}, not an object")
+    return value
 
 
 def parse_stream_plan(obj: Any, *, chaining_enabled: bool = True) -> StreamGraph:
@@ -166,31 +233,40 @@ def parse_stream_plan(obj: Any, *, chaining_enabled: bool = True) -> StreamGraph
     * ``predecessors[].side`` carries no information (Flink 1.10–2.3 always print ``"second"``: the entry is
       appended before its index is tested) and is ignored; ``type_number`` is left 0.
     * sources: ``pact == "Data Source"``.
+
+    A malformed plan is a :class:`PlanError` naming the node and the field.
     """
     plan = _unwrap(obj)
     nodes: list[StreamNode] = []
-    edges: list[tuple[int, int, StreamEdge]] = []
-    for raw in plan["nodes"]:
-        nid = int(raw["id"])
-        name = str(raw.get("type", raw.get("contents", "")))
-        contents = raw.get("contents")
-        pact = raw.get("pact")
+    edges: dict[tuple[int, int], StreamEdge] = {}  # (target id, predecessor index) -> edge
+    seen: set[int] = set()
+    for i, raw in enumerate(plan["nodes"]):
+        where = _where(raw, i)
+        nid = _int_field(raw, "id", where, minimum=None)
+        if nid in seen:
+            raise _malformed(f"{where}: id {nid} occurs twice")
+        seen.add(nid)
+        name = _text_field(raw, "type", where)
+        contents = _text_field(raw, "contents", where)
+        pact = _text_field(raw, "pact", where)
         nodes.append(
             StreamNode(
                 id=nid,
-                name=name,
-                parallelism=int(raw.get("parallelism", -1)),
-                description=str(contents) if contents is not None else None,
+                name=name if name is not None else contents or "",
+                parallelism=_int_field(raw, "parallelism", where, minimum=1),
+                description=contents,
                 is_source=(pact == "Data Source") if pact is not None else None,
             )
         )
-        for idx, pred in enumerate(raw.get("predecessors") or ()):
-            partitioner = str(pred.get("ship_strategy", ""))
-            edges.append((nid, idx, StreamEdge(source=int(pred["id"]), target=nid, partitioner=partitioner)))
-    edges.sort(key=lambda t: (t[0], t[1]))
-    return StreamGraph(
-        tuple(nodes), tuple(e for _, _, e in edges), chaining_enabled=chaining_enabled, inferred_edge_order=True
-    )
+        for idx, pred in enumerate(_list_field(raw, "predecessors", where)):
+            up = _int_field(pred, "id", f"{where}: predecessors[{idx}]", minimum=None)
+            partitioner = _text_field(pred, "ship_strategy", f"{where}: predecessors[{idx}]") or ""
+            edges[(nid, idx)] = StreamEdge(source=up, target=nid, partitioner=partitioner)
+    for (target, idx), e in edges.items():
+        if e.source not in seen:
+            raise _malformed(f"node {target}: predecessors[{idx}] names node {e.source}, which is not in the plan")
+    ordered = tuple(edges[k] for k in sorted(edges))
+    return StreamGraph(tuple(nodes), ordered, chaining_enabled=chaining_enabled, inferred_edge_order=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +275,10 @@ class JobInput:
     num: int  # input gate index of the consuming vertex
     ship_strategy: str
     exchange: str | None = None
+
+    @property
+    def kind(self) -> Partitioner:
+        return Partitioner.of(self.ship_strategy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,23 +309,27 @@ class JobGraphPlan:
         raise KeyError(vertex_id)
 
 
-_TREE_LINE = re.compile(r"^((?:   |:  |\|  )*)([+:]- )(.*)$")
+#: One line of a TREE description: indentation (three characters per level: ``"   "`` under a last child, ``":  "``
+#: under another), the branch marker (``+- `` last child, ``:- `` others), the label. A non-breaking space (what
+#: ``&nbsp;`` unescapes to) counts as a space in the indentation only.
+_TREE_LINE = re.compile(r"^((?:[ \xa0]{3}|:[ \xa0]{2})*)([+:]- )(.*)$")
 
 
 def _split_tree(lines: Sequence[str]) -> tuple[list[str], list[int | None]]:
-    labels: list[str] = []
-    parents: list[int | None] = []
-    stack: list[int] = []  # stack[d] = index of the last label at depth d
-    for line in lines:
+    """The first line is the head; a line without a branch marker continues the label before it (Flink turns a
+    newline in a name into ``<br/>`` too)."""
+    labels: list[str] = [lines[0].strip()]
+    parents: list[int | None] = [None]
+    stack: list[int] = [0]  # stack[d] = index of the last label at depth d
+    for line in lines[1:]:
         m = _TREE_LINE.match(line)
-        if m is None or not labels:
-            depth, label = 0, line
-        else:
-            depth, label = len(m.group(1)) // 3 + 1, m.group(3)
-        depth = min(depth, len(stack))
+        if m is None:
+            labels[-1] = f"{labels[-1]}\n{line.strip()}"
+            continue
+        depth = min(len(m.group(1)) // 3 + 1, len(stack))
         del stack[depth:]
-        parents.append(stack[-1] if stack else None)
-        labels.append(label)
+        parents.append(stack[-1])
+        labels.append(m.group(3).strip())
         stack.append(len(labels) - 1)
     return labels, parents
 
@@ -270,20 +354,38 @@ def _split_top(text: str, sep: str) -> list[str]:
 
 
 def _split_cascading(text: str, parent: int | None, labels: list[str], parents: list[int | None]) -> None:
-    """``a -> b -> (c -> d, e)`` (names before 1.15, and the CASCADING description mode)."""
-    head, arrow, rest = text.partition(" -> ")
+    """``a -> b -> (c -> d, e)`` (names before 1.15, and the CASCADING description mode). The arrow is looked for
+    outside brackets, so a SQL description's ``select=[a -> b]`` stays one label."""
+    head, *rest_parts = _split_top(text, " -> ")
     labels.append(head.strip())
     parents.append(parent)
     me = len(labels) - 1
-    if not arrow:
+    if not rest_parts:
         return
-    rest = rest.strip()
-    if rest.startswith("(") and rest.endswith(")"):
-        for part in _split_top(rest[1:-1], ","):
-            if part.strip():
-                _split_cascading(part.strip(), me, labels, parents)
+    rest = " -> ".join(rest_parts).strip()
+    outputs = _fan_out(rest)
+    if outputs:
+        for part in outputs:
+            _split_cascading(part.strip(), me, labels, parents)
     else:
         _split_cascading(rest, me, labels, parents)
+
+
+def _fan_out(rest: str) -> list[str]:
+    """The names of several chained outputs, when ``rest`` is ``(a,b,…)``: one pair of parentheses around it all
+    (not ``(a),(b)``) holding two or more names Flink joined with a bare comma; else none."""
+    if not rest.startswith("("):
+        return []
+    depth = 0
+    for i, c in enumerate(rest):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if depth == 0 and i < len(rest) - 1:
+            return []  # the first group closes before the end
+    parts = _split_top(rest[1:-1], ",")
+    return parts if depth == 0 and len(parts) > 1 else []
 
 
 def split_description(description: str) -> tuple[list[str], list[int | None]]:
@@ -291,12 +393,12 @@ def split_description(description: str) -> tuple[list[str], list[int | None]]:
 
     1.15+ (TREE mode, default): one line per operator, ``<br/>``-separated, children prefixed ``+- `` (last) or
     ``:- `` (others), indented by three characters per level. Before 1.15 (and CASCADING mode): ``a -> b``,
-    fan-out as ``a -> (b, c)``. The JSON text is HTML-escaped (``StringEscapeUtils.escapeHtml4``, backslash as
-    ``&#92;``); labels come back unescaped.
+    fan-out as ``a -> (b, c)``. The JSON text is HTML-escaped (``StringEscapeUtils.escapeHtml4``, then a
+    backslash as ``&#92;``); labels come back unescaped.
     """
-    if "<br/>" in description or "\n" in description:
-        lines = [html.unescape(s) for s in re.split(r"<br/>|\n", description) if s.strip()]
-        return _split_tree(lines)
+    if "<br/>" in description:
+        lines = [html.unescape(s) for s in description.split("<br/>") if s.strip()]
+        return _split_tree(lines) if lines else ([], [])
     labels: list[str] = []
     parents: list[int | None] = []
     text = html.unescape(description).strip()
@@ -305,40 +407,56 @@ def split_description(description: str) -> tuple[list[str], list[int | None]]:
     return labels, parents
 
 
+def _job_input(raw: Mapping[str, Any], index: int, where: str) -> JobInput:
+    at = f"{where}: inputs[{index}]"
+    source = _text_field(raw, "id", at)
+    if not source:
+        raise _malformed(f"{at}: 'id' names no vertex")
+    # Flink always writes "num": the input's position among the vertex's inputs
+    num = _int_field(raw, "num", at, minimum=0) if "num" in raw else index
+    return JobInput(
+        source=source.lower(),
+        num=num,
+        ship_strategy=_text_field(raw, "ship_strategy", at) or "",
+        exchange=_text_field(raw, "exchange", at),
+    )
+
+
 def parse_job_graph_plan(obj: Any) -> JobGraphPlan:
     """Parse ``JsonPlanGenerator.generatePlan(jobGraph)`` JSON — what REST ``GET /jobs/:id/plan`` returns,
-    with or without its ``{"plan": …}`` wrapper."""
-    raw_obj = obj
-    if isinstance(raw_obj, (str, bytes)):
-        import json
-
-        raw_obj = json.loads(raw_obj)
-    plan = _unwrap(raw_obj)
-    vertices = []
-    for raw in plan["nodes"]:
-        description = str(raw.get("description", ""))
+    with or without its ``{"plan": …}`` wrapper. A malformed plan is a :class:`PlanError` naming the node and
+    the field."""
+    plan = _unwrap(obj)
+    vertices: list[JobVertexPlan] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(plan["nodes"]):
+        where = _where(raw, i)
+        vid = _text_field(raw, "id", where)
+        if not vid:
+            raise _malformed(f"{where}: 'id' is {raw.get('id')!r}, not a job vertex id")
+        vid = vid.lower()
+        if vid in seen:
+            raise _malformed(f"{where}: id {vid} occurs twice")
+        seen.add(vid)
+        description = _text_field(raw, "description", where) or ""
         labels, parents = split_description(description)
-        inputs = tuple(
-            JobInput(
-                source=str(i["id"]).lower(),
-                num=int(i.get("num", 0)),
-                ship_strategy=str(i.get("ship_strategy", "")),
-                exchange=str(i["exchange"]) if i.get("exchange") is not None else None,
-            )
-            for i in (raw.get("inputs") or ())
-        )
+        if not labels:  # Flink describes every job vertex by its chain; without it no operator can be named
+            raise _malformed(f"{where}: 'description' names no operator")
         vertices.append(
             JobVertexPlan(
-                id=str(raw["id"]).lower(),
-                parallelism=int(raw.get("parallelism", -1)),
+                id=vid,
+                parallelism=_int_field(raw, "parallelism", where, minimum=1),
                 description=description,
                 operators=tuple(labels),
                 parents=tuple(parents),
-                inputs=inputs,
+                inputs=tuple(_job_input(inp, j, where) for j, inp in enumerate(_list_field(raw, "inputs", where))),
             )
         )
-    jid = plan.get("jid")
-    name = plan.get("name")
+    for v in vertices:
+        for inp in v.inputs:
+            if inp.source not in seen:
+                raise _malformed(f"input {inp.source} of {v.id} is not a node")
+    jid, name = plan.get("jid"), plan.get("name")
     return JobGraphPlan(tuple(vertices), str(jid) if jid else None, str(name) if name else None)
 
 

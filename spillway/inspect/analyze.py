@@ -25,7 +25,8 @@ from spillway.formats.stream_elements import (
     element_name,
     tags_for_format_version,
 )
-from spillway.inspect.channels import ChannelKey, ChannelPart, LogicalChannel, channel_key, logical_channels
+from spillway.inspect.channels import ChannelKey, ChannelMap, ChannelPart, LogicalChannel, channel_key, logical_channels
+from spillway.inspect.output_order import choose_orders
 from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import (
     ChannelHandle,
@@ -179,9 +180,10 @@ def analyze(
         names: Mapping[str, str] = {}
         if topology is not None:
             job = job or bind_job(topology, cp)
-            names = job.names
-            cmap = logical_channels(topology, job.vertices, cp, names)
-            skipped += cmap.skipped
+            bound, names = job.vertices, job.names
+            orders, notes = choose_orders(topology, bound, cp, lambda trial: _frames_clean(trial, blobs, cp, tags))
+            cmap = logical_channels(topology, bound, cp, orders, plan_names=names)
+            skipped += cmap.skipped + notes
             for lc in cmap.channels:
                 channels.append(_channel(lc, blobs, ops, keep_records, on_record, tags=tags))
                 bar.advance(sum(p.handle.state_size for p in lc.parts))
@@ -209,6 +211,12 @@ def analyze(
         return Analysis(cp, list(ops.values()), channels, skipped, names)
     finally:
         blobs.close()
+
+
+def _frames_clean(cmap: ChannelMap, blobs: DelegateBlobs, cp: Checkpoint, tags: frozenset[int]) -> bool:
+    """Every channel of ``cmap`` parses into whole records (a trial: nothing is counted)."""
+    trial = {o.operator_id: _operator(o, cp.features) for o in cp.operators}
+    return all(_channel(lc, blobs, trial, 0, None, tags=tags).problem is None for lc in cmap.channels)
 
 
 # The end of a channel analysed alone that no plan names (its operator is shown in its place, never "?").

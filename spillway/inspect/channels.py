@@ -9,11 +9,10 @@ Input state sits on the downstream chain's head operator, output state on the up
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: validate without a plan loads no plan machinery
-    from collections.abc import Mapping
-
     from spillway.inspect.topology import BoundVertex, Edge, Topology
 
 from dataclasses import dataclass, field
@@ -78,13 +77,20 @@ def logical_channels(
     topology: Topology,
     bound: dict[str, BoundVertex],
     checkpoint: Checkpoint,
+    orders: Mapping[str, tuple[Edge, ...]] | None = None,
+    upstream: str | None = None,
     plan_names: Mapping[str, str] | None = None,
 ) -> ChannelMap:
+    """``orders``: vertex key -> the order of its outputs (result partitions) where the plan's listing is not
+    Flink's (:mod:`spillway.inspect.output_order`); ``upstream``: only the channels out of that vertex;
+    ``plan_names``: the names a bound plan gives operators stored by id only (``JobBinding.names``)."""
     channels: list[LogicalChannel] = []
     skipped: list[str] = []
     used: set[ChannelKey] = set()
     for down in bound.values():
         for edge in down.vertex.inputs:
+            if upstream is not None and edge.upstream != upstream:
+                continue
             up = bound[edge.upstream]
             if down.head is None and down.problem:
                 skipped.append(f"edge into {down.vertex.label()!r}: {down.problem}")
@@ -92,13 +98,14 @@ def logical_channels(
             if up.tail is None and up.problem:
                 skipped.append(f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {up.problem}")
                 continue
-            if not edge.all_to_all and edge.ship_strategy.upper() != "FORWARD":
+            if not edge.all_to_all and not edge.partitioner.is_forward:
                 skipped.append(
                     f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {edge.ship_strategy} channel layout "
                     "is not reconstructed"
                 )
                 continue
-            partition = up.vertex.outputs.index(edge) if edge in up.vertex.outputs else 0
+            outputs = (orders or {}).get(edge.upstream, up.vertex.outputs)
+            partition = outputs.index(edge) if edge in outputs else 0
             ins = index_channels(down.head, "input") if down.head is not None else {}
             outs = index_channels(up.tail, "output") if up.tail is not None else {}
             pairs = (
@@ -137,7 +144,7 @@ def logical_channels(
 
 
 def _label(
-    op: OperatorState | None, plan_name: list[str], vertex_label: str, plan_names: Mapping[str, str] | None
+    op: OperatorState | None, plan_name: Sequence[str], vertex_label: str, plan_names: Mapping[str, str] | None
 ) -> str:
     """An operator as people know it: its stored uid or name (V5+); before V5 a checkpoint stores ids
     only, so the bound operator is called by the plan's name for that chain position."""

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from spillway.flink import operator_ids
-from spillway.flink.stream_graph import is_forward
 from spillway.inspect.topology import BoundVertex, JobBinding, Topology, bind_job, bind_variant
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
@@ -110,7 +109,7 @@ def _doubted_edges(topology: Topology, node_class: dict[int, str]) -> list[tuple
     doubts: list[tuple[tuple[int, int], str]] = []
     for e in sg.edges:
         src, dst = sg.node(e.source), sg.node(e.target)
-        if not is_forward(e.partitioner) or e.exchange_mode.upper() == "BATCH":
+        if not e.kind.is_forward or e.exchange_mode.upper() == "BATCH":
             continue
         if src.parallelism != dst.parallelism or len(sg.in_edges(dst.id)) != 1:
             continue

@@ -129,7 +129,7 @@ def state_mismatches(
     # hold it. Checked per vertex, so job-graph plans are covered too (FORWARD admitted: reinterpretAsKeyedStream).
     seen = {m[1] for m in found if m[0] == "plan-mismatch"}
     for bv in job.vertices.values():
-        keyed_input = any(e.ship_strategy.upper().startswith(("HASH", "FORWARD")) for e in bv.vertex.inputs)
+        keyed_input = any(e.partitioner.is_keyed or e.partitioner.is_forward for e in bv.vertex.inputs)
         for op in bv.members:
             if keyed_input or op.label(plan_names) in seen:
                 continue

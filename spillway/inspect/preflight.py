@@ -130,7 +130,7 @@ def check(
     settings = settings or Settings()
     # The new job's plan: only Flink's own ids bind it to the checkpoint (no deduction that assumes the job that
     # wrote the checkpoint, no chains from the checkpoint's evidence).
-    topology.describes_checkpoint = False
+    topology = topology.as_new_job()
     place = place_operators(topology, checkpoint)
     cuts = dropped_state_cuts(loaded) if loaded is not None else None
     reasons: list[Reason] = binding_notes(place)
@@ -187,19 +187,12 @@ def find_vertex(topology: Topology, name: str) -> str:
 
 def with_parallelism(topology: Topology, parallelism: dict[str, int]) -> Topology:
     """The plan with the named vertices' parallelism changed (``-p VERTEX=N``), same flavour and uids."""
-    from spillway.inspect.topology import parse_plan
-
-    changed = topology.with_parallelism({find_vertex(topology, k): n for k, n in parallelism.items()})
-    out = parse_plan(changed)
-    out.uids = dict(topology.uids)
-    return out
+    return topology.rescaled({find_vertex(topology, k): n for k, n in parallelism.items()}, "plan")
 
 
 def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Topology, dict[str, int]] | None:
     """The plan at the checkpoint's parallelism and the new parallelism per vertex key, when the new job is the
     checkpoint's job rescaled (every vertex with operators in the checkpoint has one old parallelism); else None."""
-    from spillway.inspect.topology import parse_plan
-
     old: dict[str, int] = {}
     new: dict[str, int] = {}
     for row in result.vertices:
@@ -212,9 +205,7 @@ def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Top
             new[row["key"]] = row["parallelism"]
     if not new:
         return None
-    plan = parse_plan(topology.with_parallelism(old))
-    plan.uids = dict(topology.uids)
-    return plan, new
+    return topology.rescaled(old, "plan"), new
 
 
 def forecast_reasons(forecast: dict[str, Any]) -> list[Reason]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spillway.flink.partitioners import Partitioner
 from spillway.inspect import finished
 from spillway.inspect.topology import Topology
 from spillway.model.checkpoint import (
@@ -138,8 +139,7 @@ def pointwise_channels(senders: int, receivers: int) -> tuple[int, int]:
 
 
 def _mapper_unsupported(strategy: str) -> bool:
-    s = strategy.upper()
-    return "FORWARD" in s or s in ("RESCALE", "BROADCAST")
+    return Partitioner.of(strategy).downstream_mapper == "UNSUPPORTED"
 
 
 def flink_38267_fixed(version: tuple[int, int, int] | None) -> bool | None:
@@ -522,7 +522,7 @@ def _pointwise_channel_counts(
     sides += [("output", i, down, s, partitions[i]) for down, i, s in v.outputs if i in partitions]
     for side, index, other_key, strategy, highest in sides:
         other = place.vertices[other_key]
-        if not _mapper_unsupported(strategy) or strategy.upper() == "BROADCAST":
+        if not Partitioner.of(strategy).is_pointwise:
             continue
         if other.parallelism != place.old_parallelism.get(other_key, other.parallelism):
             continue  # the other side is rescaled: Flink builds virtual channels, checked elsewhere

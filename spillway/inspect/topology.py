@@ -13,22 +13,23 @@ by the stored names. See docs/format/operator-ids.md.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from spillway.errors import UsageError
 from spillway.flink import operator_ids
+from spillway.flink.outputs import transitive_out_edges
+from spillway.flink.partitioners import Partitioner
 from spillway.flink.stream_graph import (
     JobGraphPlan,
     JobVertexPlan,
+    PlanError,
     StreamGraph,
+    is_stream_plan,
     parse_job_graph_plan,
     parse_stream_plan,
 )
@@ -40,34 +41,35 @@ from spillway.model.checkpoint import (
     channel_handles,
 )
 
-ALL_TO_ALL = {"HASH", "REBALANCE", "SHUFFLE", "BROADCAST", "GLOBAL", "CUSTOM"}
+__all__ = ["Edge", "PlanError", "Topology", "Vertex", "load_plan", "parse_plan"]
 
 
-class PlanError(UsageError):
-    """The plan file cannot be read or understood (a usage error)."""
-
-
-@dataclass
+@dataclass(frozen=True)
 class Edge:
     upstream: str  # vertex key
     downstream: str
     gate: int
+    #: The partitioner as the plan prints it; :attr:`partitioner` is what it means.
     ship_strategy: str
 
     @property
+    def partitioner(self) -> Partitioner:
+        return Partitioner.of(self.ship_strategy)
+
+    @property
     def all_to_all(self) -> bool:
-        return self.ship_strategy.upper() in ALL_TO_ALL or self.ship_strategy.upper().startswith("HASH")
+        return self.partitioner.is_all_to_all
 
 
-@dataclass
+@dataclass(frozen=True)
 class Vertex:
     key: str
-    names: list[str]  # chain operators, head first
+    names: tuple[str, ...]  # chain operators, head first
     parallelism: int
     vertex_id: str | None = None  # job-vertex id = head operator id (job-graph plans only)
-    node_ids: list[int] = field(default_factory=list)  # stream-graph node ids, head first (stream-graph plans)
-    inputs: list[Edge] = field(default_factory=list)
-    outputs: list[Edge] = field(default_factory=list)
+    node_ids: tuple[int, ...] = ()  # stream-graph node ids, head first (stream-graph plans)
+    inputs: tuple[Edge, ...] = ()
+    outputs: tuple[Edge, ...] = ()
 
     def label(self) -> str:
         return " -> ".join(self.names) or self.key
@@ -75,21 +77,26 @@ class Vertex:
 
 @dataclass
 class Topology:
-    vertices: dict[str, Vertex]
+    """A plan's vertices (chains) and the edges between them, with the parsed plan they come from. Built whole
+    by :func:`parse_plan`; the ``with_*`` methods return new values."""
+
+    vertices: Mapping[str, Vertex]
     flavour: str  # "job-graph" or "stream-graph"
     stream_graph: StreamGraph | None = None  # the parsed stream-graph plan, for Flink's operator ids
     job_graph: JobGraphPlan | None = None  # the parsed job-graph plan, likewise
     # operator name -> uid, given by the user (--uid NAME=UID, --uid-map): a plan does not show uids
-    uids: dict[str, str] = field(default_factory=dict)
+    uids: Mapping[str, str] = field(default_factory=dict)
     source_doc: Any = None  # the plan JSON as read (unwrapped), to write a changed copy of it
     # The plan is of the job that wrote the checkpoint (validate, analyze, rescale, repair). False for a new job's
     # plan (preflight): then only Flink's own ids bind, and its chains are its own, not the checkpoint's evidence.
     describes_checkpoint: bool = True
+    # The chains are Flink's own (the job's graph, from its jar): the checkpoint's evidence is not asked for them.
+    chains_from_job: bool = False
 
-    def with_parallelism(self, new_p: dict[str, int]) -> dict[str, Any]:
+    def with_parallelism(self, new_p: Mapping[str, int]) -> dict[str, Any]:
         """The plan JSON as read, with the parallelism of vertices ``new_p`` (vertex key -> N) changed:
         the plan of the rescaled job, in the same flavour."""
-        doc = json.loads(json.dumps(self.source_doc))
+        doc: dict[str, Any] = json.loads(json.dumps(self.source_doc))
         for node in doc["nodes"]:
             for key, n in new_p.items():
                 v = self.vertices[key]
@@ -97,19 +104,36 @@ class Topology:
                     node["parallelism"] = n
         return doc
 
+    def rescaled(self, new_p: Mapping[str, int], source: str = "rescaled plan") -> Topology:
+        """The plan of this job with vertices ``new_p`` (vertex key -> N) at a new parallelism: same flavour,
+        same uids, read afresh."""
+        return parse_plan(self.with_parallelism(new_p), source, uids=self.uids)
+
+    def with_uids(self, uids: Mapping[str, str]) -> Topology:
+        """The same plan with these uids (operator name -> uid) given."""
+        return self._replaced(uids=dict(uids))
+
+    def as_new_job(self) -> Topology:
+        """The same plan taken as a new job's (preflight): it is not evidence of the checkpoint's chains."""
+        return self._replaced(describes_checkpoint=False)
+
     def unbound_copy(self) -> Topology:
         """The plan as read, for another checkpoint: a binding rewrites a plan's chains from its checkpoint
         (see :func:`bind_job`), so each checkpoint binds a copy of its own — made here, not read again."""
-        fresh = copy.deepcopy({f.name: getattr(self, f.name) for f in fields(self)})  # not the bound checkpoints
-        if self.source_doc is not None and self.stream_graph is not None and self.describes_checkpoint:
-            fresh["vertices"] = _stream_graph(list(self.source_doc["nodes"])).vertices  # chains as first read
-        return Topology(**fresh)
+        if self.stream_graph is not None and self.describes_checkpoint and not self.chains_from_job:
+            return self._replaced(vertices=stream_topology(self.stream_graph).vertices)  # chains as first read
+        return self._replaced()
+
+    def _replaced(self, **changes: Any) -> Topology:
+        """A new topology (no binding of this one carried over) with ``changes``."""
+        fields: dict[str, Any] = {"uids": dict(self.uids), "vertices": dict(self.vertices)}
+        return replace(self, **(fields | changes))
 
     def edges(self) -> list[Edge]:
         return [e for v in self.vertices.values() for e in v.inputs]
 
 
-def load_plan(path: str | Path, uids: dict[str, str] | None = None) -> Topology:
+def load_plan(path: str | Path, uids: Mapping[str, str] | None = None) -> Topology:
     """Read a plan of either flavour; ``uids`` (operator name -> uid) are what the plan cannot show."""
     try:
         doc = json.loads(Path(path).read_text())
@@ -117,9 +141,7 @@ def load_plan(path: str | Path, uids: dict[str, str] | None = None) -> Topology:
         raise PlanError(f"{path}: no such plan file") from None
     except (OSError, ValueError) as exc:
         raise PlanError(f"{path}: not a readable JSON plan ({exc})") from None
-    topology = parse_plan(doc, str(path))
-    topology.uids = dict(uids or {})
-    return topology
+    return parse_plan(doc, str(path), uids=uids)
 
 
 PlanRef = str | Path | Topology
@@ -145,127 +167,130 @@ def load_uid_map(path: str | Path) -> dict[str, str]:
     return {name: uid for name, uid in doc.items() if uid}  # the template's entries left empty say nothing
 
 
-def parse_plan(doc: Any, source: str = "plan") -> Topology:
-    if isinstance(doc, dict) and isinstance(doc.get("plan"), dict):
+def parse_plan(doc: Any, source: str = "plan", *, uids: Mapping[str, str] | None = None) -> Topology:
+    """A plan of either flavour (the JSON object, bare or in REST's ``{"plan": …}``), parsed once into its model
+    (:mod:`spillway.flink.stream_graph`) and the topology built from that model. A malformed plan is a
+    :class:`PlanError` naming ``source``, the node and the field."""
+    if isinstance(doc, dict) and "nodes" not in doc and isinstance(doc.get("plan"), dict):
         doc = doc["plan"]
-    nodes = doc.get("nodes") if isinstance(doc, dict) else None
-    if not isinstance(nodes, list) or not nodes:
-        raise PlanError(f"{source}: no 'nodes' list: not a Flink plan")
-    for i, node in enumerate(nodes):
-        if not isinstance(node, dict):
-            raise PlanError(
-                f"{source}: malformed plan node (nodes[{i}] is {type(node).__name__} {node!r:.40}, not an object)"
-            )
     try:
-        if any("predecessors" in n or isinstance(n.get("id"), int) for n in nodes):
-            topology = _stream_graph(nodes)
-            topology.stream_graph = parse_stream_plan(doc)
-            topology.source_doc = doc
-            return topology
-        topology = _job_graph(nodes)
-        topology.job_graph = parse_job_graph_plan(doc)
-        topology.source_doc = doc
-        return topology
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanError(f"{source}: malformed plan node ({exc})") from None
+        if is_stream_plan(doc):
+            topology = stream_topology(parse_stream_plan(doc))
+        else:
+            topology = job_topology(parse_job_graph_plan(doc))
+    except PlanError as exc:
+        raise PlanError(f"{source}: {exc}") from None
+    return replace(topology, uids=dict(uids or {}), source_doc=doc)
 
 
-def chained_plan(doc: dict[str, Any], chained: set[tuple[int, int]], source: str = "plan") -> Topology:
+def chained_plan(
+    doc: dict[str, Any], chained: set[tuple[int, int]], source: str = "plan", graph: StreamGraph | None = None
+) -> Topology:
     """A stream-graph plan whose chains are known rather than derived (the job's own graph, from its jar):
-    ``chained`` holds the (source, target) node id pairs Flink chained."""
+    ``chained`` holds the (source, target) node id pairs Flink chained; ``graph``, when given, is Flink's own
+    stream graph (its edges in Flink's order), which then stands for the one parsed from ``doc``."""
     topology = parse_plan(doc, source)
-    topology.vertices = _stream_graph(list(doc["nodes"]), chained).vertices
-    return topology
+    graph = graph if graph is not None else topology.stream_graph
+    assert graph is not None  # a stream-graph plan
+    return replace(
+        topology, stream_graph=graph, vertices=stream_topology(graph, chained).vertices, chains_from_job=True
+    )
 
 
-# 1.14+ write "A<br/>+- B<br/>"; 1.10-1.13 write "A -&gt; B".
-_BR = re.compile(r"<br\s*/?>|\s+-&gt;\s+|\s+->\s+", re.I)
+def job_topology(plan: JobGraphPlan) -> Topology:
+    """The vertices of a job-graph plan: Flink's own chains, keyed by job-vertex id."""
+    inputs: dict[str, list[Edge]] = {v.id: [] for v in plan.vertices}
+    outputs: dict[str, list[Edge]] = {v.id: [] for v in plan.vertices}
+    for v in plan.vertices:
+        for inp in v.inputs:
+            edge = Edge(inp.source, v.id, inp.num, inp.ship_strategy)
+            inputs[v.id].append(edge)
+            outputs[inp.source].append(edge)
+    vertices = {
+        v.id: Vertex(
+            v.id, v.operators, v.parallelism, vertex_id=v.id, inputs=tuple(inputs[v.id]), outputs=tuple(outputs[v.id])
+        )
+        for v in plan.vertices
+    }
+    return Topology(vertices, "job-graph", job_graph=plan)
 
 
-def _chain_names(description: str) -> list[str]:
-    names = []
-    for part in _BR.split(description or ""):
-        name = part.replace("&nbsp;", " ").strip()
-        name = re.sub(r"^([+:|]-?\s*)+", "", name).strip()  # branch markers "+- ", ":- ", "| "
-        if name:
-            names.append(name)
-    return names
+def _topological(graph: StreamGraph) -> list[int]:
+    """Node ids, every node after its inputs (a plan lists sinks last, not always after all their inputs)."""
+    order: list[int] = []
+    state: dict[int, int] = {}  # 1 = on the path, 2 = placed
+    for start in (n.id for n in graph.nodes):
+        stack: list[tuple[int, bool]] = [(start, False)]
+        while stack:
+            nid, done = stack.pop()
+            if done:
+                state[nid] = 2
+                order.append(nid)
+                continue
+            if state.get(nid) == 2:
+                continue
+            if state.get(nid) == 1:
+                raise PlanError(f"malformed plan node (node {nid}: its predecessors lead back to it)")
+            state[nid] = 1
+            stack.append((nid, True))
+            stack.extend((e.source, False) for e in reversed(graph.in_edges(nid)) if state.get(e.source) != 2)
+    return order
 
 
-def _text(node: dict[str, Any], key: str) -> str:
-    """A node's text field (absent: ""); anything but a string is a malformed plan."""
-    value = node.get(key) or ""
-    if not isinstance(value, str):
-        raise ValueError(f"node {node.get('id')!r}: {key!r} is {type(value).__name__} {value!r}, not a string")
-    return value
-
-
-def _parallelism(node: dict[str, Any]) -> int:
-    value = node["parallelism"]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"node {node.get('id')!r}: 'parallelism' is {value!r}, not a positive integer")
-    return value
-
-
-def _job_graph(nodes: list[dict[str, Any]]) -> Topology:
-    vertices: dict[str, Vertex] = {}
-    for n in nodes:
-        vid = str(n["id"]).lower()
-        names = _chain_names(_text(n, "description"))
-        if not names:  # Flink describes every job vertex by its chain; without it no operator can be bound
-            raise ValueError(f"node {n['id']!r}: 'description' names no operator")
-        vertices[vid] = Vertex(vid, names, _parallelism(n), vertex_id=vid)
-    for n in nodes:
-        down = vertices[str(n["id"]).lower()]
-        for i, inp in enumerate(n.get("inputs") or []):
-            up = str(inp["id"]).lower()
-            if up not in vertices:
-                raise ValueError(f"input {up} of {down.key} is not a node")
-            edge = Edge(up, down.key, int(inp.get("num", i)), str(inp.get("ship_strategy", "")))
-            down.inputs.append(edge)
-            vertices[up].outputs.append(edge)
-    return Topology(vertices, "job-graph")
-
-
-def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | None = None) -> Topology:
+def stream_topology(graph: StreamGraph, chained: set[tuple[int, int]] | None = None) -> Topology:
     """Vertices of a stream-graph plan: chains by Flink's default rule as far as a plan shows it (a node with one
     input, FORWARD, from a node of equal parallelism — however many outputs that node has, as Flink's chaining
     does not count them), or exactly the edges ``chained`` (node id pairs) when the checkpoint's evidence says
-    which edges Flink chained."""
-    by_id = {n["id"]: n for n in nodes}
+    which edges Flink chained. A vertex is keyed by its head's node id and names its operators by description."""
 
-    def chains_to_pred(node: dict[str, Any]) -> bool:
-        preds = node.get("predecessors") or []
-        if chained is not None:
-            return len(preds) == 1 and (int(preds[0]["id"]), int(node["id"])) in chained
-        if len(preds) != 1 or preds[0].get("ship_strategy") != "FORWARD":
+    def chains_to_pred(nid: int) -> bool:
+        ins = graph.in_edges(nid)
+        if len(ins) != 1:
             return False
-        return bool(by_id[preds[0]["id"]]["parallelism"] == node["parallelism"])
+        if chained is not None:
+            return (ins[0].source, nid) in chained
+        return ins[0].kind.is_forward and graph.node(ins[0].source).parallelism == graph.node(nid).parallelism
 
-    head_of: dict[Any, Any] = {}
-    for n in nodes:  # plans list nodes in topological order
-        head_of[n["id"]] = head_of[n["predecessors"][0]["id"]] if chains_to_pred(n) else n["id"]
-    vertices: dict[str, Vertex] = {}
-    for n in nodes:
-        head = str(head_of[n["id"]])
-        name = _text(n, "contents") or _text(n, "type") or str(n["id"])
-        if head not in vertices:
-            vertices[head] = Vertex(head, [], _parallelism(n))
-        vertices[head].names.append(name)
-        vertices[head].node_ids.append(int(n["id"]))
-    for n in nodes:
-        down = vertices[str(head_of[n["id"]])]
-        if head_of[n["id"]] != n["id"]:
+    head_of: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for nid in _topological(graph):  # so a chain's members come head first
+        head_of[nid] = head_of[graph.in_edges(nid)[0].source] if chains_to_pred(nid) else nid
+        members.setdefault(head_of[nid], []).append(nid)
+    inputs: dict[int, list[Edge]] = {h: [] for h in members}
+    made: dict[int, Edge] = {}  # id() of a stream edge leaving a chain -> its edge between vertices
+    for n in graph.nodes:
+        if head_of[n.id] != n.id:
             continue
-        ups: list[str] = []
-        for p in n.get("predecessors") or []:
-            up = str(head_of[p["id"]])
+        ups: list[int] = []
+        for e in graph.in_edges(n.id):
+            up = head_of[e.source]
             if up not in ups:
                 ups.append(up)
-            edge = Edge(up, down.key, ups.index(up), str(p.get("ship_strategy", "")))
-            down.inputs.append(edge)
-            vertices[up].outputs.append(edge)
-    return Topology(vertices, "stream-graph")
+            edge = Edge(str(up), str(n.id), ups.index(up), e.partitioner)
+            inputs[n.id].append(edge)
+            made[id(e)] = edge
+    # A vertex's outputs in the order Flink numbers its result partitions (not the order of its consumers).
+    outputs = {
+        h: [made[id(e)] for e in transitive_out_edges(graph, h, lambda e: head_of[e.target] != e.target)]
+        for h in members
+    }
+    vertices = {}
+    for head, ids in members.items():
+        names = tuple(graph.node(i).description or graph.node(i).name or str(i) for i in ids)
+        vertices[str(head)] = Vertex(
+            str(head),
+            names,
+            graph.node(head).parallelism,
+            node_ids=tuple(ids),
+            inputs=tuple(inputs[head]),
+            outputs=tuple(outputs[head]),
+        )
+    return Topology(vertices, "stream-graph", stream_graph=graph)
+
+
+def _stream_graph(nodes: list[dict[str, Any]], chained: set[tuple[int, int]] | None = None) -> Topology:
+    """:func:`stream_topology` of a plan's raw nodes (kept for the binding, which rebuilds chains from them)."""
+    return stream_topology(parse_stream_plan({"nodes": nodes}), chained)
 
 
 @dataclass
@@ -381,15 +406,14 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
     view = topology
     if (
         topology.describes_checkpoint
+        and not topology.chains_from_job
         and topology.stream_graph is not None
         and binding is not None
         and topology.source_doc is not None
     ):
         edges, reasons = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
         chained = {e for e, state in edges.items() if state != CUT}
-        view = dataclasses.replace(
-            topology, vertices=_stream_graph(list(topology.source_doc["nodes"]), chained).vertices
-        )
+        view = dataclasses.replace(topology, vertices=stream_topology(topology.stream_graph, chained).vertices)
     vertices = _bound_vertices(view, checkpoint, binding, edges)
     facts_by_id = {f.operator_id: f for f in facts}
     names = MappingProxyType(plan_names_of(binding, checkpoint))
@@ -521,13 +545,12 @@ def bind_variant(
     edges: dict[tuple[int, int], str] = {}
     view = topology
     if topology.stream_graph is not None and topology.source_doc is not None:
-        if chained is None and topology.describes_checkpoint:
+        if chained is None and topology.describes_checkpoint and not topology.chains_from_job:
             facts = operator_facts(checkpoint)
             edges, _ = _chain_edges(topology.stream_graph, binding, facts, checkpoint.format_version)
             chained = {e for e, state in edges.items() if state != CUT}
         if chained is not None:
-            rebuilt = _stream_graph(list(topology.source_doc["nodes"]), chained)
-            view = dataclasses.replace(topology, vertices=rebuilt.vertices)
+            view = dataclasses.replace(topology, vertices=stream_topology(topology.stream_graph, chained).vertices)
     return view, _bound_vertices(view, checkpoint, binding, edges), edges
 
 
@@ -580,6 +603,13 @@ def _bound_vertices(
                 from spillway.flink.chaining import vertex_operator_order
 
                 chained = {k for k, state in edges.items() if state != CUT}
+                if topology.chains_from_job:  # Flink's own chains: every edge inside the vertex is chained
+                    inside = set(v.node_ids)
+                    chained = {
+                        (e.source, e.target)
+                        for e in topology.stream_graph.edges
+                        if e.source in inside and e.target in inside
+                    }
                 order = vertex_operator_order(topology.stream_graph, v.node_ids[0], "2.0", chained_edges=chained)
                 tail_i = v.node_ids.index(order[0]) if order and order[0] in v.node_ids else tail_i
             uncertain = [

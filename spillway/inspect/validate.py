@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
-    from spillway.inspect.topology import JobBinding, Topology
+    from spillway.inspect.topology import Edge, JobBinding, Topology
 
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
@@ -96,6 +96,9 @@ class _Validation:
         )
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
+        # vertex key -> the order of its outputs the framing chose, where the plan does not give it
+        self.orders: dict[str, tuple[Edge, ...]] = {}
+        self.order_notes: list[str] = []
 
     def run(self) -> None:
         self.recorder.all(structure_findings(self.cp, self.names))
@@ -188,11 +191,41 @@ class _Validation:
                 self.cmap = ChannelMap([], [], set())
             else:
                 assert self.job is not None
-                self.cmap = logical_channels(self.topology, self.job.vertices, self.cp, self.names)
+                self.cmap = logical_channels(
+                    self.topology, self.job.vertices, self.cp, self.orders, plan_names=self.names
+                )
         return self.cmap
+
+    def choose_output_orders(self) -> None:
+        """The order of each vertex's outputs where the plan does not give it, decided by the framing
+        (:func:`spillway.inspect.output_order.choose_orders`)."""
+        from spillway.inspect.output_order import choose_orders
+
+        assert self.topology is not None and self.job is not None
+        self.orders, self.order_notes = choose_orders(self.topology, self.job.vertices, self.cp, self.frames_clean)
+        self.cmap = None  # assembled again with the orders chosen
+
+    def frames_clean(self, cmap: ChannelMap) -> bool:
+        """Every logical channel of ``cmap`` frames without a fault (a trial: the report's counts are kept)."""
+        engine = self.engine
+        bytes_read = self.report.bytes_read
+        try:
+            for lc in cmap.channels:
+                parts = [(p.operator, p.handle) for p in lc.parts]
+                if any(engine.info(h) is None or engine.unreadable(h) is not None for _, h in parts):
+                    continue  # reported by the file and chunk rules, whichever order is Flink's
+                total = sum(engine.payload(h) for _, h in parts)
+                framed = engine.reframe(parts, total, True)
+                if framed is None or framed[0].faults:
+                    return False
+            return True
+        finally:
+            self.report.bytes_read = bytes_read
 
     # ------------------------------------------------------------------ record framing
     def check_framing(self, located: list[Located]) -> None:
+        if self.topology is not None:
+            self.choose_output_orders()
         cmap = self.check_plan(located) if self.topology is not None else None
         if cmap is None:
             outputs = sum(1 for x in located if x.handle.side == "output")
@@ -221,7 +254,9 @@ class _Validation:
         cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
-        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.job.operators))
+        for text in self.order_notes:
+            self.recorder.add(Finding("topology", text))
+        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.job.operators, self.orders))
         return cmap
 
     def plan_jobs(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillway.flink.keygroups import key_group_range, operator_index
+from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import HEADER_SIZE, read_chunk_header
 from spillway.rescale.channel_reader import open_part
 from spillway.rescale.channel_writer import target_file_name
@@ -53,12 +54,7 @@ class BufferSettings:
 
 def downstream_mapper(strategy: str) -> str:
     """The partitioner's downstream ``SubtaskStateMapper`` (docs/format/rescaling.md)."""
-    s = strategy.upper()
-    if s.startswith("HASH"):
-        return "RANGE"
-    return {"REBALANCE": "ROUND_ROBIN", "SHUFFLE": "ROUND_ROBIN", "GLOBAL": "FIRST", "CUSTOM": "FULL"}.get(
-        s, "UNSUPPORTED"
-    )
+    return Partitioner.of(strategy).downstream_mapper or "UNSUPPORTED"
 
 
 def old_subtasks(mapper: str, new_index: int, old_p: int, new_p: int) -> list[int]:

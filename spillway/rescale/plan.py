@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from spillway.errors import SpillwayError, UsageError
 from spillway.flink.operator_ids import Binding, uid_hash
+from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
@@ -252,7 +253,8 @@ def build_plan(
             "(REST /jobs/<job-id>/plan)"
         )
 
-    cmap = logical_channels(view, bound, cp, names)
+    _refuse_an_open_output_order(view, bound, rescaled_keys)
+    cmap = logical_channels(view, bound, cp, plan_names=names)
     edges: list[EdgePlan] = []
     edge_index: dict[int, EdgePlan] = {}
     notes: list[str] = []
@@ -315,7 +317,7 @@ def build_plan(
                 f"edge {ep.label} uses a custom partitioner with records in flight: give key_fns="
                 "{VERTEX: module:function(payload, parallelism) -> target subtask}"
             )
-        if ep.strategy.upper() in ("FORWARD", "RESCALE"):
+        if Partitioner.of(ep.strategy).is_pointwise:
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")
         if ep.down_head == NO_HEAD:
             raise RescaleRefused(
@@ -335,24 +337,24 @@ def _edge_plan(
     key: str | None,
     key_fn: str | None,
 ) -> EdgePlan:
-    strategy = e.ship_strategy.upper()
+    kind = e.partitioner
     label = f"{up.label} -> {down.label} ({e.ship_strategy})"
-    if strategy in ("FORWARD", "RESCALE"):
-        if strategy == "FORWARD" and up.new_p != down.new_p:
+    if kind.is_pointwise:
+        if kind.is_forward and up.new_p != down.new_p:
             raise RescaleRefused(
                 f"edge {label}: a FORWARD edge needs equal parallelism on both sides, got {up.new_p} -> {down.new_p}; "
                 "rescale both vertices together"
             )
         rule = KEEP
-    elif strategy.startswith("HASH"):
+    elif kind is Partitioner.HASH:
         rule = HASH if down.rescaled else KEEP
-    elif strategy in ("REBALANCE", "SHUFFLE"):
+    elif kind in (Partitioner.REBALANCE, Partitioner.SHUFFLE):
         rule = BALANCED if down.rescaled else KEEP
-    elif strategy == "GLOBAL":
+    elif kind is Partitioner.GLOBAL:
         rule = GLOBAL
-    elif strategy == "BROADCAST":
+    elif kind is Partitioner.BROADCAST:
         rule = BROADCAST
-    elif strategy == "CUSTOM":
+    elif kind is Partitioner.CUSTOM:
         rule = CUSTOM if down.rescaled else KEEP
     else:
         raise RescaleRefused(f"edge {label}: ship strategy {e.ship_strategy!r} is not supported by rescale")
@@ -396,6 +398,27 @@ def _vertex_max_parallelism(b: BoundVertex) -> int:
     """Max parallelism of a vertex whose head is not in the checkpoint: its operators' in the checkpoint share it
     (one per vertex); 0 when none is there (then no key group is ever computed for it)."""
     return next((o.max_parallelism for o in b.members), 0)
+
+
+def _refuse_an_open_output_order(topology: Topology, bound: dict[str, BoundVertex], rescaled: set[str]) -> None:
+    """Output channel state is stored per result partition; a job-graph plan does not say which of a vertex's
+    outputs is which partition (nor a stream-graph plan, next to a Sink V2 writer). Moving that state to the wrong
+    consumer would corrupt it, so a rescale that touches such a vertex's outputs is refused unless the stored
+    state allows one order only."""
+    from spillway.inspect.output_order import candidate_orders, known_order
+
+    for key, b in bound.items():
+        v = b.vertex
+        if known_order(topology, v) or not ({key} | {e.downstream for e in v.outputs}) & rescaled:
+            continue
+        if len(candidate_orders(topology, b)) > 1 and any(
+            s.result_subpartition_state for s in (b.tail.subtasks if b.tail is not None else [])
+        ):
+            raise RescaleRefused(
+                f"vertex {v.label()!r}: the plan does not give the order of its {len(v.outputs)} outputs, and its "
+                "output channel state is stored by that order; pass the stream-graph plan (env.getExecutionPlan()) "
+                "or the job's jar (--job) instead"
+            )
 
 
 def up_outputs_index(v: Vertex, e: Edge) -> int:

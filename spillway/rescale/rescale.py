@@ -15,7 +15,7 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.rules.files import unsafe_path_refusal
-from spillway.inspect.topology import JobBinding, Topology, bind_job, parse_plan
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
@@ -223,9 +223,7 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     """The plan of the rescaled job: the plan file written beside the output, read back (its binding to the
     output is computed afresh, from the output's own evidence)."""
     chains = plan.view or topology  # its vertex keys are the bound chains', as the plan's vertices
-    new = parse_plan(chains.with_parallelism({k: vp.new_p for k, vp in plan.vertices.items()}), "rescaled plan")
-    new.uids = dict(topology.uids)
-    return new
+    return chains.rescaled({k: vp.new_p for k, vp in plan.vertices.items()}, "rescaled plan").with_uids(topology.uids)
 
 
 def _state_rescaler(

@@ -35,7 +35,11 @@ def _plan(fx: Fixture) -> Path:
 @pytest.mark.parametrize("fx", fixture_params())
 def test_every_real_fixture_is_sound(fx: Fixture) -> None:
     report = validate(load_checkpoint(fx.checkpoint_dir), load_plan(_plan(fx)))
-    assert not report.findings, [f.to_json() for f in report.findings]
+    # Said where the checkpoint cannot tell which output of a vertex is which partition (both frame cleanly).
+    open_order = [f for f in report.findings if f.rule == "topology" and "does not give the order of" in f.message]
+    findings = [f for f in report.findings if f not in open_order]
+    assert not findings, [f.to_json() for f in findings]
+    assert all(f.severity == "info" for f in open_order)
 
 
 def test_framing_covers_every_channel_handle_with_a_plan() -> None:

@@ -49,8 +49,9 @@ def assert_exactly_once(result: dict) -> None:
     ],
 )
 def test_flink_restores_the_counted_job_exactly_once(release: str, scenario: str, parallelism) -> None:  # type: ignore[no-untyped-def]
-    result = restore(release, scenario, checkpoint_dir(f"{release}-{scenario}"), vertex_parallelism=parallelism,
-                     until_finished=True)
+    result = restore(
+        release, scenario, checkpoint_dir(f"{release}-{scenario}"), vertex_parallelism=parallelism, until_finished=True
+    )
     assert_exactly_once(result)
     if parallelism:  # Flink ran count-per-key and forward-values at the new parallelism
         for name in ("count-per-key", "forward-values"):
@@ -63,8 +64,9 @@ def test_flink_restores_the_counted_job_exactly_once(release: str, scenario: str
     ids=["prod", "prod-slow-count-3", "prod-finished"],
 )
 def test_flink_restores_the_prod_job(scenario: str, parallelism) -> None:  # type: ignore[no-untyped-def]
-    result = restore("1.20.3", scenario, checkpoint_dir(f"1.20.3-{scenario}"), vertex_parallelism=parallelism,
-                     run_seconds=3)
+    result = restore(
+        "1.20.3", scenario, checkpoint_dir(f"1.20.3-{scenario}"), vertex_parallelism=parallelism, run_seconds=3
+    )
     assert result["outcome"] == "restored", result.get("error")
     if parallelism:
         assert any(task.startswith("slow-count") and "(3/3)" in task for task in result["tasks"]), result["tasks"]

@@ -124,6 +124,7 @@ UP_HARNESS = {"parse": 3, "counter": 3}
 DOWN = {"parse": 1, "count-per-key": 1, "forward-values": 1}
 DOWN_HARNESS = {"parse": 1, "counter": 1}
 
+
 @pytest.mark.parametrize(
     ("release", "scenario"),
     [

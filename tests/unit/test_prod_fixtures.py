@@ -137,8 +137,13 @@ def test_chain_cuts_show_in_the_job_graph(fx: Fixture) -> None:
     found = {}
     for e in ids["stream_edges"]:
         src, dst = by_id[e["source"]], by_id[e["target"]]
-        if (e["partitioner"] == "FORWARD" and src["parallelism"] == dst["parallelism"] and in_degree[dst["id"]] == 1
-                and src["slot_sharing_group"] == dst["slot_sharing_group"] and src["vertex_id"] != dst["vertex_id"]):
+        if (
+            e["partitioner"] == "FORWARD"
+            and src["parallelism"] == dst["parallelism"]
+            and in_degree[dst["id"]] == 1
+            and src["slot_sharing_group"] == dst["slot_sharing_group"]
+            and src["vertex_id"] != dst["vertex_id"]
+        ):
             found[plain(dst["name"])] = dst["chaining_strategy"]
     assert found == cuts
     # jobgraph.json (Flink's REST plan) has the cut-off operator as its own node, fed FORWARD by its predecessor

@@ -12,6 +12,7 @@ uids and max parallelism come from ids.json and oracle.json.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -186,7 +187,8 @@ def test_an_unknown_or_ambiguous_name_is_a_usage_error_listing_the_vertices() ->
         "check -> sink: Writer, count, parse"
     )
     for b in bound.values():  # one name on two vertices
-        b.vertex.names.append("twice") if b.vertex.names[0] in ("count", "parse") else None
+        if b.vertex.names[0] in ("count", "parse"):
+            b.vertex = replace(b.vertex, names=(*b.vertex.names, "twice"))
     with pytest.raises(UsageError) as err:
         resolve_vertex(topology, bound, "twice")
     assert str(err.value) == "'twice' names 2 vertices; use a vertex id or NAME#NODE"

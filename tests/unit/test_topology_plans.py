@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import pickle
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def test_a_job_graph_plan_binds_every_vertex_as_flink_built_it(name: str) -> Non
         chain = list(reversed(f["operator_ids"]))  # head first
         unknown = [names[i] in open_by_guess for i in chain]
         assert b.vertex.vertex_id == key == chain[0]
-        assert b.vertex.names == [names[i] for i in chain] and b.vertex.label() == " -> ".join(b.vertex.names)
+        assert b.vertex.names == tuple(names[i] for i in chain) and b.vertex.label() == " -> ".join(b.vertex.names)
         assert b.vertex.parallelism == f["parallelism"]
         assert [o.operator_id if o else None for o in b.operators] == [
             None if u else _in_checkpoint(cp, i) for i, u in zip(chain, unknown, strict=True)
@@ -151,7 +152,7 @@ def test_a_stream_graph_plan_is_rechained_as_flink_chained_it(name: str) -> None
     expected = {}
     for v in ids["vertices"]:
         chain = [node_of[i]["name"] for i in reversed(v["operator_ids"])]
-        expected[str(plan_ids[chain[0]])] = ([plan_ids[c] for c in chain], chain, v["parallelism"])
+        expected[str(plan_ids[chain[0]])] = (tuple(plan_ids[c] for c in chain), tuple(chain), v["parallelism"])
     assert {k: (v.node_ids, v.names, v.parallelism) for k, v in topology.vertices.items()} == expected
 
 
@@ -168,14 +169,20 @@ def test_flinks_two_description_styles_give_the_same_chains() -> None:
 
 
 def test_branch_markers_and_entities_are_not_part_of_a_name() -> None:
-    """A tree description with a branch (``:-`` / ``+-`` / ``|``) and ``&nbsp;`` padding, as Flink 1.14+ writes
-    for a chain with two chained outputs: the names only, head first, in the order written."""
+    """A tree description as Flink 1.15+ writes a chain with two chained outputs (``:- `` before a child that is
+    not the last, ``+- `` before the last, ``:  `` / three spaces of indentation under each) and HTML escapes
+    (``escapeHtml4``, then a backslash as ``&#92;``): the names only, head first, in the order written, each
+    with its chain parent."""
     doc = json.loads((fixture_named("2.3.0-prod").root / "jobgraph.json").read_text())
     node = next(n for n in doc["nodes"] if "parse" in n["description"])
     node["description"] = (
-        "Source: events<br/>+- parse<br/>&nbsp;&nbsp; :- timestamps<br/>&nbsp;&nbsp; +- side<br/>| x<br/>"
+        "Source: events<br/>:- parse<br/>:  +- timestamps<br/>+- side&#92;x &amp; &lt;y&gt;<br/>   +- sink<br/>"
     )
-    assert parse_plan(doc).vertices[node["id"]].names == ["Source: events", "parse", "timestamps", "side", "x"]
+    topology = parse_plan(doc)
+    names = ("Source: events", "parse", "timestamps", "side\\x & <y>", "sink")
+    assert topology.vertices[node["id"]].names == names
+    assert topology.job_graph is not None
+    assert topology.job_graph.vertex(node["id"]).parents == (None, 0, 1, 0, 3)
 
 
 def test_the_rest_apis_wrapped_plan_reads_as_the_plan() -> None:
@@ -225,9 +232,7 @@ def test_a_plan_without_flinks_graph_binds_by_the_stored_names() -> None:
     fx = fixture_named("2.3.0-prod")
     cp = _checkpoint(fx)
     topology = load_plan(fx.root / "jobgraph.json")
-    names_only = Topology(topology.vertices, "job-graph")
-    for v in names_only.vertices.values():
-        v.vertex_id = None  # nothing of Flink's ids: names only
+    names_only = Topology({k: replace(v, vertex_id=None) for k, v in topology.vertices.items()}, "job-graph")
     bound = bind(names_only, cp)
     flink = _flink_vertices(fx)
     assert len(bound) == len(flink)
@@ -252,9 +257,7 @@ def test_a_name_stored_twice_binds_neither_operator() -> None:
     assert other is not None
     other.name = "enrich"
     topology = load_plan(fx.root / "jobgraph.json")
-    names_only = Topology(topology.vertices, "job-graph")
-    for v in names_only.vertices.values():
-        v.vertex_id = None
+    names_only = Topology({k: replace(v, vertex_id=None) for k, v in topology.vertices.items()}, "job-graph")
     bound = bind(names_only, cp)
     assert bound[enrich].head is None and bound[enrich].known == [False] and not bound[enrich].complete
     assert bound[enrich].problem == "the head of 'enrich' is not bound to a checkpoint operator"
@@ -380,7 +383,9 @@ def test_a_missing_field_is_named() -> None:
     del doc["nodes"][0]["parallelism"]
     with pytest.raises(PlanError) as err:
         parse_plan(doc, "p.json")
-    assert str(err.value) == "p.json: malformed plan node ('parallelism')"
+    assert str(err.value) == (
+        f"p.json: malformed plan node (node {doc['nodes'][0]['id']!r}: 'parallelism' is None, not a positive integer)"
+    )
 
 
 @pytest.mark.parametrize("description", ["", "<br/>", None])
@@ -479,7 +484,7 @@ def test_a_stream_graph_plan_alone_chains_as_flinks_defaults_do(fx: Fixture) -> 
     expected = {}
     for v in ids["vertices"]:
         chain = [name_of[i] for i in reversed(v["operator_ids"])]
-        expected[str(plan_id[chain[0]])] = (chain, [plan_id[c] for c in chain], v["parallelism"])
+        expected[str(plan_id[chain[0]])] = (tuple(chain), tuple(plan_id[c] for c in chain), v["parallelism"])
     topology = parse_plan(doc)
     assert topology.flavour == "stream-graph" and topology.stream_graph is not None and topology.job_graph is None
     assert {k: (v.names, v.node_ids, v.parallelism) for k, v in topology.vertices.items()} == expected
@@ -512,7 +517,7 @@ def test_an_operator_chains_every_forward_output_as_flink_did() -> None:
         in json.loads((root / "flink.json").read_text())["error"]
     )
     flink_names = parse_plan(flink).vertices[pseq["id"]].names
-    assert flink_names == ["Source: pseq", "pmap", "psink: Writer", "bsink: Writer"]
+    assert flink_names == ("Source: pseq", "pmap", "psink: Writer", "bsink: Writer")
     stream = parse_plan(json.loads((root / "plan.json").read_text()))
     assert [v.names for v in stream.vertices.values() if v.names[0] == "Source: pseq"] == [flink_names]
 

@@ -21,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -241,16 +242,18 @@ public final class PlanIds {
             nm.put("vertex_id", operatorToVertex.get(op));
             nm.put("chain_position", positionInVertex.get(op));
             nodes.add(nm);
-            for (Object edge : (List<?>) call(n, "getOutEdges")) {
-                Map<String, Object> em = new LinkedHashMap<>();
-                em.put("source", call(edge, "getSourceId"));
-                em.put("target", call(edge, "getTargetId"));
-                em.put("partitioner", String.valueOf(call(edge, "getPartitioner")));
-                em.put("type_number", call(edge, "getTypeNumber"));
-                Object mode = callIfExists(edge, "getExchangeMode");
-                em.put("exchange_mode", mode == null ? null : mode.toString());
-                edges.add(em);
-            }
+        }
+        // In an order Flink could have created them, so every node's in-edges (its input gates) and out-edges
+        // (its result partitions) keep Flink's order in the document.
+        for (Object edge : creationOrder(byId.values())) {
+            Map<String, Object> em = new LinkedHashMap<>();
+            em.put("source", call(edge, "getSourceId"));
+            em.put("target", call(edge, "getTargetId"));
+            em.put("partitioner", String.valueOf(call(edge, "getPartitioner")));
+            em.put("type_number", call(edge, "getTypeNumber"));
+            Object mode = callIfExists(edge, "getExchangeMode");
+            em.put("exchange_mode", mode == null ? null : mode.toString());
+            edges.add(em);
         }
         Map<String, Object> doc = new LinkedHashMap<>();
         doc.put("release", EnvironmentInformation.getVersion());
@@ -383,5 +386,61 @@ public final class PlanIds {
             }
         }
         sb.append('"');
+    }
+
+    /**
+     * The stream edges in an order Flink could have created them: every node's out-edges and its in-edges each in
+     * Flink's own order (Flink appends a new edge to both lists at once, so such an order exists). Nodes are taken
+     * by id; among the edges free to come next, the one of the lowest source node (then its out-edge index) first,
+     * which is "by source node, then out-edge order" wherever the in-edge orders allow it. The in-edge order is what
+     * the hash of a node with several inputs reads (a two-input operator fed by a lower-numbered node on its second
+     * input).
+     */
+    private static List<Object> creationOrder(Collection<Object> nodes) throws Exception {
+        Map<Object, Integer> rank = new IdentityHashMap<>();
+        List<Object> all = new ArrayList<>();
+        Map<Object, List<Object>> after = new IdentityHashMap<>();
+        Map<Object, Integer> before = new IdentityHashMap<>();
+        for (Object n : nodes) {
+            for (Object e : (List<?>) call(n, "getOutEdges")) {
+                rank.put(e, all.size());
+                all.add(e);
+                after.put(e, new ArrayList<>());
+                before.put(e, 0);
+            }
+        }
+        for (Object n : nodes) {
+            for (String side : new String[] {"getOutEdges", "getInEdges"}) {
+                List<?> list = (List<?>) call(n, side);
+                for (int i = 1; i < list.size(); i++) {
+                    if (!rank.containsKey(list.get(i - 1)) || !rank.containsKey(list.get(i))) {
+                        throw new IllegalStateException("an in-edge is no node's out-edge: " + list);
+                    }
+                    after.get(list.get(i - 1)).add(list.get(i));
+                    before.merge(list.get(i), 1, Integer::sum);
+                }
+            }
+        }
+        java.util.PriorityQueue<Object> free = new java.util.PriorityQueue<>(
+                java.util.Comparator.comparingInt(rank::get));
+        for (Object e : all) {
+            if (before.get(e) == 0) {
+                free.add(e);
+            }
+        }
+        List<Object> out = new ArrayList<>();
+        while (!free.isEmpty()) {
+            Object e = free.poll();
+            out.add(e);
+            for (Object next : after.get(e)) {
+                if (before.merge(next, -1, Integer::sum) == 0) {
+                    free.add(next);
+                }
+            }
+        }
+        if (out.size() != all.size()) {
+            throw new IllegalStateException("no edge order agrees with every node's in- and out-edge order");
+        }
+        return out;
     }
 }

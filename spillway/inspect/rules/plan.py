@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
     from spillway.flink.operator_ids import Binding
-    from spillway.inspect.topology import BoundVertex, JobBinding, Topology
+    from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
@@ -49,9 +49,12 @@ def placement_findings(
     cp: Checkpoint,
     located: list[Located],
     binding: Binding | None,
+    orders: Mapping[str, tuple[Edge, ...]] | None = None,
 ) -> Iterator[Flagged]:
     """Input state on a chain head whose gate and channel exist; output state on a chain tail whose partition
-    and subpartition exist — only for operators bound for certain (``binding``: the plan's operators bound)."""
+    and subpartition exist — only for operators bound for certain (``binding``: the plan's operators bound).
+    ``orders``: the order of a vertex's outputs where the plan's listing is not Flink's
+    (:mod:`spillway.inspect.output_order`)."""
     heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
     tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
     placed = {b.operator_id for b in binding.operators if b.exact} if binding is not None else None
@@ -69,7 +72,7 @@ def placement_findings(
         if h.side == "input":
             message = _input_fault(bound, heads.get(op.operator_id), h)
         else:
-            message = _output_fault(bound, tails.get(op.operator_id), h, problems)
+            message = _output_fault(bound, tails.get(op.operator_id), h, problems, orders or {})
         if message is not None:
             yield Flagged(x.finding(*message), (x.key,))
 
@@ -88,13 +91,17 @@ def _input_fault(bound: dict[str, BoundVertex], b: BoundVertex | None, h: InputC
 
 
 def _output_fault(
-    bound: dict[str, BoundVertex], b: BoundVertex | None, h: ResultSubpartitionHandle, problems: bool
+    bound: dict[str, BoundVertex],
+    b: BoundVertex | None,
+    h: ResultSubpartitionHandle,
+    problems: bool,
+    orders: Mapping[str, tuple[Edge, ...]],
 ) -> tuple[str, str] | None:
     if b is None:
         if problems:
             return None
         return "channel-holder", "output channel state on an operator that ends no chain in the plan"
-    outs = b.vertex.outputs
+    outs = orders.get(b.vertex.key, b.vertex.outputs)
     if h.partition_index >= len(outs):
         return "channel-index", f"partition {h.partition_index} does not exist (vertex has {len(outs)} outputs)"
     downstream = bound[outs[h.partition_index].downstream].vertex.parallelism
