@@ -63,6 +63,8 @@ class DumpResult:
     operators: list[OperatorState]
     subtask: int | None
     binding: Binding | None  # how the plan's operators were bound (None without a plan)
+    #: Operator id -> the plan's name, for operators the checkpoint stores no name for (``JobBinding.names``).
+    plan_names: Mapping[str, str] = field(default_factory=dict)
     _survey: tuple[int, int] | None = field(default=None, repr=False)
 
     @property
@@ -132,7 +134,9 @@ class DumpResult:
         """The document's ``operators``, one at a time (a writer holds one operator's dicts at once)."""
         from spillway.inspect.jsonview import JsonView
 
-        return JsonView(self.loaded.resolver).operator_docs(self.checkpoint, self.operators, self.subtask)
+        return JsonView(self.loaded.resolver, self.plan_names).operator_docs(
+            self.checkpoint, self.operators, self.subtask
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The whole ``spillway.dump/1`` document."""
@@ -144,11 +148,11 @@ class DumpResult:
         """Each selected operator with every handle, for the tree view."""
         from spillway.inspect.jsonview import JsonView
 
-        view = JsonView(self.loaded.resolver)
+        view = JsonView(self.loaded.resolver, self.plan_names)
         features = self.checkpoint.features
         for o in self.operators:
             doc = view.operator(o, features, self.subtask)
-            yield OperatorTree(o.label(), o.operator_id, o.fully_finished, doc)
+            yield OperatorTree(o.label(self.plan_names), o.operator_id, o.fully_finished, doc)
 
 
 def dump_checkpoint(
@@ -177,15 +181,16 @@ def dump_checkpoint(
     # 'OLD=NEW' strings go to the locator as they are (its own message for a malformed one)
     rules = rebase_rules(rebase) if isinstance(rebase, Mapping) else (list(rebase) if rebase is not None else None)
     loaded, damaged = load_newest_readable(path, rules)
-    binding = None
+    job = None
     if topology is not None:
-        from spillway.inspect.topology import operator_binding
+        from spillway.inspect.topology import bind_job
 
-        binding = operator_binding(topology, loaded.checkpoint)
+        job = bind_job(topology, loaded.checkpoint)
     for d in damaged:
         notices.warn(f"{d.checkpoint}: damaged, passed over: {d.error}")
-    operators = select_operators(loaded.checkpoint, view.operator)
-    return DumpResult(loaded, damaged, operators, view.subtask, binding)
+    names = job.names if job is not None else {}
+    operators = select_operators(loaded.checkpoint, view.operator, names)
+    return DumpResult(loaded, damaged, operators, view.subtask, job.operators if job else None, names)
 
 
 __all__ = ["DumpResult", "DumpView", "OperatorTree", "dump_checkpoint"]

@@ -100,8 +100,8 @@ def job_checkpoint(path: PathLike) -> str:
 
 
 def bind_plan(plan: Topology, checkpoint: CheckpointModel) -> Binding | None:
-    """Bind ``plan`` to a decoded checkpoint (memoized on the plan); the checkpoint's operators it binds exactly
-    are named by the plan from then on. Each checkpoint should get a plan of its own (its chains are rebuilt)."""
+    """How ``plan``'s operators bind to a decoded checkpoint (a value; neither argument is changed). The names the
+    plan gives the checkpoint's operators are ``spillway.open(...).plan_names`` (``JobBinding.names``)."""
     from spillway.inspect.topology import operator_binding
 
     return operator_binding(plan, checkpoint)

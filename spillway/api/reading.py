@@ -51,7 +51,8 @@ def files(
     if first is not None:  # each checkpoint binds a plan of its own (the binding rebuilds the plan's chains)
         for i, cf in enumerate(report.checkpoints):
             topology = first if i == 0 else first.unbound_copy()
-            Checkpoint(cf.loaded, topology, cf.source).binding  # noqa: B018 - names the operators
+            job = Checkpoint(cf.loaded, topology, cf.source).job_binding
+            cf.plan_names = job.names if job is not None else {}
     for d in report.damaged:
         warn(f"{d.checkpoint}: damaged, left out: {d.error}")
     return report

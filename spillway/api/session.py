@@ -93,7 +93,8 @@ class Checkpoint:
 
     @cached_property
     def job_binding(self) -> JobBinding | None:
-        """The plan bound to the checkpoint (vertices, chains, operators); None without a plan."""
+        """The plan bound to the checkpoint (vertices, chains, operators, names); None without a plan. Computed
+        once per opened checkpoint and passed to whatever shows or uses it: nothing is written into ``model``."""
         if self.plan is None:
             return None
         from spillway.inspect.topology import bind_job
@@ -105,6 +106,12 @@ class Checkpoint:
         """How each plan operator was bound (method, operator id, why); None without a plan."""
         jb = self.job_binding
         return None if jb is None else jb.operators
+
+    @property
+    def plan_names(self) -> Mapping[str, str]:
+        """Operator id -> the plan's name, for the operators bound exactly that the checkpoint stores no name for."""
+        jb = self.job_binding
+        return {} if jb is None else jb.names
 
     def binding_json(self) -> list[dict[str, Any]] | None:
         """The ``binding`` rows every JSON report carries."""
@@ -119,13 +126,14 @@ class Checkpoint:
         from spillway.inspect.validate import validate
 
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
-        return ValidateResult(self.loaded, validate(self.loaded, self.plan, progress or _stages()), binding)
+        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding)
+        return ValidateResult(self.loaded, report, binding)
 
     def verdict(self) -> Verdict | None:
         """Would Flink's restore-time finished-state checks accept this checkpoint for the plan? None without one."""
         from spillway.inspect.finished import check
 
-        return None if self.plan is None else check(self.plan, self.model)
+        return None if self.plan is None else check(self.plan, self.model, self.job_binding)
 
     def analyze(self, options: AnalyzeOptions | None = None) -> AnalyzeResult:
         """``spillway analyze``: in-flight data per channel in replay order, finished states; with a plan also
@@ -150,25 +158,29 @@ class Checkpoint:
             from spillway.inspect.parquet_out import analyze_to_parquet
 
             analysis, written = analyze_to_parquet(
-                self.loaded, self.plan, Path(options.parquet), options.records, keep_records=options.keep_records
+                self.loaded,
+                self.plan,
+                Path(options.parquet),
+                options.records,
+                keep_records=options.keep_records,
+                job=self.job_binding,
             )
         else:
-            analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records)
+            analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records, job=self.job_binding)
         return AnalyzeResult(analysis, options, self.verdict(), forecast, self.binding, written)
 
     def files(self) -> FilesReport:
         """Every file the checkpoint depends on (``spillway files``); ``.to_json()`` is ``spillway.files/1``."""
         from spillway.inspect.files import collect_files
 
-        self.binding  # noqa: B018 - the plan names the operators the checkpoint stores by id only
-        return collect_files([(self.source, self.loaded)])
+        return collect_files([(self.source, self.loaded)], [self.plan_names])
 
     def diff(self, other: Checkpoint) -> CheckpointDiff:
         """What differs from ``other`` (``spillway diff``): ``.identical``, ``.to_json()`` is ``spillway.diff/1``."""
         from spillway.inspect.diff import diff_checkpoints
 
-        self.binding, other.binding  # noqa: B018 - plan names on both sides
-        return diff_checkpoints(self.loaded, other.loaded, self.source, other.source)
+        names = (self.plan_names, other.plan_names)
+        return diff_checkpoints(self.loaded, other.loaded, self.source, other.source, names)
 
     def preflight(
         self,
@@ -221,7 +233,7 @@ class Checkpoint:
         if new_plan is not None:
             options = options or PreflightOptions()
             new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
-        doc = report_document(self.loaded, self.plan, self.source, new_job)
+        doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
     # --- writing: rescale and repairs (api/writing.py) ---

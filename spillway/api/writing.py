@@ -128,15 +128,15 @@ def rescale(cp: Checkpoint, options: RescaleOptions) -> RescaleResult:
     assert cp.plan is not None
     from spillway.rescale.rescale import rescale_checkpoint
 
-    cp.job_binding  # noqa: B018 - the one binding, deduced once: the plan's chains are the checkpoint's
-    return RescaleResult(rescale_checkpoint(cp.loaded, cp.plan, options), options.dry_run)
+    report = rescale_checkpoint(cp.loaded, cp.plan, options, cp.job_binding)  # the one binding, deduced once
+    return RescaleResult(report, options.dry_run)
 
 
 def relocate(cp: Checkpoint, options: RelocateOptions) -> RepairResult:
     """Every path at or below ``options.old`` rewritten below ``options.new`` (``spillway repair relocate``)."""
     from spillway.repair.operations import relocate_opened
 
-    return relocate_opened(cp.loaded, cp.plan, options)
+    return relocate_opened(cp.loaded, cp.plan, options, cp.job_binding)
 
 
 def strip_channel_state(cp: Checkpoint, options: StripOptions) -> RepairResult:
@@ -144,14 +144,14 @@ def strip_channel_state(cp: Checkpoint, options: StripOptions) -> RepairResult:
     ``.loss`` says what (``spillway repair strip-channel-state``)."""
     from spillway.repair.operations import strip_opened
 
-    return strip_opened(cp.loaded, cp.plan, options)
+    return strip_opened(cp.loaded, cp.plan, options, cp.job_binding)
 
 
 def clear_finished(cp: Checkpoint, options: ClearFinishedOptions) -> RepairResult:
     """FLIP-147 finished markers cleared (``spillway repair clear-finished``)."""
     from spillway.repair.operations import clear_opened
 
-    return clear_opened(cp.loaded, cp.plan, options)
+    return clear_opened(cp.loaded, cp.plan, options, cp.job_binding)
 
 
 def drop_operator(cp: Checkpoint, options: DropOperatorOptions) -> RepairResult:
@@ -159,7 +159,7 @@ def drop_operator(cp: Checkpoint, options: DropOperatorOptions) -> RepairResult:
     (``spillway repair drop-operator``)."""
     from spillway.repair.operations import drop_opened
 
-    return drop_opened(cp.loaded, cp.plan, options)
+    return drop_opened(cp.loaded, cp.plan, options, cp.job_binding)
 
 
 __all__ = [

@@ -211,7 +211,7 @@ def show(
         fin = o.finished_state + (f" {o.finished_subtasks}" if o.finished_subtasks else "")
         skew = "\n".join(f"#{k} {_bar(v, top)} {human_bytes(v)}" for k, v in sorted(o.per_subtask_bytes.items()))
         ops.add_row(
-            escape(o.operator.label()),
+            escape(o.operator.label(a.plan_names)),
             o.operator.operator_id,
             escape(fin),
             human_bytes(o.in_flight_bytes) if o.in_flight_bytes else "-",

@@ -31,7 +31,7 @@ def show(result: DumpResult, as_tree: bool) -> None:
     for s in summary.operators:
         o = s.operator
         table.add_row(
-            _operator_cell(o.name, o.plan_name, o.uid),
+            _operator_cell(o.name, result.plan_names.get(o.operator_id), o.uid),
             o.operator_id,
             f"{o.parallelism}/{o.max_parallelism}",
             s.finished_label(cp.features),

@@ -64,7 +64,7 @@ def _labels(report: api.FilesReport) -> dict[str, str]:
     for cf in report.checkpoints:
         for op in cf.loaded.checkpoint.operators:
             if op.operator_id not in labels or labels[op.operator_id] == op.operator_id:
-                labels[op.operator_id] = op.label()
+                labels[op.operator_id] = op.label(cf.plan_names)
     return labels
 
 

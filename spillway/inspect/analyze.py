@@ -8,7 +8,7 @@ ends in the output part is the "partial record carried across the junction".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from spillway.formats.stream_elements import (
 )
 from spillway.inspect.channels import ChannelKey, ChannelMap, ChannelPart, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.output_order import choose_orders
-from spillway.inspect.topology import Topology, bind
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import (
     ChannelHandle,
     Checkpoint,
@@ -119,6 +119,8 @@ class Analysis:
     operators: list[OperatorAnalysis]
     channels: list[ChannelAnalysis]
     skipped: list[str]
+    #: Operator id -> the name the plan bound gives it (``JobBinding.names``): how ``operators`` are shown.
+    plan_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -153,9 +155,11 @@ def analyze(
     topology: Topology | None = None,
     keep_records: int = 0,
     on_record: RecordSink | None = None,
+    job: JobBinding | None = None,
 ) -> Analysis:
     """``keep_records``: how many records per channel to keep (with payload) for display/decoding.
-    ``on_record``: receives every record as it is read (for streaming outputs: nothing is kept for it)."""
+    ``on_record``: receives every record as it is read (for streaming outputs: nothing is kept for it).
+    ``job``: the binding of ``topology`` to the checkpoint when the caller holds it."""
     cp = loaded.checkpoint
     blobs = DelegateBlobs(loaded.resolver)
     try:
@@ -173,10 +177,12 @@ def analyze(
                 for h in channel_handles(s.input_channel_state) + channel_handles(s.result_subpartition_state)
             ),
         )
+        names: Mapping[str, str] = {}
         if topology is not None:
-            bound = bind(topology, cp)
+            job = job or bind_job(topology, cp)
+            bound, names = job.vertices, job.names
             orders, notes = choose_orders(topology, bound, cp, lambda trial: _frames_clean(trial, blobs, cp, tags))
-            cmap = logical_channels(topology, bound, cp, orders)
+            cmap = logical_channels(topology, bound, cp, orders, plan_names=names)
             skipped += cmap.skipped + notes
             for lc in cmap.channels:
                 channels.append(_channel(lc, blobs, ops, keep_records, on_record, tags=tags))
@@ -191,9 +197,9 @@ def analyze(
                     other = UNKNOWN_END_NO_PLAN if topology is None else UNKNOWN_END_UNBOUND
                     lc = LogicalChannel(None, other, other, -1, -1, first if h.side == "input" else -1)
                     if h.side == "input":
-                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(), sub.index, second
+                        lc.downstream, lc.downstream_subtask, lc.upstream_subtask = op.label(names), sub.index, second
                     else:
-                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(), sub.index, second
+                        lc.upstream, lc.upstream_subtask, lc.downstream_subtask = op.label(names), sub.index, second
                     lc.parts.append(ChannelPart(op, h))
                     channels.append(_channel(lc, blobs, ops, keep_records, on_record, alone=True, tags=tags))
                     bar.advance(h.state_size)
@@ -202,7 +208,7 @@ def analyze(
                 "no --plan: each channel handle is analysed alone; output-side state is not parsed "
                 "into records (it may start mid-record)"
             )
-        return Analysis(cp, list(ops.values()), channels, skipped)
+        return Analysis(cp, list(ops.values()), channels, skipped, names)
     finally:
         blobs.close()
 

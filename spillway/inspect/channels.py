@@ -79,9 +79,11 @@ def logical_channels(
     checkpoint: Checkpoint,
     orders: Mapping[str, tuple[Edge, ...]] | None = None,
     upstream: str | None = None,
+    plan_names: Mapping[str, str] | None = None,
 ) -> ChannelMap:
     """``orders``: vertex key -> the order of its outputs (result partitions) where the plan's listing is not
-    Flink's (:mod:`spillway.inspect.output_order`); ``upstream``: only the channels out of that vertex."""
+    Flink's (:mod:`spillway.inspect.output_order`); ``upstream``: only the channels out of that vertex;
+    ``plan_names``: the names a bound plan gives operators stored by id only (``JobBinding.names``)."""
     channels: list[LogicalChannel] = []
     skipped: list[str] = []
     used: set[ChannelKey] = set()
@@ -111,8 +113,10 @@ def logical_channels(
                 if edge.all_to_all
                 else [(i, i) for i in range(min(up.vertex.parallelism, down.vertex.parallelism))]
             )
-            up_label = _label(up.tail, up.vertex.names[-1:], up.vertex.label())  # once per edge, not per channel
-            down_label = _label(down.head, down.vertex.names[:1], down.vertex.label())
+            up_label = _label(
+                up.tail, up.vertex.names[-1:], up.vertex.label(), plan_names
+            )  # once per edge, not per channel
+            down_label = _label(down.head, down.vertex.names[:1], down.vertex.label(), plan_names)
             for u, d in pairs:
                 channel_in = 0 if not edge.all_to_all else u
                 subpartition = 0 if not edge.all_to_all else d
@@ -139,11 +143,13 @@ def logical_channels(
     return ChannelMap(channels, skipped, used)
 
 
-def _label(op: OperatorState | None, plan_name: Sequence[str], vertex_label: str) -> str:
+def _label(
+    op: OperatorState | None, plan_name: Sequence[str], vertex_label: str, plan_names: Mapping[str, str] | None
+) -> str:
     """An operator as people know it: its stored uid or name (V5+); before V5 a checkpoint stores ids
     only, so the bound operator is called by the plan's name for that chain position."""
     if op is None:
         return vertex_label
     if op.uid or op.name or not plan_name:
-        return op.label()
+        return op.label(plan_names)
     return plan_name[0]

@@ -7,6 +7,7 @@ job before and after an upgrade.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,9 @@ FIELDS = (
 CHANNEL_FIELDS = frozenset({"input_channel_bytes", "output_channel_bytes", "in_flight_bytes"})
 
 
-def operator_figures(op: OperatorState) -> dict[str, Any]:
-    """What ``diff`` compares of one operator (sizes are the bytes the handles name)."""
+def operator_figures(op: OperatorState, plan_names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What ``diff`` compares of one operator (sizes are the bytes the handles name); ``plan_names``: the names
+    a bound plan gives (``JobBinding.names``)."""
     keyed = operator = inputs = outputs = 0
     for sub in op.subtasks:
         for kind, top in subtask_handles(sub):
@@ -52,7 +54,9 @@ def operator_figures(op: OperatorState) -> dict[str, Any]:
     return {
         "operator_id": op.operator_id,
         "name": op.name,
-        "plan_name": op.plan_name,  # the bound --plan's name when the checkpoint stores none; never compared
+        "plan_name": (plan_names or {}).get(
+            op.operator_id
+        ),  # the bound --plan's name when the checkpoint stores none; never compared
         "uid": op.uid,
         "parallelism": op.parallelism,
         "max_parallelism": op.max_parallelism,
@@ -108,16 +112,26 @@ class CheckpointDiff:
         return diff_json(self)
 
 
-def _label(a: OperatorState | None, b: OperatorState | None) -> str:
-    for op in (b, a):
-        if op is not None and (op.uid or op.name or op.plan_name):
-            return op.label()
+def _label(
+    a: OperatorState | None, b: OperatorState | None, names_a: Mapping[str, str], names_b: Mapping[str, str]
+) -> str:
+    for op, names in ((b, names_b), (a, names_a)):
+        if op is not None and (op.uid or op.name or names.get(op.operator_id)):
+            return op.label(names)
     op = b or a
     assert op is not None
     return op.operator_id
 
 
-def diff_checkpoints(a: LoadedCheckpoint, b: LoadedCheckpoint, a_path: str = "A", b_path: str = "B") -> CheckpointDiff:
+def diff_checkpoints(
+    a: LoadedCheckpoint,
+    b: LoadedCheckpoint,
+    a_path: str = "A",
+    b_path: str = "B",
+    plan_names: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
+) -> CheckpointDiff:
+    """What differs from ``a`` to ``b``; ``plan_names``: the names a plan bound to each gives (``JobBinding.names``)."""
+    names_a, names_b = plan_names
     ca, cb = a.checkpoint, b.checkpoint
     top: dict[str, tuple[Any, Any]] = {}
     for name in ("format_version", "checkpoint_id"):
@@ -126,21 +140,21 @@ def diff_checkpoints(a: LoadedCheckpoint, b: LoadedCheckpoint, a_path: str = "A"
             top[name] = (va, vb)
     ops_a = {o.operator_id: o for o in ca.operators}
     ops_b = {o.operator_id: o for o in cb.operators}
-    added = [operator_figures(ops_b[i]) for i in ops_b if i not in ops_a]
-    removed = [operator_figures(ops_a[i]) for i in ops_a if i not in ops_b]
+    added = [operator_figures(ops_b[i], names_b) for i in ops_b if i not in ops_a]
+    removed = [operator_figures(ops_a[i], names_a) for i in ops_a if i not in ops_b]
     changed: list[OperatorChange] = []
     unchanged = 0
     for op_id, op_a in ops_a.items():
         op_b = ops_b.get(op_id)
         if op_b is None:
             continue
-        fa, fb = operator_figures(op_a), operator_figures(op_b)
+        fa, fb = operator_figures(op_a, names_a), operator_figures(op_b, names_b)
         changes = {k: (fa[k], fb[k]) for k in FIELDS if fa[k] != fb[k]}
         if changes:
-            changed.append(OperatorChange(op_id, _label(op_a, op_b), fa, fb, changes))
+            changed.append(OperatorChange(op_id, _label(op_a, op_b, names_a, names_b), fa, fb, changes))
         else:
             unchanged += 1
-    files = collect_files([(a_path, a), (b_path, b)])
+    files = collect_files([(a_path, a), (b_path, b)], [names_a, names_b])
     result = CheckpointDiff(a, b, a_path, b_path, top, added, removed, changed, unchanged, files)
     for key, f in sorted(files.files.items(), key=lambda kv: kv[1].display()):
         if f.checkpoints == {1}:

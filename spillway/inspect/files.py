@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +96,8 @@ class CheckpointFiles:
     loaded: LoadedCheckpoint
     source: str  # the PATH given (or the chk-N directory it expanded to)
     keys: set[str] = field(default_factory=set)
+    #: Operator id -> the name a bound plan gives it (``JobBinding.names``), for operators stored by id only.
+    plan_names: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def chk_name(self) -> str:
@@ -193,8 +195,14 @@ def open_checkpoints(
 # collecting
 
 
-def collect_files(checkpoints: Sequence[tuple[str, LoadedCheckpoint]]) -> FilesReport:
-    report = FilesReport([CheckpointFiles(loaded, source) for source, loaded in checkpoints], {})
+def collect_files(
+    checkpoints: Sequence[tuple[str, LoadedCheckpoint]], plan_names: Sequence[Mapping[str, str]] = ()
+) -> FilesReport:
+    """The files of ``checkpoints``; ``plan_names[i]``: the names a plan bound to checkpoint ``i`` gives."""
+    named = list(plan_names) + [{}] * (len(checkpoints) - len(plan_names))
+    report = FilesReport(
+        [CheckpointFiles(ld, src, plan_names=n) for (src, ld), n in zip(checkpoints, named, strict=True)], {}
+    )
     stats: dict[str, int | None] = {}
     for index, cf in enumerate(report.checkpoints):
         loaded = cf.loaded
@@ -419,7 +427,12 @@ def files_json(report: FilesReport) -> dict[str, object]:
                 "rebase_unmatched": cf.loaded.unmatched_rebase,
                 # who the ids in files[].operators are: the name Flink stored (V5+), the bound --plan's
                 "operators": [
-                    {"operator_id": o.operator_id, "name": o.name, "plan_name": o.plan_name, "uid": o.uid}
+                    {
+                        "operator_id": o.operator_id,
+                        "name": o.name,
+                        "plan_name": cf.plan_names.get(o.operator_id),
+                        "uid": o.uid,
+                    }
                     for o in cf.loaded.checkpoint.operators
                 ],
             }

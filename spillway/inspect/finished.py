@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from spillway.flink import operator_ids
-from spillway.inspect.topology import BoundVertex, Topology, bind_job, bind_variant
+from spillway.inspect.topology import BoundVertex, JobBinding, Topology, bind_job, bind_variant
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 #: Most assignments of the open operators tried to see whether they all give one verdict.
@@ -121,11 +121,12 @@ def _doubted_edges(topology: Topology, node_class: dict[int, str]) -> list[tuple
     return doubts
 
 
-def check(topology: Topology, checkpoint: Checkpoint) -> Verdict:
+def check(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None) -> Verdict:
     """Flink's FLIP-147 verdict for restoring ``checkpoint`` into the job of ``topology``. When the binding leaves
     operators open, every assignment of them the checkpoint's evidence allows is tried: if all give one answer
-    and the same violations, that is Flink's answer, whichever assignment is the job's."""
-    job = bind_job(topology, checkpoint)
+    and the same violations, that is Flink's answer, whichever assignment is the job's. ``job``: the binding of
+    ``topology`` to ``checkpoint`` when the caller holds it."""
+    job = job or bind_job(topology, checkpoint)
     verdict = _check(topology, checkpoint, job.vertices, job.operators)
     if verdict.violations and verdict.chain_doubts and job.operators is not None:
         verdict.refusal_holds = _refused_however_chained(job.view or topology, checkpoint, job.operators)

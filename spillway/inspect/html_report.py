@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spillway.inspect.restore_checks import Settings
-    from spillway.inspect.topology import Topology
+    from spillway.inspect.topology import JobBinding, Topology
     from spillway.storage.load import LoadedCheckpoint
 
 SCHEMA = "spillway.report/1"
@@ -38,23 +38,27 @@ def report_document(
     topology: Topology | None,
     source: str,
     new_job: tuple[Topology, Settings, str] | None = None,
+    job: JobBinding | None = None,
 ) -> dict[str, Any]:
     """Run analyze, the restore check, validate and files on one loaded checkpoint and gather their
     JSON documents (exactly what ``analyze --json``, ``validate --json`` and ``files --json`` print).
 
     ``new_job`` (the new job's plan, what the plan does not show, and where the plan came from) adds
-    ``preflight``: what ``spillway preflight --json`` prints for that job, without the restore forecast."""
+    ``preflight``: what ``spillway preflight --json`` prints for that job, without the restore forecast.
+    ``job``: ``topology`` bound to the checkpoint, when the caller holds it."""
     from spillway.inspect.analyze import analyze
     from spillway.inspect.files import collect_files, files_json
     from spillway.inspect.finished import check
     from spillway.inspect.reports import analyze_json, validate_json
-    from spillway.inspect.topology import operator_binding
+    from spillway.inspect.topology import bind_job
     from spillway.inspect.validate import validate
 
-    analysis = analyze(loaded, topology)
-    verdict = check(topology, loaded.checkpoint) if topology else None
-    binding = operator_binding(topology, loaded.checkpoint) if topology else None
-    report = validate(loaded, topology)
+    if topology is not None and job is None:
+        job = bind_job(topology, loaded.checkpoint)  # once, shared by every section
+    analysis = analyze(loaded, topology, job=job)
+    verdict = check(topology, loaded.checkpoint, job) if topology else None
+    binding = job.operators if job is not None else None
+    report = validate(loaded, topology, job=job)
     metadata = loaded.location.shown
     doc = {
         "schema": SCHEMA,
@@ -62,12 +66,10 @@ def report_document(
         "metadata_path": metadata,
         "analyze": analyze_json(analysis, verdict, 0, "auto", binding),
         "validate": validate_json(report, metadata, loaded.resolver.rebases(), binding),
-        "files": files_json(collect_files([(source, loaded)])),
+        "files": files_json(collect_files([(source, loaded)], [job.names if job is not None else {}])),
         "preflight": None,
     }
     if new_job is not None:
-        # Last: binding the new job's plan names the checkpoint's operators by that plan, and every document
-        # above is of the job that wrote the checkpoint.
         from spillway.inspect.preflight import check as preflight
         from spillway.inspect.preflight import to_doc
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from spillway import progress
@@ -43,8 +43,9 @@ class JsonView:
     """Renders the model as ``spillway.dump/1``: one renderer per handle class (``handle`` dispatches on
     the class, every renderer renders its children through ``handle`` again)."""
 
-    def __init__(self, resolver: FileResolver | None = None):
+    def __init__(self, resolver: FileResolver | None = None, plan_names: Mapping[str, str] | None = None):
         self.resolver = resolver
+        self.plan_names = plan_names or {}  # operator id -> a bound plan's name (``JobBinding.names``)
         # Whether channel handles store their subtask index (Flink 1.11's do not: null, as Flink reports).
         self._channel_subtask_index = True
         self._renderers: dict[type, Callable[[Any], dict[str, Any]]] = {
@@ -280,7 +281,7 @@ class JsonView:
         return {
             "operator_id": o.operator_id,
             "name": o.name,
-            "plan_name": o.plan_name,
+            "plan_name": self.plan_names.get(o.operator_id),
             "uid": o.uid,
             "parallelism": o.parallelism,
             "max_parallelism": o.max_parallelism,

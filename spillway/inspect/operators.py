@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from spillway.errors import UsageError
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 
-def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
+def select_operators(
+    cp: Checkpoint, wanted: str | None, plan_names: Mapping[str, str] | None = None
+) -> list[OperatorState]:
     """All operators when ``wanted`` is None; else those whose id, uid or name is ``wanted``.
 
     Before metadata V5 a checkpoint stores ids only; a uid given here still finds its operator
-    through Flink's uid hash, and once a plan is bound to the checkpoint the plan's name finds it too."""
+    through Flink's uid hash, and the name a bound plan gives it (``plan_names``: ``JobBinding.names``) too."""
     if wanted is None:
         return cp.operators
     hits = [o for o in cp.operators if wanted in (o.operator_id, o.uid, o.name)]
     if not hits:
-        hits = [o for o in cp.operators if o.name is None and o.plan_name == wanted]
+        hits = [o for o in cp.operators if o.name is None and (plan_names or {}).get(o.operator_id) == wanted]
         if len(hits) > 1:  # a name several plan operators carry picks none of them
             listed = ", ".join(o.operator_id for o in hits)
             raise UsageError(
@@ -25,18 +29,20 @@ def select_operators(cp: Checkpoint, wanted: str | None) -> list[OperatorState]:
         hashed = _uid_hash(wanted)
         hits = [o for o in cp.operators if o.operator_id == hashed]
     if not hits:
-        known = ", ".join(sorted({o.label() for o in cp.operators}))
+        known = ", ".join(sorted({o.label(plan_names) for o in cp.operators}))
         raise UsageError(f"no operator with id, uid or name {wanted!r}; known: {known}")
     return hits
 
 
-def operator_ids(cp: Checkpoint, wanted: list[str] | None) -> set[str] | None:
+def operator_ids(
+    cp: Checkpoint, wanted: list[str] | None, plan_names: Mapping[str, str] | None = None
+) -> set[str] | None:
     """Resolve several id/uid/name values to operator ids; None when none were given."""
     if not wanted:
         return None
     ids: set[str] = set()
     for w in wanted:
-        ids |= {o.operator_id for o in select_operators(cp, w)}
+        ids |= {o.operator_id for o in select_operators(cp, w, plan_names)}
     return ids
 
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from spillway.formats.record_reader import Record
 from spillway.formats.stream_elements import element_name
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, record_timestamp, value_bytes
-from spillway.inspect.topology import Topology
+from spillway.inspect.topology import JobBinding, Topology
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.new_files import new_files, refuse_existing
 
@@ -92,8 +92,10 @@ def analyze_to_parquet(
     with_records: bool,
     keep_records: int = 0,
     batch_rows: int = BATCH_ROWS,
+    job: JobBinding | None = None,
 ) -> tuple[Analysis, list[Path]]:
-    """Run ``analyze`` and write its Parquet views; records stream to disk while the channels are read."""
+    """Run ``analyze`` and write its Parquet views; records stream to disk while the channels are read.
+    ``job``: the binding of ``topology`` to the checkpoint when the caller holds it."""
     names = ["channels.parquet", *(["records.parquet"] if with_records else [])]
     refuse_existing([directory / n for n in names], " (choose another directory)")
     with new_files(directory) as files:
@@ -101,13 +103,13 @@ def analyze_to_parquet(
             with files.writing("records.parquet") as fh:
                 sink = RecordRows(fh, batch_rows)
                 try:
-                    result = analyze(loaded, topology, keep_records=keep_records, on_record=sink)
+                    result = analyze(loaded, topology, keep_records=keep_records, on_record=sink, job=job)
                 except BaseException:
                     sink.abort()
                     raise
                 sink.finish()
         else:
-            result = analyze(loaded, topology, keep_records=keep_records)
+            result = analyze(loaded, topology, keep_records=keep_records, job=job)
         with files.writing("channels.parquet") as fh:
             write_channels(result, fh)
         written = files.publish()

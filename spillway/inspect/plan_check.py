@@ -12,21 +12,23 @@ is the same operator renamed — Flink restores it by its id. A warning (``plan-
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from spillway.flink.deduction import compatible
 from spillway.inspect.topology import (
     BoundVertex,
+    JobBinding,
     Topology,
-    bind,
     bind_job,
-    operator_binding,
     stores_stateless,
 )
 from spillway.model.checkpoint import Checkpoint, OperatorState
 
 
-def plan_mismatches(bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> list[tuple[str, str, str]]:
+def plan_mismatches(
+    bound: dict[str, BoundVertex], checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None
+) -> list[tuple[str, str, str]]:
     """(rule, operator label, message) for every certain mismatch, and one warning if nothing binds."""
     found: list[tuple[str, str, str]] = []
     any_bound = False
@@ -41,7 +43,7 @@ def plan_mismatches(bound: dict[str, BoundVertex], checkpoint: Checkpoint) -> li
                 found.append(
                     (
                         "plan-mismatch",
-                        op.label(),
+                        op.label(plan_names),
                         f"parallelism {op.parallelism} in the checkpoint, {v.parallelism} in the plan "
                         f"(vertex {v.label()!r}): the plan does not describe this checkpoint",
                     )
@@ -86,18 +88,21 @@ def _renamed(name: str, operator_id: str | None, method: str, stored: str, store
     )
 
 
-def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[str, str, str]]:
+def state_mismatches(
+    topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None
+) -> list[tuple[str, str, str]]:
     """Certain contradictions between the plan and the state of operators bound by Flink's own ids (not by
     deduction, which only ever picks what fits): keyed state behind no keyed edge, a source reader's state on an
     operator that is not a source, input channel state on a gate the operator does not have; on metadata V5+
     (every operator stored with its name) a plan operator the checkpoint does not have. And, as a warning, a
     plan no assignment of the remaining operators fits."""
-    binding = operator_binding(topology, checkpoint)
+    job = job or bind_job(topology, checkpoint)  # ``job``: the binding, when the caller holds it
+    binding, plan_names = job.operators, job.names
     graph = topology.stream_graph
     if binding is None:
         return []
     found: list[tuple[str, str, str]] = []
-    facts = bind_job(topology, checkpoint).facts  # the evidence the binding used, not read again
+    facts = job.facts  # the evidence the binding used, not read again
     for b in binding.operators:
         if graph is None or b.node_id is None or not b.exact or b.method not in DIRECT:
             continue
@@ -123,19 +128,20 @@ def state_mismatches(topology: Topology, checkpoint: Checkpoint) -> list[tuple[s
     # Keyed state lives on an operator whose input is keyed: a vertex fed only by other edges (or by none) cannot
     # hold it. Checked per vertex, so job-graph plans are covered too (FORWARD admitted: reinterpretAsKeyedStream).
     seen = {m[1] for m in found if m[0] == "plan-mismatch"}
-    for bv in bind(topology, checkpoint).values():
+    for bv in job.vertices.values():
         keyed_input = any(e.partitioner.is_keyed or e.partitioner.is_forward for e in bv.vertex.inputs)
         for op in bv.members:
-            if keyed_input or op.label() in seen:
+            if keyed_input or op.label(plan_names) in seen:
                 continue
             if any(s.managed_keyed_state or s.raw_keyed_state for s in op.subtasks):
                 inputs = ", ".join(sorted({e.ship_strategy for e in bv.vertex.inputs})) or "none"
                 found.append(
                     (
                         "plan-mismatch",
-                        op.label(),
-                        f"{op.label()} holds keyed state, but the plan feeds its vertex {bv.vertex.label()!r} by no "
-                        f"keyed edge (inputs: {inputs}): the plan does not describe this checkpoint",
+                        op.label(plan_names),
+                        f"{op.label(plan_names)} holds keyed state, but the plan feeds its vertex "
+                        f"{bv.vertex.label()!r} by no keyed edge (inputs: {inputs}): the plan does not describe this "
+                        "checkpoint",
                     )
                 )
     if checkpoint.format_version >= 5 and stores_stateless(checkpoint):

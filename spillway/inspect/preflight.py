@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from spillway.flink import operator_ids
+from spillway.inspect.bound_names import bound_names
 from spillway.inspect.restore_checks import (
     FAILS,
     LOSS,
@@ -211,7 +212,9 @@ def check(
     ):
         reasons += found or [Reason(name, OK, PASSED[name])]
     if loaded is not None:
-        reasons += files(loaded, place, settings) or [Reason("files", OK, PASSED["files"])]
+        reasons += files(loaded, place, settings, bound_names(topology, checkpoint)) or [
+            Reason("files", OK, PASSED["files"])
+        ]
     reasons += known_bugs(checkpoint, settings)
     return Result(reasons, vertex_table(place, checkpoint), loss)
 

@@ -150,7 +150,7 @@ def analyze_json(
         "operators": [
             {
                 "operator_id": o.operator.operator_id,
-                "name": o.operator.name or o.operator.plan_name,
+                "name": o.operator.name or a.plan_names.get(o.operator.operator_id),
                 "uid": o.operator.uid,
                 "parallelism": o.operator.parallelism,
                 "finished_state": o.finished_state,

@@ -6,6 +6,7 @@ messages below); :mod:`spillway.inspect.preflight` places the operators and runs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -361,16 +362,19 @@ def state_bytes(op: OperatorState) -> int:
     return total
 
 
-def files(loaded: LoadedCheckpoint, place: Placement, settings: Settings) -> list[Reason]:
+def files(
+    loaded: LoadedCheckpoint, place: Placement, settings: Settings, plan_names: Mapping[str, str] | None = None
+) -> list[Reason]:
     """``spillway validate`` (without the old job's plan) on the state the new job restores: a missing or short
-    file fails the task that reads it; other damage (framing, chunk chains) may or may not be read."""
+    file fails the task that reads it; other damage (framing, chunk chains) may or may not be read. ``plan_names``:
+    the names the new job's plan gives the checkpoint's operators (``JobBinding.names``)."""
     from spillway.inspect.validate import validate
 
     dropped = set()
     if settings.allow_non_restored_state:
-        dropped = {o.label() for o in loaded.checkpoint.operators if o.operator_id not in place.where}
+        dropped = {o.label(plan_names) for o in loaded.checkpoint.operators if o.operator_id not in place.where}
     out = []
-    for f in validate(loaded).errors:
+    for f in validate(loaded, plan_names=plan_names).errors:
         holder = (f.operator or "").split("#", 1)[0]
         if holder and holder in dropped:
             continue  # state Flink skips

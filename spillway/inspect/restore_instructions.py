@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spillway.flink.features import FormatFeatures, parse_release
@@ -57,11 +57,14 @@ def restore_instructions(path: str, features: FormatFeatures, parallelism: dict[
     }
 
 
-def operator_parallelism(operators: Iterable[tuple[OperatorState, int]]) -> dict[str, int]:
-    """Label -> parallelism; a label two operators share gets each one's id appended (no entry lost)."""
-    pairs = list(operators)
-    seen = Counter(o.label() for o, _ in pairs)
-    return {(o.label() if seen[o.label()] == 1 else f"{o.label()} ({o.operator_id})"): n for o, n in pairs}
+def operator_parallelism(
+    operators: Iterable[tuple[OperatorState, int]], plan_names: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """Label -> parallelism; a label two operators share gets each one's id appended (no entry lost).
+    ``plan_names``: a bound plan's names (``JobBinding.names``)."""
+    pairs = [(o.label(plan_names), o.operator_id, n) for o, n in operators]
+    seen = Counter(label for label, _, _ in pairs)
+    return {(label if seen[label] == 1 else f"{label} ({op_id})"): n for label, op_id, n in pairs}
 
 
 def restore_lines(restore: dict[str, Any]) -> list[str]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from spillway.flink import operator_ids
@@ -352,10 +352,10 @@ class BoundVertex:
 CHAINED, CUT, UNKNOWN = "chained", "cut", "unknown"
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobBinding:
     """The one binding of a plan to a checkpoint: every operator's id with its evidence, the chains, and each
-    vertex's operators. Computed once per (plan, checkpoint) and shared by every command (:func:`bind_job`)."""
+    vertex's operators. A value (:func:`bind_job`): binding the same plan and checkpoint again gives an equal one."""
 
     operators: operator_ids.Binding | None
     vertices: dict[str, BoundVertex]
@@ -368,6 +368,9 @@ class JobBinding:
     #: The plan with the chains this binding found (a copy when they differ from the plan's as read); the keys of
     #: ``vertices`` are its vertex keys.
     view: Topology | None = None
+    #: Operator id -> the plan's name, for the operators bound exactly that the checkpoint stores no name for
+    #: (before metadata V5): the names to show (see ``OperatorState.label``).
+    names: Mapping[str, str] = field(default_factory=dict)
 
     def uncertain_edges(self) -> list[tuple[int, int]]:
         return [e for e, state in self.edges.items() if state == UNKNOWN]
@@ -425,15 +428,12 @@ def stores_stateless(checkpoint: Checkpoint) -> bool:
 
 
 def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
-    """The binding of ``topology`` to ``checkpoint``: a value, computed once per (plan, checkpoint) and shared.
+    """The binding of ``topology`` to ``checkpoint``: a value; compute it once per command and pass it on
+    (``spillway.api.Checkpoint.job_binding`` does).
 
     Neither argument is changed. For a stream-graph plan the chains are re-derived from the evidence (see
     :func:`_chain_edges`); :attr:`JobBinding.view` is the plan with those chains, and its vertices are the keys of
     :attr:`JobBinding.vertices` — use it, not ``topology.vertices``, wherever the job's chains matter."""
-    memo = _BINDINGS.get(id(topology))
-    hit = memo.get(id(checkpoint)) if memo is not None else None
-    if hit is not None and hit[0] is checkpoint:
-        return hit[1]
     facts = operator_facts(checkpoint)
     binding = _operator_binding(topology, checkpoint, facts if topology.describes_checkpoint else None)
     edges: dict[tuple[int, int], str] = {}
@@ -450,20 +450,9 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
         chained = {e for e, state in edges.items() if state != CUT}
         view = dataclasses.replace(topology, vertices=stream_topology(topology.stream_graph, chained).vertices)
     vertices = _bound_vertices(view, checkpoint, binding, edges)
-    for op_id, name in plan_names_of(binding, checkpoint).items():
-        named = checkpoint.operator(op_id)
-        if named is not None:
-            named.plan_name = name  # shown wherever the operator is named
-    result = JobBinding(binding, vertices, edges, reasons, {f.operator_id: f for f in facts}, view)
-    if memo is None:
-        memo = _BINDINGS[id(topology)] = {}
-        weakref.finalize(topology, _BINDINGS.pop, id(topology), None)
-    memo[id(checkpoint)] = (checkpoint, result)
-    return result
-
-
-#: (plan, checkpoint) -> their binding, by identity, for as long as the plan lives: every command binds once.
-_BINDINGS: dict[int, dict[int, tuple[Checkpoint, JobBinding]]] = {}
+    facts_by_id = {f.operator_id: f for f in facts}
+    names = MappingProxyType(plan_names_of(binding, checkpoint))
+    return JobBinding(binding, vertices, edges, reasons, facts_by_id, view, names)
 
 
 def plan_names_of(binding: operator_ids.Binding | None, checkpoint: Checkpoint) -> dict[str, str]:

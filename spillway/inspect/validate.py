@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _bind)
-    from spillway.inspect.topology import BoundVertex, Edge, Topology
+    from spillway.inspect.topology import Edge, JobBinding, Topology
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
 from spillway.formats.stream_elements import tags_for_format_version
@@ -41,12 +41,17 @@ def validate(
     topology: Topology | None = None,
     progress: Progress | None = None,
     workers: int | None = None,
+    job: JobBinding | None = None,
+    plan_names: Mapping[str, str] | None = None,
 ) -> Report:
-    """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread)."""
-    if topology is not None:
-        _bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
+    """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread).
+    ``job``: ``topology`` bound to the checkpoint, if the caller holds it (else bound here, once).
+    ``plan_names``: without ``topology``, the names another plan bound to the checkpoint gives its operators."""
+    if topology is not None and job is None:
+        job = _bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
+    names = job.names if job is not None else plan_names or {}
     threads = usable_cores() if workers is None else workers
-    run = _Validation(loaded, topology, progress or (lambda what, n: None), threads)
+    run = _Validation(loaded, topology, job, names, progress or (lambda what, n: None), threads)
     try:
         run.run()
     finally:
@@ -55,27 +60,40 @@ def validate(
     return run.report
 
 
-def _channel_state(cp: Checkpoint) -> list[Located]:
+def _channel_state(cp: Checkpoint, plan_names: Mapping[str, str]) -> list[Located]:
     """Every channel handle, input side first in each subtask."""
     out = []
     for op in cp.operators:
         for sub in op.subtasks:
             for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state):
-                out.append(Located(op, h))
+                out.append(Located(op, h, plan_names))
     return out
 
 
 class _Validation:
     """One run: the passes in order, each feeding the rules what the engine read."""
 
-    def __init__(self, loaded: LoadedCheckpoint, topology: Topology | None, progress: Progress, workers: int):
+    def __init__(
+        self,
+        loaded: LoadedCheckpoint,
+        topology: Topology | None,
+        job: JobBinding | None,
+        names: Mapping[str, str],
+        progress: Progress,
+        workers: int,
+    ):
         self.cp = loaded.checkpoint
         self.resolver = loaded.resolver
         self.topology = topology
+        self.job = job
+        # how findings name the operators a plan binds and the checkpoint stores by id only (Flink before 2.0)
+        self.names = names
         self.progress = progress
         self.report = Report()
         self.recorder = Recorder(self.report)
-        self.engine = Engine(self.resolver, tags_for_format_version(self.cp.format_version), self.recorder, workers)
+        self.engine = Engine(
+            self.resolver, tags_for_format_version(self.cp.format_version), self.recorder, workers, self.names
+        )
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
         # vertex key -> the order of its outputs the framing chose, where the plan does not give it
@@ -83,17 +101,17 @@ class _Validation:
         self.order_notes: list[str] = []
 
     def run(self) -> None:
-        self.recorder.all(structure_findings(self.cp))
+        self.recorder.all(structure_findings(self.cp, self.names))
         self.check_files()
-        located = _channel_state(self.cp)
+        located = _channel_state(self.cp, self.names)
         self.progress("channel-state files", -len({self.engine.blob_key(x.handle.delegate) for x in located}))
         self.check_blobs(located)
         self.check_framing(located)
 
     # ------------------------------------------------------------------ every referenced file
     def check_files(self) -> None:
-        referenced = referenced_files(self.cp, self.resolver)
-        for named in named_path_problems(self.cp):
+        referenced = referenced_files(self.cp, self.resolver, self.names)
+        for named in named_path_problems(self.cp, self.names):
             self.recorder.add(
                 Finding(
                     named.rule,
@@ -172,7 +190,10 @@ class _Validation:
             if self.topology is None:
                 self.cmap = ChannelMap([], [], set())
             else:
-                self.cmap = logical_channels(self.topology, _bind(self.topology, self.cp), self.cp, self.orders)
+                assert self.job is not None
+                self.cmap = logical_channels(
+                    self.topology, self.job.vertices, self.cp, self.orders, plan_names=self.names
+                )
         return self.cmap
 
     def choose_output_orders(self) -> None:
@@ -180,10 +201,8 @@ class _Validation:
         (:func:`spillway.inspect.output_order.choose_orders`)."""
         from spillway.inspect.output_order import choose_orders
 
-        assert self.topology is not None
-        self.orders, self.order_notes = choose_orders(
-            self.topology, _bind(self.topology, self.cp), self.cp, self.frames_clean
-        )
+        assert self.topology is not None and self.job is not None
+        self.orders, self.order_notes = choose_orders(self.topology, self.job.vertices, self.cp, self.frames_clean)
         self.cmap = None  # assembled again with the orders chosen
 
     def frames_clean(self, cmap: ChannelMap) -> bool:
@@ -228,16 +247,16 @@ class _Validation:
 
     def check_plan(self, located: list[Located]) -> ChannelMap:
         """The plan's rules, and the logical channels it assembles."""
-        assert self.topology is not None
-        bound = _bind(self.topology, self.cp)
-        for finding in plan_findings(self.topology, bound, self.cp):
+        assert self.topology is not None and self.job is not None
+        bound = self.job.vertices
+        for finding in plan_findings(self.topology, self.job, self.cp):
             self.recorder.add(finding)
         cmap = self.channel_map()
         for note in topology_notes(cmap, 0):
             self.recorder.add(note)
         for text in self.order_notes:
             self.recorder.add(Finding("topology", text))
-        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.orders))
+        self.recorder.all(placement_findings(self.topology, bound, self.cp, located, self.job.operators, self.orders))
         return cmap
 
     def plan_jobs(
@@ -288,7 +307,7 @@ class _Validation:
             Unchecked(
                 "channel-handle",
                 why,
-                operator=x.operator.label(),
+                operator=x.operator_label(),
                 subtask=x.handle.subtask_index,
                 channel=x.label(),
                 file=info.display if info is not None else None,
@@ -328,14 +347,14 @@ class _Validation:
         if complete and not framer.faults and all(engine.payload(h) == engine.measured(h) for _, h in parts):
             self.report.counted[keys] = framer.stream_records  # every chunk read: the count is the channel's
         op, first = parts[0]
-        channel = FramedChannel(label, op.label(), first.subtask_index, keys, complete)
+        channel = FramedChannel(label, op.label(self.names), first.subtask_index, keys, complete)
         self.recorder.all(record_findings(channel, framer.faults, pieces))
 
 
 __all__ = ["Progress", "Report", "Unchecked", "validate"]
 
 
-def _bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
-    from spillway.inspect.topology import bind
+def _bind(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
+    from spillway.inspect.topology import bind_job
 
-    return bind(topology, checkpoint)
+    return bind_job(topology, checkpoint)

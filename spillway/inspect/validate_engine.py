@@ -15,7 +15,7 @@ import os
 import threading
 from array import array
 from collections import deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import EllipsisType
 from typing import TYPE_CHECKING
@@ -104,8 +104,16 @@ class Engine:
 
     frame_while_walking = True  # False: no guessed framing (tests compare the two ways)
 
-    def __init__(self, resolver: FileResolver, tags: frozenset[int], recorder: Recorder, workers: int = 1) -> None:
+    def __init__(
+        self,
+        resolver: FileResolver,
+        tags: frozenset[int],
+        recorder: Recorder,
+        workers: int = 1,
+        plan_names: Mapping[str, str] | None = None,
+    ) -> None:
         self.resolver = resolver
+        self.plan_names = plan_names  # operator id -> a bound plan's name (``JobBinding.names``), for labels
         self.tags = tags
         self.recorder = recorder
         self.workers = workers
@@ -528,6 +536,6 @@ class Engine:
                         continue
                 else:
                     chunk = Chunk(off, length)
-                label = f"{op.label()}#{h.subtask_index} {h.label()}"
+                label = f"{op.label(self.plan_names)}#{h.subtask_index} {h.label()}"
                 for pos, n in iter_payload(info.blob, chunk, self.buffer):
                     yield Piece(label, info.blob, pos), n

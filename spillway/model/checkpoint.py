@@ -14,7 +14,7 @@ bytes are: inline (``ByteStreamHandle``) or in a file (``file_name``, ``relative
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeGuard
@@ -791,15 +791,15 @@ class OperatorState:
     subtasks: list[SubtaskState] = field(default_factory=list)  # file order
     chain_length: int = 1  # V2 only, ignored by Flink
     finished_marker: int = -1  # the negative subtask count of a fully finished operator, as read
-    # The plan's name for this operator once a plan is bound to the checkpoint (never written: Flink before 2.0
-    # stores ids only). Not part of the checkpoint's value.
-    plan_name: str | None = field(default=None, compare=False)
 
     def subtask(self, index: int) -> SubtaskState | None:
         return next((s for s in self.subtasks if s.index == index), None)
 
-    def label(self) -> str:
-        return self.uid or self.name or self.plan_name or self.operator_id
+    def label(self, plan_names: Mapping[str, str] | None = None) -> str:
+        """How the operator is shown: its uid, its name, else the name a bound plan gives it (``plan_names``:
+        operator id -> name, ``JobBinding.names``; Flink before 2.0 stores ids only), else its id."""
+        named = plan_names.get(self.operator_id) if plan_names else None
+        return self.uid or self.name or named or self.operator_id
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ written back byte for byte); readers, ``validate``, ``files`` and every writing 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from spillway.model.checkpoint import (
@@ -141,10 +141,10 @@ def unsafe_names(checkpoint: Checkpoint) -> list[tuple[str, PathProblem]]:
     return out
 
 
-def named_path_problems(checkpoint: Checkpoint) -> list[PathSite]:
+def named_path_problems(checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None) -> list[PathSite]:
     """The unsafe paths a checkpoint names besides its files (RocksDB local file names, file-merging
-    directories): those no resolver is asked about."""
-    return list(_named_problems(checkpoint))
+    directories): those no resolver is asked about. ``plan_names``: a bound plan's (``JobBinding.names``)."""
+    return list(_named_problems(checkpoint, plan_names))
 
 
 def _problems(checkpoint: Checkpoint) -> Iterator[PathSite]:
@@ -156,12 +156,12 @@ def _problems(checkpoint: Checkpoint) -> Iterator[PathSite]:
     yield from _named_problems(checkpoint)
 
 
-def _named_problems(checkpoint: Checkpoint) -> Iterator[PathSite]:
+def _named_problems(checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None) -> Iterator[PathSite]:
     for op in checkpoint.operators:
         for sub in op.subtasks:
             for kind, top in subtask_handles(sub):
                 for field_name, text, problem in _named_paths(top):
-                    yield PathSite(text, problem, op.label(), op.operator_id, sub.index, kind, field_name)
+                    yield PathSite(text, problem, op.label(plan_names), op.operator_id, sub.index, kind, field_name)
 
 
 def _named_paths(handle: Handle) -> Iterator[tuple[str, str, PathProblem]]:

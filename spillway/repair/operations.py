@@ -11,7 +11,7 @@ calls over paths are kept as one-liners:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from spillway import progress
@@ -19,7 +19,7 @@ from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
-from spillway.inspect.topology import PlanRef, Topology, as_topology
+from spillway.inspect.topology import JobBinding, PlanRef, Topology, as_topology, bind_job
 from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
@@ -51,11 +51,14 @@ from spillway.storage.staged_copies import StagedCopies
 from spillway.storage.workspace import Workspace, output_workspace
 
 
-def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: RelocateOptions) -> RepairReport:
+def relocate_opened(
+    loaded: LoadedCheckpoint, plan: Topology | None, options: RelocateOptions, job: JobBinding | None = None
+) -> RepairReport:
     """Rewrite every path starting with ``options.old`` to start with ``options.new``."""
     old, new, copy_data, relative = options.old, options.new, options.copy_data, options.relative
     with output_workspace(loaded, str(options.out)) as io:
-        damage = source_damage(loaded, plan, options.force)
+        job = _bound(plan, loaded, job)
+        damage = source_damage(loaded, plan, options.force, job)
         relative_under = io.final_prefix if relative else None
         if relative and not loaded.checkpoint.features.relative_file_handles:
             raise RepairError("relative file handles need metadata V3 or later (Flink 1.11+)")
@@ -120,21 +123,24 @@ def relocate_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Re
             return Outside(undo, [staged.rebase()], lambda: _placed(staged), staged.settle)
 
         rp.warnings.extend(damage)
-        return finish(rp, io, options.dry_run, plan, before=copy_external)
+        return finish(rp, io, options.dry_run, plan, before=copy_external, job=job)
 
 
-def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: StripOptions) -> RepairReport:
+def strip_opened(
+    loaded: LoadedCheckpoint, plan: Topology | None, options: StripOptions, job: JobBinding | None = None
+) -> RepairReport:
     """Drop whole logical channels (both halves) of ``options.operators`` (all when None), with a loss
     report (``RepairReport.loss``: records and bytes dropped, per edge, every channel)."""
     with output_workspace(loaded, str(options.out)) as io:
-        damage = source_damage(loaded, plan, options.force)
-        ids = operator_ids(loaded.checkpoint, _names(options.operators))
+        job = _bound(plan, loaded, job)
+        damage = source_damage(loaded, plan, options.force, job)
+        ids = operator_ids(loaded.checkpoint, _names(options.operators), _plan_names(job))
         if ids is not None and plan is None:
             raise RepairError(
                 "stripping some operators needs the job's plan=...: each channel's other half sits on the operator "
                 "at the other end of the edge, and dropping one half only would break record framing on restore"
             )
-        result = strip_channels(loaded.checkpoint, analyze(loaded, plan), ids)
+        result = strip_channels(loaded.checkpoint, analyze(loaded, plan, job=job), ids)
         copies = relative_copies(loaded, result.checkpoint)
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
         rp.changes.append(Change("channel handles removed", result.handles_removed))
@@ -156,18 +162,22 @@ def strip_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Strip
         lost = Loss(dropped, result.bytes_dropped, unknown if dropped is None else None, edges, result.losses)
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
-        return finish(rp, io, options.dry_run, plan, loss=lost)
+        return finish(rp, io, options.dry_run, plan, loss=lost, job=job)
 
 
-def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: ClearFinishedOptions) -> RepairReport:
+def clear_opened(
+    loaded: LoadedCheckpoint, plan: Topology | None, options: ClearFinishedOptions, job: JobBinding | None = None
+) -> RepairReport:
     """Clear FLIP-147 finished markers of ``options.operators``, or, given the new job's ``plan`` and no
     operators, of exactly the vertices Flink's restore-time checks would refuse."""
     force = options.force
     with output_workspace(loaded, str(options.out)) as io:
         damage = source_damage(loaded, None, force)
         cp = loaded.checkpoint
-        verdict = check(plan, cp) if plan is not None else None  # binds first: plan names resolve
-        ids = operator_ids(cp, _names(options.operators))
+        job = _bound(plan, loaded, job)
+        verdict = check(plan, cp, job) if plan is not None else None
+        names = _plan_names(job)
+        ids = operator_ids(cp, _names(options.operators), names)
         if ids is None:
             if verdict is None:
                 raise UsageError("name the operators to clear (operators=...) or give the new job's plan=...")
@@ -186,7 +196,7 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
                     "cannot tell which operators belong to the refused vertices (metadata before "
                     "V5 stores no names): name them with operators=..."
                 )
-        not_finished = [o.label() for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
+        not_finished = [o.label(names) for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
         if not_finished:
             raise RepairError(f"not finished, nothing to clear: {', '.join(not_finished)}")
         if verdict is not None and verdict.restorable and not force:
@@ -194,21 +204,25 @@ def clear_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: Clear
                 "Flink would accept these finished markers for that plan; clearing them makes the "
                 "operators run again from scratch (force=True if that is what you want)"
             )
-        new, changed = clear_markers(cp, ids)
+        new, changed = clear_markers(cp, ids, names)
         rp = RepairPlan(PlannedOutput(new, relative_copies(loaded, new)))
         for c in changed:
             rp.changes.append(Change(c, 1))
         rp.warnings.append("cleared operators restart with no state; cleared sources read their input again")
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
-        return finish(rp, io, options.dry_run, plan)
+        return finish(rp, io, options.dry_run, plan, job=job)
 
 
-def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOperatorOptions) -> RepairReport:
+def drop_opened(
+    loaded: LoadedCheckpoint, plan: Topology | None, options: DropOperatorOptions, job: JobBinding | None = None
+) -> RepairReport:
     """Remove ``options.operators`` from the checkpoint, with the other half of each of their channels."""
     with output_workspace(loaded, str(options.out)) as io:
-        damage = source_damage(loaded, plan, options.force)
-        ids = operator_ids(loaded.checkpoint, _names(options.operators))
+        job = _bound(plan, loaded, job)
+        damage = source_damage(loaded, plan, options.force, job)
+        names = _plan_names(job)
+        ids = operator_ids(loaded.checkpoint, _names(options.operators), names)
         assert ids, "DropOperatorOptions names at least one operator"
         has_channels = any(
             s.input_channel_state or s.result_subpartition_state
@@ -225,7 +239,7 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
                     "the operator holds channel state: the job's plan=... is needed to drop the other half of "
                     "each of its channels too"
                 )
-            stripped = strip_channels(cp, analyze(loaded, plan), ids)
+            stripped = strip_channels(cp, analyze(loaded, plan, job=job), ids)
             cp = stripped.checkpoint
             rp.changes.append(
                 Change(
@@ -240,11 +254,20 @@ def drop_opened(loaded: LoadedCheckpoint, plan: Topology | None, options: DropOp
         rp.output = PlannedOutput(new, relative_copies(loaded, new))
         for o in loaded.checkpoint.operators:
             if o.operator_id in ids:
-                rp.changes.append(Change(f"operator dropped: {o.label()}", 1, o.operator_id))
-                rp.dropped |= {x for x in (o.name, o.uid, o.plan_name, o.operator_id) if x}
+                rp.changes.append(Change(f"operator dropped: {o.label(names)}", 1, o.operator_id))
+                rp.dropped |= {x for x in (o.name, o.uid, names.get(o.operator_id), o.operator_id) if x}
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
-        return finish(rp, io, options.dry_run, plan, loss=lost)
+        return finish(rp, io, options.dry_run, plan, loss=lost, job=job)
+
+
+def _bound(plan: Topology | None, loaded: LoadedCheckpoint, job: JobBinding | None) -> JobBinding | None:
+    """The plan bound to the source, once per repair (``job`` when the caller already holds it)."""
+    return job if job is not None or plan is None else bind_job(plan, loaded.checkpoint)
+
+
+def _plan_names(job: JobBinding | None) -> Mapping[str, str]:
+    return job.names if job is not None else {}
 
 
 def _names(operators: Sequence[str] | None) -> list[str] | None:

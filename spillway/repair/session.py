@@ -9,7 +9,7 @@ published (``spillway.storage.fs.publish_dir``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions, restore_lines
 from spillway.inspect.rules.files import unsafe_path_refusal
-from spillway.inspect.topology import Topology, operator_binding
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.inspect.validate import validate
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.transforms import ChannelLoss
@@ -104,11 +104,13 @@ class RepairReport:
         return {k: v for k, v in doc.items() if k not in {"schema", "out", "dry_run", "changes", "warnings"}}
 
 
-def source_damage(loaded: LoadedCheckpoint, topology: Topology | None, force: bool) -> list[str]:
+def source_damage(
+    loaded: LoadedCheckpoint, topology: Topology | None, force: bool, job: JobBinding | None = None
+) -> list[str]:
     """Validate the source before anything is written. A damaged source is refused (a repair would
     carry the damage along or hide it); with ``force`` the repair goes ahead and each error becomes a
     warning in its report."""
-    errors = validate(loaded, topology).errors
+    errors = validate(loaded, topology, job=job).errors
     if not errors:
         return []
     if (unsafe := unsafe_path_refusal(errors)) is not None:
@@ -213,6 +215,7 @@ def finish(
     topology: Topology | None,
     before: Callable[[Claim], Outside | None] | None = None,
     loss: Loss | None = None,
+    job: JobBinding | None = None,
 ) -> RepairReport:
     """Write (unless ``dry_run``), self-check, publish; return the change report. ``before(claim)`` runs
     once the output is claimed, just before it is written (e.g. staging copies of data files elsewhere) and
@@ -261,7 +264,9 @@ def finish(
                 raise
             if outside is not None:
                 outside.settle()
-    binding = binding_json(operator_binding(topology, io.loaded.checkpoint)) if topology is not None else None
+    if topology is not None and job is None:
+        job = bind_job(topology, io.loaded.checkpoint)
+    binding = binding_json(job.operators) if job is not None else None
     return RepairReport(
         io.shown_out,
         dry_run,
@@ -270,13 +275,14 @@ def finish(
         loss,
         planned=topology is not None,
         binding=binding,
-        restore=None if dry_run else _restore(rp, io),
+        restore=None if dry_run else _restore(rp, io, job.names if job is not None else {}),
     )
 
 
-def _restore(rp: RepairPlan, io: Workspace) -> dict[str, Any]:
-    """How to restore the output: a repair keeps every operator's parallelism."""
+def _restore(rp: RepairPlan, io: Workspace, plan_names: Mapping[str, str]) -> dict[str, Any]:
+    """How to restore the output: a repair keeps every operator's parallelism (and ids: ``plan_names``, the
+    source's, name its operators)."""
     written = rp.output.checkpoint
     path = io.remote_out or str(io.target.absolute())
-    sizes = operator_parallelism((o, o.parallelism) for o in written.operators)
+    sizes = operator_parallelism(((o, o.parallelism) for o in written.operators), plan_names)
     return restore_instructions(path, written.features, sizes)

@@ -9,6 +9,7 @@ the middle of a record, which fails deserialization on recovery.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -89,8 +90,11 @@ def _without(op: OperatorState, handles: list[H], keys: set[ChannelKey], remove_
     return kept, len(channel_handles(handles)) - len(channel_handles(kept))
 
 
-def clear_finished(cp: Checkpoint, operator_ids: set[str]) -> tuple[Checkpoint, list[str]]:
-    """Turn FLIP-147 markers of the chosen operators into running state with nothing stored."""
+def clear_finished(
+    cp: Checkpoint, operator_ids: set[str], plan_names: Mapping[str, str] | None = None
+) -> tuple[Checkpoint, list[str]]:
+    """Turn FLIP-147 markers of the chosen operators into running state with nothing stored; ``plan_names``
+    (``JobBinding.names``) names them in the changes."""
     out = copy.deepcopy(cp)
     changed: list[str] = []
     for op in out.operators:
@@ -99,11 +103,11 @@ def clear_finished(cp: Checkpoint, operator_ids: set[str]) -> tuple[Checkpoint, 
         if op.fully_finished:
             op.fully_finished = False
             op.subtasks = []
-            changed.append(f"{op.label()}: fully finished -> running (no state)")
+            changed.append(f"{op.label(plan_names)}: fully finished -> running (no state)")
         finished = [s.index for s in op.subtasks if s.finished]
         if finished:
             op.subtasks = [s for s in op.subtasks if not s.finished]
-            changed.append(f"{op.label()}: finished subtasks {finished} -> running (no state)")
+            changed.append(f"{op.label(plan_names)}: finished subtasks {finished} -> running (no state)")
     return out, changed
 
 

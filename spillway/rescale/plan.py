@@ -10,14 +10,15 @@ downstream subtask, so Flink restores it at the new parallelism with nothing lef
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.errors import SpillwayError, UsageError
-from spillway.flink.operator_ids import uid_hash
+from spillway.flink.operator_ids import Binding, uid_hash
 from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
-from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex, bind_job, operator_binding
+from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage.locate import FileResolver
@@ -119,6 +120,8 @@ class RescalePlan:
     lost_keys: set[ChannelKey] = field(default_factory=set)  # the handles of the lost channels
     #: The plan with the chains the binding found (its vertex keys are ``vertices``' keys).
     view: Topology | None = None
+    #: Operator id -> the plan's name, for operators the checkpoint stores by id only (``JobBinding.names``).
+    plan_names: Mapping[str, str] = field(default_factory=dict)
 
     def rescaled(self) -> list[VertexPlan]:
         return [v for v in self.vertices.values() if v.rescaled]
@@ -164,9 +167,8 @@ def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
     return list(ops.values())
 
 
-def _who_could(topology: Topology, cp: Checkpoint, ids: list[str]) -> str:
+def _who_could(binding: Binding | None, ids: list[str]) -> str:
     """Which plan operators the binding leaves each of ``ids`` to (its candidates), for the refusal."""
-    binding = operator_binding(topology, cp)
     if binding is None:
         return ""
     could = sorted({b.name for b in binding.operators if any(i in b.candidates for i in ids)})
@@ -189,14 +191,16 @@ def build_plan(
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     damaged: dict[ChannelKey, list[str]] | None = None,
     counted: dict[tuple[ChannelKey, ...], int] | None = None,
+    job: JobBinding | None = None,
 ) -> RescalePlan:
     """``parallelism``/``keys``/``key_fns`` map user vertex names (id, uid or name) to values.
     ``damaged``: channel handles that cannot be trusted (``force=True``), with why; every old logical
     channel to be moved that touches one is left out and listed in ``RescalePlan.lost``, with its records
-    where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them."""
+    where ``counted`` (validate's ``Report.counted``: records of each logical channel framed cleanly) has them.
+    ``job``: ``topology`` bound to ``cp``, when the caller holds it."""
     check_buffers(buffer_size, 0, 0)
-    job = bind_job(topology, cp)
-    bound = job.vertices
+    job = job or bind_job(topology, cp)
+    bound, names = job.vertices, job.names
     view = job.view or topology  # the plan with the chains the binding found: its vertices are bound's keys
     new_p = {resolve_vertex(view, bound, k): n for k, n in parallelism.items()}
     key_of = {resolve_vertex(view, bound, k): s for k, s in (keys or {}).items()}
@@ -213,8 +217,8 @@ def build_plan(
         for o in ops:
             if o.parallelism != old:
                 raise RescaleRefused(
-                    f"operator {o.label()} has parallelism {o.parallelism} in the checkpoint but the plan gives its "
-                    f"vertex {vp.label!r} parallelism {old}: the plan does not describe this checkpoint"
+                    f"operator {o.label(names)} has parallelism {o.parallelism} in the checkpoint but the plan "
+                    f"gives its vertex {vp.label!r} parallelism {old}: the plan does not describe this checkpoint"
                 )
         vertices[key] = vp
 
@@ -226,17 +230,17 @@ def build_plan(
         for o in vp.operators:
             if vp.new_p > o.max_parallelism:
                 raise RescaleRefused(
-                    f"{vp.label}: new parallelism {vp.new_p} exceeds operator {o.label()}'s max parallelism "
+                    f"{vp.label}: new parallelism {vp.new_p} exceeds operator {o.label(names)}'s max parallelism "
                     f"{o.max_parallelism} (it is fixed by the key groups of the checkpoint)"
                 )
             finished = [s.index for s in o.subtasks if s.finished]
             if finished and not o.fully_finished:
                 raise RescaleRefused(
-                    f"{vp.label}: operator {o.label()} is partially finished (subtasks {finished}); "
+                    f"{vp.label}: operator {o.label(names)} is partially finished (subtasks {finished}); "
                     "rescale it in Flink or clear the flags first (spillway repair clear-finished)"
                 )
     unplaced = [
-        o.label()
+        o.label(names)
         for o in cp.operators
         if o.operator_id not in claimed and (any(s.has_state() for s in o.subtasks) or o.coordinator_state)
     ]
@@ -244,13 +248,13 @@ def build_plan(
     if unplaced and rescaled_keys:
         raise RescaleRefused(
             f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to"
-            + _who_could(topology, cp, [o.operator_id for o in cp.operators if o.label() in unplaced])
+            + _who_could(job.operators, [o.operator_id for o in cp.operators if o.label(names) in unplaced])
             + ". Give the uid of one of them (uids={NAME: UID} or uid_map=FILE), or pass the job-graph plan "
             "(REST /jobs/<job-id>/plan)"
         )
 
     _refuse_an_open_output_order(view, bound, rescaled_keys)
-    cmap = logical_channels(view, bound, cp)
+    cmap = logical_channels(view, bound, cp, plan_names=names)
     edges: list[EdgePlan] = []
     edge_index: dict[int, EdgePlan] = {}
     notes: list[str] = []
@@ -321,7 +325,7 @@ def build_plan(
                 "holds no state in this checkpoint, so its operator id is not there to write them to"
             )
     sources = _with_segments_and_watermarks(sources, edges)
-    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view)
+    return RescalePlan(vertices, edges, sources, buffer_size, notes, lost, lost_keys, view, dict(names))
 
 
 def _edge_plan(

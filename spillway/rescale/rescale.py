@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
 from spillway.inspect.rules.files import unsafe_path_refusal
-from spillway.inspect.topology import Topology, operator_binding
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.inspect.validate import Report, validate
 from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
@@ -226,7 +226,9 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
     return chains.rescaled({k: vp.new_p for k, vp in plan.vertices.items()}, "rescaled plan").with_uids(topology.uids)
 
 
-def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str]) -> StateRescaler:
+def _state_rescaler(
+    blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str], plan_names: Mapping[str, str]
+) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
             s.managed_keyed_state or s.raw_keyed_state or s.managed_operator_state or s.raw_operator_state
@@ -237,11 +239,11 @@ def _state_rescaler(blobs: DelegateBlobs, new_files: list[NewStateFile], notes: 
         from spillway.rescale.state import rescale_operator_state_and_keyed
 
         try:
-            res = rescale_operator_state_and_keyed(op, new_p, blobs)
+            res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names))
         except StateRefused as exc:
-            raise RescaleRefused(f"operator {op.label()}: {exc}") from None
+            raise RescaleRefused(f"operator {op.label(plan_names)}: {exc}") from None
         new_files.extend(res.files)
-        notes.extend(f"{op.label()}: {n}" for n in res.notes)
+        notes.extend(f"{op.label(plan_names)}: {n}" for n in res.notes)
         return res.subtasks
 
     return rescale_state
@@ -288,6 +290,7 @@ def rescale(
     dry_run: bool = False,
     buffers: BufferSettings | None = None,
     damage: SourceDamage | None = None,
+    job: JobBinding | None = None,
 ) -> RescaleReport:
     """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
     forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing.
@@ -304,6 +307,7 @@ def rescale(
         buffer_size,
         damage.reasons() if damage is not None else None,
         damage.counted if damage is not None else None,
+        job,
     )
     if damage is not None:
         refuse_damaged(damage.not_covered(plan.lost_keys), force=True)
@@ -351,7 +355,9 @@ def rescale(
         t1 = time.perf_counter()
         report.move = move
         new_files: list[NewStateFile] = []
-        cp = assemble(loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes))
+        cp = assemble(
+            loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes, plan.plan_names)
+        )
         pinned = pin_found_paths(cp, loaded)  # a moved source's files are named where they are now
         cp = pinned.checkpoint
         report.notes.extend(pinned.notes())
@@ -383,14 +389,16 @@ def rescale(
     return report
 
 
-def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: RescaleOptions) -> RescaleReport:
+def rescale_checkpoint(
+    loaded: LoadedCheckpoint, topology: Topology, options: RescaleOptions, job: JobBinding | None = None
+) -> RescaleReport:
     """Rescale the opened checkpoint ``loaded`` (local, or the working copy of a remote one) of the job
     ``topology`` as ``options`` say, and write the result to ``options.out`` (path or URI; must not exist).
     A remote output is written and self-checked locally, then published (each object read back and
     compared, ``_metadata`` last). A source with validate errors is refused; with ``options.force`` its
     damaged logical channels on the edges being moved are left out (``RescaleReport.plan.lost``) and any
     other error is still refused. A ``dry_run`` writes nothing (the report's ``out`` is then None
-    without an ``out``)."""
+    without an ``out``). ``job``: ``topology`` bound to ``loaded``, when the caller holds it."""
     from spillway.storage import fs
     from spillway.storage.workspace import output_workspace
 
@@ -399,7 +407,8 @@ def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: Re
     with output_workspace(loaded, os.devnull if out is None else str(out)) as ws:
         if master is not None and not dry_run:
             _prestart_spark(master)  # the JVM starts while the source is validated and planned
-        checked = validate(loaded, topology)
+        job = job or bind_job(topology, loaded.checkpoint)  # once: validate, the plan and the report share it
+        checked = validate(loaded, topology, job=job)
         if (unsafe := unsafe_path_refusal(checked.errors)) is not None:
             raise RescaleRefused(unsafe)
         damage = SourceDamage.of(checked) if checked.errors and force else None
@@ -425,20 +434,23 @@ def rescale_checkpoint(loaded: LoadedCheckpoint, topology: Topology, options: Re
             dry_run=dry_run,
             buffers=BufferSettings(options.buffer_size, options.buffers_per_channel, options.floating_buffers_per_gate),
             damage=damage,
+            job=job,
         )
         if not dry_run:
             _after_write(report, topology, ws.target, ws.final_prefix)
         if ws.remote_out is not None and not dry_run:
             fs.publish_dir(ws.target, ws.remote_out)
         report.out = None if out is None else ws.shown_out
-        report.binding = binding_json(operator_binding(topology, loaded.checkpoint))
+        report.binding = binding_json(job.operators)
         if not dry_run:
             from spillway.inspect.restore_instructions import operator_parallelism, restore_instructions
 
             report.restore = restore_instructions(
                 ws.remote_out or str(ws.target.absolute()),
                 loaded.checkpoint.features,
-                operator_parallelism((o, v.new_p) for v in report.plan.vertices.values() for o in v.operators),
+                operator_parallelism(
+                    ((o, v.new_p) for v in report.plan.vertices.values() for o in v.operators), report.plan.plan_names
+                ),
             )
     return report
 

@@ -35,9 +35,12 @@ class OperatorRescale:
     notes: list[str] = field(default_factory=list)  # what was cut / merged / kept whole
 
 
-def rescale_operator_state_and_keyed(op: OperatorState, new_parallelism: int, blobs: DelegateBlobs) -> OperatorRescale:
-    """Redistribute ``op``'s managed/raw keyed state and managed/raw operator state to ``new_parallelism``."""
-    label = op.label()
+def rescale_operator_state_and_keyed(
+    op: OperatorState, new_parallelism: int, blobs: DelegateBlobs, label: str | None = None
+) -> OperatorRescale:
+    """Redistribute ``op``'s managed/raw keyed state and managed/raw operator state to ``new_parallelism``;
+    ``label``: how the operator is shown (default ``op.label()``)."""
+    label = label or op.label()
     if not 0 < new_parallelism <= op.max_parallelism:
         raise RescaleRefused(
             f"{label}: parallelism {new_parallelism} is outside 1..{op.max_parallelism} (the operator's max "

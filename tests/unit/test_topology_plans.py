@@ -9,7 +9,9 @@ Malformed plans get an error naming the file, the node and the field, never a tr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import pickle
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -264,34 +266,41 @@ def test_a_name_stored_twice_binds_neither_operator() -> None:
 
 
 def test_a_1x_checkpoint_shows_the_plans_names_and_a_2x_one_keeps_flinks() -> None:
-    """1.x stores ids only: once bound, each operator carries the plan's name for display (ids.json's name for
-    that id); the names a 2.x checkpoint stores are Flink's and stay, with no plan name added."""
+    """1.x stores ids only: the binding names each operator by the plan (ids.json's name for that id); the names
+    a 2.x checkpoint stores are Flink's and stay, with no plan name added."""
     fx = fixture_named("1.15.4-prod")
     cp = _checkpoint(fx)
     names = {n["operator_id"]: n["name"] for n in _ids(fx)["stream_nodes"]}
-    bind_job(load_plan(fx.root / "plan.json"), cp)
+    job = bind_job(load_plan(fx.root / "plan.json"), cp)
     assert all(o.name is None for o in cp.operators)
-    assert {o.operator_id: o.plan_name for o in cp.operators} == {
-        o.operator_id: names[o.operator_id] for o in cp.operators
-    }
+    assert dict(job.names) == {o.operator_id: names[o.operator_id] for o in cp.operators}
+    assert {o.label(job.names) for o in cp.operators} == {names[o.operator_id] for o in cp.operators}
     new = fixture_named("2.3.0-prod")
     cp2 = _checkpoint(new)
-    bind_job(load_plan(new.root / "plan.json"), cp2)
-    assert all(o.plan_name is None and o.name is not None for o in cp2.operators)
+    job2 = bind_job(load_plan(new.root / "plan.json"), cp2)
+    assert not job2.names and all(o.name is not None for o in cp2.operators)
 
 
-def test_the_binding_is_computed_once_per_checkpoint_and_its_chains_follow_it() -> None:
-    """One plan bound to two checkpoints in turn: each gets its own binding, computed once (the same object on
-    the second call), and the plan's vertices are the chains of the checkpoint bound last."""
-    fx = fixture_named("2.3.0-prod")
+@pytest.mark.parametrize("name", ["1.15.4-prod-no-uid", "1.20.3-shapes-no-uid", "2.2.1-shapes-no-uid"])
+def test_binding_is_a_value_and_leaves_the_checkpoint_and_plan_as_decoded(name: str) -> None:
+    """Binding changes neither the decoded checkpoint (field by field and byte for byte when pickled) nor the
+    plan, and binding again gives an equal value; a second checkpoint gets a binding of its own."""
+    fx = fixture_named(name)
     topology = load_plan(fx.root / "plan.json")
-    a, b = _checkpoint(fx), _checkpoint(fx)
-    first = bind_job(topology, a)
-    vertices_a = topology.vertices
-    assert bind_job(topology, a) is first
-    second = bind_job(topology, b)
-    assert second is not first and second.vertices.keys() == first.vertices.keys()
-    assert bind_job(topology, a) is first and topology.vertices is vertices_a
+    cp = _checkpoint(fx)
+    cp_before, plan_before = pickle.dumps(cp), copy.deepcopy(topology)
+    first = bind_job(topology, cp)
+    assert bool(first.names) == name.startswith("1.")  # 2.x stores every name itself
+    assert pickle.dumps(cp) == cp_before and cp == pickle.loads(cp_before)
+    assert topology == plan_before
+    again = bind_job(topology, cp)
+    assert again == first and again is not first
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.names = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        first.names["an operator id"] = "a name"  # type: ignore[index]
+    other = bind_job(topology, _checkpoint(fx))
+    assert other == first and dict(other.names) == dict(first.names)
 
 
 # ------------------------------------------------------------------------------------------ malformed plans

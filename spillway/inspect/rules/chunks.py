@@ -91,7 +91,7 @@ def _offset_findings(x: Located, info: ChannelBlob, claimed: Claims) -> Generato
         other = claimed.get(off)
         if other is not None:
             message = (
-                f"chunk at {off} also claimed by {other.operator.label()}#{other.handle.subtask_index} {other.label()}"
+                f"chunk at {off} also claimed by {other.operator_label()}#{other.handle.subtask_index} {other.label()}"
             )
             # Which of the two owns the chunk is unknown: both are suspect.
             yield Flagged(x.finding("chunk-overlap", message, info.display, blob.physical(off)), (x.key, other.key))

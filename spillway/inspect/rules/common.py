@@ -4,6 +4,7 @@ and a channel-state blob with its chunk map."""
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.formats.channel_file import Blob, ChunkMap, read_chunk_header
@@ -22,10 +23,11 @@ class Flagged:
 
 @dataclass
 class Located:
-    """A channel handle with the operator that holds it."""
+    """A channel handle with the operator that holds it; ``plan_names``: a bound plan's names (``JobBinding.names``)."""
 
     operator: OperatorState
     handle: ChannelHandle
+    plan_names: Mapping[str, str] | None = None
 
     @property
     def key(self) -> ChannelKey:
@@ -34,12 +36,15 @@ class Located:
     def label(self) -> str:
         return self.handle.label()
 
+    def operator_label(self) -> str:
+        return self.operator.label(self.plan_names)
+
     def finding(self, rule: str, message: str, file: str | None = None, offset: int | None = None) -> Finding:
         """A finding located at this handle (operator, subtask, channel) and, if given, in ``file``."""
         return Finding(
             rule,
             message,
-            operator=self.operator.label(),
+            operator=self.operator_label(),
             subtask=self.handle.subtask_index,
             channel=self.label(),
             file=file,

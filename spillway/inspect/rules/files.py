@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.inspect.findings import Finding
@@ -30,7 +31,8 @@ class Referenced:
     unresolved: list[tuple[str, Finding]] = field(default_factory=list)
 
 
-def referenced_files(cp: Checkpoint, resolver: FileResolver) -> Referenced:
+def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping[str, str] | None = None) -> Referenced:
+    """Every file ``cp`` needs; ``plan_names`` (``JobBinding.names``) names operators stored by id only."""
     out = Referenced()
     for site, h in all_stream_handles(cp):
         if not is_file_backed(h):
@@ -47,7 +49,7 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver) -> Referenced:
             finding = Finding(
                 rule,
                 f"{shown}: {resolved.problem}",
-                operator=site.operator.label(),
+                operator=site.operator.label(plan_names),
                 subtask=site.subtask.index if site.subtask else None,
                 file=shown,
             )
@@ -56,7 +58,7 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver) -> Referenced:
         end = h.start_pos + h.state_size
         prev = out.needed.get(local)
         if prev is None or end > prev.end:
-            out.needed[local] = Need(end, h.whole_file, f"{site.operator.label()} {site.kind}")
+            out.needed[local] = Need(end, h.whole_file, f"{site.operator.label(plan_names)} {site.kind}")
     return out
 
 

@@ -11,23 +11,24 @@ from spillway.model.checkpoint import IncrementalHandle, KeyedHandle, KeyGroupsH
 KINDS = ("managed_keyed_state", "raw_keyed_state")
 
 
-def key_group_findings(op: OperatorState) -> Iterator[Finding]:
-    """Each kind of keyed state of one operator: every subtask's range on its own, then how they tile."""
+def key_group_findings(op: OperatorState, label: str | None = None) -> Iterator[Finding]:
+    """Each kind of keyed state of one operator: every subtask's range on its own, then how they tile.
+    ``label``: how the operator is shown (default ``op.label()``)."""
+    label = label or op.label()
     for kind in KINDS:
         ranges: list[tuple[int, int, int]] = []  # (first, last, subtask) of the key groups each subtask restores
         for sub in op.subtasks:
             h = getattr(sub, kind)
             if h is not None:
-                yield from _range_findings(op, kind, sub.index, h, ranges)
+                yield from _range_findings(op, label, kind, sub.index, h, ranges)
         if ranges:
-            yield from _tiling_findings(op, kind, ranges)
+            yield from _tiling_findings(op, label, kind, ranges)
 
 
 def _range_findings(
-    op: OperatorState, kind: str, index: int, h: KeyedHandle, ranges: list[tuple[int, int, int]]
+    op: OperatorState, label: str, kind: str, index: int, h: KeyedHandle, ranges: list[tuple[int, int, int]]
 ) -> Iterator[Finding]:
     kg = h.key_groups
-    label = op.label()
     if isinstance(h, IncrementalHandle) and 0 < op.parallelism <= op.max_parallelism:
         # A whole RocksDB instance handed to a subtask whose range it contains (offline rescale):
         # Flink deletes the key groups outside the range on restore, so only the range counts.
@@ -51,9 +52,8 @@ def _range_findings(
             yield Finding("key-group-range", message, operator=label, subtask=index)
 
 
-def _tiling_findings(op: OperatorState, kind: str, ranges: list[tuple[int, int, int]]) -> Iterator[Finding]:
+def _tiling_findings(op: OperatorState, label: str, kind: str, ranges: list[tuple[int, int, int]]) -> Iterator[Finding]:
     """Overlaps and gaps between the subtasks' ranges, in key-group order."""
-    label = op.label()
     covered = 0
     for start, last, index in sorted(ranges):
         if start > last:

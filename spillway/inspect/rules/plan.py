@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only; the checks import what they run (a plan's machinery only with a plan)
-    from spillway.inspect.topology import BoundVertex, Edge, Topology
+    from spillway.flink.operator_ids import Binding
+    from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology
 
 from collections.abc import Iterator, Mapping
 
@@ -21,11 +22,11 @@ UNCERTAIN = (
 )
 
 
-def plan_findings(topology: Topology, bound: dict[str, BoundVertex], cp: Checkpoint) -> Iterator[Finding]:
+def plan_findings(topology: Topology, job: JobBinding, cp: Checkpoint) -> Iterator[Finding]:
     from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 
     """Whether the plan describes this checkpoint at all (``plan-mismatch``, ``plan-unbound``)."""
-    for rule, operator, message in plan_mismatches(bound, cp) + state_mismatches(topology, cp):
+    for rule, operator, message in plan_mismatches(job.vertices, cp, job.names) + state_mismatches(topology, cp, job):
         yield Finding(rule, message, operator=operator)
 
 
@@ -47,16 +48,15 @@ def placement_findings(
     bound: dict[str, BoundVertex],
     cp: Checkpoint,
     located: list[Located],
+    binding: Binding | None,
     orders: Mapping[str, tuple[Edge, ...]] | None = None,
 ) -> Iterator[Flagged]:
     """Input state on a chain head whose gate and channel exist; output state on a chain tail whose partition
-    and subpartition exist — only for operators bound for certain. ``orders``: the order of a vertex's outputs
-    where the plan's listing is not Flink's (:mod:`spillway.inspect.output_order`)."""
-    from spillway.inspect.topology import operator_binding
-
+    and subpartition exist — only for operators bound for certain (``binding``: the plan's operators bound).
+    ``orders``: the order of a vertex's outputs where the plan's listing is not Flink's
+    (:mod:`spillway.inspect.output_order`)."""
     heads = {b.head.operator_id: b for b in bound.values() if b.head is not None}
     tails = {b.tail.operator_id: b for b in bound.values() if b.tail is not None}
-    binding = operator_binding(topology, cp)
     placed = {b.operator_id for b in binding.operators if b.exact} if binding is not None else None
     problems = any(b.problem for b in bound.values())
     doubted: set[str] = set()

@@ -3,7 +3,7 @@ key-group family of ``key_groups``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from spillway.inspect.channels import channel_key
 from spillway.inspect.findings import Finding
@@ -12,22 +12,20 @@ from spillway.inspect.rules.key_groups import key_group_findings
 from spillway.model.checkpoint import Checkpoint, OperatorState, SubtaskState, channel_handles
 
 
-def structure_findings(cp: Checkpoint) -> Iterator[Flagged]:
-    """Every metadata-level fault, operator by operator."""
+def structure_findings(cp: Checkpoint, plan_names: Mapping[str, str] | None = None) -> Iterator[Flagged]:
+    """Every metadata-level fault, operator by operator; ``plan_names``: a bound plan's (``JobBinding.names``)."""
     for op in cp.operators:
+        label = op.label(plan_names)
         seen: set[int] = set()
         for sub in op.subtasks:
-            yield from _subtask_findings(op, sub, seen)
+            yield from _subtask_findings(op, label, sub, seen)
             seen.add(sub.index)
         if op.fully_finished and op.coordinator_state is not None:
-            yield Flagged(
-                Finding("finished-state", "fully finished operator holds coordinator state", operator=op.label())
-            )
-        yield from (Flagged(f) for f in key_group_findings(op))
+            yield Flagged(Finding("finished-state", "fully finished operator holds coordinator state", operator=label))
+        yield from (Flagged(f) for f in key_group_findings(op, label))
 
 
-def _subtask_findings(op: OperatorState, sub: SubtaskState, seen: set[int]) -> Iterator[Flagged]:
-    label = op.label()
+def _subtask_findings(op: OperatorState, label: str, sub: SubtaskState, seen: set[int]) -> Iterator[Flagged]:
     if not 0 <= sub.index < op.parallelism:
         message = f"subtask index {sub.index} outside [0, {op.parallelism})"
         yield Flagged(Finding("subtask-index", message, operator=label, subtask=sub.index))
