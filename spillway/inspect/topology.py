@@ -79,7 +79,7 @@ class Vertex:
         return " -> ".join(self.names) or self.key
 
 
-@dataclass
+@dataclass(frozen=True)
 class Topology:
     """A plan's vertices (chains) and the edges between them, with the parsed plan they come from. Built whole
     by :func:`parse_plan`; the ``with_*`` methods return new values."""

@@ -38,8 +38,25 @@ def test_every_real_fixture_is_sound(fx: Fixture) -> None:
     # Said where the checkpoint cannot tell which output of a vertex is which partition (both frame cleanly).
     open_order = [f for f in report.findings if f.rule == "topology" and "does not give the order of" in f.message]
     findings = [f for f in report.findings if f not in open_order]
-    assert not findings, [f.to_json() for f in findings]
     assert all(f.severity == "info" for f in open_order)
+    if fx.info["scenario"].startswith("shapes"):
+        # A job-graph plan names chain heads only: operators chained behind a fan-out (async I/O, a Sink V2
+        # writer) stay unbound, which is said (a warning naming them), never guessed; the stream-graph plan of the
+        # same job binds them and frames every channel without a finding.
+        assert not report.errors, [f.to_json() for f in report.errors]
+        assert all(
+            f.rule == "binding-uncertain"
+            or (f.rule == "topology" and "is not bound to a checkpoint operator" in f.message)
+            for f in findings
+        ), [f.to_json() for f in findings]
+        by_stream = validate(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "plan.json"))
+        assert not by_stream.errors, [f.to_json() for f in by_stream.errors]
+        if fx.info["scenario"] == "shapes-no-uid":  # (with uids, a name that is another's uid stays open on 1.x)
+            assert not [f for f in by_stream.findings if f.severity != "info"], [
+                f.to_json() for f in by_stream.findings
+            ]
+        return
+    assert not findings, [f.to_json() for f in findings]
 
 
 def test_framing_covers_every_channel_handle_with_a_plan() -> None:

@@ -46,8 +46,9 @@ def _with_strategy(topology: Topology, strategies: dict[str, str]) -> Topology:
     sg = topology.stream_graph
     assert sg is not None
     ids = {n.name: n.id for n in sg.nodes}
-    topology.stream_graph = sg.with_nodes({ids[name]: {"chaining_strategy": s} for name, s in strategies.items()})
-    return topology
+    return replace(
+        topology, stream_graph=sg.with_nodes({ids[name]: {"chaining_strategy": s} for name, s in strategies.items()})
+    )
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -220,8 +221,7 @@ def _edited(
     doc = json.loads((recorded_dir(r, variant) / "jobgraph.json").read_text())
     by_head = {n["description"].split("<br/>")[0]: n for n in doc["nodes"]}
     edit(by_head, doc["nodes"])
-    topology = parse_plan(doc)
-    topology.uids = job_uids(r)
+    topology = parse_plan(doc, uids=job_uids(r))
     return topology
 
 
@@ -283,12 +283,15 @@ def test_a_batch_exchange_is_never_chained(release: str) -> None:
     assert sg is not None
     ids = {n.name: n.id for n in sg.nodes}
     edge = (ids["pmap"], ids[_bsink(release)])
-    topology.stream_graph = StreamGraph(
-        sg.nodes,
-        tuple(replace(e, exchange_mode="BATCH") if (e.source, e.target) == edge else e for e in sg.edges),
-        sg.chaining_enabled,
-        sg.chain_different_max_parallelism,
-        sg.inferred_edge_order,
+    topology = replace(
+        topology,
+        stream_graph=StreamGraph(
+            sg.nodes,
+            tuple(replace(e, exchange_mode="BATCH") if (e.source, e.target) == edge else e for e in sg.edges),
+            sg.chaining_enabled,
+            sg.chain_different_max_parallelism,
+            sg.inferred_edge_order,
+        ),
     )
     verdict = check(topology, _checkpoint(release))
     assert verdict.chain_doubts == []
@@ -314,8 +317,7 @@ def test_every_doubtful_edge_is_named() -> None:
             "predecessors": [{"id": by_name["pmap"]["id"], "ship_strategy": "FORWARD"}],
         }
     )
-    topology = parse_plan(doc)
-    topology.uids = job_uids(r)
+    topology = parse_plan(doc, uids=job_uids(r))
     verdict = check(topology, _checkpoint("2-3-0"))
     doubts = [f"bmap ({FULLY}) -> bextra: Writer ({RUNNING})", f"pmap ({PARTIALLY}) -> pextra ({RUNNING})"]
     assert verdict.chain_doubts == doubts

@@ -304,8 +304,7 @@ def test_a_renamed_operator_with_its_uid_is_in_the_checkpoint_under_its_old_name
     def rename(nodes: dict[str, dict[str, Any]]) -> None:
         nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
 
-    topology = parse_plan(_doc("plan.json", edit=rename))
-    topology.uids = {"tostr2": "tostr"}
+    topology = parse_plan(_doc("plan.json", edit=rename), uids={"tostr2": "tostr"})
     cp = _checkpoint()
     assert state_mismatches(topology, cp) == [
         (
@@ -352,8 +351,7 @@ def test_a_renamed_operator_with_another_contradiction_is_still_a_mismatch() -> 
         nodes["tostr"]["type"] = nodes["tostr"]["contents"] = "tostr2"
         nodes["tostr"]["parallelism"] = 3
 
-    topology = parse_plan(_doc("plan.json", edit=rename))
-    topology.uids = {"tostr2": "tostr"}
+    topology = parse_plan(_doc("plan.json", edit=rename), uids={"tostr2": "tostr"})
     found = state_mismatches(topology, _checkpoint())
     assert found == [
         (
