@@ -148,7 +148,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "plan_names": (
         "spillway/inspect/plan_names.py",
         [
-            "tests/unit/test_plan_names.py",
+            "tests/unit/test_plan_name_forms.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_topology_plans.py",
             "tests/unit/test_shapes_names.py",
