@@ -1,0 +1,325 @@
+"""The reasons preflight gives, word for word, on recorded real restores (tests/fixtures/preflight-matrix/): the
+text users read in the CLI and the JSON. Each expected operator id comes from Flink's own hasher (the fixture's
+ids.json), each number and message of Flink's from the restore Flink ran (flink.json); the surrounding words are
+preflight's documented contract for each check (docs/preflight.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from functools import cache
+
+from support.fixtures import fixture_named
+from support.preflight_matrix import case_uids, load_recorded, preflight_row, preflight_settings, recorded_dir
+
+from spillway.inspect.preflight import FAILS, LOSS, OK, REFUSED, UNKNOWN, Answer, FlinkDoes, Reason, check
+from spillway.inspect.topology import load_plan
+from spillway.storage.load import load_checkpoint
+
+RELEASE = "2.0.0"  # before FLINK-38267's fix (2.0.1): every check of the matrix names a refusal on it
+
+FLINK_POINTWISE = (
+    "Cannot rescale the given pointwise partitioner.\nDid you change the partitioner to forward or rescale?\n"
+    "It may also help to add an explicit shuffle()."
+)
+
+
+@cache
+def flink_ids(fixture: str) -> dict[str, str]:
+    """uid -> operator id, as Flink's hasher wrote them for the fixture's job (ids.json)."""
+    doc = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    return {n["uid"]: n["operator_id"] for n in doc["stream_nodes"] if n.get("uid")}
+
+
+def label(fixture: str, uid: str) -> str:
+    return f"{uid} ({flink_ids(fixture)[uid]})"
+
+
+def checkpoint_dir(fixture: str) -> str:
+    return str(fixture_named(fixture).checkpoint_dir)
+
+
+def not_ok(release: str, case: str) -> list[Reason]:
+    return [r for r in preflight_row(release, case).reasons if r.verdict != OK]
+
+
+def with_path(flink_error: str, fixture: str) -> str:
+    """Flink's message with the restore path it was given replaced by the one preflight was given."""
+    return re.sub(
+        r"checkpoint/savepoint \S.*?\. (Cannot|Max)",
+        rf"checkpoint/savepoint {checkpoint_dir(fixture)}. \1",
+        flink_error,
+        count=1,
+    )
+
+
+def test_every_check_passed_says_what_it_checked() -> None:
+    result = preflight_row(RELEASE, "same")
+    assert load_recorded(RELEASE, "same")["outcome"] == "restored"
+    assert [(r.check, r.verdict, r.message) for r in result.reasons] == [
+        ("operator-mapping", OK, "every operator of the checkpoint is in the new job"),
+        ("max-parallelism", OK, "every new parallelism fits the checkpoint's max parallelism"),
+        ("channel-state", OK, "channel state stays at chain ends; no rescaled exchange with it is pointwise"),
+        ("keyed-exchange", OK, "every operator with keyed state gets its records by key (keyBy)"),
+        ("finished-state", OK, "no finished operators in the checkpoint (FLIP-147 rules do not apply)"),
+        (
+            "files",
+            OK,
+            "every file the restored state needs exists, and its channel state is sound (spillway validate)",
+        ),
+    ]
+    assert all(r.flink_message is None and r.flink_does is None for r in result.reasons)
+
+
+def test_a_removed_stateless_operator_is_skipped_as_flink_does() -> None:
+    assert load_recorded(RELEASE, "removed-stateless")["outcome"] == "restored"
+    result = preflight_row(RELEASE, "removed-stateless")
+    sink = flink_ids(f"{RELEASE}-counted")["sink"]
+    [skip] = [r for r in result.reasons if r.check == "operator-mapping"]
+    assert (skip.verdict, skip.operator) == (OK, sink)
+    assert skip.message == f"sink ({sink}) is not in the new job but holds no state: Flink skips it"
+    assert result.answer == Answer.YES
+
+
+def test_a_removed_stateful_operator_is_refused_with_flinks_message() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "removed-stateful")
+    [r] = not_ok(RELEASE, "removed-stateful")
+    assert (r.check, r.verdict, r.flink_does, r.operator) == (
+        "operator-mapping",
+        REFUSED,
+        FlinkDoes.REFUSES,
+        flink_ids(fx)["check"],
+    )
+    assert r.message == (
+        f"{label(fx, 'check')} holds state and is not in the new job (allow it with --allow-non-restored-state: "
+        "its state is then dropped)"
+    )
+    assert r.flink_message == with_path(flink["error"], fx)
+
+
+def test_dropped_state_is_a_loss_with_its_kind_and_bytes() -> None:
+    fx = f"{RELEASE}-counted"
+    assert load_recorded(RELEASE, "removed-stateful-allowed")["outcome"] == "restored"
+    result = preflight_row(RELEASE, "removed-stateful-allowed")
+    [r] = [r for r in result.reasons if r.verdict != OK]
+    [lost] = result.loss.state
+    assert (r.check, r.verdict, r.flink_does, r.operator) == (
+        "operator-mapping",
+        LOSS,
+        FlinkDoes.RESTORES_AND_DROPS,
+        flink_ids(fx)["check"],
+    )
+    # check holds operator list state only (Counted.java: "seen"), no channel state on 2.0.0
+    assert (lost.label, lost.kinds, result.loss.in_flight) == (label(fx, "check"), ("operator",), [])
+    assert r.message == (
+        f"{label(fx, 'check')} is not in the new job: Flink restores without it and drops its state (operator, "
+        f"{lost.bytes} bytes) without a word (--allow-non-restored-state); see the loss section"
+    )
+    assert lost.to_doc() == {
+        "operator": flink_ids(fx)["check"],
+        "label": label(fx, "check"),
+        "state_kinds": ["operator"],
+        "bytes": lost.bytes,
+    }
+    assert lost.bytes > 0
+
+
+def test_a_changed_max_parallelism_is_refused_per_operator_with_flinks_message() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "max-parallelism-changed")
+    reasons = not_ok(RELEASE, "max-parallelism-changed")
+    assert {r.check for r in reasons} == {"max-parallelism"} and all(r.verdict == REFUSED for r in reasons)
+    # every operator of the checkpoint has max parallelism 128 (Counted.java); the new job sets 256
+    uids = ["src", "parse", "count", "check", "sink"]
+    assert sorted(r.operator or "" for r in reasons) == sorted(flink_ids(fx)[u] for u in uids)
+    for r in reasons:
+        uid = next(u for u in uids if flink_ids(fx)[u] == r.operator)
+        assert r.message == (
+            f"{label(fx, uid)}: the new job sets max parallelism 256, the checkpoint has 128; Flink adopts the "
+            "checkpoint's only where the job sets none"
+        )
+    # Flink names the first operator it checks; the words around the id are the same for each
+    named = next(r for r in reasons if r.operator == re.search(r"operator ([0-9a-f]{32})", flink["error"])[1])  # type: ignore[index]
+    assert named.flink_message == with_path(flink["error"], fx)
+
+
+def test_parallelism_above_the_checkpoints_max_parallelism_is_flinks_refusal() -> None:
+    fx = f"{RELEASE}-unaligned"
+    flink = load_recorded(RELEASE, "above-max-parallelism")
+    reasons = not_ok(RELEASE, "above-max-parallelism")
+    assert {(r.check, r.verdict) for r in reasons} == {("max-parallelism", REFUSED)}
+    # Flink names one vertex (the first it assigns); preflight names each operator, with its vertex's id
+    assert flink["error"] in {r.flink_message for r in reasons}
+    slow = next(r for r in reasons if r.operator == flink_ids(fx)["slow"])
+    assert slow.message == (
+        f"{label(fx, 'slow')}: new parallelism 129 of vertex slow is above the checkpoint's max parallelism 128 "
+        "(the number of key groups)"
+    )
+    assert slow.flink_message == flink["error"].replace(re.search(r"task (\S+)", flink["error"])[1], slow.operator)  # type: ignore[index, arg-type]
+
+
+def test_parallelism_equal_to_the_max_parallelism_is_accepted() -> None:
+    """Flink: 'reduce the parallelism of the task to be lower or equal to the maximum parallelism' (129 was refused
+    against 128): 128 on every vertex fits, with the max parallelism unset or set to 128."""
+    fx = fixture_named(f"{RELEASE}-unaligned")
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    plan = load_plan(recorded_dir(RELEASE, "above-max-parallelism") / "jobgraph.json")
+    assert sorted({v.parallelism for v in plan.vertices.values()}) == [129]
+    at_max = replace(plan, vertices={k: replace(v, parallelism=128) for k, v in plan.vertices.items()})
+    settings = preflight_settings(RELEASE, "above-max-parallelism", str(fx.checkpoint_dir))
+    for given in (settings, replace(settings, max_parallelism={None: 128}, no_max_parallelism=False)):
+        result = check(at_max, loaded.checkpoint, given, loaded)
+        mp = [r for r in result.reasons if r.check in ("max-parallelism", "parallelism")]
+        assert [(r.check, r.verdict) for r in mp] == [("max-parallelism", OK)], [r.to_doc() for r in mp]
+    # one above it is refused on both counts: the job itself, and the restore
+    above = replace(plan, vertices={k: replace(v, parallelism=129) for k, v in plan.vertices.items()})
+    given = replace(settings, max_parallelism={None: 128}, no_max_parallelism=False)
+    refused = [r for r in check(above, loaded.checkpoint, given, loaded).reasons if r.verdict == REFUSED]
+    assert {r.check for r in refused} == {"parallelism", "max-parallelism"}
+
+
+def test_a_vertex_above_the_max_parallelism_the_job_sets_is_refused_as_flink_words_it() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "count-above-max-parallelism")
+    reasons = not_ok(RELEASE, "count-above-max-parallelism")
+    [job] = [r for r in reasons if r.check == "parallelism"]
+    assert (job.verdict, job.flink_message) == (REFUSED, flink["error"])
+    assert job.message == (
+        "vertex count: parallelism 129 above the max parallelism 128 the job sets (Flink rejects the job itself, "
+        "before any restore)"
+    )
+    [restore] = [r for r in reasons if r.check == "max-parallelism"]
+    assert restore.message == (
+        f"{label(fx, 'count')}: new parallelism 129 of vertex count is above the checkpoint's max parallelism 128 "
+        "(the number of key groups)"
+    )
+    assert restore.flink_message == (
+        f"The state for task {flink_ids(fx)['count']} can not be restored. The maximum parallelism (128) of the "
+        "restored state is lower than the configured parallelism (129). Please reduce the parallelism of the task to "
+        "be lower or equal to the maximum parallelism."
+    )
+
+
+def test_an_unseen_max_parallelism_names_the_vertices_and_what_decides_it() -> None:
+    fx = f"{RELEASE}-unaligned"
+    [r] = not_ok(RELEASE, "max-parallelism-set-unseen")
+    assert (r.check, r.verdict, r.flink_does) == ("max-parallelism", UNKNOWN, FlinkDoes.REFUSES)
+    assert r.message == (
+        "a plan does not show the max parallelism the new job sets (vertices with restored state: Source: seq -> "
+        "tostr, slow). If it sets one other than the checkpoint's (128; setMaxParallelism, pipeline.max-parallelism), "
+        "Flink refuses the restore; if it sets none, Flink takes the checkpoint's. Give --max-parallelism N (or "
+        "VERTEX=N), --max-parallelism none, or the job's jar (--job)"
+    )
+    flink = load_recorded(RELEASE, "max-parallelism-set-unseen")
+    # Flink's words, with the id and the new value it met left open
+    expected = re.sub(r"operator [0-9a-f]{32}", "operator <id>", with_path(flink["error"], fx))
+    assert r.flink_message == expected.replace("max parallelism 256", "max parallelism <N>")
+
+
+def test_keyed_state_behind_rebalance_fails_after_start() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "keyed-rebalance")
+    assert flink["outcome"] == "failed" and "is not in KeyGroupRange" in flink["error"]
+    [r] = not_ok(RELEASE, "keyed-rebalance")
+    assert (r.check, r.verdict, r.flink_does, r.operator) == (
+        "keyed-exchange",
+        FAILS,
+        FlinkDoes.FAILS_AFTER_START,
+        flink_ids(fx)["count"],
+    )
+    assert r.message == (
+        f"{label(fx, 'count')} holds keyed state, and its vertex count gets input 0 REBALANCE, not a key hash (was "
+        "keyBy replaced?): records reach subtasks that do not hold their key group, and the first one fails the task"
+    )
+    assert r.flink_message == "Key group N is not in KeyGroupRange"
+
+
+def test_a_rescaled_pointwise_exchange_with_channel_state_is_refused() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "pointwise-rescaled")
+    [r] = not_ok(RELEASE, "pointwise-rescaled")
+    assert (r.check, r.verdict, r.operator, r.flink_issue) == (
+        "channel-state-rescale",
+        REFUSED,
+        flink_ids(fx)["parse"],
+        None,
+    )
+    assert r.message == (
+        f"{label(fx, 'parse')}: vertex parse rescaled 2 -> 3, its input 0 is RESCALE (pointwise) and holds channel "
+        "state: Flink cannot map pointwise channels to new subtasks"
+    )
+    assert r.flink_message == flink["error"] == FLINK_POINTWISE
+
+
+def test_a_pointwise_exchange_next_to_channel_state_depends_on_flink_38267() -> None:
+    """parse gets a new RESCALE input next to its REBALANCE input with channel state, 2 -> 3: 2.0.0 refused, 2.3.0
+    restored (FLINK-38267)."""
+    fx = f"{RELEASE}-counted"
+    assert load_recorded("2.3.0", "mixed-inputs-rescaled")["outcome"] == "restored"
+    flink = load_recorded(RELEASE, "mixed-inputs-rescaled")
+    [r] = not_ok(RELEASE, "mixed-inputs-rescaled")
+    what = f"{label(fx, 'parse')}: vertex parse rescaled 2 -> 3, its input 1 is RESCALE"
+    assert (r.check, r.verdict, r.flink_issue, r.flink_message) == (
+        "channel-state-rescale",
+        REFUSED,
+        "FLINK-38267",
+        flink["error"],
+    )
+    assert r.message == (
+        f"{what} (pointwise) without channel state, next to inputs that hold some: this release asks every exchange "
+        "of the vertex for its mapping and fails (fixed from 1.20.3, 2.0.1, 2.1.1, 2.2.0)"
+    )
+    assert not_ok("2.3.0", "mixed-inputs-rescaled") == []
+    # the release not given
+    loaded = load_checkpoint(fixture_named(fx).checkpoint_dir)
+    settings = replace(preflight_settings(RELEASE, "mixed-inputs-rescaled", checkpoint_dir(fx)), flink_version=None)
+    plan = load_plan(
+        recorded_dir(RELEASE, "mixed-inputs-rescaled") / "jobgraph.json", case_uids(RELEASE, "mixed-inputs-rescaled")
+    )
+    [unsure] = [r for r in check(plan, loaded.checkpoint, settings, loaded).reasons if r.verdict != OK]
+    assert (unsure.check, unsure.verdict, unsure.flink_issue, unsure.flink_does) == (
+        "channel-state-rescale",
+        UNKNOWN,
+        "FLINK-38267",
+        None,
+    )
+    assert unsure.message == (
+        f"{what} (pointwise) without channel state, next to inputs that hold some: Flink before 1.20.3, 2.0.1, "
+        "2.1.1 and 2.2.0 refuses this, later releases restore it; give --flink-version"
+    )
+    assert unsure.flink_message == FLINK_POINTWISE
+
+
+def test_channel_state_on_an_unchanged_exchange_made_pointwise_fails_the_task() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "pointwise-same-parallelism")
+    assert flink["outcome"] == "failed" and flink["error"] == "Index 1 out of bounds for length 1"
+    reasons = not_ok(RELEASE, "pointwise-same-parallelism")
+    assert [(r.check, r.verdict, r.operator, r.flink_message) for r in reasons] == [
+        ("channel-state-channels", REFUSED, flink_ids(fx)["parse"], flink["error"]),
+        ("channel-state-channels", REFUSED, flink_ids(fx)["src"], flink["error"]),
+    ]
+    tail = (
+        "(pointwise) in the new job, with at most 1 channel(s) per subtask, but the checkpoint holds channel state "
+        "for channel index 1: the exchange was not pointwise when checkpointed. Flink accepts the restore and the "
+        "task then fails"
+    )
+    assert [r.message for r in reasons] == [
+        f"{label(fx, 'parse')}: its input 0 is RESCALE {tail}",
+        f"{label(fx, 'src')}: its output 0 is RESCALE {tail}",
+    ]
+
+
+def test_channel_state_of_an_edge_now_chained_is_refused() -> None:
+    fx = f"{RELEASE}-counted"
+    flink = load_recorded(RELEASE, "chained-edge-with-state")
+    [r] = not_ok(RELEASE, "chained-edge-with-state")
+    assert (r.check, r.verdict, r.operator) == ("channel-state-chained", REFUSED, None)
+    assert r.message == (
+        f"channel state of {label(fx, 'parse')}, {label(fx, 'src')} belongs to an exchange that the new job chains "
+        "(input state off a chain's head, or output state off its tail)"
+    )
+    head = flink["error"].split("[")[0]
+    assert r.flink_message == f"{head}[{flink_ids(fx)['parse']}, {flink_ids(fx)['src']}]"
