@@ -323,3 +323,137 @@ def test_channel_state_of_an_edge_now_chained_is_refused() -> None:
     )
     head = flink["error"].split("[")[0]
     assert r.flink_message == f"{head}[{flink_ids(fx)['parse']}, {flink_ids(fx)['src']}]"
+
+
+CUT_TAIL = (
+    ": the restored half reaches the new job as if it were whole. Flink then fails the task (seen: "
+    '"Corrupt stream, found tag: -128", EOFException, "Key group N is not in KeyGroupRange") or misreads the bytes. '
+    "Clear the in-flight data first (spillway repair strip-channel-state) to be sure"
+)
+
+
+def test_a_dropped_operators_cut_records_are_named_four_at_most() -> None:
+    """slow (removed, allowed) and count (uid changed, allowed) hold input and output channel state: each is dropped
+    whole while a restored neighbour's channel state holds the rest of a record. Flink failed the second ("Corrupt
+    stream"); preflight says unknown, counts the channels and names at most four."""
+    assert load_recorded(RELEASE, "uid-changed-allowed")["outcome"] == "failed"
+    for case, fx, uid, many in [
+        ("removed-keyed-allowed", f"{RELEASE}-unaligned", "slow", False),
+        ("uid-changed-allowed", f"{RELEASE}-counted", "count", True),
+    ]:
+        result = preflight_row(RELEASE, case)
+        [r] = [r for r in result.reasons if r.verdict != OK]
+        assert (r.check, r.verdict, r.flink_does, r.operator) == (
+            "dropped-channel-state",
+            UNKNOWN,
+            FlinkDoes.FAILS_AFTER_START,
+            flink_ids(fx)[uid],
+        )
+        head = f"{label(fx, uid)} is dropped with its channel state, and a record is cut between it and restored "
+        found = re.fullmatch(
+            re.escape(head) + r"channel state on (\d+) channel\(s\) \((.*)\)" + re.escape(CUT_TAIL), r.message
+        )
+        assert found, r.message
+        shown = found[2].split("; ")
+        channel = r"\S+#\d in\(\d,\d\) \(alone\) \(\d+ bytes\)"
+        if many:
+            assert int(found[1]) > 4 and len(shown) == 5 and shown[4] == "…"
+            shown = shown[:4]
+        else:
+            assert int(found[1]) == len(shown) == 1
+        assert all(re.fullmatch(channel, c) for c in shown), shown
+        # the loss: state and both sides in flight; the output side's records are not countable alone
+        [state] = result.loss.state
+        assert state.kinds == ("keyed", "input channel", "output channel")
+        assert [(x.side, x.why) for x in result.loss.in_flight] == [
+            ("input", "dropped with its operator (--allow-non-restored-state)"),
+            ("output", "dropped with its operator (--allow-non-restored-state)"),
+        ]
+        records = [x.records for x in result.loss.in_flight]
+        assert records[0] is not None and records[0] > 0 and records[1] is None
+        doc = result.loss.to_doc()
+        assert doc["in_flight_records"] is None
+        assert doc["in_flight_bytes"] == sum(x.bytes for x in result.loss.in_flight) > 0
+        assert doc["state_bytes"] == state.bytes >= doc["in_flight_bytes"]
+
+
+def test_without_the_channel_files_a_dropped_operators_channel_state_is_unknown() -> None:
+    """The same restore (count dropped with its channel state) judged from _metadata alone: whether a record is
+    cut needs the channel-state files, so it is unknown; Flink failed it."""
+    fx = fixture_named(f"{RELEASE}-counted")
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    plan = load_plan(
+        recorded_dir(RELEASE, "uid-changed-allowed") / "jobgraph.json", case_uids(RELEASE, "uid-changed-allowed")
+    )
+    settings = preflight_settings(RELEASE, "uid-changed-allowed", str(fx.checkpoint_dir))
+    result = check(plan, loaded.checkpoint, settings)
+    [r] = [r for r in result.reasons if r.verdict != OK]
+    count = label(f"{RELEASE}-counted", "count")
+    assert (r.check, r.verdict, r.flink_does) == ("operator-mapping", UNKNOWN, FlinkDoes.FAILS_AFTER_START)
+    assert r.message == (
+        f"{count} is not in the new job: its state (keyed, input channel, output channel) is dropped "
+        "(--allow-non-restored-state), with its channel state, while what the other side of those channels holds may "
+        "be restored; whether a record is cut between the two needs the channel-state files read"
+    )
+
+
+def test_state_of_an_unbound_operator_is_unknown_while_plan_operators_have_no_id() -> None:
+    """added-no-uid (a job without uids gets a new map: the generated ids after it change): Flink refused it on
+    every release; from the job-graph plan without uids preflight cannot tell which plan operator the checkpoint's
+    stateful operators are, and says so for each, with a binding note naming the operator without an id."""
+    release = "1.20.3"
+    flink = load_recorded(release, "added-no-uid")
+    assert flink["outcome"] == "refused"
+    result = preflight_row(release, "added-no-uid")
+    assert result.answer == Answer.UNKNOWN
+    notes = [r for r in result.reasons if r.check == "binding"]
+    assert [n.message.split(": ", 1)[0] for n in notes] == ["plan operator without a known Flink id"]
+    assert notes[0].message.startswith("plan operator without a known Flink id: 'added': ")
+    unsure = [r for r in result.reasons if r.check == "operator-mapping" and r.verdict != OK]
+    # the operator Flink could not map is among them
+    missing = re.search(r"operator ([0-9a-f]{32})", flink["error"])[1]  # type: ignore[index]
+    assert missing in {r.operator for r in unsure}
+    for r in unsure:
+        assert (r.verdict, r.flink_does) == (UNKNOWN, None)
+        assert r.message == (
+            f"{r.operator} holds state and no plan operator is bound to it; some plan operators have no known Flink "
+            "id (see the binding notes), so it may be one of them. Give their uids (--uid NAME=UID), the job-graph "
+            "plan or the job's jar (--job) to be sure"
+        )
+
+
+def test_output_state_chained_over_on_1_20_3_is_refused_with_flinks_message() -> None:
+    """1.20.3 refused the map chained after count (count holds output channel state): Flink names count."""
+    fx = "1.20.3-counted"
+    flink = load_recorded("1.20.3", "chained-after-channel-state")
+    [r] = not_ok("1.20.3", "chained-after-channel-state")
+    count = flink_ids(fx)["count"]
+    assert (r.check, r.verdict, r.flink_message) == ("channel-state-chained", REFUSED, flink["error"])
+    assert r.message == (
+        f"channel state of {count} belongs to an exchange that the new job chains (input state off a chain's head, "
+        "or output state off its tail)"
+    )
+
+
+def test_output_state_chained_over_on_1_15_4_is_dropped_and_a_record_cut() -> None:
+    """1.15.4 accepted the same restore and failed (EOFException): count's output state was dropped while check's
+    input state, which holds the rest of a record, was restored."""
+    fx = "1.15.4-counted"
+    assert load_recorded("1.15.4", "chained-after-channel-state")["outcome"] == "failed"
+    result = preflight_row("1.15.4", "chained-after-channel-state")
+    [r] = [r for r in result.reasons if r.verdict != OK]
+    count = flink_ids(fx)["count"]
+    why = "output channel state of an operator that no longer ends its chain (vertex count -> added)"
+    found = re.fullmatch(
+        re.escape(
+            f"{count}: {why}; this release restores without it and drops it and a record is cut between it "
+            "and the restored input state downstream ("
+        )
+        + r"(.*)"
+        + re.escape("): the task then fails (seen on 1.15.4: EOFException) or misreads the bytes"),
+        r.message,
+    )
+    assert found and 1 <= len(found[1].split("; ")) <= 4, r.message
+    assert (r.check, r.verdict, r.flink_does) == ("channel-state-chained", UNKNOWN, FlinkDoes.FAILS_AFTER_START)
+    [lost] = result.loss.in_flight
+    assert (lost.operator, lost.side, lost.why, lost.records) == (count, "output", why, None) and lost.bytes > 0
