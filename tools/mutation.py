@@ -228,11 +228,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # preflight: Flink's restore-time checks and the answer, against the recorded real restores
     "preflight": (
         "spillway/inspect/preflight.py",
-        ["tests/unit/test_preflight_matrix.py", "tests/unit/test_preflight_truth.py"],
+        [
+            "tests/unit/test_preflight_matrix.py",
+            "tests/unit/test_preflight_truth.py",
+            "tests/unit/test_restore_check_reasons.py",
+            "tests/unit/test_restore_check_placements.py",
+        ],
     ),
     "restore_checks": (
         "spillway/inspect/restore_checks.py",
-        ["tests/unit/test_preflight_matrix.py", "tests/unit/test_preflight_truth.py"],
+        [
+            "tests/unit/test_preflight_matrix.py",
+            "tests/unit/test_preflight_truth.py",
+            "tests/unit/test_restore_check_reasons.py",
+            "tests/unit/test_restore_check_placements.py",
+        ],
     ),
     "pinning": (
         "spillway/storage/pinning.py",

@@ -1,0 +1,207 @@
+"""Flink's channel-state checks on placements the recorded restores do not reach: the counted job's real operators
+(2.0.0-counted: src holds output channel state, parse input and output, both at parallelism 2 over an all-to-all
+exchange, so the highest channel index stored is 1) placed into new vertices. Expected channel counts follow
+Flink's pointwise wiring (EdgeManagerBuildUtil.connectPointwise: each side connects to a contiguous range of the
+other, ceil(other / this) at most); expected verdicts follow docs/format/restore-checks.md."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+
+from support.fixtures import fixture_named
+
+from spillway.inspect.preflight import _chain_leaves
+from spillway.inspect.restore_checks import (
+    REFUSED,
+    UNKNOWN,
+    NewVertex,
+    Placement,
+    Reason,
+    Settings,
+    channel_state,
+    pointwise_channels,
+)
+from spillway.inspect.topology import load_plan
+from spillway.model.checkpoint import Checkpoint
+from spillway.storage.load import load_checkpoint
+
+INDEX_OUT = "Index 1 out of bounds for length 1"  # Flink's failure on 2.0.0, pointwise-same-parallelism
+
+
+@cache
+def counted() -> Checkpoint:
+    return load_checkpoint(fixture_named("2.0.0-counted").checkpoint_dir).checkpoint
+
+
+def op_id(uid: str) -> str:
+    return next(o.operator_id for o in counted().operators if o.uid == uid)
+
+
+def flink_ranges(senders: int, receivers: int) -> tuple[int, int]:
+    """Flink's pointwise wiring, written out: the most input channels of a receiver, the most subpartitions of a
+    sender."""
+    if senders >= receivers:
+        ins = max((i + 1) * senders // receivers - i * senders // receivers for i in range(receivers))
+        return ins, 1
+    outs = max(
+        sum(1 for r in range(receivers) if r * senders // receivers == s)  # receiver r reads sender r*S//R
+        for s in range(senders)
+    )
+    return 1, outs
+
+
+def test_pointwise_channel_counts_are_flinks() -> None:
+    for senders in range(1, 9):
+        for receivers in range(1, 9):
+            assert pointwise_channels(senders, receivers) == flink_ranges(senders, receivers), (senders, receivers)
+
+
+def _vertex(
+    key: str,
+    parallelism: int,
+    inputs: Sequence[tuple[str, int, str]] = (),
+    outputs: Sequence[tuple[str, int, str]] = (),
+    chain: int = 1,
+    leaves: list[int] | None = None,
+) -> NewVertex:
+    return NewVertex(key, key, parallelism, chain, list(inputs), list(outputs), leaves)
+
+
+def _rescale_input(upstream_new: int, upstream_old: int) -> list[Reason]:
+    """parse (2 subtasks, unchanged; input channel index 1 stored) behind a RESCALE exchange from ``up``."""
+    vertices = {
+        "up": _vertex("up", upstream_new, outputs=[("p", 0, "RESCALE")]),
+        "p": _vertex("p", 2, inputs=[("up", 0, "RESCALE")]),
+    }
+    place = Placement(vertices, {op_id("parse"): ("p", 0)}, [], [], {"p": 2, "up": upstream_old})
+    return channel_state(place, counted(), Settings(flink_version=(2, 0, 0)))
+
+
+def test_a_rescale_exchange_between_unequal_unchanged_parallelisms() -> None:
+    """Neither side rescaled, so Flink hands each subtask its channel state as stored: 4 senders -> 2 receivers
+    gives each receiver 2 channels (index 1 exists); 1 -> 2 gives each one channel (index 1 does not)."""
+    assert _rescale_input(4, 4) == []
+    assert _rescale_input(3, 3) == []
+    [r] = _rescale_input(1, 1)
+    assert (r.check, r.verdict, r.operator, r.flink_message) == (
+        "channel-state-channels",
+        REFUSED,
+        op_id("parse"),
+        INDEX_OUT,
+    )
+    assert "its input 0 is RESCALE (pointwise) in the new job, with at most 1 channel(s) per subtask" in r.message
+    # the upstream rescaled (4 -> 1): Flink builds virtual channels over the old ones; not this check's case
+    assert [x.check for x in _rescale_input(1, 4)] == []
+
+
+def _rescale_output(downstream_new: int, downstream_old: int, strategy: str = "RESCALE") -> list[Reason]:
+    """src (2 subtasks, unchanged; output subpartition index 1 stored) in front of ``down``."""
+    vertices = {
+        "s": _vertex("s", 2, outputs=[("down", 0, strategy)]),
+        "down": _vertex("down", downstream_new, inputs=[("s", 0, strategy)]),
+    }
+    place = Placement(vertices, {op_id("src"): ("s", 0)}, [], [], {"s": 2, "down": downstream_old})
+    return channel_state(place, counted(), Settings(flink_version=(2, 0, 0)))
+
+
+def test_the_sending_side_of_a_rescale_exchange_between_unequal_parallelisms() -> None:
+    """2 senders -> 4 receivers: each sender has 2 subpartitions (index 1 exists); -> 3: one sender has 2; -> 2 and
+    -> 1: one subpartition each. An all-to-all exchange keeps every subpartition."""
+    assert _rescale_output(4, 4) == []
+    assert _rescale_output(3, 3) == []
+    for receivers in (2, 1):
+        [r] = _rescale_output(receivers, receivers)
+        assert (r.check, r.verdict, r.operator, r.flink_message) == (
+            "channel-state-channels",
+            REFUSED,
+            op_id("src"),
+            INDEX_OUT,
+        )
+        assert "its output 0 is RESCALE (pointwise) in the new job, with at most 1 channel(s)" in r.message
+    assert _rescale_output(1, 1, "REBALANCE") == []
+    assert _rescale_output(1, 1, "HASH") == []
+
+
+def test_a_job_graph_chain_whose_first_leaf_is_not_its_last_operator() -> None:
+    """1.20.3-shapes chains a window to a sink and to a map (Flink's stream edges in ids.json: both fed by the
+    window, neither feeding another): the chain's leaves are its second and third operators."""
+    fx = fixture_named("1.20.3-shapes")
+    ids = json.loads((fx.root / "ids.json").read_text())
+    plan = load_plan(fx.root / "jobgraph.json")
+    window = next(n for n in ids["stream_nodes"] if n["name"] == "TumblingEventTimeWindows")
+    members = [n for n in ids["stream_nodes"] if n["vertex_id"] == window["vertex_id"]]
+    inside = {n["id"] for n in members}
+    feeding = {e["source"] for e in ids["stream_edges"] if e["source"] in inside and e["target"] in inside}
+    leaf_names = {n["name"] for n in members if n["id"] not in feeding}
+    assert leaf_names == {"Sink: Unnamed", "Map"}
+    key = window["vertex_id"]
+    names = plan.vertices[key].names
+    assert len(names) == len(members) == 3
+    leaves = _chain_leaves(plan, key)
+    assert leaves == [i for i, name in enumerate(names) if name in leaf_names] == [1, 2]
+
+
+def _chained(
+    position: int,
+    leaves: list[int] | None,
+    *,
+    downstream_input: bool,
+    version: tuple[int, int, int] | None = (2, 0, 0),
+) -> list[Reason]:
+    """src's output channel state at ``position`` of a three-operator chain whose ends are ``leaves``; behind it,
+    parse's vertex (its input channel state restored when ``downstream_input``)."""
+    vertices = {
+        "c": _vertex("c", 2, outputs=[("p", 0, "REBALANCE")], chain=3, leaves=leaves),
+        "p": _vertex("p", 2, inputs=[("c", 0, "REBALANCE")]),
+    }
+    where = {op_id("src"): ("c", position)}
+    if downstream_input:
+        where[op_id("parse")] = ("p", 0)
+    place = Placement(vertices, where, [], [], {"c": 2, "p": 2})
+    return channel_state(place, counted(), Settings(flink_version=version))
+
+
+def test_output_state_at_the_first_leaf_is_at_a_chain_end() -> None:
+    """The window's chain above: output state on its sink (position 1, the first leaf) is at a chain's end, not
+    chained over; with two ends, Flink restores it only if that branch is first in its own order: unknown."""
+    src = f"src ({op_id('src')})"
+    [r] = _chained(1, [1, 2], downstream_input=True)
+    assert (r.check, r.verdict) == ("channel-state-chained", UNKNOWN)
+    assert r.message == (
+        f"output channel state of {src} ends a branch of a chain with several ends: Flink restores it only if that "
+        "branch is the first in its own order of the chain's outputs, which the plan does not show for sure"
+    )
+    # one end only, at position 1: certain
+    assert _chained(1, [1], downstream_input=True) == []
+    # the head is no end of that chain: chained over; parse's input state downstream makes 2.0.0 refuse
+    [r] = _chained(0, [1, 2], downstream_input=True)
+    assert (r.check, r.verdict) == ("channel-state-chained", REFUSED)
+    assert r.flink_message and r.flink_message.endswith(f"[{op_id('src')}]")
+
+
+def test_without_the_chains_shape_only_its_last_operator_ends_it() -> None:
+    """A plan that does not show the chain's shape (leaves None): Flink's chain of three ends at its last operator;
+    position 1 is chained over (2.0.0 refuses, parse downstream holding input state); position 2 is the end."""
+    assert _chained(2, None, downstream_input=True) == []
+    [r] = _chained(1, None, downstream_input=True)
+    assert (r.check, r.verdict) == ("channel-state-chained", REFUSED)
+    # 1.15.4 (before FLINK-31963) restores and drops it; from _metadata alone a record cut is unknown
+    [r] = _chained(1, None, downstream_input=True, version=(1, 15, 4))
+    assert (r.check, r.verdict) == ("channel-state-chained", UNKNOWN)
+    assert r.message == (
+        f"src ({op_id('src')}): output channel state of an operator that no longer ends its chain (vertex c); this "
+        "release restores without it and drops it (whether a record is cut between it and the restored input state "
+        "downstream needs the channel-state files read)"
+    )
+    # the release not given, a downstream holding input state: refuses from FLINK-31963 on, drops before
+    [r] = _chained(1, None, downstream_input=True, version=None)
+    assert (r.verdict, r.flink_issue) == (UNKNOWN, "FLINK-31963")
+    assert r.message == (
+        f"src ({op_id('src')}) holds output channel state and the new job chains an operator after it; a downstream "
+        "holds input channel state. Flink from 1.16.2 / 1.17.1 on refuses this (FLINK-31963); earlier releases "
+        "restore and drop that in-flight data; give --flink-version"
+    )
+    # no downstream input state: every release restores and drops it (no cut partner to read): unknown without files
+    assert [x.verdict for x in _chained(1, None, downstream_input=False)] == [UNKNOWN]
