@@ -9,23 +9,27 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 
+from support.damaged import copy_fixture
 from support.fixtures import fixture_named
 
 from spillway.inspect.preflight import _chain_leaves
 from spillway.inspect.restore_checks import (
     REFUSED,
     UNKNOWN,
+    FlinkDoes,
     NewVertex,
     Placement,
     Reason,
     Settings,
     channel_state,
+    files,
     pointwise_channels,
 )
 from spillway.inspect.topology import load_plan
 from spillway.model.checkpoint import Checkpoint
-from spillway.storage.load import load_checkpoint
+from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 INDEX_OUT = "Index 1 out of bounds for length 1"  # Flink's failure on 2.0.0, pointwise-same-parallelism
 
@@ -205,3 +209,55 @@ def test_without_the_chains_shape_only_its_last_operator_ends_it() -> None:
     )
     # no downstream input state: every release restores and drops it (no cut partner to read): unknown without files
     assert [x.verdict for x in _chained(1, None, downstream_input=False)] == [UNKNOWN]
+
+
+def _damaged(tmp_path: Path, damage: str) -> tuple[LoadedCheckpoint, Path]:
+    """A copy of 2.0.0-counted whose one channel-state file is removed, cut in half, or has one bit flipped in a
+    record length of parse's input channel state (offset 30907)."""
+    copy = copy_fixture("2.0.0-counted", tmp_path)
+    [(state, _)] = copy.channel_files()
+    data = state.read_bytes()
+    if damage == "removed":
+        state.unlink()
+    elif damage == "cut":
+        state.write_bytes(data[: len(data) // 2])
+    else:
+        state.write_bytes(data[:30907] + bytes([data[30907] ^ 0x80]) + data[30908:])
+    return load_checkpoint(copy.chk), state
+
+
+def _everything_placed(cp: Checkpoint, but: str | None = None) -> Placement:
+    where = {o.operator_id: (o.operator_id, 0) for o in cp.operators if o.uid != but}
+    return Placement({}, where, [], [])
+
+
+def test_a_missing_or_short_file_is_a_refusal_naming_the_file(tmp_path: Path) -> None:
+    """Flink fails the task that opens a missing channel-state file or reads past a short one, for certain."""
+    loaded, state = _damaged(tmp_path / "a", "removed")
+    [r] = files(loaded, _everything_placed(loaded.checkpoint), Settings())
+    assert (r.check, r.verdict, r.flink_does) == ("files", REFUSED, FlinkDoes.REFUSES)
+    assert r.message == f"file-exists: missing file (referenced by parse input_channel_state) ({state})"
+    loaded, state = _damaged(tmp_path / "b", "cut")
+    reasons = {r.message.split(":")[0]: r for r in files(loaded, _everything_placed(loaded.checkpoint), Settings())}
+    size = state.stat().st_size
+    assert reasons["file-size"].verdict == REFUSED
+    assert reasons["file-size"].message.startswith(f"file-size: file has {size} bytes, handles need {2 * size} ")
+    assert reasons["file-size"].message.endswith(f" ({state}, {size})")
+    # a chunk running past the cut: Flink fails only if it reads there
+    assert reasons["chunk-chain"].verdict == UNKNOWN and reasons["chunk-chain"].flink_does is None
+    assert reasons["chunk-chain"].message.endswith(": Flink fails where it reads these bytes, if it does")
+
+
+def test_damaged_framing_is_unknown_and_skipped_with_the_operator_dropped(tmp_path: Path) -> None:
+    loaded, state = _damaged(tmp_path, "flipped")
+    [r] = files(loaded, _everything_placed(loaded.checkpoint), Settings())
+    assert (r.check, r.verdict, r.operator) == ("files", UNKNOWN, "parse")
+    assert r.message.startswith("record-length: ") and f"(parse, {state}, " in r.message
+    assert r.message.endswith("): Flink fails where it reads these bytes, if it does")
+    # parse not in the new job: with --allow-non-restored-state Flink never reads its state; without, it is read
+    without_parse = _everything_placed(loaded.checkpoint, but="parse")
+    assert files(loaded, without_parse, Settings(allow_non_restored_state=True)) == []
+    assert [x.message for x in files(loaded, without_parse, Settings())] == [r.message]
+    # another operator dropped: parse's state is still read
+    without_check = _everything_placed(loaded.checkpoint, but="check")
+    assert [x.message for x in files(loaded, without_check, Settings(allow_non_restored_state=True))] == [r.message]
