@@ -13,7 +13,20 @@ from functools import cache
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, load_recorded, preflight_row, preflight_settings, recorded_dir
 
-from spillway.inspect.preflight import FAILS, LOSS, OK, REFUSED, UNKNOWN, Answer, FlinkDoes, Reason, check
+from spillway.inspect.preflight import (
+    FAILS,
+    LOSS,
+    OK,
+    REFUSED,
+    UNKNOWN,
+    WARNING,
+    Answer,
+    FlinkDoes,
+    Reason,
+    Settings,
+    check,
+)
+from spillway.inspect.restore_checks import known_bugs
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -458,3 +471,42 @@ def test_output_state_chained_over_on_1_15_4_is_dropped_and_a_record_cut() -> No
     assert (r.check, r.verdict, r.flink_does) == ("channel-state-chained", UNKNOWN, FlinkDoes.FAILS_AFTER_START)
     [lost] = result.loss.in_flight
     assert (lost.operator, lost.side, lost.why, lost.records) == (count, "output", why, None) and lost.bytes > 0
+
+
+def test_file_merged_channel_state_warns_of_flink_39977() -> None:
+    """The file-merging fixtures were written with execution.checkpointing.file-merging.enabled (fixture.json): their
+    channel state sits in segments of merged files. The counted job's does not."""
+    for name in ("1.20.3-file-merging", "2.3.0-file-merging"):
+        fx = fixture_named(name)
+        assert fx.info["settings"]["execution.checkpointing.file-merging.enabled"] == "true"
+        [bug] = [r for r in known_bugs(load_checkpoint(fx.checkpoint_dir).checkpoint, Settings())]
+        assert (bug.check, bug.verdict, bug.flink_issue, bug.flink_does, bug.operator) == (
+            "known-bug",
+            WARNING,
+            "FLINK-39977",
+            None,
+            None,
+        )
+        assert bug.message == (
+            "channel state stored with file merging (SegmentFileStateHandle): releases without FLINK-39977's fix "
+            "do not register these files with the file-merging manager on recovery (cleanup of the merged files "
+            "after the restore)"
+        )
+    assert known_bugs(load_checkpoint(fixture_named(f"{RELEASE}-counted").checkpoint_dir).checkpoint, Settings()) == []
+
+
+def test_a_reasons_document_carries_what_is_set() -> None:
+    fx = f"{RELEASE}-counted"
+    [refused] = not_ok(RELEASE, "removed-stateful")
+    assert refused.to_doc() == {
+        "check": "operator-mapping",
+        "verdict": "refused",
+        "message": refused.message,
+        "flink_message": refused.flink_message,
+        "operator": flink_ids(fx)["check"],
+        "flink_does": "refuses",
+    }
+    [mixed] = not_ok(RELEASE, "mixed-inputs-rescaled")
+    assert mixed.to_doc()["flink_issue"] == "FLINK-38267"
+    ok = preflight_row(RELEASE, "same").reasons[0]
+    assert ok.to_doc() == {"check": "operator-mapping", "verdict": "ok", "message": ok.message}
