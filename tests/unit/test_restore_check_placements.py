@@ -25,6 +25,8 @@ from spillway.inspect.restore_checks import (
     Settings,
     channel_state,
     files,
+    flink_31963_fixed,
+    flink_38267_fixed,
     pointwise_channels,
 )
 from spillway.inspect.topology import load_plan
@@ -261,3 +263,20 @@ def test_damaged_framing_is_unknown_and_skipped_with_the_operator_dropped(tmp_pa
     # another operator dropped: parse's state is still read
     without_check = _everything_placed(loaded.checkpoint, but="check")
     assert [x.message for x in files(loaded, without_check, Settings(allow_non_restored_state=True))] == [r.message]
+
+
+def test_flink_38267_is_fixed_in_1_20_3_2_0_1_2_1_1_and_2_2_0() -> None:
+    """docs/format/restore-checks.md: the fix and its backports were merged before 1.20.3, 2.0.1, 2.1.1 and 2.2.0;
+    mixed-inputs-rescaled was refused by 1.15.4 and 2.0.0 and restored by 1.20.3 and 2.3.0."""
+    fixed = [(1, 20, 3), (1, 20, 4), (2, 0, 1), (2, 1, 1), (2, 1, 2), (2, 2, 0), (2, 3, 0), (3, 0, 0)]
+    broken = [(1, 15, 4), (1, 19, 3), (1, 20, 2), (2, 0, 0), (2, 1, 0), (1, 18, 9)]
+    assert [flink_38267_fixed(v) for v in fixed] == [True] * len(fixed)
+    assert [flink_38267_fixed(v) for v in broken] == [False] * len(broken)
+    assert flink_38267_fixed(None) is None
+
+
+def test_flink_31963_is_fixed_from_1_16_2_and_1_17_1() -> None:
+    fixed = [(1, 16, 2), (1, 16, 3), (1, 17, 1), (1, 17, 2), (1, 18, 0), (1, 20, 3), (2, 0, 0)]
+    broken = [(1, 15, 4), (1, 16, 1), (1, 16, 0), (1, 17, 0), (1, 14, 6)]
+    assert [flink_31963_fixed(v) for v in fixed] == [True] * len(fixed)
+    assert [flink_31963_fixed(v) for v in broken] == [False] * len(broken)

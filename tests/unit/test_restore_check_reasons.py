@@ -510,3 +510,24 @@ def test_a_reasons_document_carries_what_is_set() -> None:
     assert mixed.to_doc()["flink_issue"] == "FLINK-38267"
     ok = preflight_row(RELEASE, "same").reasons[0]
     assert ok.to_doc() == {"check": "operator-mapping", "verdict": "ok", "message": ok.message}
+
+
+def test_a_max_parallelism_given_for_one_vertex_is_checked_on_its_operators_only() -> None:
+    """Flink compares the max parallelism per operator (Checkpoints.loadAndValidateCheckpoint): 256 on count's
+    vertex alone is refused for count, as max-parallelism-changed was for every operator; the rest set 128 (the
+    checkpoint's, as in "same", which Flink restored) or, given for one vertex only, set none."""
+    fx = f"{RELEASE}-counted"
+    assert load_recorded(RELEASE, "same")["outcome"] == "restored"
+    loaded = load_checkpoint(fixture_named(fx).checkpoint_dir)
+    plan = load_plan(recorded_dir(RELEASE, "same") / "jobgraph.json", case_uids(RELEASE, "same"))
+    count = flink_ids(fx)["count"]  # a job-graph vertex id is its head operator's id
+    for given in ({None: 128, count: 256}, {count: 256}):
+        result = check(plan, loaded.checkpoint, Settings(max_parallelism=given, flink_version=(2, 0, 0)), loaded)
+        [r] = [r for r in result.reasons if r.verdict != OK]
+        assert (r.check, r.verdict, r.operator) == ("max-parallelism", REFUSED, count)
+        assert r.message == (
+            f"{label(fx, 'count')}: the new job sets max parallelism 256, the checkpoint has 128; Flink adopts the "
+            "checkpoint's only where the job sets none"
+        )
+    result = check(plan, loaded.checkpoint, Settings(max_parallelism={count: 128}, flink_version=(2, 0, 0)), loaded)
+    assert result.answer == Answer.YES
