@@ -16,17 +16,22 @@ from support.fixtures import fixture_named
 
 from spillway.inspect.preflight import _chain_leaves
 from spillway.inspect.restore_checks import (
+    FAILS,
+    LOSS,
     REFUSED,
     UNKNOWN,
     FlinkDoes,
+    Loss,
     NewVertex,
     Placement,
     Reason,
     Settings,
+    channel_facts,
     channel_state,
     files,
     flink_31963_fixed,
     flink_38267_fixed,
+    keyed_exchange,
     pointwise_channels,
 )
 from spillway.inspect.topology import load_plan
@@ -280,3 +285,103 @@ def test_flink_31963_is_fixed_from_1_16_2_and_1_17_1() -> None:
     broken = [(1, 15, 4), (1, 16, 1), (1, 16, 0), (1, 17, 0), (1, 14, 6)]
     assert [flink_31963_fixed(v) for v in fixed] == [True] * len(fixed)
     assert [flink_31963_fixed(v) for v in broken] == [False] * len(broken)
+
+
+def _keyed(*inputs: tuple[str, int, str]) -> list[Reason]:
+    """count (keyed state, 2.0.0-counted) heading a vertex with these inputs."""
+    vertices = {"k": _vertex("k", 2, inputs=inputs)}
+    return keyed_exchange(Placement(vertices, {op_id("count"): ("k", 0)}, [], []), counted())
+
+
+def test_keyed_state_behind_each_kind_of_exchange() -> None:
+    """keyBy (HASH) routes by key and a broadcast side reads no key's state; REBALANCE fails the task (Flink, on
+    keyed-rebalance: "Key group N is not in KeyGroupRange"); FORWARD is right only for a stream keyed upstream the
+    same way (reinterpretAsKeyedStream), which a plan cannot show."""
+    count = f"count ({op_id('count')})"
+    assert _keyed(("a", 0, "HASH")) == []
+    assert _keyed(("a", 0, "BROADCAST")) == []
+    [forward] = _keyed(("a", 0, "FORWARD"))
+    assert (forward.check, forward.verdict, forward.operator, forward.flink_does) == (
+        "keyed-exchange",
+        UNKNOWN,
+        op_id("count"),
+        FlinkDoes.FAILS_AFTER_START,
+    )
+    assert forward.message == (
+        f"{count} holds keyed state, and its vertex k gets input 0 FORWARD (pointwise): right only if the upstream "
+        "is keyed the same way and has the same parallelism (reinterpretAsKeyedStream); otherwise the task fails on "
+        "the first record of another subtask's key group"
+    )
+    assert forward.flink_message == "Key group N is not in KeyGroupRange"
+    # a broadcast side next to a rebalanced input: the rebalanced one still fails
+    [rebalanced] = _keyed(("a", 0, "BROADCAST"), ("b", 1, "REBALANCE"))
+    assert (rebalanced.verdict, rebalanced.flink_does) == (FAILS, FlinkDoes.FAILS_AFTER_START)
+    assert rebalanced.message.startswith(f"{count} holds keyed state, and its vertex k gets input 1 REBALANCE, ")
+    # an operator without keyed state (src) behind REBALANCE: nothing to say
+    vertices = {"k": _vertex("k", 2, inputs=[("a", 0, "REBALANCE")])}
+    assert keyed_exchange(Placement(vertices, {op_id("src"): ("k", 0)}, [], []), counted()) == []
+
+
+def test_output_state_at_a_chains_end_makes_flink_check_the_rest() -> None:
+    """Flink checks the output side when the vertex's output operator itself holds output state: count at the end
+    of the chain, src chained over in front of it: refused on every release, whatever downstream holds."""
+    vertices = {"c": _vertex("c", 2, chain=3), "p": _vertex("p", 2)}
+    place = Placement(vertices, {op_id("src"): ("c", 1), op_id("count"): ("c", 2)}, [], [], {"c": 2})
+    for version in [(1, 15, 4), (2, 0, 0)]:
+        reasons = channel_state(place, counted(), Settings(flink_version=version))
+        # count's input state off the chain's head is chained over too (listed in the checkpoint's order)
+        [r] = reasons
+        assert (r.check, r.verdict) == ("channel-state-chained", REFUSED)
+        assert r.flink_message is not None and r.flink_message.endswith(f"[{op_id('count')}, {op_id('src')}]")
+
+
+def test_output_state_chained_over_without_a_cut_is_a_loss() -> None:
+    """src's output state chained over on 1.15.4 (before FLINK-31963), nothing restored downstream holding input
+    state: Flink restores and drops src's in-flight records; no record is cut with restored state."""
+    loaded = load_checkpoint(fixture_named("2.0.0-counted").checkpoint_dir)
+    facts = channel_facts(loaded)
+    vertices = {"c": _vertex("c", 2, outputs=[("p", 0, "REBALANCE")], chain=3), "p": _vertex("p", 2)}
+    place = Placement(vertices, {op_id("src"): ("c", 1)}, [], [], {"c": 2})
+    loss = Loss()
+    [r] = channel_state(place, loaded.checkpoint, Settings(flink_version=(1, 15, 4)), facts, loss)
+    src = f"src ({op_id('src')})"
+    why = "output channel state of an operator that no longer ends its chain (vertex c)"
+    assert (r.check, r.verdict, r.operator, r.flink_does) == (
+        "channel-state-chained",
+        LOSS,
+        op_id("src"),
+        FlinkDoes.RESTORES_AND_DROPS,
+    )
+    assert r.message == (
+        f"{src}: {why}: this release restores without it and drops those records in flight without a word; see the "
+        "loss section"
+    )
+    [lost] = loss.in_flight
+    assert lost.to_doc() == {
+        "operator": op_id("src"),
+        "label": src,
+        "side": "output",
+        "bytes": facts.bytes[(op_id("src"), "output")],
+        "records": None,  # output state read alone may start inside a record
+        "why": why,
+    }
+    assert lost.bytes > 0 and loss.to_doc()["in_flight_records"] is None
+    # FLINK-31963 does not apply (no downstream input state): 2.0.0 drops it alike
+    assert [x.verdict for x in channel_state(place, loaded.checkpoint, Settings(flink_version=(2, 0, 0)), facts)] == [
+        LOSS
+    ]
+
+
+def test_the_release_not_given_names_flink_31963() -> None:
+    [r] = _chained(1, None, downstream_input=True, version=None)
+    assert (r.check, r.verdict, r.operator, r.flink_issue, r.flink_does) == (
+        "channel-state-chained",
+        UNKNOWN,
+        op_id("src"),
+        "FLINK-31963",
+        None,
+    )
+    assert r.flink_message == (
+        "Cannot recover from unaligned checkpoint when topology changes, such that data exchanges with persisted "
+        f"data are now chained.\nThe following operators contain channel state: [{op_id('src')}]"
+    )
