@@ -16,9 +16,11 @@ from spillway.inspect.preflight import (
     checkpoint_parallelism_plan,
     find_vertex,
     forecast_reasons,
+    place_operators,
     with_parallelism,
 )
 from spillway.inspect.topology import PlanError, Topology, load_plan
+from spillway.storage.load import load_checkpoint
 
 RELEASE = "2.0.0"
 
@@ -104,7 +106,7 @@ def test_a_new_job_that_is_not_the_checkpoints_rescaled_has_no_old_plan() -> Non
     count = vertex_of("keyed-up", "count")
     mixed = [r | {"checkpoint_parallelism": None} if r["key"] == count else r for r in rows]
     assert checkpoint_parallelism_plan(plan("keyed-up"), type(result)(result.reasons, mixed)) is None
-    new_vertex = [*rows, {"key": "new", "parallelism": 5, "checkpoint_parallelism": None, "operators": []}]
+    new_vertex = [{"key": "new", "parallelism": 5, "checkpoint_parallelism": None, "operators": []}, *rows]
     found = checkpoint_parallelism_plan(plan("keyed-up"), type(result)(result.reasons, new_vertex))
     assert found is not None and found[1] == {count: 3}
 
@@ -146,3 +148,27 @@ def test_the_forecasts_warnings_become_reasons() -> None:
     assert forecast_reasons({"flink": {"over_budget": 0, "bytes_filtered": 0}}) == []
     assert forecast_reasons({}) == []
     assert [r.verdict for r in forecast_reasons({"flink": {"over_budget": 1}})] == [WARNING]
+
+
+@pytest.mark.parametrize("flavour", ["jobgraph.json", "plan.json"])
+def test_each_checkpoint_operator_is_placed_where_flink_ran_it(flavour: str) -> None:
+    """The counted job as Flink ran it (ids.json: each stream node's operator id and job vertex, in chain order):
+    every operator of the checkpoint sits in its vertex at its chain position; check's chain has two operators
+    with the sink its only end, the others one."""
+    fx = fixture_named(f"{RELEASE}-counted")
+    ids = json.loads((fx.root / "ids.json").read_text())
+    topology = load_plan(recorded_dir(RELEASE, "same") / flavour, case_uids(RELEASE, "same"))
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    place = place_operators(topology.as_new_job(), loaded.checkpoint)
+    chains: dict[str, list[str]] = {}
+    for n in ids["stream_nodes"]:
+        chains.setdefault(n["vertex_id"], []).append(n["operator_id"])
+    key_of = {v.names[0]: key for key, v in topology.vertices.items()}
+    by_vertex = {key_of[n["name"]]: chains[n["vertex_id"]] for n in ids["stream_nodes"] if n["name"] in key_of}
+    expected = {op: (key, pos) for key, ops in by_vertex.items() for pos, op in enumerate(ops)}
+    assert place.where == expected
+    assert {key: (v.chain_length, v.leaves) for key, v in place.vertices.items()} == {
+        key: (len(ops), [len(ops) - 1]) for key, ops in by_vertex.items()
+    }
+    assert place.old_parallelism == {key: 2 for key in by_vertex}
+    assert place.unknown == place.guessed == [] and place.assumed == {}
