@@ -531,3 +531,57 @@ def test_a_max_parallelism_given_for_one_vertex_is_checked_on_its_operators_only
         )
     result = check(plan, loaded.checkpoint, Settings(max_parallelism={count: 128}, flink_version=(2, 0, 0)), loaded)
     assert result.answer == Answer.YES
+
+
+def test_a_name_only_mapping_is_said_word_for_word() -> None:
+    """2.3.0 refused uid-changed (count has a new uid under its old name); its stream-graph plan without uids maps
+    each stateful operator of the checkpoint by the name 2.x stores: each is listed, in the checkpoint's order."""
+    fx = "2.3.0-counted"
+    assert load_recorded("2.3.0", "uid-changed")["outcome"] == "refused"
+    loaded = load_checkpoint(fixture_named(fx).checkpoint_dir)
+    plan = load_plan(recorded_dir("2.3.0", "uid-changed") / "plan.json")
+    result = check(plan, loaded.checkpoint, preflight_settings("2.3.0", "uid-changed", "x"), loaded)
+    [r] = [r for r in result.reasons if r.verdict != OK]
+    # the sink holds no state: not an assumption that matters
+    named = ", ".join(
+        f"{name!r} = {label(fx, uid)}"
+        for name, uid in [("parse", "parse"), ("count", "count"), ("check", "check"), ("Source: seq", "src")]
+    )
+    assert [o.uid for o in loaded.checkpoint.operators] == ["parse", "count", "check", "sink", "src"]
+    assert (r.check, r.verdict, r.flink_does, r.operator) == ("operator-mapping", UNKNOWN, FlinkDoes.REFUSES, None)
+    assert r.message == (
+        f"placed by name only: {named}. This assumes uids unchanged: each keeps its Flink id in the new job (the same "
+        "uid; without uids, a graph that generates the same ids). If an id changed, Flink refuses the restore (or, "
+        "with --allow-non-restored-state, drops that state). Give the uids (--uid NAME=UID), the job-graph plan or "
+        "the job's jar (--job) to map by ids"
+    )
+
+
+def test_the_finished_state_reasons_on_flinks_finished_restores() -> None:
+    """The FLIP-147 variants (tests/fixtures/finished-variants/): where Flink restored the same job, every rule
+    holds, said once; where it refused, each violation is a refusal naming a vertex of the new job."""
+    from support import finished_variants
+
+    for release, variant in finished_variants.recorded():
+        flink = finished_variants.load_recorded(release, variant)
+        fx = fixture_named(f"{release}-finished")
+        loaded = load_checkpoint(fx.checkpoint_dir)
+        plan = load_plan(
+            finished_variants.recorded_dir(release, variant) / "jobgraph.json", finished_variants.job_uids(release)
+        )
+        settings = Settings(
+            finished_variants.VARIANTS[variant][1],
+            {},
+            tuple(map(int, release.split("."))),  # type: ignore[arg-type]
+            str(fx.checkpoint_dir),
+            no_max_parallelism=True,
+        )
+        reasons = [r for r in check(plan, loaded.checkpoint, settings, loaded).reasons if r.check == "finished-state"]
+        if flink["outcome"] == "restored":
+            assert [(r.verdict, r.message, r.operator) for r in reasons] == [
+                (OK, "finished operators: every FLIP-147 rule holds", None)
+            ], (release, variant)
+        else:
+            assert reasons and all(r.verdict == REFUSED for r in reasons), (release, variant)
+            labels = {v.label() for v in plan.vertices.values()}
+            assert all(r.operator in labels and r.operator in r.message for r in reasons), (release, variant)
