@@ -18,7 +18,6 @@ from enum import Enum
 from typing import Any
 
 from spillway.flink import operator_ids
-from spillway.inspect.bound_names import bound_names
 from spillway.inspect.restore_checks import (
     FAILS,
     LOSS,
@@ -46,7 +45,7 @@ from spillway.inspect.restore_checks import (
     max_parallelism,
     vertex_table,
 )
-from spillway.inspect.topology import Topology, operator_binding
+from spillway.inspect.topology import JobBinding, Topology, bind_job, operator_binding
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.load import LoadedCheckpoint
 
@@ -109,7 +108,7 @@ class Result:
 # ------------------------------------------------------------------------------------------------- the adapter
 
 
-def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
+def place_operators(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None) -> Placement:
     """Where each checkpoint operator sits in the new job, as far as Flink's own ids tell.
 
     The only use of the plan-to-checkpoint binding (:func:`spillway.inspect.topology.operator_binding`): a plan
@@ -136,7 +135,7 @@ def place_operators(topology: Topology, checkpoint: Checkpoint) -> Placement:
     unknown: list[str] = []
     guessed: list[str] = []
     assumed: dict[str, str] = {}
-    binding = operator_binding(topology, checkpoint)
+    binding = job.operators if job is not None else operator_binding(topology, checkpoint)
     for b in binding.operators if binding is not None else ():
         if b.node_id is not None and b.node_id in node_vertex:
             spot: tuple[str, int] | None = node_vertex[b.node_id]
@@ -199,7 +198,8 @@ def check(
     # The new job's plan: only Flink's own ids bind it to the checkpoint (no deduction that assumes the job that
     # wrote the checkpoint, no chains from the checkpoint's evidence).
     topology = topology.as_new_job()
-    place = place_operators(topology, checkpoint)
+    job = bind_job(topology, checkpoint)  # once: placement, the FLIP-147 verdict and the files check share it
+    place = place_operators(topology, checkpoint, job)
     facts = channel_facts(loaded) if loaded is not None else None
     loss = Loss()
     reasons: list[Reason] = binding_notes(place)
@@ -208,13 +208,11 @@ def check(
         ("max-parallelism", max_parallelism(place, checkpoint, settings)),
         ("channel-state", channel_state(place, checkpoint, settings, facts, loss)),
         ("keyed-exchange", keyed_exchange(place, checkpoint)),
-        ("finished-state", finished_state(topology, checkpoint)),
+        ("finished-state", finished_state(topology, checkpoint, job)),
     ):
         reasons += found or [Reason(name, OK, PASSED[name])]
     if loaded is not None:
-        reasons += files(loaded, place, settings, bound_names(topology, checkpoint)) or [
-            Reason("files", OK, PASSED["files"])
-        ]
+        reasons += files(loaded, place, settings, job.names) or [Reason("files", OK, PASSED["files"])]
     reasons += known_bugs(checkpoint, settings)
     return Result(reasons, vertex_table(place, checkpoint), loss)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from spillway.flink.partitioners import Partitioner
 from spillway.inspect import finished
-from spillway.inspect.topology import Topology
+from spillway.inspect.topology import JobBinding, Topology
 from spillway.model.checkpoint import (
     Checkpoint,
     InputChannelHandle,
@@ -872,11 +872,12 @@ def _pointwise_channel_counts(
     return out
 
 
-def finished_state(topology: Topology, cp: Checkpoint) -> list[Reason]:
-    """FLIP-147 (``VertexFinishedStateChecker``), from :func:`spillway.inspect.finished.check`."""
+def finished_state(topology: Topology, cp: Checkpoint, job: JobBinding | None = None) -> list[Reason]:
+    """FLIP-147 (``VertexFinishedStateChecker``), from :func:`spillway.inspect.finished.check` (``job``: the
+    plan's binding to ``cp`` when the caller holds it)."""
     if not any(o.fully_finished or any(s.finished for s in o.subtasks) for o in cp.operators):
         return []
-    verdict = finished.check(topology, cp)
+    verdict = finished.check(topology, cp, job)
     out = [Reason("finished-state", REFUSED, v.message, operator=v.vertex) for v in verdict.violations]
     if not verdict.certain:
         out.append(Reason("finished-state", UNKNOWN, "; ".join(verdict.notes)))

@@ -9,6 +9,7 @@ a directory of its own and renamed into place, so concurrent first uses never se
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -199,6 +200,7 @@ def plan_job(
     return doc
 
 
+@functools.lru_cache(maxsize=8)  # one `java -version` per java a process uses, not one per planned job
 def _jdk_opens(java: str) -> tuple[str, ...]:
     """The module opens a job's main needs on JDK 9+ (none on 8, which would refuse the flags)."""
     try:
