@@ -7,11 +7,10 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
 import typer
+from support.console import run
 
 from spillway.cli.app import app
-from support.console import run
 
 ROOT = Path(__file__).parents[2]
 
