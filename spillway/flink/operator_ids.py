@@ -898,7 +898,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
             op.reason = (
                 f"{extra}no id computed by Flink's rules for {op.name!r} is in the checkpoint (uids tried: {tried}"
                 + ("; generated id tried" if graph is not None else "")
-                + f"). If it has state there, give its uid: --uid {_quote(op.name)}=UID"
+                + f"). If it has state there, give its uid: --uid {_uid_form(op, ops)}=UID"
             )
         out.append(
             BoundOperator(
@@ -1079,7 +1079,7 @@ def _deduce(
         else:
             shown = ", ".join(sorted("absent" if v == deduction.ABSENT else v for v in values))
             op.reason = (
-                f"could be any of {shown} ({how_many}); give its uid (--uid {_quote(op.name)}=UID) if it has one, "
+                f"could be any of {shown} ({how_many}); give its uid (--uid {_uid_form(op, ops)}=UID) if it has one, "
                 "or the job-graph plan (REST /jobs/<job-id>/plan)"
             )
     for i in open_ops:
@@ -1303,6 +1303,14 @@ def _hex(digest: bytes | None) -> str | None:
 
 def _is_known_absent(op: _Op) -> bool:
     return op.operator_id is not None and not op.in_checkpoint
+
+
+def _uid_form(op: _Op, ops: Sequence[_Op]) -> str:
+    """How ``--uid`` names ``op``: its name, or where several plan operators carry that name the form that
+    picks this one (``NAME#7``), since the bare name is refused there."""
+    ref = node_ref(op.node_id, op.vertex_id, op.position)
+    shared = sum(1 for o in ops if o.name == op.name) > 1
+    return _quote(f"{op.name}{ref}" if shared and ref is not None else op.name)
 
 
 def _quote(name: str) -> str:

@@ -100,3 +100,31 @@ def test_the_uid_map_template_keys_a_shared_name_by_the_form_that_picks_each() -
         {"operator": "Map", "plan_node": "#7", "method": "uid-hash"},
     ]
     assert uid_map_template(rows) == {"Map#2": "", "Map#6": "", "count": ""}
+
+
+def test_the_uid_form_a_reason_suggests_for_a_shared_name_is_accepted_and_binds_flinks_id() -> None:
+    """1.20.3-shapes' job-graph plan leaves several default-named `Map` operators unbound; the binding table tells
+    the person which `--uid` to give. Given that form with the operator's real uid (parse-events, from Flink's
+    ids.json), the command accepts it and binds the operator to Flink's id."""
+    shapes = fixture_named("1.20.3-shapes")
+    plan = str(shapes.root / "jobgraph.json")
+    checkpoints = str(shapes.root / "checkpoints")
+    code, out, err = run(["validate", checkpoints, "--plan", plan, "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["binding"]
+    maps = [b for b in rows if b["operator"] == "Map"]
+    assert len(maps) > 1
+    suggested = {}
+    for b in maps:
+        if "--uid " in (b["reason"] or ""):
+            form = b["reason"].split("--uid ", 1)[1].split("=UID", 1)[0].strip("'")
+            assert form == f"Map{b['plan_node']}", b["reason"]  # the bare shared name would be refused
+            suggested[b["plan_node"]] = form
+    assert suggested
+    flink = json.loads((shapes.root / "ids.json").read_text())["stream_nodes"]
+    parse = next(n for n in flink if n["uid"] == "parse-events")
+    form = next(f for ref, f in suggested.items() if ref.startswith(f"#{parse['vertex_id'][:8]}."))
+    code, out, err = run(["validate", checkpoints, "--plan", plan, "--uid", f"{form}=parse-events", "--json"])
+    assert code in (0, 1), err  # accepted: never a usage error
+    picked = next(b for b in json.loads(out)["binding"] if f"{b['operator']}{b['plan_node']}" == form)
+    assert picked["operator_id"] == parse["operator_id"] and picked["exact"]
