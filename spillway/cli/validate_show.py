@@ -53,6 +53,12 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
     for what, why, n in report.unchecked_summary():
         noun = what.replace("-", " ") + ("s" if n != 1 else "")
         out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]")
+    if report.unchecked and not report.errors:
+        # "no errors found" is not "safe to restore": point at the command that answers that.
+        out.print(
+            "[dim]to check them, give the job's plan (--plan FILE or --job JOB.jar); whether Flink will restore "
+            "this checkpoint into a job: spillway preflight CHECKPOINT --plan NEW_PLAN[/]"
+        )
     for r in rebased:
         out.print(
             f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True

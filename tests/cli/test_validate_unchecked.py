@@ -83,6 +83,10 @@ def test_intact_without_a_plan_is_not_called_sound_and_names_the_output_side() -
     assert code == 0
     assert "sound" not in text and "no errors found, not all checked" in text
     assert f"unchecked: {len(outputs)} channel handles: output side: not framed without --plan" in text
+    # "no errors found" is not "safe to restore": the reader is pointed at --plan and at preflight
+    assert "(--plan FILE or --job JOB.jar)" in text and "spillway preflight CHECKPOINT --plan NEW_PLAN" in " ".join(
+        text.split()
+    )
     code, doc_text = _run(str(fx.checkpoint_dir), "--json")
     doc = json.loads(doc_text)
     assert code == 0 and doc["ok"] is True and doc["complete"] is False
@@ -97,6 +101,7 @@ def test_with_the_plan_everything_is_checked_and_strict_passes() -> None:
     plan = str(fx.root / "jobgraph.json")
     code, text = _run(str(fx.checkpoint_dir), "--plan", plan, "--strict")
     assert code == 0 and any(line.startswith("sound · ") for line in text.splitlines())
+    assert "spillway preflight" not in text
     doc = json.loads(_run(str(fx.checkpoint_dir), "--plan", plan, "--json")[1])
     assert (doc["ok"], doc["complete"], doc["unchecked"]) == (True, True, [])
 
