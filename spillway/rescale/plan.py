@@ -305,15 +305,16 @@ def build_plan(
     for ep in edges:
         if ep.index not in carrying:
             continue
+        # A missing extractor is a missing argument (exit 2), not a refusal: the rescale can be done.
         if ep.rule == HASH and not (ep.key or ep.key_fn):
-            raise RescaleRefused(
+            raise UsageError(
                 f"edge {ep.label} is a keyBy (HASH) edge with records in flight and its downstream is rescaled: "
                 f"give keys={{VERTEX: EXTRACTOR}} (e.g. long, string, tuple:0:long, row(long,string):1) or "
                 f"key_fns={{VERTEX: module:function}} for the downstream vertex, so each record's key group can be "
                 "computed"
             )
         if ep.rule == CUSTOM and not ep.key_fn:
-            raise RescaleRefused(
+            raise UsageError(
                 f"edge {ep.label} uses a custom partitioner with records in flight: give key_fns="
                 "{VERTEX: module:function(payload, parallelism) -> target subtask}"
             )

@@ -25,6 +25,7 @@ FX = fixture_named("2.3.0-counted")
         ["-p", "count=3", "--key", "count=long", "--key-fn", "count=mod:fn"],
         ["-p", "count=3", "--key-fn", "count=no-colon"],
         ["-p", "count"],
+        ["-p", "count=3"],  # records in flight on the keyBy edge into count: --key or --key-fn is missing
     ],
     ids=lambda a: " ".join(a),
 )

@@ -92,7 +92,7 @@ def test_the_rule_out_of_a_rescaled_upstream_into_a_kept_downstream(strategy: st
 
 def test_records_in_flight_on_a_custom_or_hash_edge_into_a_rescaled_vertex_need_the_users_function() -> None:
     ld = _loaded()
-    with pytest.raises(RescaleRefused) as err:
+    with pytest.raises(UsageError) as err:
         build_plan(ld.checkpoint, _plan("CUSTOM"), ld.resolver, {"check": 3})
     assert str(err.value) == (
         f"edge {EDGE} (CUSTOM) uses a custom partitioner with records in flight: give key_fns="
@@ -101,7 +101,7 @@ def test_records_in_flight_on_a_custom_or_hash_edge_into_a_rescaled_vertex_need_
     plan = build_plan(ld.checkpoint, _plan("CUSTOM"), ld.resolver, {"check": 3}, key_fns={"check": "m:f"})
     (edge,) = plan.edges
     assert (edge.rule, edge.key_fn, edge.key) == ("custom", "m:f", None)
-    with pytest.raises(RescaleRefused, match=rf"^edge {EDGE} \(HASH\) is a keyBy \(HASH\) edge with records in flight"):
+    with pytest.raises(UsageError, match=rf"^edge {EDGE} \(HASH\) is a keyBy \(HASH\) edge with records in flight"):
         build_plan(ld.checkpoint, _plan("HASH"), ld.resolver, {"check": 3})
     (edge,) = build_plan(ld.checkpoint, _plan("HASH"), ld.resolver, {"check": 3}, keys={"check": "string"}).edges
     assert (edge.rule, edge.key, edge.key_fn) == (HASH, "string", None)
