@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, cli_words, emit_json, guarded, human_bytes, out
 from spillway.cli.forecast import Forecast, show_forecast
 from spillway.cli.options import Naming, NewJob, bundled
 from spillway.cli.wide import print_wide
@@ -136,7 +136,7 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
     if forecast is not None:
         show_forecast(forecast)
     if forecast_note:
-        out.print(escape(forecast_note), soft_wrap=True)
+        out.print(escape(cli_words(forecast_note)), soft_wrap=True)
 
 
 def show_loss(loss: api.PreflightLoss) -> None:

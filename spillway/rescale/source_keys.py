@@ -222,7 +222,7 @@ def refuse_wrong_extractors(plan: RescalePlan, per_channel: int | None = SOURCE_
             f"extractor is likely wrong); e.g. {f.example.describe(ep.old_down_p)}"
         )
     raise RescaleRefused(
-        "; ".join(lines) + ". Nothing was written: give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
+        "; ".join(lines) + ". Give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
         "{VERTEX: module:function}; spillway analyze --decode N shows the records)"
     )
 

@@ -271,3 +271,24 @@ def test_missing_file_is_not_restorable(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     files = [r for r in doc["reasons"] if r["check"] == "files" and r["verdict"] == "refused"]
     assert files and all(MISSING in r["message"] for r in files), doc["reasons"]
+
+
+KEYED = ["-p", "count=3", "--max-parallelism", "none", "--key", "count=tuple(long,long):1"]
+
+
+def test_a_forecast_refused_for_a_wrong_key_is_said_in_option_words_and_claims_no_write() -> None:
+    """A wrong --key (count is keyed by field 0, the job's own key; field 1 is the record's value) leaves
+    preflight without a forecast: the note names the option as typed, and a read-only command never says
+    "Nothing was written"."""
+    counted = FIXTURES / "2.3.0-counted"
+    done = subprocess.run(
+        [str(SPILLWAY), "preflight", str(counted / "checkpoints"), "--plan", str(counted / "jobgraph.json"), *KEYED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stderr  # the answer stands; only the forecast is missing
+    assert "no restore forecast: edge parse -> count (HASH): under --key tuple(long,long):1," in text
+    assert "keys[" not in text and "Nothing was written" not in text

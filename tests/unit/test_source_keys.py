@@ -72,7 +72,7 @@ def test_the_sample_is_per_channel_and_the_refusal_counts_it() -> None:
     assert m is not None, message
     assert 0 < int(m[1]) <= int(m[2]) == len(channels)
     assert message.endswith(
-        ". Nothing was written: give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
+        ". Give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
         "{VERTEX: module:function}; spillway analyze --decode N shows the records)"
     )
 
