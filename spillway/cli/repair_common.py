@@ -77,10 +77,12 @@ def show_report(report: RepairResult, json_out: bool) -> int:
     show_binding_doc(report.binding)
     title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
     table = Table(title=title, title_justify="left")
-    for col in ("change", "count", "detail"):
+    detailed = any(c.detail for c in report.changes)  # an empty column says nothing: leave it out
+    for col in ("change", "count", "detail") if detailed else ("change", "count"):
         table.add_column(col, no_wrap=col != "detail", overflow="fold" if col == "detail" else "ellipsis")
     for c in report.changes:
-        table.add_row(escape(c.what), "unknown" if c.count is None else str(c.count), escape(cli_words(c.detail)))
+        row = [escape(c.what), "unknown" if c.count is None else str(c.count)]
+        table.add_row(*row, *([escape(cli_words(c.detail))] if detailed else []))
     print_wide(table)
     show_warnings(report.warnings)
     if not report.dry_run:

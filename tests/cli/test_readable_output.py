@@ -176,3 +176,14 @@ def test_help_shows_no_python_types() -> None:
             assert bad not in text, f"spillway {' '.join(cmd)} --help shows {bad}"
     rescale = run("rescale", "--help", columns=200)
     assert "VERTEX=N" in rescale and "VERTEX=EXTRACTOR" in rescale and "FILE" in rescale
+
+
+def test_a_repair_table_without_details_has_no_empty_detail_column(tmp_path: Path) -> None:
+    """relocate of a checkpoint with nothing to rewrite: its one change has no detail, so no `detail` column."""
+    fx = fixture_named("2.3.0-unaligned")
+    out = tmp_path / "x"
+    res = CliRunner().invoke(
+        app, ["repair", "relocate", str(fx.checkpoint_dir), "--out", str(out), "--from", "file:/a", "--to", "file:/b"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "relative files copied into the output" in res.output and "detail" not in res.output
