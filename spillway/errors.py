@@ -14,28 +14,35 @@ every message, so a front end can say the same with its own options (the CLI: ``
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import ClassVar
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_STORAGE = 3
+
+class ExitStatus(IntEnum):
+    """Every exit code of every command, one meaning each (docs/cli.md, "Exit codes")."""
+
+    OK = 0
+    FINDINGS = 1  # findings, a refusal, damage, or an answer of no / restores with loss
+    USAGE = 2  # the arguments are wrong
+    STORAGE = 3  # a store, a disk or a JobManager could not be reached, read or written
+    UNKNOWN = 4  # the evidence does not decide the answer (preflight)
+    INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
 
 # What each exit code means, as ``--json`` error documents name it (``category``).
-CATEGORIES = {EXIT_FINDINGS: "findings", EXIT_USAGE: "usage", EXIT_STORAGE: "storage"}
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+CATEGORIES = {ExitStatus.FINDINGS: "findings", ExitStatus.USAGE: "usage", ExitStatus.STORAGE: "storage"}
 
 
 class SpillwayError(Exception):
     """Something spillway cannot do as asked, or a checkpoint it cannot accept (exit 1)."""
 
-    exit_code: ClassVar[int] = EXIT_FINDINGS
+    exit_code: ClassVar[ExitStatus] = ExitStatus.FINDINGS
 
 
 class UsageError(SpillwayError):
     """The arguments are wrong: a missing path, a bad option value, a plan that cannot be read (exit 2)."""
 
-    exit_code: ClassVar[int] = EXIT_USAGE
+    exit_code: ClassVar[ExitStatus] = ExitStatus.USAGE
 
 
 class ArgumentError(UsageError):
@@ -55,4 +62,4 @@ class StorageError(SpillwayError):
     """A file system could not be reached or read (or written) as needed: a refused or silent endpoint, a
     timeout, missing credentials, a missing client library (exit 3). Says nothing about the checkpoint."""
 
-    exit_code: ClassVar[int] = EXIT_STORAGE
+    exit_code: ClassVar[ExitStatus] = ExitStatus.STORAGE

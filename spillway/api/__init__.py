@@ -23,12 +23,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.dump import OperatorTree as OperatorTree
     from spillway.api.dump import dump_checkpoint as dump_checkpoint
     from spillway.api.errors import CATEGORIES as CATEGORIES
-    from spillway.api.errors import EXIT_FINDINGS as EXIT_FINDINGS
-    from spillway.api.errors import EXIT_INTERRUPTED as EXIT_INTERRUPTED
-    from spillway.api.errors import EXIT_OK as EXIT_OK
-    from spillway.api.errors import EXIT_STORAGE as EXIT_STORAGE
-    from spillway.api.errors import EXIT_USAGE as EXIT_USAGE
     from spillway.api.errors import ArgumentError as ArgumentError
+    from spillway.api.errors import ExitStatus as ExitStatus
     from spillway.api.errors import SpillwayError as SpillwayError
     from spillway.api.errors import StorageError as StorageError
     from spillway.api.errors import UsageError as UsageError
@@ -226,12 +222,8 @@ _EXPORTS: dict[str, str] = {
     "UsageError": "errors",
     "StorageError": "errors",
     "ArgumentError": "errors",
+    "ExitStatus": "errors",
     "CATEGORIES": "errors",
-    "EXIT_OK": "errors",
-    "EXIT_FINDINGS": "errors",
-    "EXIT_USAGE": "errors",
-    "EXIT_STORAGE": "errors",
-    "EXIT_INTERRUPTED": "errors",
     "Stage": "progress",
     "Sink": "progress",
     "listening": "progress",

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from spillway.errors import (
     CATEGORIES,
-    EXIT_FINDINGS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_STORAGE,
-    EXIT_USAGE,
     ArgumentError,
+    ExitStatus,
     SpillwayError,
     StorageError,
     UsageError,
@@ -24,12 +20,8 @@ from spillway.errors import (
 
 __all__ = [
     "CATEGORIES",
-    "EXIT_FINDINGS",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_STORAGE",
-    "EXIT_USAGE",
     "ArgumentError",
+    "ExitStatus",
     "SpillwayError",
     "StorageError",
     "UsageError",

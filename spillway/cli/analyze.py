@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.binding import show_binding
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, human_bytes, out
 from spillway.cli.forecast import Forecast, show_forecast
 from spillway.cli.options import Naming, bundled, counts
 from spillway.cli.wide import print_wide
@@ -123,7 +123,7 @@ def command(
             if result.forecast is not None:
                 show_forecast(result.forecast)
         # Channel state that could not be read or framed is damage: say so in the exit code too.
-        return EXIT_FINDINGS if result.damaged else EXIT_OK
+        return ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
 
     raise typer.Exit(guarded(run, json_out))
 

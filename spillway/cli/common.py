@@ -14,14 +14,11 @@ from typing import Any, NoReturn, TypeVar
 
 from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
 from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
-from spillway.api.errors import EXIT_FINDINGS, EXIT_OK, EXIT_STORAGE, EXIT_USAGE
+from spillway.api.errors import ExitStatus
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 
 __all__ = [
-    "EXIT_FINDINGS",
-    "EXIT_OK",
-    "EXIT_STORAGE",
-    "EXIT_USAGE",
+    "ExitStatus",
     "UsageError",
     "emit_json",
     "err",
@@ -35,7 +32,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def fail(message: str, code: int, kind: str = "error", json_out: bool = False) -> NoReturn:
+def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = False) -> NoReturn:
     from rich.markup import escape
 
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
@@ -167,13 +164,13 @@ def guarded(action: Callable[[], T], json_out: bool = False, output: object = No
     except (BrokenPipeError, ReaderGone):
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
-        raise SystemExit(EXIT_OK) from None
+        raise SystemExit(ExitStatus.OK) from None
     except KeyboardInterrupt:
         err.print("interrupted")
-        raise SystemExit(codes.EXIT_INTERRUPTED) from None
+        raise SystemExit(ExitStatus.INTERRUPTED) from None
     except OSError as exc:
         # The disk, not the checkpoint: full, read-only, refused, failing. Storage (exit 3), never "findings".
-        fail(io_message(exc, output), EXIT_STORAGE, type(exc).__name__, json_out)
+        fail(io_message(exc, output), ExitStatus.STORAGE, type(exc).__name__, json_out)
 
 
 def io_message(exc: OSError, output: object = None) -> str:

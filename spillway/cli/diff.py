@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
 from spillway.cli.options import PlanNaming, bundled
 from spillway.cli.wide import print_wide
 
@@ -42,7 +42,7 @@ def command(
             emit_json(d.to_json())
         else:
             show(d)
-        return EXIT_OK if d.identical else EXIT_FINDINGS
+        return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
 
     raise typer.Exit(guarded(run, json_out))
 

@@ -4,7 +4,7 @@ calls ``run`` as the typer command in cli/dump.py does)."""
 from __future__ import annotations
 
 from spillway.api import DumpView, dump_checkpoint
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, emit_json, guarded
+from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded
 from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
 
@@ -33,7 +33,7 @@ def run(
         rules = rebase_rules(rebase)
         view = DumpView(operator, subtask)
         result = dump_checkpoint(path, view, plan=given, uids=uids, uid_map=uid_map, rebase=rules)
-        code = EXIT_FINDINGS if result.damaged else EXIT_OK
+        code = ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
         if subtask is not None:
             top = result.top_parallelism
             if subtask < 0 or subtask >= top:

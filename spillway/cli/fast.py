@@ -123,7 +123,7 @@ def _plain(token: str) -> bool:
 def run(plain: Plain) -> int:
     """Run the command's body (``spillway.cli.<command>_body.run``, which its typer command calls too) as typer
     would, after the app's callback: its exit code."""
-    from spillway.api import EXIT_INTERRUPTED, set_storage_timeout
+    from spillway.api import ExitStatus, set_storage_timeout
     from spillway.cli import output
 
     body = importlib.import_module(f"spillway.cli.{plain.command}_body")
@@ -134,7 +134,7 @@ def run(plain: Plain) -> int:
     except SystemExit as exc:  # a failure reported by the body (cli/common.fail): its exit code
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1  # as Python exits on it
     except KeyboardInterrupt:  # outside the command's own guard, as typer reports it
-        return EXIT_INTERRUPTED
+        return ExitStatus.INTERRUPTED
     return code
 
 

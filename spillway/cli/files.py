@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
 from spillway.cli.options import PlanNaming, bundled
 from spillway.cli.wide import print_wide
 
@@ -54,7 +54,7 @@ def command(
             emit_json(report.to_json())
         else:
             show(report)
-        return EXIT_FINDINGS if report.missing() or report.damaged or report.unsafe() else EXIT_OK
+        return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
 
     raise typer.Exit(guarded(run, json_out))
 

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_OK, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, emit_json, guarded, out
 from spillway.cli.wide import print_wide
 
 HELP = """Run JOB.jar's main in Flink's plan-only environment, as `flink info` does (nothing is executed, no
@@ -59,7 +59,7 @@ def command(
             emit_json(api.ids_json(found))
         else:
             show(found)
-        return EXIT_OK
+        return ExitStatus.OK
 
     raise typer.Exit(guarded(run, json_out))
 

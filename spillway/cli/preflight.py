@@ -9,14 +9,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, cli_words, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, human_bytes, out
 from spillway.cli.forecast import Forecast, show_forecast
 from spillway.cli.options import Naming, NewJob, bundled
 from spillway.cli.wide import print_wide
 
-# 0 and 1 as everywhere; 2 usage; 3 is kept for "storage unreachable" (issue 21). Unknown is neither a yes a
-# deploy script may act on nor Flink's refusal: its own code.
-EXIT_UNKNOWN = 4
+# Unknown is neither a yes a deploy script may act on nor Flink's refusal: it has its own code (4).
 
 HELP = """Will Flink restore CHECKPOINT into the job of --plan, and keep every record and every state? Answers
 offline with Flink's own restore-time checks (docs/format/restore-checks.md): state of operators the new job lacks,
@@ -60,10 +58,10 @@ VERDICT_STYLE = {
 }
 # "restores but loses data" is findings (1), as "no" is: never the 0 a deploy script may act on
 EXIT_CODES = {
-    api.PreflightVerdict.YES: EXIT_OK,
-    api.PreflightVerdict.NO: EXIT_FINDINGS,
-    api.PreflightVerdict.RESTORES_WITH_LOSS: EXIT_FINDINGS,
-    api.PreflightVerdict.UNKNOWN: EXIT_UNKNOWN,
+    api.PreflightVerdict.YES: ExitStatus.OK,
+    api.PreflightVerdict.NO: ExitStatus.FINDINGS,
+    api.PreflightVerdict.RESTORES_WITH_LOSS: ExitStatus.FINDINGS,
+    api.PreflightVerdict.UNKNOWN: ExitStatus.UNKNOWN,
 }
 ANSWER = {
     "yes": "[bold green]yes[/]",

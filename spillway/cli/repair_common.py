@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, cli_words, emit_json, guarded, out, show_warnings
+from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, out, show_warnings
 from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, Naming, OperatorsOpt, OutOpt, PlanOpt, SrcArg, bundled
 from spillway.cli.wide import print_wide
 
@@ -73,7 +73,7 @@ def operators_repair(
 def show_report(report: RepairResult, json_out: bool) -> int:
     if json_out:
         emit_json(report.to_json())
-        return EXIT_OK
+        return ExitStatus.OK
     show_binding_doc(report.binding)
     title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
     table = Table(title=title, title_justify="left")
@@ -88,7 +88,7 @@ def show_report(report: RepairResult, json_out: bool) -> int:
     if not report.dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")
     show_restore(report.restore_lines())
-    return EXIT_OK
+    return ExitStatus.OK
 
 
 def show_restore(lines: list[str]) -> None:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, err, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, err, guarded, out
 from spillway.cli.options import Naming, NewJob, bundled
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
@@ -118,5 +118,5 @@ def _new_job_options(new_plan: str | None, new_job: NewJob) -> api.PreflightOpti
 def _verdict(errors: int) -> int:
     if errors:
         err.print(f"[bold red]the checkpoint has {errors} validate errors[/] (the page lists them)")
-        return EXIT_FINDINGS
-    return EXIT_OK
+        return ExitStatus.FINDINGS
+    return ExitStatus.OK

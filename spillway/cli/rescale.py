@@ -10,7 +10,7 @@ from rich.table import Table
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import EXIT_OK, UsageError, cli_words, emit_json, err, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, cli_words, emit_json, err, guarded, out
 from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
 from spillway.cli.options import Naming, bundled, counts, key_specs
 from spillway.cli.repair_common import show_restore
@@ -191,6 +191,6 @@ def command(
             emit_json(result.to_json())
         else:
             show_result(result)
-        return EXIT_OK
+        return ExitStatus.OK
 
     raise typer.Exit(guarded(run, json_out, output=out_dir))

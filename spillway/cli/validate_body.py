@@ -4,7 +4,7 @@ calls ``run`` as the typer command in cli/validate.py does)."""
 from __future__ import annotations
 
 from spillway import api
-from spillway.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, guarded
+from spillway.cli.common import ExitStatus, emit_json, guarded
 from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
 
@@ -37,7 +37,7 @@ def run(
 
             show_binding(cp.binding)
             show(result.report, cp.shown, cp.note, result.rebased)
-        return EXIT_FINDINGS if result.report.errors or (strict and not result.report.complete) else EXIT_OK
+        return ExitStatus.FINDINGS if result.report.errors or (strict and not result.report.complete) else ExitStatus.OK
 
     return guarded(body, json_out)
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from spillway import notices
-from spillway.errors import EXIT_STORAGE
+from spillway.errors import ExitStatus
 from spillway.storage.guard import OutputIOError, WriteError, cannot_write, make_missing_dirs
 
 _ATTEMPTS = 5
@@ -60,7 +60,7 @@ LEFT_NOTHING = "; nothing was left behind"
 class OutputBusy(WriteError):
     """Another run holds the output (exit 3: the checkpoint is fine; try again when that run is done)."""
 
-    exit_code: ClassVar[int] = EXIT_STORAGE
+    exit_code: ClassVar[ExitStatus] = ExitStatus.STORAGE
 
 
 def lock_path(out: Path) -> Path:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from spillway.errors import EXIT_STORAGE, EXIT_USAGE, SpillwayError
+from spillway.errors import ExitStatus, SpillwayError
 from spillway.safe_io import open_regular
 
 CHUNK = 8 << 20
@@ -45,13 +45,13 @@ class OutputIOError(WriteError):
     """The output's file system refused a write: full disk, quota, permissions, read-only (exit 3: the
     checkpoint is fine, the place it was written to is not)."""
 
-    exit_code: ClassVar[int] = EXIT_STORAGE
+    exit_code: ClassVar[ExitStatus] = ExitStatus.STORAGE
 
 
 class TargetExists(WriteError):
     """A file to write exists already: spillway never overwrites it (exit 2: choose another name)."""
 
-    exit_code: ClassVar[int] = EXIT_USAGE
+    exit_code: ClassVar[ExitStatus] = ExitStatus.USAGE
 
 
 class EscapeError(WriteError):

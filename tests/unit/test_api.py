@@ -11,7 +11,7 @@ import pytest
 from support.fixtures import fixture_named
 
 import spillway
-from spillway.errors import EXIT_FINDINGS, EXIT_USAGE
+from spillway.errors import ExitStatus
 
 
 def test_open_checkpoint_decodes_what_flink_loaded() -> None:
@@ -91,12 +91,12 @@ def test_validate_and_analyze_take_paths_or_loaded_checkpoints() -> None:
 def test_errors_carry_the_cli_exit_codes(tmp_path: Path) -> None:
     with pytest.raises(spillway.UsageError) as missing:
         spillway.open_checkpoint(tmp_path / "nothing-here")
-    assert missing.value.exit_code == EXIT_USAGE
+    assert missing.value.exit_code == ExitStatus.USAGE
     bad = tmp_path / "_metadata"
     bad.write_bytes(b"\x49\x60\x67\x2d\x00\x00\x00\x06garbage")
     with pytest.raises(spillway.SpillwayError) as damaged:
         spillway.open_checkpoint(bad)
-    assert damaged.value.exit_code == EXIT_FINDINGS
+    assert damaged.value.exit_code == ExitStatus.FINDINGS
 
 
 def test_operator_found_by_uid_on_a_checkpoint_without_names(tmp_path: Path) -> None:
@@ -125,3 +125,16 @@ def test_repair_api_writes_nothing_on_dry_run_and_a_checked_copy_otherwise(tmp_p
         for o in spillway.open_checkpoint(tmp_path / "o2").checkpoint.operators
         for s in o.subtasks
     )
+
+
+def test_the_exit_status_enum_is_the_documented_table() -> None:
+    """docs/cli.md "Exit codes" is the contract: one enum member per row, nothing else."""
+    import re
+    from pathlib import Path
+
+    from spillway.api import ExitStatus
+
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    table = text[text.index("## Exit codes") : text.index("\n## ", text.index("## Exit codes") + 1)]
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
+    assert documented == {0, 1, 2, 3, 4, 130} == {int(s) for s in ExitStatus}

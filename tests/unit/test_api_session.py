@@ -118,7 +118,7 @@ def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> N
         make()
     assert caught.value.argument == argument and words in str(caught.value)
     assert "--" not in str(caught.value)  # no CLI option in a library error
-    assert caught.value.exit_code == api.EXIT_USAGE and isinstance(caught.value, spillway.UsageError)
+    assert caught.value.exit_code == api.ExitStatus.USAGE and isinstance(caught.value, spillway.UsageError)
 
 
 def test_key_extractors_are_checked_as_for_rescale() -> None:
