@@ -96,12 +96,13 @@ def stream_handles_of(handle: Handle | None, role: str = "delegate") -> list[tup
     return out
 
 
-def stream_leaves(handle: Handle | None) -> list[StreamLeaf]:
-    """Every leaf stream handle inside any handle (itself included when it is one), without roles."""
-    out: list[StreamLeaf] = []
-    if handle is not None:
-        _leaves(handle, out)
-    return out
+def _leaves(handle: Handle, out: list[StreamLeaf]) -> None:
+    if isinstance(handle, STREAM_LEAF_TYPES):
+        out.append(handle)
+        return
+    for _, child in handle.children():
+        if child is not None:
+            _leaves(child, out)
 
 
 def _collect(handle: Handle, role: str, out: list[tuple[str, StreamLeaf]]) -> None:
@@ -113,15 +114,6 @@ def _collect(handle: Handle, role: str, out: list[tuple[str, StreamLeaf]]) -> No
     for child_role, child in handle.children():
         if child is not None:
             _collect(child, child_role, out)
-
-
-def _leaves(handle: Handle, out: list[StreamLeaf]) -> None:
-    if isinstance(handle, STREAM_LEAF_TYPES):
-        out.append(handle)
-        return
-    for _, child in handle.children():
-        if child is not None:
-            _leaves(child, out)
 
 
 def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, StreamLeaf]]:
