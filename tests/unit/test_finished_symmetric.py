@@ -84,7 +84,10 @@ def test_every_assignment_agrees_so_the_verdict_is_certain_without_uids(release:
     assert verdict.classification == {FIRST: PARTIALLY, SECOND[release]: RUNNING}
     # each branch's first vertex holds finished operators the binding left open: which is whose stays unsaid
     assert verdict.uncertain_vertices.count(FIRST) == 2
-    assert any(f"each of the {ASSIGNMENTS[plan]} assignments" in n for n in verdict.notes)
+    assert verdict.notes[-1] == (
+        f"the binding leaves operators open, and each of the {ASSIGNMENTS[plan]} assignments the checkpoint's "
+        "evidence allows gives this verdict: it is Flink's whichever is the job's"
+    )
     # what the assignments settled is not left standing as a doubt
     assert not any("its class is unknown" in n or "cannot tell which vertex" in n for n in verdict.notes)
 
@@ -116,6 +119,8 @@ def test_refusal_of_a_split_branch_agrees_with_flink(release: str) -> None:
     topology = load_plan(d / "jobgraph.json")
     verdict = check(topology, cp)
     assert verdict.certain and verdict.answer is False
+    # the vertex heads decide it (the sinks left open are running whichever is whose): no assignment needed
+    assert verdict.assignments_agree == 0
     # Flink stops at the first vertex it refuses; spillway names both branches' finish-on-0, Flink's among them
     assert [(v.rule, v.vertex) for v in verdict.violations] == [("all-to-all-predecessor", "finish-on-0")] * 2
     ids = {v.vertex_id for v in topology.vertices.values() if v.label() == "finish-on-0"}
