@@ -23,6 +23,8 @@ CASES: dict[str, str | None] = {
     # finish-on-0 -> pass forward in both branches: the running pass and sink chain behind the partly finished
     # half -> finish-on-0
     "symmetric-chained": "symmetric-chained",
+    # the same forward edge with pass.disableChaining(): the same stream-graph plan, a different chain
+    "symmetric-unchained": "symmetric-unchained",
     # half -rebalance-> finish-on-0 in both branches: a partly finished vertex fed all-to-all by a partly finished one
     "symmetric-split": "symmetric-split",
 }

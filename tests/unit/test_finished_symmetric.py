@@ -161,3 +161,26 @@ def test_the_binding_leaves_the_twins_open_and_keeps_flinks_id_among_the_candida
     by_job = operator_binding(load_plan(fx.root / "jobgraph.json"), cp)
     assert by_job is not None
     assert {b.operator_id for b in by_job.operators if b.exact} == {v["id"] for v in ids["vertices"]}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_same_stream_graph_plan_hides_the_chain_that_decides(release: str) -> None:
+    """finish-on-0 -> pass forward in both branches, pass chained (symmetric-chained) or not (disableChaining,
+    symmetric-unchained): getExecutionPlan() writes the same plan for both. Flink refuses the first (rule 1, mixed)
+    and passes the second through its FLIP-147 check (the job then fails at startup restoring finish-on-0's output
+    channel state, written for a rebalance, into a forward partition: not a FLIP-147 matter). With every uid the
+    job has (Flink's, ids.json) the stream-graph plan still cannot tell them apart: unknown, with both edges named."""
+    chained, unchained = recorded_dir(release, "symmetric-chained"), recorded_dir(release, "symmetric-unchained")
+    assert (chained / "plan.json").read_bytes() == (unchained / "plan.json").read_bytes()
+    assert flink_rule(load_recorded(release, "symmetric-chained")) == "mixed"
+    passed = load_recorded(release, "symmetric-unchained")
+    assert passed["outcome"] == "failed" and passed["stage"] == "startup", passed
+    assert passed["error_class"] == "java.lang.ArrayIndexOutOfBoundsException", passed
+    uids = {f"#{pid}": n["uid"] for pid, n in plan_to_flink_nodes(chained).items()}
+    assert sorted(uids.values()) == sorted(f"{op}-{b}" for op in ("half", "finish", "pass", "sink") for b in "ab")
+    verdict = check(load_plan(chained / "plan.json", uids), _checkpoint(release))
+    assert verdict.answer is None and not verdict.certain
+    assert verdict.chain_doubts == ["finish-on-0 (PARTIALLY_FINISHED) -> pass (ALL_RUNNING)"] * 2
+    assert verdict.refusal_holds is None  # no refusal found to hold or not
+    # the job-graph plan of the chain Flink cut: no FLIP-147 refusal claimed
+    assert check(load_plan(unchained / "jobgraph.json"), _checkpoint(release)).answer is not False
