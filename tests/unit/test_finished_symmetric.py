@@ -21,8 +21,8 @@ from support.fixtures import fixture_named
 from support.plan_nodes import plan_to_flink_nodes
 
 import spillway.inspect.finished as finished
-from spillway.inspect.finished import PARTIALLY, RUNNING, check
-from spillway.inspect.topology import load_plan, operator_binding
+from spillway.inspect.finished import PARTIALLY, RUNNING, _refused_however_chained, check
+from spillway.inspect.topology import bind_job, load_plan, operator_binding
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.load import load_checkpoint
 
@@ -184,3 +184,23 @@ def test_the_same_stream_graph_plan_hides_the_chain_that_decides(release: str) -
     assert verdict.refusal_holds is None  # no refusal found to hold or not
     # the job-graph plan of the chain Flink cut: no FLIP-147 refusal claimed
     assert check(load_plan(unchained / "jobgraph.json"), _checkpoint(release)).answer is not False
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_some_chaining_of_the_doubted_edges_passes_so_no_refusal_holds(
+    release: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two doubted edges of the plan above, each chained or cut (four chainings): chained, Flink refused
+    (symmetric-chained); cut, its FLIP-147 check passed (symmetric-unchained). So a refusal does not hold under
+    every chaining the plan allows; past the most chainings tried it is not known."""
+    d = recorded_dir(release, "symmetric-chained")
+    uids = {f"#{pid}": n["uid"] for pid, n in plan_to_flink_nodes(d).items()}
+    topology = load_plan(d / "plan.json", uids)
+    cp = _checkpoint(release)
+    job = bind_job(topology, cp)
+    assert job.operators is not None
+    assert _refused_however_chained(job.view or topology, cp, job.operators) is False
+    monkeypatch.setattr(finished, "MAX_CHAIN_ALTERNATIVES", 2**2)
+    assert _refused_however_chained(job.view or topology, cp, job.operators) is False
+    monkeypatch.setattr(finished, "MAX_CHAIN_ALTERNATIVES", 2**2 - 1)
+    assert _refused_however_chained(job.view or topology, cp, job.operators) is None
