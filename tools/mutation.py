@@ -165,6 +165,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_binding_production.py",
             "tests/unit/test_finished_chain_doubts.py",
             "tests/unit/test_finished_assignments.py",
+            "tests/unit/test_finished_symmetric.py",
         ],
     ),
     "plan_check": (

@@ -153,7 +153,8 @@ def check(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = N
         for label, kind in verdict.classification.items()
     }
     notes = [
-        *(n for n in verdict.notes if "its class is unknown" not in n),
+        # the doubts every assignment settled: where the finished operators sit, the classes that hung on it
+        *(n for n in verdict.notes if "its class is unknown" not in n and not n.startswith(_UNPLACED_NOTE)),
         f"the binding leaves operators open, and each of the {count} assignments the checkpoint's evidence allows "
         "gives this verdict: it is Flink's whichever is the job's",
     ]
@@ -197,6 +198,9 @@ def _refused_however_chained(topology: Topology, checkpoint: Checkpoint, binding
         if not _check(view, checkpoint, vertices, binding).violations:
             return False
     return True
+
+
+_UNPLACED_NOTE = "cannot tell which vertex holds the finished operator(s) "
 
 
 def _rules(v: Verdict) -> frozenset[tuple[str, str]]:
@@ -267,7 +271,7 @@ def _check(
                 verdict.unplaced_finished.append(f"{op.label()} ({classify(op)})")
     if verdict.unplaced_finished:
         verdict.notes.append(
-            "cannot tell which vertex holds the finished operator(s) "
+            _UNPLACED_NOTE
             + ", ".join(verdict.unplaced_finished)
             + " (no operator names before metadata V5, no chained-operator ids in plans): if one now sits in a "
             "chain with running operators, Flink refuses the restore"

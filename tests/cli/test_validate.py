@@ -39,10 +39,11 @@ def test_every_real_fixture_is_sound(fx: Fixture) -> None:
     open_order = [f for f in report.findings if f.rule == "topology" and "does not give the order of" in f.message]
     findings = [f for f in report.findings if f not in open_order]
     assert all(f.severity == "info" for f in open_order)
-    if fx.info["scenario"].startswith("shapes"):
+    if fx.info["scenario"].startswith(("shapes", "finished-symmetric")):
         # A job-graph plan names chain heads only: operators chained behind a fan-out (async I/O, a Sink V2
         # writer) stay unbound, which is said (a warning naming them), never guessed; the stream-graph plan of the
-        # same job binds them and frames every channel without a finding.
+        # same job binds them and frames every channel without a finding. Likewise the chained twins of
+        # finished-symmetric, whose uids no plan shows: which twin holds which channel state is not guessed.
         assert not report.errors, [f.to_json() for f in report.errors]
         assert all(
             f.rule == "binding-uncertain"

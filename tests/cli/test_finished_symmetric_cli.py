@@ -1,0 +1,32 @@
+"""`spillway analyze` on the finished-symmetric fixtures (the installed script, as users run it): with the
+stream-graph plan and no uids the FLIP-147 verdict is certain, as Flink's recorded restore of the same job says
+(tests/fixtures/finished-symmetric/<release>/same-job/flink.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.console import spillway
+from support.finished_symmetric import RELEASES, load_recorded
+from support.fixtures import fixture_named
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_analyze_gives_flinks_answer_though_the_twins_stay_open(release: str) -> None:
+    fx = fixture_named(f"{release}-finished-symmetric")
+    assert load_recorded(release, "same-job")["outcome"] == "restored"
+    run = spillway("analyze", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--json")
+    assert run.code == 0, run.output
+    verdict = json.loads(run.out)["restore_verdict"]
+    assert verdict["restorable"] is True and verdict["certain"] is True
+    assert verdict["violations"] == []
+    # 2 sources x 2 finish-on-0 x 4! stateless operators, none told apart by the checkpoint
+    assert verdict["notes"] == [
+        "the binding leaves operators open, and each of the 96 assignments the checkpoint's evidence allows "
+        "gives this verdict: it is Flink's whichever is the job's"
+    ]
+    text = spillway("analyze", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"))
+    assert text.code == 0, text.output
+    assert "restore check: Flink's finished-state checks would accept this checkpoint" in text.out
+    assert "cannot tell which vertex holds" not in text.out
