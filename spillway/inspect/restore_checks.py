@@ -734,13 +734,17 @@ def channel_state(
     out: list[Reason] = []
     chained: list[OperatorState] = []
     branching: list[OperatorState] = []
+    unplaced: list[OperatorState] = []
+    uncertain = bool(place.unknown or place.guessed)
     fixed = flink_38267_fixed(settings.flink_version)
     for op in cp.operators:
         spot = place.where.get(op.operator_id)
-        if spot is None:
-            continue
         gates, partitions = _channel_parts(op)
         if not gates and not partitions:
+            continue
+        if spot is None:
+            if uncertain:  # it may be one of the plan operators without a known id: its place is not known
+                unplaced.append(op)
             continue
         v = place.vertices[spot[0]]
         position = spot[1]
@@ -811,6 +815,18 @@ def channel_state(
                         flink_issue="FLINK-38267",
                     )
                 )
+    if unplaced:
+        out.append(
+            Reason(
+                "channel-state",
+                UNKNOWN,
+                "channel state of "
+                + ", ".join(_label(o) for o in unplaced)
+                + ": its operator's place in the new job is not known (see operator-mapping), so whether the state "
+                "stays at a chain's end, and whether its exchange keeps as many channels, is not checked; Flink "
+                "refuses the first, and a task given a channel index its exchange no longer has fails after start",
+            )
+        )
     if branching:
         out.append(
             Reason(

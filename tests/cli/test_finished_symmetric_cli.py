@@ -30,3 +30,19 @@ def test_analyze_gives_flinks_answer_though_the_twins_stay_open(release: str) ->
     assert text.code == 0, text.output
     assert "restore check: Flink's finished-state checks would accept this checkpoint" in text.out
     assert "cannot tell which vertex holds" not in text.out
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_preflight_never_calls_channel_state_ok_where_it_cannot_place_it(release: str) -> None:
+    """symmetric-unchained: Flink accepted the restore and the task then failed ("Index 1 out of bounds for
+    length 1": output channel state of finish-on-0 on an exchange that became FORWARD). Without uids the job-graph
+    plan cannot place the operators holding that state, so the channel-state check is unknown, never ok."""
+    recorded = load_recorded(release, "symmetric-unchained")
+    assert (recorded["outcome"], recorded["stage"]) == ("failed", "startup")
+    fx = fixture_named(f"{release}-finished-symmetric")
+    plan = fx.root.parent / "finished-symmetric" / release / "symmetric-unchained" / "jobgraph.json"
+    run = spillway("preflight", str(fx.checkpoint_dir), "--plan", str(plan), "--max-parallelism", "none", "--json")
+    doc = json.loads(run.out)
+    assert doc["verdict"] != "yes" and run.code != 0
+    channel = [r for r in doc["reasons"] if r["check"].startswith("channel-state")]
+    assert channel and all(r["verdict"] != "ok" for r in channel), channel

@@ -41,8 +41,12 @@ FLINK_CHECKS = {
 CUT = {"dropped-channel-state", "channel-state-chained"}
 # Rows the evidence given does not decide, and the check that says so: the user did not give the max parallelism the
 # new job sets; a job without uids whose chained operators' ids a plan JSON does not show (where preflight still
-# says no, the refusal it names may be another than the one Flink met first).
-UNDECIDED = {"max-parallelism-set-unseen": {"max-parallelism"}, "added-no-uid": {"operator-mapping"}}
+# says no, the refusal it names may be another than the one Flink met first) — nor, then, where the channel state of
+# an operator it cannot place goes.
+UNDECIDED = {
+    "max-parallelism-set-unseen": {"max-parallelism"},
+    "added-no-uid": {"operator-mapping", "channel-state"},
+}
 
 ROWS = recorded()
 
