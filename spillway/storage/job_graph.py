@@ -193,7 +193,8 @@ def plan_jobs(
 ) -> list[dict[str, Any] | UsageError]:
     """:func:`plan_job` for several jobs of one Flink ``release`` in one JVM (starting the JVM and loading Flink's
     classes is most of what planning one job costs): in ``runs``' order, each job's document, or the
-    ``UsageError`` that job alone gets (the others are still planned). ``timeout`` seconds per job."""
+    ``UsageError`` that job alone gets (the others are still planned). ``timeout`` seconds per job: a batch that
+    outlives them all (a main that never builds its job holds up the JVM) is one ``UsageError`` for the batch."""
     if not runs:
         return []
     for run in runs:
