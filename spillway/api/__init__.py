@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.jobs import JobIds as JobIds
     from spillway.api.jobs import JobJar as JobJar
     from spillway.api.jobs import ids as ids
+    from spillway.api.jobs import ids_each as ids_each
     from spillway.api.jobs import ids_json as ids_json
     from spillway.api.jobs import job_plan as job_plan
     from spillway.api.keys import KEY_TYPES as KEY_TYPES
@@ -143,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "write_new_file": "reading",  # a page or a file for the user: never over an existing one unless asked
     "read_plan": "plans",
     "ids": "jobs",  # Flink's own graph of a job's jar
+    "ids_each": "jobs",  # of several jars, one JVM per Flink release
     "job_plan": "jobs",
     "JobJar": "jobs",
     "JobIds": "jobs",

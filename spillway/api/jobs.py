@@ -15,7 +15,7 @@ from spillway.flink.job_ids import JobIds
 if TYPE_CHECKING:
     from spillway.inspect.topology import Topology
 
-__all__ = ["JobIds", "JobJar", "ids", "ids_json", "job_plan", "max_parallelism_set"]
+__all__ = ["JobIds", "JobJar", "ids", "ids_each", "ids_json", "job_plan", "max_parallelism_set"]
 
 PathLike = str | os.PathLike[str]
 
@@ -82,6 +82,38 @@ def ids(
         return parse_job_ids(doc)
     except ValueError as exc:
         raise UsageError(f"{job.path}: spillway's Flink helper wrote an unreadable document ({exc})") from None
+
+
+def ids_each(jobs: Sequence[JobJar]) -> list[JobIds | UsageError]:
+    """:func:`ids` of several jobs, in ``jobs``' order, with one JVM per Flink release instead of one per job
+    (starting a JVM and loading Flink's classes is most of what planning one job costs); a job that cannot be
+    planned gets its ``UsageError`` in its place and the others are planned all the same. Each job's ``timeout``
+    (else the default) bounds its share of its release's run."""
+    from spillway.flink.job_ids import parse_job_ids
+    from spillway.storage.job_graph import DEFAULT_TIMEOUT, JobRun, plan_jobs
+
+    found: list[JobIds | UsageError | None] = [None] * len(jobs)
+    by_release: dict[str, list[int]] = {}
+    for i, job in enumerate(jobs):
+        if isinstance(job.args, str):
+            found[i] = UsageError(f"args={job.args!r}: expected a list of the job's arguments, not one string")
+            continue
+        try:
+            by_release.setdefault(_release(job), []).append(i)
+        except UsageError as exc:
+            found[i] = exc
+    for release, members in by_release.items():
+        runs = [JobRun(Path(jobs[i].path), jobs[i].entry_class, tuple(str(a) for a in jobs[i].args)) for i in members]
+        timeout = max(jobs[i].timeout or DEFAULT_TIMEOUT for i in members)
+        for i, doc in zip(members, plan_jobs(runs, release, timeout=timeout), strict=True):
+            if isinstance(doc, UsageError):
+                found[i] = doc
+                continue
+            try:
+                found[i] = parse_job_ids(doc)
+            except ValueError as exc:
+                found[i] = UsageError(f"{jobs[i].path}: spillway's Flink helper wrote an unreadable document ({exc})")
+    return [f for f in found if f is not None]
 
 
 def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from spillway.errors import UsageError
 from spillway.progress import stage
 from spillway.storage.flink_release import Notify, flink_lib
 
-__all__ = ["DEFAULT_TIMEOUT", "jar_release", "plan_job"]
+__all__ = ["DEFAULT_TIMEOUT", "JobRun", "jar_release", "plan_job", "plan_jobs"]
 
 #: Seconds a whole planning run may take (the JVM, the job's main, building the job graph).
 DEFAULT_TIMEOUT = 300.0
@@ -56,6 +57,7 @@ _JDK9_OPENS = tuple(
         "java.util.concurrent.locks",
     )
 )
+_FIRST_TIER_ONLY = "-XX:TieredStopAtLevel=1"
 _LOG_SETTINGS = "status = off\nrootLogger.level = off\n"
 _INSTALL_JDK = "install a JDK (8 or newer), e.g. `apt-get install default-jdk-headless`"
 
@@ -157,46 +159,126 @@ def plan_job(
     _open_jar(path).close()
     lib = flink_lib(release, notify)
     classes = _helper_classes(release, lib)
-    java = _tool("java")
     with tempfile.TemporaryDirectory(prefix="spillway-planids-") as tmp:
         out = Path(tmp) / "ids.json"
-        logging = f"-Dlog4j.configurationFile={classes / _LOG_CONFIG}"
-        cmd = [java, *_jdk_opens(java), logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
-        cmd += ["-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
-        cmd += ["--jar", str(path.resolve()), "--out", str(out)]
-        if entry_class:
-            cmd += ["--class", entry_class]
-        cmd += ["--", *args]
+        cmd = [*_helper_command(classes, lib), *_job_arguments(JobRun(path, entry_class, tuple(args)), out)]
         shown = stage(f"running {path.name}'s main with Flink {release} (plan only)", None, "runs")
-        # In the caller's directory, as `flink info`: a job's arguments may name files relative to it.
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
         try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise UsageError(
-                f"{path}: the job's main did not finish planning within {timeout:g} s "
-                "(does it wait for something before building its job?)"
-            ) from None
+            returncode, err = _run_helper(cmd, timeout, path)
         finally:
             shown.done()
-            if proc.poll() is None:  # timed out or interrupted: the JVM (its own session) goes with us
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if proc.returncode != 0:
+        if returncode != 0:
             said = [line[len(_REPORT) :] for line in err.splitlines() if line.startswith(_REPORT)]
             if said:
                 raise UsageError(f"{path}: {said[-1]}")
-            last = (err.strip().splitlines() or [""])[-1].strip()
-            raise UsageError(
-                f"{path}: the JVM ended (exit code {proc.returncode}) before Flink built the job; does the job's "
-                "main call System.exit?" + (f" Last line it printed: {last}" if last else "")
+            raise UsageError(_jvm_ended(path, returncode, err))
+        return _document(out, path)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One job for :func:`plan_jobs`: its jar, its main class (None: the manifest's) and its own arguments."""
+
+    jar: Path
+    entry_class: str | None = None
+    args: tuple[str, ...] = ()
+
+
+def plan_jobs(
+    runs: Sequence[JobRun],
+    release: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    notify: Notify | None = None,
+) -> list[dict[str, Any] | UsageError]:
+    """:func:`plan_job` for several jobs of one Flink ``release`` in one JVM (starting the JVM and loading Flink's
+    classes is most of what planning one job costs): in ``runs``' order, each job's document, or the
+    ``UsageError`` that job alone gets (the others are still planned). ``timeout`` seconds per job: a batch that
+    outlives them all (a main that never builds its job holds up the JVM) is one ``UsageError`` for the batch."""
+    if not runs:
+        return []
+    for run in runs:
+        _open_jar(run.jar).close()
+    lib = flink_lib(release, notify)
+    classes = _helper_classes(release, lib)
+    with tempfile.TemporaryDirectory(prefix="spillway-planids-") as tmp:
+        outs = [Path(tmp) / f"ids-{i}.json" for i in range(len(runs))]
+        listing = Path(tmp) / "jobs"
+        listing.write_text(
+            "".join(
+                " ".join(a.encode("utf-8").hex() for a in _job_arguments(run, out)) + "\n"
+                for run, out in zip(runs, outs, strict=True)
             )
+        )
+        cmd = [*_helper_command(classes, lib), "--batch", str(listing)]
+        shown = stage(f"running {len(runs)} jobs' mains with Flink {release} (plan only)", None, "runs")
         try:
-            doc: dict[str, Any] = json.loads(out.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: spillway's Flink helper wrote no readable document ({exc})") from None
+            returncode, err = _run_helper(cmd, timeout * len(runs), runs[0].jar)
+        finally:
+            shown.done()
+        found: list[dict[str, Any] | UsageError] = []
+        for run, out in zip(runs, outs, strict=True):
+            failed = out.with_name(out.name + ".failed")
+            if failed.exists():
+                found.append(UsageError(f"{run.jar}: {failed.read_text().partition(chr(9))[2]}"))
+            elif out.exists():
+                try:
+                    found.append(_document(out, run.jar))
+                except UsageError as exc:
+                    found.append(exc)
+            else:  # the JVM ended before it came to this job
+                found.append(UsageError(_jvm_ended(run.jar, returncode, err)))
+        return found
+
+
+def _helper_command(classes: Path, lib: Path) -> list[str]:
+    """The java command line that runs the helper (compiled into ``classes``) with Flink's jars in ``lib``."""
+    java = _tool("java")
+    logging = f"-Dlog4j.configurationFile={classes / _LOG_CONFIG}"
+    # A planning run is all class loading and start-up code, which the JIT's first tier compiles soonest: about
+    # 40 % less CPU than the default tiered compilation (measured on a 13-job batch); JDK 8 knows the flag too.
+    cmd = [java, _FIRST_TIER_ONLY, *_jdk_opens(java), logging, f"-Dlog4j2.configurationFile={classes / _LOG_CONFIG}"]
+    return [*cmd, "-cp", f"{classes}{os.pathsep}{lib}/*", _HELPER_CLASS]
+
+
+def _job_arguments(run: JobRun, out: Path) -> list[str]:
+    args = ["--jar", str(run.jar.resolve()), "--out", str(out)]
+    if run.entry_class:
+        args += ["--class", run.entry_class]
+    return [*args, "--", *run.args]
+
+
+def _run_helper(cmd: list[str], timeout: float, path: Path) -> tuple[int, str]:
+    """(exit code, stderr) of the helper's JVM; a run longer than ``timeout`` seconds is a ``UsageError``."""
+    # In the caller's directory, as `flink info`: a job's arguments may name files relative to it.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UsageError(
+            f"{path}: the job's main did not finish planning within {timeout:g} s "
+            "(does it wait for something before building its job?)"
+        ) from None
+    finally:
+        if proc.poll() is None:  # timed out or interrupted: the JVM (its own session) goes with us
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, err
+
+
+def _jvm_ended(path: Path, returncode: int, err: str) -> str:
+    last = (err.strip().splitlines() or [""])[-1].strip()
+    return (
+        f"{path}: the JVM ended (exit code {returncode}) before Flink built the job; does the job's "
+        "main call System.exit?" + (f" Last line it printed: {last}" if last else "")
+    )
+
+
+def _document(out: Path, path: Path) -> dict[str, Any]:
+    try:
+        doc: dict[str, Any] = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: spillway's Flink helper wrote no readable document ({exc})") from None
     return doc
 
 

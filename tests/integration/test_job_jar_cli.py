@@ -14,6 +14,8 @@ from support.fixtures import fixture_named
 from support.flink_harness import prepare
 from support.job_jars import fat_job_jar, fixture_job_jar
 
+from spillway.errors import UsageError
+
 RELEASE = "1.20.3"
 
 
@@ -109,6 +111,41 @@ def test_validate_with_job_binds_every_operator_by_flinks_id(jars: dict[str, Pat
     for row in rows:
         assert row["method"] == "flink-id" and row["exact"]
         assert row["operator_id"] == flink[row["operator"]]
+
+
+def test_several_jobs_in_one_jvm_each_get_their_own_result(jars: dict[str, Path], tmp_path: Path) -> None:
+    from spillway import api
+
+    fixture = fixture_named("1.20.3-prod")
+    fat = jars["fat"]
+    found = api.ids_each(
+        [
+            api.JobJar(fat, args=("--parallelism", "3", "--out", str(tmp_path / "out"))),
+            api.JobJar(fat, args=("--parallelism", "2")),  # no --out: ParameterTool refuses
+            api.JobJar(jars["fixtures"], args=("--scenario", "prod"), flink_version=RELEASE),
+            api.JobJar(fat, args="--parallelism 2"),  # one string, not a list
+            api.JobJar(fat, args=("--exit", "7")),  # the JVM ends here
+            api.JobJar(jars["fixtures"], args=("--scenario", "prod"), flink_version=RELEASE),
+        ]
+    )
+    assert len(found) == 6
+    first, refused, prod, one_string, exits, after_exit = found
+    flink = _flink_uid_ids()
+    assert isinstance(first, api.JobIds)
+    assert {n.uid: n.operator_id for n in first.nodes if n.uid in flink} == {
+        uid: flink[uid] for uid in ("events-src", "parse-events", "slow", "discard-sink")
+    }
+    assert {n.parallelism for n in first.nodes if n.uid == "slow"} == {3}
+    assert isinstance(refused, UsageError)
+    assert str(refused).startswith(f"{fat}: ") and "No data for required key 'out'" in str(refused)
+    # a job planned after another's failure in the same JVM still gets every one of Flink's ids
+    assert isinstance(prod, api.JobIds)
+    theirs = json.loads((fixture.root / "ids.json").read_text())["stream_nodes"]
+    assert sorted((n.name, n.operator_id) for n in prod.nodes) == sorted((n["name"], n["operator_id"]) for n in theirs)
+    assert isinstance(one_string, UsageError) and "not one string" in str(one_string)
+    for ended in (exits, after_exit):
+        assert isinstance(ended, UsageError)
+        assert "exit code 7" in str(ended) and "System.exit" in str(ended)
 
 
 def test_plan_and_job_together_are_refused(jars: dict[str, Path]) -> None:

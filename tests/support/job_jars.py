@@ -5,7 +5,9 @@ release's Flink jars (fetched and cached by the Flink harness)."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,10 +70,30 @@ def fixture_job_jar(release: str, workdir: Path) -> Path:
     """The generator's fixture jobs as one jar whose main (``PlanJob --scenario S [--parallelism N]``) builds the
     scenario on whatever environment Flink provides."""
     lib, classes = _generator_classes(release)
-    own = workdir / "planjob-classes"
-    legacy = classes.name.startswith("java-legacy")
-    _javac([JAVA / ("legacy" if legacy else ".") / "PlanJob.java"], [f"{lib}/*", str(classes)], own)
+    own = _planjob_classes(release, lib, classes)
     return _jar(workdir / f"fixtures-{release}.jar", "spillway.fixtures.PlanJob", [classes, own])
+
+
+def _planjob_classes(release: str, lib: Path, classes: Path) -> Path:
+    """PlanJob compiled against the generator's ``classes``, kept next to them in the generator's class cache
+    (javac is most of what building a fixture jar costs, and the suite builds one per release): keyed by
+    PlanJob's source and the generator classes' directory (itself keyed by the generator's sources), compiled
+    into a directory of its own and renamed into place, so concurrent first uses never see half-written classes."""
+    source = JAVA / ("legacy" if classes.name.startswith("java-legacy") else ".") / "PlanJob.java"
+    digest = hashlib.sha256(source.read_bytes() + str(classes.resolve()).encode()).hexdigest()[:16]
+    out = classes.parent / f"planjob-{classes.name}-{digest}"
+    if (out / ".complete").exists():
+        return out
+    with tempfile.TemporaryDirectory(dir=classes.parent, prefix=".planjob-") as tmp:
+        built = Path(tmp) / "classes"
+        _javac([source], [f"{lib}/*", str(classes)], built)
+        (built / ".complete").write_text(release)
+        try:
+            built.rename(out)
+        except OSError:
+            if not (out / ".complete").exists():
+                raise
+    return out
 
 
 def fat_job_jar(release: str, workdir: Path) -> Path:

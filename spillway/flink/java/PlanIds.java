@@ -46,7 +46,7 @@ public final class PlanIds {
     public static void main(String[] args) {
         int rc;
         try {
-            rc = run(args);
+            rc = args.length == 2 && args[0].equals("--batch") ? batch(new File(args[1])) : run(args);
         } catch (JobFailure e) {
             report(e.getMessage());
             rc = 3;
@@ -69,6 +69,61 @@ public final class PlanIds {
 
     private static void report(String message) {
         System.err.println("spillway-planids: " + message.replace('\n', ' '));
+    }
+
+    /**
+     * Several jobs in this one JVM (starting a JVM and loading Flink's classes is most of a job's planning time):
+     * each line of {@code list} is one job's command line of the single-job form, every argument hex-encoded
+     * UTF-8, separated by single spaces. Each job's main runs in a user-code class loader of its own, as in
+     * Flink's REST server, which plans many jars in one JVM the same way. A job that fails does not stop the
+     * others: its reason goes to its {@code --out} file + ".failed" as "EXIT-CODE TAB MESSAGE".
+     */
+    static int batch(File list) throws Exception {
+        List<String> lines = java.nio.file.Files.readAllLines(list.toPath(), StandardCharsets.UTF_8);
+        for (String line : lines) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] jobArgs = decodeLine(line);
+            File out = outOf(jobArgs);
+            String failure;
+            try {
+                run(jobArgs);
+                continue;
+            } catch (JobFailure e) {
+                failure = "3\t" + e.getMessage();
+            } catch (Throwable t) {
+                t.printStackTrace();
+                failure = "4\t" + oneLine(rootCause(t));
+            }
+            try (Writer w = new OutputStreamWriter(new FileOutputStream(new File(out.getPath() + ".failed")),
+                    StandardCharsets.UTF_8)) {
+                w.write(failure.replace('\n', ' '));
+            }
+        }
+        return 0;
+    }
+
+    private static String[] decodeLine(String line) {
+        String[] hex = line.split(" ", -1);
+        String[] out = new String[hex.length];
+        for (int i = 0; i < hex.length; i++) {
+            byte[] bytes = new byte[hex[i].length() / 2];
+            for (int b = 0; b < bytes.length; b++) {
+                bytes[b] = (byte) Integer.parseInt(hex[i].substring(2 * b, 2 * b + 2), 16);
+            }
+            out[i] = new String(bytes, StandardCharsets.UTF_8);
+        }
+        return out;
+    }
+
+    private static File outOf(String[] jobArgs) {
+        for (int i = 0; i + 1 < jobArgs.length && !jobArgs[i].equals("--"); i++) {
+            if (jobArgs[i].equals("--out")) {
+                return new File(jobArgs[i + 1]);
+            }
+        }
+        throw new IllegalArgumentException("a batch line without --out");
     }
 
     static int run(String[] args) throws Exception {
@@ -107,6 +162,21 @@ public final class PlanIds {
             builder.setEntryPointClassName(entry);
         }
         PackagedProgram program = builder.build();
+        try {
+            return plan(program, conf, parallelism, out);
+        } finally {
+            // the job's class loader and the jars its jar nests (extracted to temp files) are released, so the
+            // next job of a batch starts clean and nothing is left behind in the temp directory
+            try {
+                callIfExists(program, "close");
+            } catch (Exception e) {
+                // closing is tidying up only: the document is written or the failure already on its way
+            }
+        }
+    }
+
+    private static int plan(PackagedProgram program, Configuration conf, int parallelism, File out)
+            throws Exception {
         Pipeline pipeline;
         try {
             pipeline = PackagedProgramUtils.getPipelineFromProgram(program, conf, parallelism > 0 ? parallelism : 1,
