@@ -10,6 +10,7 @@ or a pointwise predecessor that is all running.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
@@ -276,19 +277,22 @@ def _check(
             + " (no operator names before metadata V5, no chained-operator ids in plans): if one now sits in a "
             "chain with running operators, Flink refuses the restore"
         )
+    # Twin vertices (same names) keep one entry each in the classification: keyed by label and vertex key.
+    twins = {lb for lb, n in Counter(b.vertex.label() for b in bound.values()).items() if n > 1}
     for key, b in bound.items():
         ops, complete = found[key]
         kinds = {classify(o) for o in ops}
         label = b.vertex.label()
+        entry = f"{label} (vertex {key})" if label in twins else label
         if not complete:
-            verdict.uncertain_vertices.append(label)
+            verdict.uncertain_vertices.append(entry)
             if verdict.unplaced_finished:
                 verdict.notes.append(
                     f"{label}: not every chained operator could be identified, and a finished operator could be "
                     "one of them: its class is unknown"
                 )
                 classes[key] = UNKNOWN
-                verdict.classification[label] = UNKNOWN
+                verdict.classification[entry] = UNKNOWN
                 continue
             else:
                 # Flink gives every operator of a finished task a finished state in the checkpoint, and an
@@ -311,7 +315,7 @@ def _check(
             mixed.add(key)
         else:
             classes[key] = kinds.pop() if kinds else RUNNING
-        verdict.classification[label] = classes[key]
+        verdict.classification[entry] = classes[key]
     if topology.stream_graph is not None:
         by_node = {
             o.node_id: o.operator_id

@@ -46,3 +46,15 @@ def test_preflight_never_calls_channel_state_ok_where_it_cannot_place_it(release
     assert doc["verdict"] != "yes" and run.code != 0
     channel = [r for r in doc["reasons"] if r["check"].startswith("channel-state")]
     assert channel and all(r["verdict"] != "ok" for r in channel), channel
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_twin_vertices_keep_one_classification_each(release: str) -> None:
+    """The job's two branches have the same names: each of its four vertices keeps its own entry (both sources'
+    subtask 0 finished, by the job's design: PARTIALLY_FINISHED; the downstream pass -> sink runs)."""
+    fx = fixture_named(f"{release}-finished-symmetric")
+    run = spillway("analyze", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--json")
+    vertices = json.loads(run.out)["restore_verdict"]["vertices"]
+    assert len(vertices) == 4, vertices
+    assert sorted(vertices.values()) == ["ALL_RUNNING", "ALL_RUNNING", "PARTIALLY_FINISHED", "PARTIALLY_FINISHED"]
+    assert sum(name.startswith("Source: half -> finish-on-0") for name in vertices) == 2
