@@ -24,6 +24,7 @@ from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import BAD_PATH, PathProblem, path_problem, shown_path
 from spillway.model.walk import all_stream_handles
+from spillway.storage import remote_copies
 from spillway.storage.load import (
     Damaged,
     LoadedCheckpoint,
@@ -339,11 +340,7 @@ def _name_key(name: str, relative: bool, source: str) -> str:
 
 def _size(local: str, stats: dict[str, int | None]) -> int | None:
     if local not in stats:
-        try:
-            st = os.stat(local)
-            stats[local] = st.st_size if os.path.isfile(local) else None
-        except OSError:
-            stats[local] = None
+        stats[local] = remote_copies.size_of(local)  # a remote checkpoint's file: its listed size, not read
     return stats[local]
 
 

@@ -24,6 +24,7 @@ from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import all_stream_handles
 from spillway.safe_io import read_regular
+from spillway.storage import remote_copies
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ def _absent(place: Path | str) -> str | None:
     text = os.fspath(place)
     if "://" in text:
         return _absent_remote(text)
+    if remote_copies.pending(text) is not None:
+        return None  # a remote source's file, not fetched: the store listed it when the source was opened
     try:
         st = os.stat(text)
     except FileNotFoundError:

@@ -31,6 +31,7 @@ from spillway.inspect.validate_report import Recorder, Report, Unchecked
 from spillway.model.checkpoint import Checkpoint, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
+from spillway.storage import remote_copies
 from spillway.storage.load import LoadedCheckpoint
 
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
@@ -128,10 +129,14 @@ class _Validation:
                 self.report.unchecked.append(Unchecked("file", "not local and not rebased: not read", file=original))
         for path, need in sorted(referenced.needed.items()):
             self.report.files_checked += 1
+            listed = remote_copies.pending(path)
             try:
-                size = check_regular(Path(path)).st_size
-                with open_regular(Path(path)):
-                    pass
+                if listed is not None:
+                    size = listed.size  # a remote checkpoint's file, not fetched: its size from the store's listing
+                else:
+                    size = check_regular(Path(path)).st_size
+                    with open_regular(Path(path)):
+                        pass
             except FileNotFoundError:
                 self.path_faults[path] = self.recorder.add(missing_file(path, need))
                 continue

@@ -40,7 +40,7 @@ from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
-from spillway.storage import fs
+from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
@@ -356,6 +356,7 @@ def _external_copies(
             sources[moved] = h.file_name
     for new_path, original in sources.items():
         resolved = loaded.resolver.resolve_path(original)
+        remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: copied, so fetched
         if resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
         if io.remote_out is not None and new_path.startswith(out_prefix):

@@ -7,6 +7,7 @@ from collections.abc import Hashable
 
 from spillway.formats.channel_file import Blob, FileBlob, InlineBlob
 from spillway.model.checkpoint import ByteStreamHandle, StreamHandle, is_file_backed
+from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
 
 
@@ -35,7 +36,10 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None
     if not is_file_backed(delegate):
         return None
     resolved = resolver.resolve(delegate)
-    if resolved is None or resolved.local is None or not resolved.local.is_file():
+    if resolved is None or resolved.local is None:
+        return None
+    remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: read now, not before
+    if not resolved.local.is_file():
         return None
     try:
         if delegate.whole_file:

@@ -47,6 +47,7 @@ from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
+from spillway.storage import remote_copies
 from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError
@@ -513,10 +514,11 @@ def _key(uri: str) -> str:
 
 
 def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Materialized:
-    """Download ``_metadata``, the files it names relative to its directory, and every absolute remote
-    file it references (after ``rules``: a ``file:`` path rebased onto ``s3://`` is downloaded too),
-    into ``workdir``. Several checkpoints may share one ``workdir``: a file they share is fetched once.
-    Absolute local paths are left to the usual resolution."""
+    """Download ``_metadata`` into ``workdir`` and stand in for the files it names (relative to its directory,
+    and every absolute remote file, after ``rules``: a ``file:`` path rebased onto ``s3://`` too) with
+    :mod:`spillway.storage.remote_copies`: one listing per directory says which exist and their sizes, and a
+    file is downloaded only when a command reads it. Several checkpoints may share one ``workdir``: a file
+    they share is fetched once. Absolute local paths are left to the usual resolution."""
     meta, note = find_metadata(uri)
     chk = meta.parent
     local_chk = workdir / "checkpoint" / _key(chk.uri) / (chk.name or "checkpoint")
@@ -533,7 +535,7 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
     for rel in sorted(relative):
         if path_problem(rel, relative=True) is not None:  # ".." or a NUL: never a local path outside the copy
             raise CheckpointFormatError(meta.uri, None, "", f"relative path {rel!r} escapes the checkpoint directory")
-        _fetch(chk.child(rel), local_chk / rel, result)
+    _stand_in([(chk.child(rel), local_chk / rel) for rel in sorted(relative)], result)
     result.rebase = fetch_referenced(absolute, list(rules), workdir / "mirror", result, meta.uri)
     return result
 
@@ -541,9 +543,10 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
 def fetch_referenced(
     names: Iterable[str], rules: list[PathRule], mirror: Path, result: Materialized, source: str
 ) -> list[str]:
-    """Download every remote file among ``names`` (each after the first rule that applies to it) under
-    ``mirror``; return the rules sending those remote paths to their copies."""
+    """Stand in for every remote file among ``names`` (each after the first rule that applies to it) under
+    ``mirror`` (:func:`_stand_in`); return the rules sending those remote paths to their local places."""
     schemes: set[str] = set()
+    pairs: list[tuple[Location, Path]] = []
     for name in sorted(names):
         target = next((new for r in rules if (new := r.apply(name)) is not None), name)
         if not is_remote(target):
@@ -552,23 +555,46 @@ def fetch_referenced(
         if any(p in ("", ".", "..") for p in rest.split("/")) or path_problem(target) is not None:
             raise CheckpointFormatError(source, None, "", f"referenced path {target!r} is not a plain file path")
         schemes.add(scheme)
-        _fetch(locate(target), mirror / scheme / rest, result)
+        pairs.append((locate(target), mirror / scheme / rest))
+    _stand_in(pairs, result)
     return [f"{s}://={mirror / s}/" for s in sorted(schemes)]
 
 
-def _fetch(loc: Location, local: Path, result: Materialized) -> None:
-    if local.exists():
-        return
-    try:
+def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
+    """Register each remote file of ``pairs`` at its local path, fetched when first read
+    (:func:`spillway.storage.remote_copies.ensure_local`); existence and size come from one listing of each
+    directory (never a read). A file the listing lacks is counted missing, like a missing local file."""
+    by_dir: dict[str, tuple[Location, list[tuple[Location, Path]]]] = {}
+    for loc, local in pairs:
+        parent = loc.parent
+        by_dir.setdefault(parent.uri, (parent, []))[1].append((loc, local))
+    for parent, members in by_dir.values():
+        sizes = list_dir(parent)
+        for loc, local in members:
+            if local.exists():
+                continue  # fetched already for another checkpoint sharing this working directory
+            size = sizes.get(loc.name)
+            if size is None:
+                result.missing += 1
+                continue
+            remote_copies.register(str(local), loc.uri, size, _fetcher(loc, local))
+
+
+def _fetcher(loc: Location, local: Path) -> Callable[[], None]:
+    def fetch() -> None:
         download(loc, local)
-    except StorageError:
-        if info(loc).type == pafs.FileType.NotFound:
-            # A missing file is a finding about the checkpoint, reported like a missing local file.
-            result.missing += 1
-            return
-        raise
-    result.files += 1
-    result.bytes += local.stat().st_size
+
+    return fetch
+
+
+def list_dir(loc: Location) -> dict[str, int]:
+    """The files directly in a directory / prefix: name -> size (one listing; none for a missing one)."""
+    selector = pafs.FileSelector(loc.path, recursive=False, allow_not_found=True)
+    try:
+        found = _remote_call(loc, "cannot list it", loc.fs.get_file_info, selector)
+    except (OSError, ValueError) as exc:
+        raise _fail(loc, "cannot list it", exc) from None
+    return {PurePosixPath(i.path).name: i.size for i in found if i.type == pafs.FileType.File}
 
 
 # ------------------------------------------------------------------------------------------------ writing

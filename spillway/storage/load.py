@@ -13,6 +13,7 @@ from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import MERGING_DIR_FIELDS, file_names, file_path_of, leaf_stream_handles, merging_dirs
 from spillway.safe_io import read_regular
+from spillway.storage import remote_copies
 from spillway.storage.locate import (
     METADATA,
     CheckpointLocation,
@@ -50,7 +51,7 @@ class LoadedCheckpoint:
         missing = self.resolver.survey(absolute)
         for rel in relative:
             local = self.resolver.resolve(RelativeFileHandle(rel, 0))
-            if local is None or local.local_text is None or not os.path.exists(local.local_text):
+            if local is None or local.local_text is None or remote_copies.size_of(local.local_text) is None:
                 missing += 1
         return len(absolute) + len(relative), missing
 

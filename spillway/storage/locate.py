@@ -20,6 +20,7 @@ from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 from spillway.model.paths import PathProblem, path_problem
 from spillway.safe_io import real_path
+from spillway.storage import remote_copies
 from spillway.storage.rules import PathRule
 
 METADATA = "_metadata"
@@ -363,6 +364,7 @@ class FileResolver:
                 names = frozenset(os.listdir(directory or "/"))
             except OSError:
                 names = frozenset()
+            names |= remote_copies.names_in(directory)  # a remote checkpoint's files not fetched yet
             self._listings[directory] = names
         return names
 
