@@ -249,7 +249,8 @@ def collect_files(
                     name, None if remote else (via or local), job_dir, job_id, chk_name, handle.relative
                 )
                 if remote and area != "external":
-                    directory = name.rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
+                    # where the file is: a rebased one's new place, as on local disk
+                    directory = (via or name).rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
                 if not remote and via is None and local is not None and size is not None and not inside(local):
                     # found here, but its real path (a symlink followed) is outside the job directory
                     area, directory, shown = "external", os.path.dirname(local), local

@@ -129,6 +129,7 @@ class _Validation:
                 self.report.unchecked.append(Unchecked("file", "not local and not rebased: not read", file=original))
         for path, need in sorted(referenced.needed.items()):
             self.report.files_checked += 1
+            shown = remote_copies.shown(path)  # a remote checkpoint's file by its URI, not its local place
             listed = remote_copies.pending(path)
             try:
                 if listed is not None:
@@ -138,15 +139,15 @@ class _Validation:
                     with open_regular(Path(path)):
                         pass
             except FileNotFoundError:
-                self.path_faults[path] = self.recorder.add(missing_file(path, need))
+                self.path_faults[path] = self.recorder.add(missing_file(shown, need))
                 continue
             except OSError as exc:
-                self.path_faults[path] = self.recorder.add(unreadable_file(path, f"cannot read: {exc.strerror}"))
+                self.path_faults[path] = self.recorder.add(unreadable_file(shown, f"cannot read: {exc.strerror}"))
                 continue
             except NotARegularFile as exc:
-                self.path_faults[path] = self.recorder.add(unreadable_file(path, str(exc)))
+                self.path_faults[path] = self.recorder.add(unreadable_file(shown, str(exc)))
                 continue
-            sized = size_finding(path, size, need)
+            sized = size_finding(shown, size, need)
             if sized is not None:
                 self.recorder.add(sized)
                 if sized.rule == "file-size":

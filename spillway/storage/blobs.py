@@ -25,7 +25,7 @@ def delegate_display(resolver: FileResolver, delegate: StreamHandle) -> str:
         return f"inline:{delegate.name}"
     resolved = resolver.resolve(delegate)
     if resolved and resolved.local_text:
-        return resolved.local_text
+        return remote_copies.shown(resolved.local_text)
     return delegate.file_name if is_file_backed(delegate) and not delegate.relative else "?"
 
 
@@ -43,8 +43,11 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None
         return None
     try:
         if delegate.whole_file:
-            return FileBlob(resolved.local)
+            blob = FileBlob(resolved.local)
+            blob.name = remote_copies.shown(blob.name)
+            return blob
         blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+        blob.name = remote_copies.shown(blob.name)
         # A truncated physical file: expose what is there, so reads fail at the real end.
         blob.size = min(blob.size, max(0, blob.file_size - delegate.start_pos))
         return blob

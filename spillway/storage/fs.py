@@ -572,10 +572,12 @@ def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
         sizes = list_dir(parent)
         for loc, local in members:
             if local.exists():
+                remote_copies.register(str(local), loc.uri, local.stat().st_size, _fetcher(loc, local))
                 continue  # fetched already for another checkpoint sharing this working directory
             size = sizes.get(loc.name)
             if size is None:
                 result.missing += 1
+                remote_copies.register_missing(str(local), loc.uri)
                 continue
             remote_copies.register(str(local), loc.uri, size, _fetcher(loc, local))
 

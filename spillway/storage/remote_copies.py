@@ -33,17 +33,30 @@ _lock = threading.Lock()
 _pending: dict[str, Pending] = {}  # local path -> the remote file it stands for
 _names: dict[str, set[str]] = {}  # local directory -> names of pending files in it
 _fetching: dict[str, threading.Lock] = {}
+_uris: dict[str, str] = {}  # local path -> the remote file's URI, fetched or not (what users are shown)
 
 
 def register(local: str, uri: str, size: int, fetch: Callable[[], None]) -> None:
     """``local`` stands for the remote file ``uri`` (``size`` bytes there); ``fetch()`` downloads it to ``local``."""
     path = os.path.abspath(local)
     with _lock:
+        _uris[path] = uri
         if path in _pending or os.path.lexists(path):
             return
         _pending[path] = Pending(uri, size, fetch)
         parent, _, name = path.rpartition("/")
         _names.setdefault(parent or "/", set()).add(name)
+
+
+def register_missing(local: str, uri: str) -> None:
+    """``local`` stands for ``uri``, which the store does not list: nothing to fetch, but shown by its URI."""
+    with _lock:
+        _uris[os.path.abspath(local)] = uri
+
+
+def shown(local: str) -> str:
+    """``local`` as users know it: the URI of the remote file it stands for, else ``local`` itself."""
+    return _uris.get(os.path.abspath(local), local) if _uris else local
 
 
 def pending(local: str | os.PathLike[str]) -> Pending | None:
