@@ -25,6 +25,7 @@ from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import all_stream_handles
 from spillway.safe_io import read_regular
 from spillway.storage import remote_copies
+from spillway.storage.names import METADATA
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def missing_references(out_dir: Path, final_prefix: str | None, rules: list[str]
     """One line per file the checkpoint written in ``out_dir`` names but that is not there. ``final_prefix``:
     the output's own directory as its paths name it (found in ``out_dir``); ``rules``: ``OLD=NEW`` prefixes the
     user declared, applied to absolute paths in order (the first that matches)."""
-    meta = out_dir / "_metadata"
+    meta = out_dir / METADATA
     checkpoint = decode_metadata(read_regular(meta), str(meta))
     pairs = ([(final_prefix, str(out_dir))] if final_prefix else []) + [_pair(r) for r in rules or []]
     problems: list[str] = []

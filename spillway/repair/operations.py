@@ -44,6 +44,7 @@ from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
+from spillway.storage.names import is_remote
 from spillway.storage.relative import relative_copies
 from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
@@ -362,7 +363,7 @@ def _external_copies(
         if io.remote_out is not None and new_path.startswith(out_prefix):
             inside[resolved.local] = new_path[len(out_prefix) :]
             continue
-        if fs.is_remote(new_path):
+        if is_remote(new_path):
             remote[new_path] = resolved.local
             continue
         dest = strip_file_scheme(new_path)

@@ -50,7 +50,8 @@ from spillway.safe_io import real_path
 from spillway.storage import remote_copies
 from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
-from spillway.storage.locate import LocateError
+from spillway.storage.locate import LocateError, checkpoint_dirs_in, find_metadata_in
+from spillway.storage.names import METADATA, is_remote, scheme_of
 from spillway.storage.rules import PathRule, location_of
 from spillway.storage.timeouts import TIMEOUT_ENV, timeout
 
@@ -69,10 +70,7 @@ else:
 
     pafs = _LazyPyarrowFs()
 
-METADATA = "_metadata"
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALIASES = {"s3a": "s3", "s3p": "s3", "s3n": "s3"}
-_CHK = re.compile(r"^chk-(\d+)$")
 _CHUNK = 8 << 20
 
 
@@ -132,17 +130,6 @@ def _remote_call(loc: Location, what: str, call: Callable[..., T], *args: Any) -
     if isinstance(loc.fs, pafs.LocalFileSystem):
         return call(*args)
     return bounded(loc.uri, what, _deadline(loc.fs), call, *args)
-
-
-def scheme_of(text: str) -> str | None:
-    m = _SCHEME.match(text)
-    return m.group(1).lower() if m else None
-
-
-def is_remote(text: str) -> bool:
-    """True for ``scheme://…`` URIs other than ``file://`` (local paths and ``file:`` stay local)."""
-    scheme = scheme_of(str(text))
-    return scheme is not None and scheme != "file"
 
 
 @dataclass(frozen=True)
@@ -475,38 +462,42 @@ class Materialized:
         return f"{self.uri.rstrip('/')}/{METADATA}"
 
 
+class StoreTree:
+    """:class:`spillway.storage.locate.Tree` on a store: paths are URIs; a kind is one info call (HEAD), the
+    directories in a prefix one listing."""
+
+    def kind(self, path: str) -> str | None:
+        found = info(locate(path)).type
+        if found == pafs.FileType.File:
+            return "file"
+        return "dir" if found == pafs.FileType.Directory else None
+
+    def subdirs(self, path: str) -> list[str]:
+        loc = locate(path)
+        selector = pafs.FileSelector(loc.path, recursive=False, allow_not_found=True)
+        try:
+            found = _remote_call(loc, "cannot list it", loc.fs.get_file_info, selector)
+        except (OSError, ValueError) as exc:
+            raise _fail(loc, "cannot list it", exc) from None
+        return [PurePosixPath(i.path).name for i in found if i.type == pafs.FileType.Directory]
+
+    def child(self, path: str, name: str) -> str:
+        return f"{path.rstrip('/')}/{name}"
+
+
 def checkpoint_dirs(uri: str) -> list[Location]:
-    """The ``chk-N`` directories holding a ``_metadata`` directly under ``uri`` (a job's checkpoint
-    directory), oldest first; empty for anything else."""
-    loc = locate(uri)
-    if info(loc).type != pafs.FileType.Directory:
-        return []
-    chks = []
-    for rel in list_files(loc):
-        parts = rel.split("/")
-        if len(parts) == 2 and parts[1] == METADATA and (m := _CHK.match(parts[0])):
-            chks.append((int(m.group(1)), parts[0]))
-    return [loc.child(name) for _, name in sorted(chks)]
+    """The ``chk-N`` directories of a job's checkpoint directory (or of a root holding one job) in a store,
+    oldest first; empty for anything else (:func:`spillway.storage.locate.checkpoint_dirs_in`)."""
+    return [locate(c) for c in checkpoint_dirs_in(StoreTree(), locate(uri).uri)]
 
 
 def find_metadata(uri: str) -> tuple[Location, str | None]:
-    """``_metadata`` of what ``uri`` names: the file itself, a chk-N/savepoint directory, or a job's
-    checkpoint directory (newest chk-N, with a note saying so), like local paths."""
+    """``_metadata`` of what ``uri`` names, found like a local path's
+    (:func:`spillway.storage.locate.find_metadata_in`)."""
     loc = locate(uri)
     require_container(loc)
-    i = info(loc)
-    if i.type == pafs.FileType.File:
-        return loc, None
-    if i.type == pafs.FileType.NotFound:
-        raise LocateError(f"{uri}: no such file or directory")
-    meta = loc.child(METADATA)
-    if info(meta).type == pafs.FileType.File:
-        return meta, None
-    chks = checkpoint_dirs(uri)
-    if not chks:
-        raise LocateError(f"{uri}: no _metadata here, and no chk-N directory holding one")
-    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {chks[-1].name}"
-    return chks[-1].child(METADATA), note
+    meta, note = find_metadata_in(StoreTree(), loc.uri)
+    return locate(meta), note
 
 
 def _key(uri: str) -> str:
