@@ -32,6 +32,7 @@ from spillway.model.checkpoint import Checkpoint, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage import remote_copies
+from spillway.storage.blobs import prefetch_delegates
 from spillway.storage.load import LoadedCheckpoint
 
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
@@ -156,6 +157,7 @@ class _Validation:
     # ------------------------------------------------------------------ channel-state blobs
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
+        prefetch_delegates(self.resolver, (x.handle.delegate for x in located))  # a remote checkpoint's, in parallel
         engine.prefetch_walks(located, self.guesses(located))
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use

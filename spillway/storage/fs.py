@@ -563,21 +563,18 @@ def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
         sizes = list_dir(parent)
         for loc, local in members:
             if local.exists():
-                remote_copies.register(str(local), loc.uri, local.stat().st_size, _fetcher(loc, local))
+                remote_copies.register_missing(str(local), loc.uri)  # only its name: it is here already
                 continue  # fetched already for another checkpoint sharing this working directory
             size = sizes.get(loc.name)
             if size is None:
                 result.missing += 1
                 remote_copies.register_missing(str(local), loc.uri)
                 continue
-            remote_copies.register(str(local), loc.uri, size, _fetcher(loc, local))
+            remote_copies.register(str(local), loc.uri, size, Transfer(loc, local, size), _fetch_many)
 
 
-def _fetcher(loc: Location, local: Path) -> Callable[[], None]:
-    def fetch() -> None:
-        download(loc, local)
-
-    return fetch
+def _fetch_many(transfers: list[Any]) -> None:
+    fetch_files(transfers)
 
 
 def list_dir(loc: Location) -> dict[str, int]:
@@ -680,3 +677,135 @@ def delete_files(uris: Iterable[str]) -> None:
     """Undo :func:`put_files`: the objects it wrote (files only, never a prefix)."""
     for uri in uris:
         _delete_file_quietly(locate(uri))
+
+
+# ------------------------------------------------------------------------------------------------ bulk reads
+
+PART = 8 << 20  # one ranged GET: large enough to amortise a request, small enough to bound memory
+WORKERS_ENV = "SPILLWAY_STORAGE_READS"
+DEFAULT_WORKERS = 16  # ranged GETs in flight (S3 serves many connections per client well)
+_ATTEMPTS = 3  # a ranged read failing transiently (not by a timeout) is tried this often, with backoff
+_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
+
+
+def read_workers() -> int:
+    """How many ranged reads may be in flight (``SPILLWAY_STORAGE_READS``, default :data:`DEFAULT_WORKERS`)."""
+    text = os.environ.get(WORKERS_ENV, "")
+    try:
+        value = int(text) if text else DEFAULT_WORKERS
+    except ValueError:
+        raise StorageError(f"{WORKERS_ENV}={text!r}: expected a whole number of reads in flight") from None
+    return max(1, value)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One remote file to bring to a new local file: ``size`` bytes as the store listed them."""
+
+    source: Location
+    target: Path
+    size: int
+
+
+def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int = PART) -> int:
+    """Download ``transfers`` as ranged reads of ``part`` bytes, ``workers`` of them in flight across all files
+    (memory: about ``workers × part``, whatever the sizes). Each read has its own deadline
+    (:func:`transfer_allowance`) and is retried with backoff on a transient error; a file shorter than listed
+    fails. Progress is reported by bytes. Every target is new (never over an existing file); when anything fails,
+    the files this call created are removed and the first error is raised. Returns the bytes transferred."""
+    from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+
+    from spillway import progress
+
+    created: list[tuple[Path, os.stat_result]] = []
+    fds: dict[Path, int] = {}
+    futures: list[Future[int]] = []
+    inputs: dict[Path, Any] = {}
+    total = sum(t.size for t in transfers)
+    bar = progress.stage("reading from the store", total, "bytes")
+    pool = ThreadPoolExecutor(max_workers=workers or read_workers(), thread_name_prefix="spillway-read")
+    try:
+        for t in transfers:
+            t.target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(t.target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise cannot_write(t.target, exc) from None
+            fds[t.target] = fd
+            created.append((t.target, os.fstat(fd)))
+            if t.size:  # one open (a HEAD on S3) per file; its ranged reads share it
+                inputs[t.target] = _open_input(t.source)
+        futures += [
+            pool.submit(_read_part, t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
+            for t in transfers
+            for offset in range(0, t.size, part)
+        ]
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for f in finished:
+                bar.advance(f.result())  # raises the first failure
+        for t in transfers:
+            if t.size == 0:
+                continue
+            if os.fstat(fds[t.target]).st_size != t.size:
+                raise StorageError(f"{t.source.uri}: cannot read it: {t.size} bytes listed, fewer arrived")
+        return total
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for path, made in created:
+            with contextlib.suppress(OSError):  # only the files this call made: never a file another wrote
+                now = os.stat(path, follow_symlinks=False)
+                if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+                    os.unlink(path)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        for fd in fds.values():
+            os.close(fd)
+        for handle in inputs.values():
+            with contextlib.suppress(OSError, ValueError):
+                handle.close()
+        bar.done()
+
+
+def _open_input(loc: Location) -> Any:
+    """A random-access handle on ``loc`` (its ranged reads may run in parallel)."""
+    try:
+        return _remote_call(loc, "cannot read it", loc.fs.open_input_file, loc.path)
+    except (OSError, ValueError) as exc:
+        raise _fail(loc, "cannot read it", exc) from None
+
+
+def _read_part(t: Transfer, source: Any, fd: int, offset: int, n: int) -> int:
+    """``n`` bytes of ``t.source`` at ``offset`` into ``fd`` (one ranged GET), retried on transient errors."""
+    what = f"cannot read bytes {offset}-{offset + n - 1}"
+    for attempt in range(_ATTEMPTS):
+        try:
+            data = _read_range(t.source, source, offset, n, what)
+        except FileNotFoundError as exc:
+            raise _fail(t.source, what, exc) from None
+        except (OSError, ValueError, StorageError) as exc:
+            # A read past its deadline is not tried again: the deadline bounds the whole wait (docs/cli.md).
+            if attempt + 1 == _ATTEMPTS or isinstance(exc, StorageError) or _CLIENT_TIMEOUT.search(str(exc)):
+                raise exc if isinstance(exc, StorageError) else _fail(t.source, what, exc) from None
+            time.sleep(_BACKOFF * 2**attempt)
+            continue
+        if len(data) != n:
+            raise StorageError(f"{t.source.uri}: {what}: the file ended after {offset + len(data)} bytes")
+        os.pwrite(fd, data, offset)
+        return n
+    raise AssertionError("unreachable")
+
+
+def _read_range(loc: Location, source: Any, offset: int, n: int, what: str) -> bytes:
+    """One ranged read under its own deadline: what a call may take plus a second per started MiB."""
+    allowance = transfer_allowance(loc.fs, n)
+    try:
+        return bytes(_within(allowance, source.read_at, n, offset))
+    except _NoAnswer:
+        raise StorageError(
+            f"{loc.uri}: {what}: no answer within {allowance:g} s (storage timeout: {TIMEOUT_ENV})"
+        ) from None

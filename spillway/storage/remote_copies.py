@@ -16,17 +16,20 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Pending:
-    """A remote file known from a listing: its size there and how to bring it to its local path."""
+    """A remote file known from a listing: its size there, and what ``fetch`` (given many sources at once,
+    to read them in parallel) needs to bring it to its local path."""
 
     uri: str
     size: int
-    fetch: Callable[[], None]
+    source: Any
+    fetch: Callable[[list[Any]], None]
 
 
 _lock = threading.Lock()
@@ -36,14 +39,15 @@ _fetching: dict[str, threading.Lock] = {}
 _uris: dict[str, str] = {}  # local path -> the remote file's URI, fetched or not (what users are shown)
 
 
-def register(local: str, uri: str, size: int, fetch: Callable[[], None]) -> None:
-    """``local`` stands for the remote file ``uri`` (``size`` bytes there); ``fetch()`` downloads it to ``local``."""
+def register(local: str, uri: str, size: int, source: Any, fetch: Callable[[list[Any]], None]) -> None:
+    """``local`` stands for the remote file ``uri`` (``size`` bytes there); ``fetch([source, …])`` downloads
+    it (and others) to their local paths."""
     path = os.path.abspath(local)
     with _lock:
         _uris[path] = uri
         if path in _pending or os.path.lexists(path):
             return
-        _pending[path] = Pending(uri, size, fetch)
+        _pending[path] = Pending(uri, size, source, fetch)
         parent, _, name = path.rpartition("/")
         _names.setdefault(parent or "/", set()).add(name)
 
@@ -84,19 +88,32 @@ def size_of(local: str | os.PathLike[str]) -> int | None:
 
 def ensure_local(local: str | os.PathLike[str] | None) -> None:
     """Fetch ``local``'s remote file now if it stands for one (once, whatever the number of threads asking)."""
-    if local is None:
-        return
-    path = os.path.abspath(os.fspath(local))
-    if path not in _pending:
+    if local is not None:
+        prefetch([os.fspath(local)])
+
+
+def prefetch(locals_: Iterable[str | None]) -> None:
+    """Fetch every one of ``locals_`` that stands for a remote file, all at once (their reads in parallel).
+    A file being fetched by another thread is waited for, never fetched twice."""
+    paths = sorted({p for p in (os.path.abspath(x) for x in locals_ if x) if p in _pending})
+    if not paths:
         return
     with _lock:
-        gate = _fetching.setdefault(path, threading.Lock())
-    with gate:
-        found = _pending.get(path)
-        if found is None:  # fetched by another thread meanwhile
-            return
-        found.fetch()
+        gates = [_fetching.setdefault(p, threading.Lock()) for p in paths]
+    for gate in gates:  # in path order: two callers never wait for each other's gates in a cycle
+        gate.acquire()
+    try:
+        todo = [_pending[p] for p in paths if p in _pending]  # others were fetched while this waited
+        by_fetcher: dict[int, list[Pending]] = {}
+        for found in todo:
+            by_fetcher.setdefault(id(found.fetch), []).append(found)
+        for group in by_fetcher.values():
+            group[0].fetch([found.source for found in group])
         with _lock:
-            del _pending[path]
-            parent, _, name = path.rpartition("/")
-            _names.get(parent or "/", set()).discard(name)
+            for p in paths:
+                if _pending.pop(p, None) is not None:
+                    parent, _, name = p.rpartition("/")
+                    _names.get(parent or "/", set()).discard(name)
+    finally:
+        for gate in gates:
+            gate.release()

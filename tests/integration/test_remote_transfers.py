@@ -12,6 +12,7 @@ handle and must never read a byte of it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from support.console import Run, spillway
 from support.counting_s3 import Counter, counting_s3
 from support.endpoints import S3Server, upload
 from support.fixtures import Fixture, fixture_named, fixture_params
+
+from spillway.errors import StorageError
+from spillway.storage import fs
 
 FIXTURE = "2.3.0-rocksdb-incremental"
 TESTS = Path(__file__).parents[1]
@@ -148,3 +152,47 @@ def test_json_on_the_store_equals_json_on_local_disk(served: tuple[S3Server, Cou
         there = spillway(command, uri, "--rebase", rule, "--json", env=s3.env())
         assert (there.code, there.err) == (here.code, here.err.replace(str(root), f"s3://ckpt/{fx.name}")), command
         assert normalised(there, f"s3://ckpt/{fx.name}", command) == normalised(here, str(root), command), command
+
+
+def test_ranged_reads_bring_every_file_whole(
+    served: tuple[S3Server, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fetch_files: parts of 1 MiB, 4 in flight, over three files: each arrives byte for byte, each part is one
+    ranged GET of its own bytes (counted at the server), and nothing is read twice."""
+    s3, counter = served
+    assert s3.client is not None
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    mib = 1 << 20
+    sizes = {"empty": 0, "five": 5 * mib + 3, "half": mib // 2}
+    contents = {name: os.urandom(size) for name, size in sizes.items()}
+    for name, data in contents.items():
+        with s3.client.open_output_stream(f"ckpt/ranged/{name}") as out:
+            out.write(data)
+    transfers = [fs.Transfer(fs.locate(f"s3://ckpt/ranged/{n}"), tmp_path / n, s) for n, s in sizes.items()]
+    counter.reset()
+    assert fs.fetch_files(transfers, workers=4, part=mib) == sum(sizes.values())
+    assert {n: (tmp_path / n).read_bytes() for n in sizes} == contents
+    gets = counter.of("GET")
+    assert len(gets) == 6 + 1 and all(r.ranged for r in gets)  # ceil(size / part) per file, none for 0 bytes
+    assert counter.bytes_read() == {f"ckpt/ranged/{n}": s for n, s in sizes.items() if s}
+    fs._filesystem.cache_clear()
+
+
+def test_a_file_shorter_than_listed_fails_naming_it_and_leaves_nothing(
+    served: tuple[S3Server, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, _ = served
+    assert s3.client is not None
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    with s3.client.open_output_stream("ckpt/short/file") as out:
+        out.write(b"x" * 1000)
+    whole = fs.Transfer(fs.locate("s3://ckpt/short/file"), tmp_path / "whole", 1000)
+    short = fs.Transfer(fs.locate("s3://ckpt/short/file"), tmp_path / "short", 3000)  # listed longer than it is
+    with pytest.raises(StorageError, match=r"^s3://ckpt/short/file: cannot read bytes \d+-\d+: "):
+        fs.fetch_files([whole, short], workers=2, part=1024)
+    assert list(tmp_path.iterdir()) == []  # neither the failed file nor the one that arrived is left
+    fs._filesystem.cache_clear()
