@@ -1,8 +1,9 @@
 """Checkpoints on object stores and other remote file systems, through ``pyarrow.fs``.
 
 Everything else in spillway reads and writes local files. This module is the one place that talks to
-``s3://``, ``gs://``, ``hdfs://``, ``abfs://``… (and ``file://``): it brings a remote checkpoint to a
-local working copy (:func:`materialize`) and publishes a local, already self-checked output to a
+``s3://``, ``gs://``, ``hdfs://``, ``abfs://``… (and ``file://``): it opens a remote checkpoint through a
+local working directory (:func:`materialize`: ``_metadata`` now, every other file listed and fetched only
+when a command reads it, as parallel ranged reads: :func:`fetch_files`) and publishes a local, already self-checked output to a
 remote place (:func:`publish_dir`, :func:`put_files`), so the decode/validate/write code stays local.
 
 Publishing follows the local writer's rule — never overwrite, never leave a half-written output
