@@ -3,8 +3,9 @@
 Everything else in spillway reads and writes local files. This module is the one place that talks to
 ``s3://``, ``gs://``, ``hdfs://``, ``abfs://``… (and ``file://``): it opens a remote checkpoint through a
 local working directory (:func:`materialize`: ``_metadata`` now, every other file listed and fetched only
-when a command reads it, as parallel ranged reads: :func:`fetch_files`) and publishes a local, already self-checked output to a
-remote place (:func:`publish_dir`, :func:`put_files`), so the decode/validate/write code stays local.
+when a command reads it, as parallel ranged reads: :func:`fetch_files`) and publishes a local, already
+self-checked output to a remote place (:func:`publish_dir`, :func:`put_files`), so the decode/validate/write
+code stays local.
 
 Publishing follows the local writer's rule — never overwrite, never leave a half-written output
 that looks complete: objects go to a temporary sibling prefix first, are read back and compared
