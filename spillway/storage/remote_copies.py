@@ -104,9 +104,9 @@ def prefetch(locals_: Iterable[str | None]) -> None:
         gate.acquire()
     try:
         todo = [_pending[p] for p in paths if p in _pending]  # others were fetched while this waited
-        by_fetcher: dict[int, list[Pending]] = {}
-        for found in todo:
-            by_fetcher.setdefault(id(found.fetch), []).append(found)
+        by_fetcher: dict[Callable[[list[Any]], None], list[Pending]] = {}
+        for found in todo:  # one call per fetcher (equal bound methods are one): their reads run together
+            by_fetcher.setdefault(found.fetch, []).append(found)
         for group in by_fetcher.values():
             group[0].fetch([found.source for found in group])
         with _lock:
