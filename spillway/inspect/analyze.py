@@ -34,7 +34,7 @@ from spillway.model.checkpoint import (
     OperatorState,
     channel_handles,
 )
-from spillway.storage.blobs import DelegateBlobs, delegate_display
+from spillway.storage.blobs import DelegateBlobs, delegate_display, prefetch_delegates
 from spillway.storage.load import LoadedCheckpoint
 
 FULLY_FINISHED = "FULLY_FINISHED"
@@ -162,6 +162,15 @@ def analyze(
     ``job``: the binding of ``topology`` to the checkpoint when the caller holds it."""
     cp = loaded.checkpoint
     blobs = DelegateBlobs(loaded.resolver)
+    prefetch_delegates(  # a remote checkpoint's channel-state files, in parallel
+        loaded.resolver,
+        (
+            h.delegate
+            for o in cp.operators
+            for s in o.subtasks
+            for h in channel_handles(s.input_channel_state) + channel_handles(s.result_subpartition_state)
+        ),
+    )
     try:
         ops = {o.operator_id: _operator(o, cp.features) for o in cp.operators}
         tags = tags_for_format_version(cp.format_version)

@@ -15,7 +15,6 @@ checkpoint. A path no file system accepts (a NUL byte) is reported as bad and ne
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,18 +23,18 @@ from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import BAD_PATH, PathProblem, path_problem, shown_path
 from spillway.model.walk import all_stream_handles
+from spillway.storage import remote_copies
 from spillway.storage.load import (
     Damaged,
     LoadedCheckpoint,
-    is_remote_path,
     job_checkpoints,
     load_checkpoint,
     remote_workdir,
 )
 from spillway.storage.locate import ESCAPES_CHECKPOINT, LocateError, strip_file_scheme
+from spillway.storage.names import CHK_DIR, is_remote
 
 SCHEMA = "spillway.files/1"
-_CHK = re.compile(r"^chk-\d+$")
 _ANCHORS = ("shared", "taskowned")
 GROUPS = ("own", "shared", "taskowned", "other checkpoint", "external")
 
@@ -177,7 +176,7 @@ def open_checkpoints(
     opened: list[tuple[str, LoadedCheckpoint]] = []
     first_error: CheckpointFormatError | None = None
     for p in expand_paths(paths):
-        if is_remote_path(p) and workdir is None:
+        if is_remote(p) and workdir is None:
             workdir = remote_workdir()
         try:
             opened.append((p, load_checkpoint(p, rebase, workdir=workdir)))
@@ -248,7 +247,8 @@ def collect_files(
                     name, None if remote else (via or local), job_dir, job_id, chk_name, handle.relative
                 )
                 if remote and area != "external":
-                    directory = name.rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
+                    # where the file is: a rebased one's new place, as on local disk
+                    directory = (via or name).rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
                 if not remote and via is None and local is not None and size is not None and not inside(local):
                     # found here, but its real path (a symlink followed) is outside the job directory
                     area, directory, shown = "external", os.path.dirname(local), local
@@ -315,7 +315,7 @@ def _escaped_entry(
     real = os.path.realpath(as_written)  # as the kernel walks it: each symlink followed before a ".." applies
     root = inside.root.rstrip("/") + "/"
     first = real[len(root) :].split("/", 1)[0] if real.startswith(root) else ""
-    if first in _ANCHORS or _CHK.match(first):
+    if first in _ANCHORS or CHK_DIR.match(first):
         return real, FileEntry(
             real, name, first, os.path.dirname(real), real, size, real[len(root) :], path_problem=problem
         )
@@ -339,11 +339,7 @@ def _name_key(name: str, relative: bool, source: str) -> str:
 
 def _size(local: str, stats: dict[str, int | None]) -> int | None:
     if local not in stats:
-        try:
-            st = os.stat(local)
-            stats[local] = st.st_size if os.path.isfile(local) else None
-        except OSError:
-            stats[local] = None
+        stats[local] = remote_copies.size_of(local)  # a remote checkpoint's file: its listed size, not read
     return stats[local]
 
 
@@ -357,7 +353,7 @@ def _other_checkpoint(name: str, job_dir: str) -> str | None:
     text = strip_file_scheme(name) or name.split("://", 1)[-1]
     parts = text.split("/")
     for i in range(len(parts) - 2, 0, -1):
-        if _CHK.match(parts[i]) and parts[i - 1] == os.path.basename(job_dir):
+        if CHK_DIR.match(parts[i]) and parts[i - 1] == os.path.basename(job_dir):
             tail = parts[i:]
             if all(p not in ("", ".", "..") for p in tail):
                 candidate = os.path.join(job_dir, *tail)
@@ -373,13 +369,13 @@ def _area(
     if local is not None and local.startswith(job_dir + os.sep):
         inside = local[len(job_dir) + 1 :]
         first = inside.split(os.sep, 1)[0]
-        if first in _ANCHORS or _CHK.match(first):
+        if first in _ANCHORS or CHK_DIR.match(first):
             return first, os.path.dirname(local), inside
     # Not found here (or outside this job directory): judge by the name as written.
     text = strip_file_scheme(name) or name.split("://", 1)[-1]
     parts = text.split("/")
     for i in range(len(parts) - 2, 0, -1):
-        if (parts[i] in _ANCHORS or _CHK.match(parts[i])) and parts[i - 1] == job_id:
+        if (parts[i] in _ANCHORS or CHK_DIR.match(parts[i])) and parts[i - 1] == job_id:
             return parts[i], name.rsplit("/", 1)[0], "/".join(parts[i:])
     return "external", (os.path.dirname(local) if local else name.rsplit("/", 1)[0]), local or name
 

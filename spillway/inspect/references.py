@@ -24,6 +24,8 @@ from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import all_stream_handles
 from spillway.safe_io import read_regular
+from spillway.storage import remote_copies
+from spillway.storage.names import METADATA
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def missing_references(out_dir: Path, final_prefix: str | None, rules: list[str]
     """One line per file the checkpoint written in ``out_dir`` names but that is not there. ``final_prefix``:
     the output's own directory as its paths name it (found in ``out_dir``); ``rules``: ``OLD=NEW`` prefixes the
     user declared, applied to absolute paths in order (the first that matches)."""
-    meta = out_dir / "_metadata"
+    meta = out_dir / METADATA
     checkpoint = decode_metadata(read_regular(meta), str(meta))
     pairs = ([(final_prefix, str(out_dir))] if final_prefix else []) + [_pair(r) for r in rules or []]
     problems: list[str] = []
@@ -88,6 +90,8 @@ def _absent(place: Path | str) -> str | None:
     text = os.fspath(place)
     if "://" in text:
         return _absent_remote(text)
+    if remote_copies.pending(text) is not None:
+        return None  # a remote source's file, not fetched: the store listed it when the source was opened
     try:
         st = os.stat(text)
     except FileNotFoundError:

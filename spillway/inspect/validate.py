@@ -31,6 +31,8 @@ from spillway.inspect.validate_report import Recorder, Report, Unchecked
 from spillway.model.checkpoint import Checkpoint, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
+from spillway.storage import remote_copies
+from spillway.storage.blobs import prefetch_delegates
 from spillway.storage.load import LoadedCheckpoint
 
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
@@ -128,20 +130,25 @@ class _Validation:
                 self.report.unchecked.append(Unchecked("file", "not local and not rebased: not read", file=original))
         for path, need in sorted(referenced.needed.items()):
             self.report.files_checked += 1
+            shown = remote_copies.shown(path)  # a remote checkpoint's file by its URI, not its local place
+            listed = remote_copies.pending(path)
             try:
-                size = check_regular(Path(path)).st_size
-                with open_regular(Path(path)):
-                    pass
+                if listed is not None:
+                    size = listed.size  # a remote checkpoint's file, not fetched: its size from the store's listing
+                else:
+                    size = check_regular(Path(path)).st_size
+                    with open_regular(Path(path)):
+                        pass
             except FileNotFoundError:
-                self.path_faults[path] = self.recorder.add(missing_file(path, need))
+                self.path_faults[path] = self.recorder.add(missing_file(shown, need))
                 continue
             except OSError as exc:
-                self.path_faults[path] = self.recorder.add(unreadable_file(path, f"cannot read: {exc.strerror}"))
+                self.path_faults[path] = self.recorder.add(unreadable_file(shown, f"cannot read: {exc.strerror}"))
                 continue
             except NotARegularFile as exc:
-                self.path_faults[path] = self.recorder.add(unreadable_file(path, str(exc)))
+                self.path_faults[path] = self.recorder.add(unreadable_file(shown, str(exc)))
                 continue
-            sized = size_finding(path, size, need)
+            sized = size_finding(shown, size, need)
             if sized is not None:
                 self.recorder.add(sized)
                 if sized.rule == "file-size":
@@ -150,6 +157,7 @@ class _Validation:
     # ------------------------------------------------------------------ channel-state blobs
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
+        prefetch_delegates(self.resolver, (x.handle.delegate for x in located))  # a remote checkpoint's, in parallel
         engine.prefetch_walks(located, self.guesses(located))
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use

@@ -40,10 +40,11 @@ from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
-from spillway.storage import fs
+from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
+from spillway.storage.names import is_remote
 from spillway.storage.relative import relative_copies
 from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
@@ -356,12 +357,13 @@ def _external_copies(
             sources[moved] = h.file_name
     for new_path, original in sources.items():
         resolved = loaded.resolver.resolve_path(original)
+        remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: copied, so fetched
         if resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
         if io.remote_out is not None and new_path.startswith(out_prefix):
             inside[resolved.local] = new_path[len(out_prefix) :]
             continue
-        if fs.is_remote(new_path):
+        if is_remote(new_path):
             remote[new_path] = resolved.local
             continue
         dest = strip_file_scheme(new_path)

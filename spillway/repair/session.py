@@ -2,9 +2,9 @@
 write the output safely with its self-check, publish a remote output, and report what changed.
 
 SRC and the output may be local paths or URIs of any file system pyarrow.fs knows (``s3://…``,
-``file:///…``). A remote SRC is brought to a local working copy first
-(``spillway.storage.fs.materialize``); a remote output is written and self-checked locally, then
-published (``spillway.storage.fs.publish_dir``).
+``file:///…``). A remote SRC is opened through a local working directory holding its ``_metadata``; its
+other files are fetched only when read (``spillway.storage.remote_copies``); a remote output is written and
+self-checked locally, then published (``spillway.storage.fs.publish_dir``).
 """
 
 from __future__ import annotations

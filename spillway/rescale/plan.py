@@ -21,6 +21,7 @@ from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, l
 from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
+from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
 
 HASH, BALANCED, KEEP, GLOBAL, BROADCAST, CUSTOM = "hash", "balanced", "keep", "global", "broadcast", "custom"
@@ -434,6 +435,7 @@ def _part_ref(resolver: FileResolver, h: ChannelHandle, lc: LogicalChannel) -> P
         resolved = resolver.resolve(d)
         if resolved is None or resolved.local_text is None:
             raise RescaleRefused(f"channel state of {lc.label()} is not readable: {d if d.relative else d.file_name}")
+        remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: fetched for the workers
         # Absolute: Spark workers do not share the driver's working directory.
         return PartRef(os.path.abspath(resolved.local_text), d.start_pos, d.state_size, tuple(h.offsets), side=h.side)
     raise RescaleRefused(f"channel state of {lc.label()} has an unsupported delegate {type(d).__name__}")

@@ -27,6 +27,7 @@ from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
+from spillway.storage import remote_copies
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.guard import Guard, plain_parts
 from spillway.storage.load import LoadedCheckpoint
@@ -372,6 +373,7 @@ def rescale(
         produced = {f.name for f in move.files} | {nf.relative_path for nf in new_files}
         for name in sorted(relative_names(cp) - produced):
             resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
+            remote_copies.ensure_local(None if resolved is None else resolved.local_text)
             if resolved is None or resolved.local is None or not resolved.local.is_file():
                 raise RescaleRefused(f"{name}: referenced relative file is missing in the source checkpoint")
             output.copies[resolved.local] = name

@@ -3,10 +3,11 @@ once per distinct delegate (many handles share one file). Used by validate and a
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 from spillway.formats.channel_file import Blob, FileBlob, InlineBlob
 from spillway.model.checkpoint import ByteStreamHandle, StreamHandle, is_file_backed
+from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
 
 
@@ -24,7 +25,7 @@ def delegate_display(resolver: FileResolver, delegate: StreamHandle) -> str:
         return f"inline:{delegate.name}"
     resolved = resolver.resolve(delegate)
     if resolved and resolved.local_text:
-        return resolved.local_text
+        return remote_copies.shown(resolved.local_text)
     return delegate.file_name if is_file_backed(delegate) and not delegate.relative else "?"
 
 
@@ -35,17 +36,33 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None
     if not is_file_backed(delegate):
         return None
     resolved = resolver.resolve(delegate)
-    if resolved is None or resolved.local is None or not resolved.local.is_file():
+    if resolved is None or resolved.local is None:
+        return None
+    remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: read now, not before
+    if not resolved.local.is_file():
         return None
     try:
         if delegate.whole_file:
-            return FileBlob(resolved.local)
+            blob = FileBlob(resolved.local)
+            blob.name = remote_copies.shown(blob.name)
+            return blob
         blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+        blob.name = remote_copies.shown(blob.name)
         # A truncated physical file: expose what is there, so reads fail at the real end.
         blob.size = min(blob.size, max(0, blob.file_size - delegate.start_pos))
         return blob
     except OSError:
         return None
+
+
+def prefetch_delegates(resolver: FileResolver, delegates: Iterable[StreamHandle]) -> None:
+    """Fetch every remote file among ``delegates``' now, all at once (many ranged reads in flight), rather
+    than one by one as each is opened. Nothing to do for a local checkpoint."""
+    remote_copies.prefetch(
+        resolved.local_text
+        for d in delegates
+        if is_file_backed(d) and (resolved := resolver.resolve(d)) is not None and resolved.local_text
+    )
 
 
 class DelegateBlobs:

@@ -1,9 +1,11 @@
 """Checkpoints on object stores and other remote file systems, through ``pyarrow.fs``.
 
 Everything else in spillway reads and writes local files. This module is the one place that talks to
-``s3://``, ``gs://``, ``hdfs://``, ``abfs://``… (and ``file://``): it brings a remote checkpoint to a
-local working copy (:func:`materialize`) and publishes a local, already self-checked output to a
-remote place (:func:`publish_dir`, :func:`put_files`), so the decode/validate/write code stays local.
+``s3://``, ``gs://``, ``hdfs://``, ``abfs://``… (and ``file://``): it opens a remote checkpoint through a
+local working directory (:func:`materialize`: ``_metadata`` now, every other file listed and fetched only
+when a command reads it, as parallel ranged reads: :func:`fetch_files`) and publishes a local, already
+self-checked output to a remote place (:func:`publish_dir`, :func:`put_files`), so the decode/validate/write
+code stays local.
 
 Publishing follows the local writer's rule — never overwrite, never leave a half-written output
 that looks complete: objects go to a temporary sibling prefix first, are read back and compared
@@ -47,9 +49,11 @@ from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
+from spillway.storage import remote_copies
 from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
-from spillway.storage.locate import LocateError
+from spillway.storage.locate import LocateError, checkpoint_dirs_in, find_metadata_in
+from spillway.storage.names import METADATA, is_remote, scheme_of
 from spillway.storage.rules import PathRule, location_of
 from spillway.storage.timeouts import TIMEOUT_ENV, timeout
 
@@ -68,10 +72,7 @@ else:
 
     pafs = _LazyPyarrowFs()
 
-METADATA = "_metadata"
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ALIASES = {"s3a": "s3", "s3p": "s3", "s3n": "s3"}
-_CHK = re.compile(r"^chk-(\d+)$")
 _CHUNK = 8 << 20
 
 
@@ -131,17 +132,6 @@ def _remote_call(loc: Location, what: str, call: Callable[..., T], *args: Any) -
     if isinstance(loc.fs, pafs.LocalFileSystem):
         return call(*args)
     return bounded(loc.uri, what, _deadline(loc.fs), call, *args)
-
-
-def scheme_of(text: str) -> str | None:
-    m = _SCHEME.match(text)
-    return m.group(1).lower() if m else None
-
-
-def is_remote(text: str) -> bool:
-    """True for ``scheme://…`` URIs other than ``file://`` (local paths and ``file:`` stay local)."""
-    scheme = scheme_of(str(text))
-    return scheme is not None and scheme != "file"
 
 
 @dataclass(frozen=True)
@@ -474,38 +464,42 @@ class Materialized:
         return f"{self.uri.rstrip('/')}/{METADATA}"
 
 
+class StoreTree:
+    """:class:`spillway.storage.locate.Tree` on a store: paths are URIs; a kind is one info call (HEAD), the
+    directories in a prefix one listing."""
+
+    def kind(self, path: str) -> str | None:
+        found = info(locate(path)).type
+        if found == pafs.FileType.File:
+            return "file"
+        return "dir" if found == pafs.FileType.Directory else None
+
+    def subdirs(self, path: str) -> list[str]:
+        loc = locate(path)
+        selector = pafs.FileSelector(loc.path, recursive=False, allow_not_found=True)
+        try:
+            found = _remote_call(loc, "cannot list it", loc.fs.get_file_info, selector)
+        except (OSError, ValueError) as exc:
+            raise _fail(loc, "cannot list it", exc) from None
+        return [PurePosixPath(i.path).name for i in found if i.type == pafs.FileType.Directory]
+
+    def child(self, path: str, name: str) -> str:
+        return f"{path.rstrip('/')}/{name}"
+
+
 def checkpoint_dirs(uri: str) -> list[Location]:
-    """The ``chk-N`` directories holding a ``_metadata`` directly under ``uri`` (a job's checkpoint
-    directory), oldest first; empty for anything else."""
-    loc = locate(uri)
-    if info(loc).type != pafs.FileType.Directory:
-        return []
-    chks = []
-    for rel in list_files(loc):
-        parts = rel.split("/")
-        if len(parts) == 2 and parts[1] == METADATA and (m := _CHK.match(parts[0])):
-            chks.append((int(m.group(1)), parts[0]))
-    return [loc.child(name) for _, name in sorted(chks)]
+    """The ``chk-N`` directories of a job's checkpoint directory (or of a root holding one job) in a store,
+    oldest first; empty for anything else (:func:`spillway.storage.locate.checkpoint_dirs_in`)."""
+    return [locate(c) for c in checkpoint_dirs_in(StoreTree(), locate(uri).uri)]
 
 
 def find_metadata(uri: str) -> tuple[Location, str | None]:
-    """``_metadata`` of what ``uri`` names: the file itself, a chk-N/savepoint directory, or a job's
-    checkpoint directory (newest chk-N, with a note saying so), like local paths."""
+    """``_metadata`` of what ``uri`` names, found like a local path's
+    (:func:`spillway.storage.locate.find_metadata_in`)."""
     loc = locate(uri)
     require_container(loc)
-    i = info(loc)
-    if i.type == pafs.FileType.File:
-        return loc, None
-    if i.type == pafs.FileType.NotFound:
-        raise LocateError(f"{uri}: no such file or directory")
-    meta = loc.child(METADATA)
-    if info(meta).type == pafs.FileType.File:
-        return meta, None
-    chks = checkpoint_dirs(uri)
-    if not chks:
-        raise LocateError(f"{uri}: no _metadata here, and no chk-N directory holding one")
-    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {chks[-1].name}"
-    return chks[-1].child(METADATA), note
+    meta, note = find_metadata_in(StoreTree(), loc.uri)
+    return locate(meta), note
 
 
 def _key(uri: str) -> str:
@@ -513,10 +507,11 @@ def _key(uri: str) -> str:
 
 
 def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Materialized:
-    """Download ``_metadata``, the files it names relative to its directory, and every absolute remote
-    file it references (after ``rules``: a ``file:`` path rebased onto ``s3://`` is downloaded too),
-    into ``workdir``. Several checkpoints may share one ``workdir``: a file they share is fetched once.
-    Absolute local paths are left to the usual resolution."""
+    """Download ``_metadata`` into ``workdir`` and stand in for the files it names (relative to its directory,
+    and every absolute remote file, after ``rules``: a ``file:`` path rebased onto ``s3://`` too) with
+    :mod:`spillway.storage.remote_copies`: one listing per directory says which exist and their sizes, and a
+    file is downloaded only when a command reads it. Several checkpoints may share one ``workdir``: a file
+    they share is fetched once. Absolute local paths are left to the usual resolution."""
     meta, note = find_metadata(uri)
     chk = meta.parent
     local_chk = workdir / "checkpoint" / _key(chk.uri) / (chk.name or "checkpoint")
@@ -533,7 +528,7 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
     for rel in sorted(relative):
         if path_problem(rel, relative=True) is not None:  # ".." or a NUL: never a local path outside the copy
             raise CheckpointFormatError(meta.uri, None, "", f"relative path {rel!r} escapes the checkpoint directory")
-        _fetch(chk.child(rel), local_chk / rel, result)
+    _stand_in([(chk.child(rel), local_chk / rel) for rel in sorted(relative)], result)
     result.rebase = fetch_referenced(absolute, list(rules), workdir / "mirror", result, meta.uri)
     return result
 
@@ -541,9 +536,10 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
 def fetch_referenced(
     names: Iterable[str], rules: list[PathRule], mirror: Path, result: Materialized, source: str
 ) -> list[str]:
-    """Download every remote file among ``names`` (each after the first rule that applies to it) under
-    ``mirror``; return the rules sending those remote paths to their copies."""
+    """Stand in for every remote file among ``names`` (each after the first rule that applies to it) under
+    ``mirror`` (:func:`_stand_in`); return the rules sending those remote paths to their local places."""
     schemes: set[str] = set()
+    pairs: list[tuple[Location, Path]] = []
     for name in sorted(names):
         target = next((new for r in rules if (new := r.apply(name)) is not None), name)
         if not is_remote(target):
@@ -552,23 +548,45 @@ def fetch_referenced(
         if any(p in ("", ".", "..") for p in rest.split("/")) or path_problem(target) is not None:
             raise CheckpointFormatError(source, None, "", f"referenced path {target!r} is not a plain file path")
         schemes.add(scheme)
-        _fetch(locate(target), mirror / scheme / rest, result)
+        pairs.append((locate(target), mirror / scheme / rest))
+    _stand_in(pairs, result)
     return [f"{s}://={mirror / s}/" for s in sorted(schemes)]
 
 
-def _fetch(loc: Location, local: Path, result: Materialized) -> None:
-    if local.exists():
-        return
+def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
+    """Register each remote file of ``pairs`` at its local path, fetched when first read
+    (:func:`spillway.storage.remote_copies.ensure_local`); existence and size come from one listing of each
+    directory (never a read). A file the listing lacks is counted missing, like a missing local file."""
+    by_dir: dict[str, tuple[Location, list[tuple[Location, Path]]]] = {}
+    for loc, local in pairs:
+        parent = loc.parent
+        by_dir.setdefault(parent.uri, (parent, []))[1].append((loc, local))
+    for parent, members in by_dir.values():
+        sizes = list_dir(parent)
+        for loc, local in members:
+            if local.exists():
+                remote_copies.register_missing(str(local), loc.uri)  # only its name: it is here already
+                continue  # fetched already for another checkpoint sharing this working directory
+            size = sizes.get(loc.name)
+            if size is None:
+                result.missing += 1
+                remote_copies.register_missing(str(local), loc.uri)
+                continue
+            remote_copies.register(str(local), loc.uri, size, Transfer(loc, local, size), _fetch_many)
+
+
+def _fetch_many(transfers: list[Any]) -> None:
+    fetch_files(transfers)
+
+
+def list_dir(loc: Location) -> dict[str, int]:
+    """The files directly in a directory / prefix: name -> size (one listing; none for a missing one)."""
+    selector = pafs.FileSelector(loc.path, recursive=False, allow_not_found=True)
     try:
-        download(loc, local)
-    except StorageError:
-        if info(loc).type == pafs.FileType.NotFound:
-            # A missing file is a finding about the checkpoint, reported like a missing local file.
-            result.missing += 1
-            return
-        raise
-    result.files += 1
-    result.bytes += local.stat().st_size
+        found = _remote_call(loc, "cannot list it", loc.fs.get_file_info, selector)
+    except (OSError, ValueError) as exc:
+        raise _fail(loc, "cannot list it", exc) from None
+    return {PurePosixPath(i.path).name: i.size for i in found if i.type == pafs.FileType.File}
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -661,3 +679,135 @@ def delete_files(uris: Iterable[str]) -> None:
     """Undo :func:`put_files`: the objects it wrote (files only, never a prefix)."""
     for uri in uris:
         _delete_file_quietly(locate(uri))
+
+
+# ------------------------------------------------------------------------------------------------ bulk reads
+
+PART = 8 << 20  # one ranged GET: large enough to amortise a request, small enough to bound memory
+WORKERS_ENV = "SPILLWAY_STORAGE_READS"
+DEFAULT_WORKERS = 16  # ranged GETs in flight (S3 serves many connections per client well)
+_ATTEMPTS = 3  # a ranged read failing transiently (not by a timeout) is tried this often, with backoff
+_BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
+
+
+def read_workers() -> int:
+    """How many ranged reads may be in flight (``SPILLWAY_STORAGE_READS``, default :data:`DEFAULT_WORKERS`)."""
+    text = os.environ.get(WORKERS_ENV, "")
+    try:
+        value = int(text) if text else DEFAULT_WORKERS
+    except ValueError:
+        raise StorageError(f"{WORKERS_ENV}={text!r}: expected a whole number of reads in flight") from None
+    return max(1, value)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One remote file to bring to a new local file: ``size`` bytes as the store listed them."""
+
+    source: Location
+    target: Path
+    size: int
+
+
+def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int = PART) -> int:
+    """Download ``transfers`` as ranged reads of ``part`` bytes, ``workers`` of them in flight across all files
+    (memory: about ``workers × part``, whatever the sizes). Each read has its own deadline
+    (:func:`transfer_allowance`) and is retried with backoff on a transient error; a file shorter than listed
+    fails. Progress is reported by bytes. Every target is new (never over an existing file); when anything fails,
+    the files this call created are removed and the first error is raised. Returns the bytes transferred."""
+    from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+
+    from spillway import progress
+
+    created: list[tuple[Path, os.stat_result]] = []
+    fds: dict[Path, int] = {}
+    futures: list[Future[int]] = []
+    inputs: dict[Path, Any] = {}
+    total = sum(t.size for t in transfers)
+    bar = progress.stage("reading from the store", total, "bytes")
+    pool = ThreadPoolExecutor(max_workers=workers or read_workers(), thread_name_prefix="spillway-read")
+    try:
+        for t in transfers:
+            t.target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(t.target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise cannot_write(t.target, exc) from None
+            fds[t.target] = fd
+            created.append((t.target, os.fstat(fd)))
+            if t.size:  # one open (a HEAD on S3) per file; its ranged reads share it
+                inputs[t.target] = _open_input(t.source)
+        futures += [
+            pool.submit(_read_part, t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
+            for t in transfers
+            for offset in range(0, t.size, part)
+        ]
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for f in finished:
+                bar.advance(f.result())  # raises the first failure
+        for t in transfers:
+            if t.size == 0:
+                continue
+            if os.fstat(fds[t.target]).st_size != t.size:
+                raise StorageError(f"{t.source.uri}: cannot read it: {t.size} bytes listed, fewer arrived")
+        return total
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        for path, made in created:
+            with contextlib.suppress(OSError):  # only the files this call made: never a file another wrote
+                now = os.stat(path, follow_symlinks=False)
+                if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+                    os.unlink(path)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        for fd in fds.values():
+            os.close(fd)
+        for handle in inputs.values():
+            with contextlib.suppress(OSError, ValueError):
+                handle.close()
+        bar.done()
+
+
+def _open_input(loc: Location) -> Any:
+    """A random-access handle on ``loc`` (its ranged reads may run in parallel)."""
+    try:
+        return _remote_call(loc, "cannot read it", loc.fs.open_input_file, loc.path)
+    except (OSError, ValueError) as exc:
+        raise _fail(loc, "cannot read it", exc) from None
+
+
+def _read_part(t: Transfer, source: Any, fd: int, offset: int, n: int) -> int:
+    """``n`` bytes of ``t.source`` at ``offset`` into ``fd`` (one ranged GET), retried on transient errors."""
+    what = f"cannot read bytes {offset}-{offset + n - 1}"
+    for attempt in range(_ATTEMPTS):
+        try:
+            data = _read_range(t.source, source, offset, n, what)
+        except FileNotFoundError as exc:
+            raise _fail(t.source, what, exc) from None
+        except (OSError, ValueError, StorageError) as exc:
+            # A read past its deadline is not tried again: the deadline bounds the whole wait (docs/cli.md).
+            if attempt + 1 == _ATTEMPTS or isinstance(exc, StorageError) or _CLIENT_TIMEOUT.search(str(exc)):
+                raise exc if isinstance(exc, StorageError) else _fail(t.source, what, exc) from None
+            time.sleep(_BACKOFF * 2**attempt)
+            continue
+        if len(data) != n:
+            raise StorageError(f"{t.source.uri}: {what}: the file ended after {offset + len(data)} bytes")
+        os.pwrite(fd, data, offset)
+        return n
+    raise AssertionError("unreachable")
+
+
+def _read_range(loc: Location, source: Any, offset: int, n: int, what: str) -> bytes:
+    """One ranged read under its own deadline: what a call may take plus a second per started MiB."""
+    allowance = transfer_allowance(loc.fs, n)
+    try:
+        return bytes(_within(allowance, source.read_at, n, offset))
+    except _NoAnswer:
+        raise StorageError(
+            f"{loc.uri}: {what}: no answer within {allowance:g} s (storage timeout: {TIMEOUT_ENV})"
+        ) from None

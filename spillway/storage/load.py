@@ -13,8 +13,8 @@ from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import MERGING_DIR_FIELDS, file_names, file_path_of, leaf_stream_handles, merging_dirs
 from spillway.safe_io import read_regular
+from spillway.storage import remote_copies
 from spillway.storage.locate import (
-    METADATA,
     CheckpointLocation,
     FileResolver,
     Rebase,
@@ -23,6 +23,7 @@ from spillway.storage.locate import (
     locate_checkpoint,
     strip_file_scheme,
 )
+from spillway.storage.names import METADATA, is_remote
 
 
 @dataclass
@@ -50,7 +51,7 @@ class LoadedCheckpoint:
         missing = self.resolver.survey(absolute)
         for rel in relative:
             local = self.resolver.resolve(RelativeFileHandle(rel, 0))
-            if local is None or local.local_text is None or not os.path.exists(local.local_text):
+            if local is None or local.local_text is None or remote_copies.size_of(local.local_text) is None:
                 missing += 1
         return len(absolute) + len(relative), missing
 
@@ -76,11 +77,6 @@ def remote_workdir() -> Path:
     return workdir
 
 
-def is_remote_path(path: str | os.PathLike[str]) -> bool:
-    text = str(path)
-    return "://" in text and not text.startswith("file:")
-
-
 def load_checkpoint(
     path: str | os.PathLike[str],
     rebase: list[str] | None = None,
@@ -93,7 +89,7 @@ def load_checkpoint(
     about); ``workdir``: where remote files are copied (default: a new :func:`remote_workdir`)."""
     user = [Rebase.parse(r) for r in rebase or []]
     copies = [Rebase.parse(r, internal=True) for r in internal or []]
-    if is_remote_path(path):
+    if is_remote(path):
         # An object-store checkpoint is read from a local working copy.
         from spillway.storage import fs
 
@@ -112,7 +108,7 @@ def load_checkpoint(
         bar.update(len(data))
     finally:
         bar.done()
-    if any(is_remote_path(r.new) for r in user) and not is_remote_path(path):
+    if any(is_remote(r.new) for r in user) and not is_remote(path):
         # A local checkpoint whose files were moved to a store (--rebase file:/x=s3://b/x): copy them here.
         from spillway.storage import fs
 
@@ -167,7 +163,7 @@ class Damaged:
 def job_checkpoints(path: str | os.PathLike[str]) -> list[str]:
     """Every ``chk-N`` (oldest first) of a job's checkpoint directory, local or remote, as paths or
     URIs to load; empty when ``path`` names one checkpoint (a chk-N directory, a ``_metadata``)."""
-    if is_remote_path(path):
+    if is_remote(path):
         from spillway.storage import fs
 
         return [loc.uri for loc in fs.checkpoint_dirs(str(path))]

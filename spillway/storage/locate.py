@@ -12,18 +12,19 @@ unsafe (a ``..`` component, a NUL byte) is never looked up at all: it resolves t
 from __future__ import annotations
 
 import os
-import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from spillway.errors import UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 from spillway.model.paths import PathProblem, path_problem
 from spillway.safe_io import real_path
+from spillway.storage import remote_copies
+from spillway.storage.names import CHK_DIR, METADATA
 from spillway.storage.rules import PathRule
 
-METADATA = "_metadata"
-_CHK = re.compile(r"^chk-(\d+)$")
 _ANCHORS = ("shared", "taskowned")
 ESCAPES_CHECKPOINT = "relative path escapes the checkpoint directory"  # e.g. a symlink leading out of it
 
@@ -52,48 +53,96 @@ class CheckpointLocation:
         return self.uri.rstrip("/").rpartition("/")[0] if self.uri else str(self.checkpoint_dir)
 
 
-def _chk_dirs(directory: Path) -> list[tuple[int, Path]]:
+class Tree(Protocol):
+    """What finding a checkpoint needs of a file system: local disk (:class:`LocalTree`) and a store
+    (``spillway.storage.fs.StoreTree``) answer alike, so one lookup serves both."""
+
+    def kind(self, path: str) -> str | None:
+        """``"file"``, ``"dir"`` or None (nothing there)."""
+        ...
+
+    def subdirs(self, path: str) -> list[str]:
+        """The names of the directories directly in ``path``."""
+        ...
+
+    def child(self, path: str, name: str) -> str: ...
+
+
+class LocalTree:
+    def kind(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return "file" if stat.S_ISREG(st.st_mode) else "dir" if stat.S_ISDIR(st.st_mode) else "other"
+
+    def subdirs(self, path: str) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(path) if e.is_dir()]
+        except OSError:
+            return []
+
+    def child(self, path: str, name: str) -> str:
+        return os.path.join(path, name)
+
+
+def _chk_dirs(tree: Tree, directory: str) -> list[str]:
+    """The ``chk-N`` directories directly in ``directory`` that hold a ``_metadata``, oldest first."""
     found = []
-    for child in directory.iterdir():
-        m = _CHK.match(child.name)
-        if m and (child / METADATA).is_file():
-            found.append((int(m.group(1)), child))
-    return sorted(found)
+    for name in tree.subdirs(directory):
+        m = CHK_DIR.match(name)
+        if m and tree.kind(tree.child(tree.child(directory, name), METADATA)) == "file":
+            found.append((int(m.group(1)), tree.child(directory, name)))
+    return [c for _, c in sorted(found)]
+
+
+def checkpoint_dirs_in(tree: Tree, path: str) -> list[str]:
+    """The ``chk-N`` directories (oldest first) of what ``path`` names when it is a job's checkpoint
+    directory, or a checkpoint root holding exactly one job; empty for anything else."""
+    if tree.kind(path) != "dir" or tree.kind(tree.child(path, METADATA)) == "file":
+        return []
+    chks = _chk_dirs(tree, path)
+    if not chks:
+        # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
+        jobs = [
+            (name, found) for name in sorted(tree.subdirs(path)) if (found := _chk_dirs(tree, tree.child(path, name)))
+        ]
+        if len(jobs) > 1:
+            names = ", ".join(name for name, _ in jobs)
+            raise LocateError(f"{path}: holds checkpoints of several jobs ({names}); name one of them")
+        if jobs:
+            chks = jobs[0][1]
+    return chks
+
+
+def find_metadata_in(tree: Tree, path: str) -> tuple[str, str | None]:
+    """``_metadata`` of what ``path`` names — the file itself, a chk-N / savepoint directory, a job's checkpoint
+    directory (its newest chk-N) or a root holding one job — and a note when a newest chk-N was picked."""
+    kind = tree.kind(path)
+    if kind is None:
+        raise LocateError(f"{path}: no such file or directory")
+    if kind == "file":
+        return path, None
+    meta = tree.child(path, METADATA)
+    if tree.kind(meta) == "file":
+        return meta, None
+    chks = checkpoint_dirs_in(tree, path)
+    if not chks:
+        raise LocateError(f"{path}: no _metadata here, and no chk-N directory holding one")
+    newest = chks[-1].rstrip("/").rpartition("/")[2]
+    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {newest}"
+    return tree.child(chks[-1], METADATA), note
 
 
 def job_checkpoint_dirs(path: str | os.PathLike[str]) -> list[Path]:
-    """The ``chk-N`` directories (oldest first) of what ``path`` names when it is a job's checkpoint
-    directory, or a checkpoint root holding exactly one job; empty for anything else."""
-    p = Path(path)
-    if not p.is_dir() or (p / METADATA).is_file():
-        return []
-    chks = _chk_dirs(p)
-    if not chks:
-        # A checkpoint root: <root>/<job-id>/chk-N. Accept it when exactly one job is inside.
-        jobs = [(c, _chk_dirs(c)) for c in sorted(p.iterdir()) if c.is_dir()]
-        jobs = [(c, k) for c, k in jobs if k]
-        if len(jobs) > 1:
-            names = ", ".join(c.name for c, _ in jobs)
-            raise LocateError(f"{p}: holds checkpoints of several jobs ({names}); name one of them")
-        if jobs:
-            chks = jobs[0][1]
-    return [c for _, c in chks]
+    """:func:`checkpoint_dirs_in` on local disk."""
+    return [Path(c) for c in checkpoint_dirs_in(LocalTree(), str(Path(path)))]
 
 
 def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
-    p = Path(path)
-    if not p.exists():
-        raise LocateError(f"{p}: no such file or directory")
-    if p.is_file():
-        return CheckpointLocation(p)
-    if (p / METADATA).is_file():
-        return CheckpointLocation(p / METADATA)
-    chks = job_checkpoint_dirs(p)
-    if not chks:
-        raise LocateError(f"{p}: no _metadata here, and no chk-N directory holding one")
-    newest = chks[-1]
-    note = None if len(chks) == 1 else f"picked the newest of {len(chks)} checkpoints: {newest.name}"
-    return CheckpointLocation(newest / METADATA, note)
+    """:func:`find_metadata_in` on local disk."""
+    meta, note = find_metadata_in(LocalTree(), str(Path(path)))
+    return CheckpointLocation(Path(meta), note)
 
 
 @dataclass(frozen=True)
@@ -363,6 +412,7 @@ class FileResolver:
                 names = frozenset(os.listdir(directory or "/"))
             except OSError:
                 names = frozenset()
+            names |= remote_copies.names_in(directory)  # a remote checkpoint's files not fetched yet
             self._listings[directory] = names
         return names
 

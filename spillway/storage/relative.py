@@ -6,6 +6,7 @@ from pathlib import Path
 
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
 from spillway.model.walk import leaf_stream_handles
+from spillway.storage import remote_copies
 from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.safe_writer import WriteError
 
@@ -21,6 +22,7 @@ def relative_copies(loaded: LoadedCheckpoint, checkpoint: Checkpoint) -> dict[Pa
     copies: dict[Path, str] = {}
     for name in sorted(relative_names(checkpoint)):
         resolved = loaded.resolver.resolve(RelativeFileHandle(name, 0))
+        remote_copies.ensure_local(None if resolved is None else resolved.local_text)
         if resolved is None or resolved.local is None or not resolved.local.is_file():
             raise WriteError(f"{name}: referenced relative file is missing in {loaded.location.checkpoint_dir}")
         copies[resolved.local] = name

@@ -27,6 +27,7 @@ from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import Checkpoint
 from spillway.storage.claim import LEFT_NOTHING, Claim, claimed, terminate_as_exit
 from spillway.storage.guard import WRITE_ERRNOS, Guard, OutputIOError, WriteError, cannot_write, plain_parts
+from spillway.storage.names import METADATA
 
 R = TypeVar("R")
 
@@ -117,13 +118,13 @@ def _write(
             guard.copy_file(Path(source), plain_parts(relative))
             if bar is not None:
                 bar.advance(Path(source).stat().st_size)
-        guard.write_file(("_metadata",), [data])
+        guard.write_file((METADATA,), [data])
     finally:
         guard.close()
     _fsync_tree(tmp)
     # Self-check: the bytes on disk decode to what we meant, and validate finds no error.
-    reread = (tmp / "_metadata").read_bytes()
-    if reread != data or encode_metadata(decode_metadata(reread, str(tmp / "_metadata"))) != data:
+    reread = (tmp / METADATA).read_bytes()
+    if reread != data or encode_metadata(decode_metadata(reread, str(tmp / METADATA))) != data:
         raise WriteError("self-check: the written _metadata does not read back identically")
     result = check(tmp, plan)
     claim.publish()

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from spillway.errors import UsageError
 from spillway.safe_io import real_path
-from spillway.storage import fs
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 from spillway.storage.locate import strip_file_scheme
+from spillway.storage.names import is_remote
 
 _CHK_NAME = re.compile(r"^chk-\d+$")
 
@@ -60,7 +60,7 @@ def refuse_output_inside_source(target: Path, checkpoint_dir: Path) -> None:
 @contextmanager
 def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator[Workspace]:
     """Open ``src`` (``--rebase`` rules ``rebase``) and the output ``out_dir`` (:func:`output_workspace`)."""
-    loaded = load_checkpoint(src if fs.is_remote(src) else strip_file_scheme(src) or src, list(rebase or []))
+    loaded = load_checkpoint(src if is_remote(src) else strip_file_scheme(src) or src, list(rebase or []))
     with output_workspace(loaded, out_dir) as ws:
         yield ws
 
@@ -75,7 +75,7 @@ def output_workspace(loaded: LoadedCheckpoint, out_dir: str) -> Iterator[Workspa
     try:
         remote_src = loaded.location.uri is not None
         rules = [str(r) for r in loaded.resolver.rules if remote_src or not r.internal]
-        if fs.is_remote(out_dir):
+        if is_remote(out_dir):
             workdir = Path(tempfile.mkdtemp(prefix="spillway-work-"))
             made = os.lstat(workdir)
             final = out_dir.rstrip("/")

@@ -106,10 +106,8 @@ def test_relocate_between_buckets_with_copy_data(s3: pafs.S3FileSystem, in_bucke
     assert stored[meta_key] == encode_metadata(want)
     assert not [k for k in {**stored, **objects(s3, "bucket-a")} if "spillway" in k], "no temporary objects left"
 
-    # Read back from s3://: a local working copy through pyarrow.fs, then spillway validate / dump on it.
-    copy = fs.materialize(out, tmp_path / "readback")
-    assert copy.files == 16  # _metadata, the relative file, 14 shared files
-    args = [str(copy.checkpoint_dir), *(a for r in copy.rebase for a in ("--rebase", r))]
+    # Read back from s3://: spillway validate / dump of the written URI (the bytes were compared above).
+    args = [out]
     res = runner.invoke(app, ["validate", *args, "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)["summary"]

@@ -106,3 +106,27 @@ def test_a_file_to_s3_rebase_is_honoured_by_files(s3: S3Server, tmp_path: Path) 
     assert remote == {f"s3://ckpt/moved/{job_id}/shared/{p.name}": p.stat().st_size for p in shared.iterdir()}
     assert doc["checkpoints"][0]["rebased"] == [{"from": rule.split("=")[0], "to": "s3://ckpt/moved", "paths": 14}]
     assert TEMPORARY not in run.out + run.err
+
+
+def test_a_remote_root_holding_one_job_is_found_like_a_local_one(s3: S3Server, tmp_path: Path) -> None:
+    """<root>/<job-id>/chk-N: the root names the job's newest checkpoint, in a bucket as on disk; a root holding
+    two jobs is a usage error naming both, in a bucket as on disk."""
+    fx = fixture_named("2.3.0-unaligned")
+    job = fx.info["job_id"]
+    root = tmp_path / "root"
+    shutil.copytree(fx.checkpoint_dir, root / job / fx.checkpoint_dir.name)
+    assert s3.client is not None
+    upload(s3.client, root, "ckpt/one-job")
+    remote = spillway("dump", "s3://ckpt/one-job", "--json", env=s3.env())
+    local = spillway("dump", str(root), "--json", env=s3.env())
+    assert remote.code == local.code == 0, remote.output + local.output
+    meta = f"{job}/{fx.checkpoint_dir.name}/_metadata"
+    assert json.loads(remote.out)["source"]["metadata_path"] == f"s3://ckpt/one-job/{meta}"
+    assert json.loads(local.out)["source"]["metadata_path"] == f"{root}/{meta}"
+
+    shutil.copytree(fx.checkpoint_dir, root / "other-job" / fx.checkpoint_dir.name)
+    upload(s3.client, root / "other-job", "ckpt/one-job/other-job")
+    for where in ("s3://ckpt/one-job", str(root)):
+        run = spillway("dump", where, env=s3.env())
+        assert run.code == 2, run.output
+        assert f"{where}: holds checkpoints of several jobs ({job}, other-job); name one of them" in run.err

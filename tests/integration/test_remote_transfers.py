@@ -1,0 +1,198 @@
+"""What each command transfers from an object store, counted at the server (a moto S3 server whose every
+answer is counted by key, tests/support/counting_s3.py), and that a remote checkpoint's ``--json`` equals the
+same checkpoint's on local disk.
+
+Which bytes a command may read comes from where Flink wrote them, never from spillway: a checkpoint's own
+directory (``chk-N``: ``_metadata`` and the exclusive files, here channel state) and the job's ``shared/``
+directory (RocksDB's incremental SST files: keyed state). ``dump``, ``files`` and ``diff`` need ``_metadata``
+only; ``validate``, ``analyze`` and ``report`` add the channel state; ``rescale`` re-assigns keyed state by
+handle and must never read a byte of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.console import Run, spillway
+from support.counting_s3 import Counter, counting_s3
+from support.endpoints import S3Server, upload
+from support.fixtures import Fixture, fixture_named, fixture_params
+
+from spillway.errors import StorageError
+from spillway.storage import fs
+
+FIXTURE = "2.3.0-rocksdb-incremental"
+TESTS = Path(__file__).parents[1]
+BUDGET = 1.05  # validate / analyze / report: _metadata + channel state, within 5 %
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[S3Server, Counter]]:
+    with counting_s3(buckets=("ckpt",)) as pair:
+        yield pair
+
+
+def data_root(fx: Fixture) -> Path:
+    """The fixture's directory Flink wrote into (``checkpoints`` or ``savepoints``)."""
+    return fx.root / fx.info["checkpoint"].split("/")[0]
+
+
+def uploaded(s3: S3Server, fx: Fixture) -> tuple[str, str]:
+    """The fixture's data under ``s3://ckpt/<fixture>/`` (once per server): the checkpoint's URI and the rebase
+    rule sending the paths Flink wrote to the bucket."""
+    assert s3.client is not None
+    root = data_root(fx)
+    if s3.client.get_file_info(f"ckpt/{fx.name}").type.name != "Directory":
+        upload(s3.client, root, f"ckpt/{fx.name}")
+    prefix = f"s3://ckpt/{fx.name}"
+    uri = f"{prefix}/{fx.checkpoint_dir.relative_to(root).as_posix()}"
+    return uri, f"{fx.info['generated_at']}/{root.name}={prefix}"
+
+
+def key_of(fx: Fixture, local: Path) -> str:
+    return f"ckpt/{fx.name}/{local.relative_to(data_root(fx)).as_posix()}"
+
+
+def run_counted(counter: Counter, *args: str, env: dict[str, str]) -> Run:
+    counter.reset()
+    run = spillway(*args, env=env, timeout=600)
+    assert run.code in (0, 1), run.output
+    return run
+
+
+def test_dump_files_and_diff_transfer_metadata_only(served: tuple[S3Server, Counter]) -> None:
+    s3, counter = served
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    metadata = key_of(fx, fx.metadata)
+    shared = {key_of(fx, p) for p in (fx.checkpoint_dir.parent / "shared").iterdir()}
+    assert shared, "the fixture's keyed state is in shared/"
+    for args, reads in (
+        (("dump", uri, "--rebase", rule, "--json"), 1),
+        (("dump", uri, "--rebase", rule, "--tree"), 1),
+        (("files", uri, "--rebase", rule, "--json"), 1),
+        (("diff", uri, uri, "--rebase", rule, "--json"), 2),
+    ):
+        run = run_counted(counter, *args, env=s3.env())
+        assert counter.bytes_read() == {metadata: reads * fx.metadata.stat().st_size}, args
+        assert not counter.of("HEAD") or all(r.key not in shared for r in counter.of("HEAD")), args
+        if args[0] == "files":
+            doc = json.loads(run.out)
+            listed = {f["path"]: f["size"] for f in doc["files"]}
+            # existence and size of every keyed-state file, from the listing, without reading one
+            for p in (fx.checkpoint_dir.parent / "shared").iterdir():
+                assert listed[f"s3://{key_of(fx, p)}"] == p.stat().st_size
+            assert doc["missing"] == []
+
+
+@pytest.mark.parametrize("command", ["validate", "analyze", "report"])
+def test_validate_analyze_and_report_transfer_metadata_and_channel_state(
+    served: tuple[S3Server, Counter], command: str, tmp_path: Path
+) -> None:
+    s3, counter = served
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    own = {key_of(fx, p): p.stat().st_size for p in fx.checkpoint_dir.iterdir()}  # _metadata + channel state
+    extra = ["--out", str(tmp_path / "report.html")] if command == "report" else ["--json"]
+    run = run_counted(counter, command, uri, "--rebase", rule, *extra, env=s3.env())
+    read = counter.bytes_read()
+    assert set(read) == set(own), f"{command} read {sorted(read)}"  # nothing of shared/: no keyed state
+    needed = sum(own.values())
+    assert needed <= sum(read.values()) <= BUDGET * needed
+    if command == "validate":
+        summary = json.loads(run.out)["summary"]
+        assert summary["files_checked"] == len(own) - 1 + len(list((fx.checkpoint_dir.parent / "shared").iterdir()))
+
+
+def test_rescale_never_reads_keyed_state(served: tuple[S3Server, Counter], tmp_path: Path) -> None:
+    s3, counter = served
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    out = tmp_path / "rescaled"
+    plan = str(fx.root / "jobgraph.json")
+    args = ["-p", "slow=4", "--key-fn", "slow=support.keyfns:key_of", "--master", "inprocess", "--plan", plan]
+    env = {**s3.env(), "PYTHONPATH": f"{TESTS.parent}:{TESTS}"}  # the key function is tests/support/keyfns.py
+    run = run_counted(counter, "rescale", uri, "--rebase", rule, "--out", str(out), *args, "--json", env=env)
+    assert run.code == 0, run.output
+    shared = {key_of(fx, p) for p in (fx.checkpoint_dir.parent / "shared").iterdir()}
+    assert not counter.keys_read() & shared
+    assert counter.keys_read() == {key_of(fx, p) for p in fx.checkpoint_dir.iterdir()}
+    # the rescaled keyed state still names Flink's SST files: through the same rule they are those in the bucket
+    written = spillway("files", str(out), "--rebase", rule, "--json", env=s3.env())
+    assert written.code == 0, written.err
+    paths = {f["path"] for f in json.loads(written.out)["files"]}
+    assert {f"s3://{k}" for k in shared} <= paths
+
+
+def normalised(run: Run, root: str, command: str) -> str:
+    """The ``--json`` with the checkpoint's root (a local directory or ``s3://bucket/prefix``) as ``<ROOT>``.
+    ``files`` names a file's place on this machine in ``local``, which a file in a store has not (docs/cli.md:
+    null): it is left out of the comparison."""
+    text = run.out.replace(root, "<ROOT>")
+    if command != "files":
+        return text
+    doc = json.loads(text)
+    for f in doc["files"]:
+        f.pop("local")
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("fx", fixture_params())
+def test_json_on_the_store_equals_json_on_local_disk(served: tuple[S3Server, Counter], fx: Fixture) -> None:
+    s3, _ = served
+    uri, rule = uploaded(s3, fx)
+    root = data_root(fx)
+    local_rule = f"{fx.info['generated_at']}/{root.name}={root}"
+    for command in ("dump", "files", "validate", "analyze"):
+        here = spillway(command, str(fx.checkpoint_dir), "--rebase", local_rule, "--json", env=s3.env())
+        there = spillway(command, uri, "--rebase", rule, "--json", env=s3.env())
+        assert (there.code, there.err) == (here.code, here.err.replace(str(root), f"s3://ckpt/{fx.name}")), command
+        assert normalised(there, f"s3://ckpt/{fx.name}", command) == normalised(here, str(root), command), command
+
+
+def test_ranged_reads_bring_every_file_whole(
+    served: tuple[S3Server, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fetch_files: parts of 1 MiB, 4 in flight, over three files: each arrives byte for byte, each part is one
+    ranged GET of its own bytes (counted at the server), and nothing is read twice."""
+    s3, counter = served
+    assert s3.client is not None
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    mib = 1 << 20
+    sizes = {"empty": 0, "five": 5 * mib + 3, "half": mib // 2}
+    contents = {name: os.urandom(size) for name, size in sizes.items()}
+    for name, data in contents.items():
+        with s3.client.open_output_stream(f"ckpt/ranged/{name}") as out:
+            out.write(data)
+    transfers = [fs.Transfer(fs.locate(f"s3://ckpt/ranged/{n}"), tmp_path / n, s) for n, s in sizes.items()]
+    counter.reset()
+    assert fs.fetch_files(transfers, workers=4, part=mib) == sum(sizes.values())
+    assert {n: (tmp_path / n).read_bytes() for n in sizes} == contents
+    gets = counter.of("GET")
+    assert len(gets) == 6 + 1 and all(r.ranged for r in gets)  # ceil(size / part) per file, none for 0 bytes
+    assert counter.bytes_read() == {f"ckpt/ranged/{n}": s for n, s in sizes.items() if s}
+    fs._filesystem.cache_clear()
+
+
+def test_a_file_shorter_than_listed_fails_naming_it_and_leaves_nothing(
+    served: tuple[S3Server, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3, _ = served
+    assert s3.client is not None
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    with s3.client.open_output_stream("ckpt/short/file") as out:
+        out.write(b"x" * 1000)
+    whole = fs.Transfer(fs.locate("s3://ckpt/short/file"), tmp_path / "whole", 1000)
+    short = fs.Transfer(fs.locate("s3://ckpt/short/file"), tmp_path / "short", 3000)  # listed longer than it is
+    with pytest.raises(StorageError, match=r"^s3://ckpt/short/file: cannot read bytes \d+-\d+: "):
+        fs.fetch_files([whole, short], workers=2, part=1024)
+    assert list(tmp_path.iterdir()) == []  # neither the failed file nor the one that arrived is left
+    fs._filesystem.cache_clear()
