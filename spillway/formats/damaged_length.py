@@ -4,10 +4,10 @@ A damaged length field is seldom where the framing visibly breaks: a length that
 past the next elements, into their bytes, and the fault shows where that parse lands. ``locate`` walks the
 channel's elements up to the first fault, then asks of each element start before it (and of the faulty one):
 which length makes this element well formed and lets everything after it frame cleanly to the channel's end?
-For an element the walk passed, that length must end before the length read did (the length read was too
-large). Each such correction frames the whole channel; the damaged field is the one whose correction frames
-it into the most elements (another correction makes some element swallow bytes that frame as elements of
-their own). A tie, or no correction at all, is reported as such, never as the damaged field.
+Each such correction frames the whole channel; one at the wrong element makes an element swallow bytes that
+frame as elements of their own, so it yields fewer elements. The damaged field is the one whose correction
+frames the channel into the most elements. A tie (typical of a too-small length whose parse lands near the
+next element) or no correction at all is reported as such, never as the damaged field.
 
 ``flink_reading`` applies the facts of docs/format/damaged-records.md: Flink's
 ``SpillingAdaptiveSpanningRecordDeserializer`` trusts a length field only to decide whether the element is
@@ -144,9 +144,7 @@ def locate(data: bytes | bytearray, tags: frozenset[int] = ALL_TAGS) -> Location
         following = starts[index + 1][0] if index + 1 < len(starts) else None
         if following is None and len(data) - position < LENGTH_FIELD:
             continue  # a length field cut short by the channel's end: no length to correct
-        # An element the walk passed ends at ``following``: a fitting length ends before it (the length read was
-        # too large). The faulty element may end anywhere up to the channel's end.
-        fitting = _fitting_length(tail, position, read, len(data) if following is None else following - 1)
+        fitting = _fitting_length(tail, position, read, len(data))
         if fitting is None:
             continue
         fits, after = fitting

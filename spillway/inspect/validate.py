@@ -365,8 +365,8 @@ class _Validation:
     def read_back(self, parts: Parts, faults: list[FramingFault], pieces: list[Piece]) -> ReadBack | None:
         """A whole channel whose framing broke, read again to locate the damaged length field (a channel that
         fits in ``MAX_READ_BACK`` bytes); None if it framed cleanly or was not read back."""
-        if not faults:
-            return None
+        if not faults or faults[0].kind == "truncated":
+            return None  # a channel that only ends early is cut short, not mislengthed
         read = self.engine.read_back(parts, MAX_READ_BACK)
         if read is None:
             return None

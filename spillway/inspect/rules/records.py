@@ -81,11 +81,14 @@ def damaged_findings(
     damage = loc.damage
     if damage is None:
         first = min(faults, key=stream, default=None)
-        if first is None or first.kind != "length":
+        if first is None or (first.kind != "length" and not loc.candidates):
             yield from record_findings(channel, faults, pieces)
             return
         if loc.candidates:
-            shown = ", ".join(f"element {d.index} at {_where(d.position, starts, pieces)}" for d in loc.candidates)
+            here = pieces[first.piece].blob.name if first.piece < len(pieces) else None
+            shown = ", ".join(
+                f"element {d.index} at {_where(d.position, starts, pieces, here)}" for d in loc.candidates
+            )
             why = f"{len(loc.candidates)} corrected length fields frame the rest of the channel equally well ({shown})"
         else:
             why = "no single corrected length field lets the rest of the channel frame cleanly"
@@ -108,7 +111,7 @@ def damaged_findings(
         broke = at_field[0].message
     else:
         further = loc.broke_at - damage.position
-        broke = f"framing broke {further} bytes further on, at {_where(loc.broke_at, starts, pieces)}"
+        broke = f"framing broke {further} bytes further on, at {_where(loc.broke_at, starts, pieces, piece.blob.name)}"
     message = (
         f"element {damage.index} of the channel has a damaged length field: {damage.read} read, {damage.fits} fits"
         f" (the rest of the channel then frames cleanly); {broke} (in {piece.part}). With {back.buffer_size}-byte"
@@ -126,7 +129,9 @@ def damaged_findings(
     yield Flagged(finding, channel.keys)
 
 
-def _where(position: int, starts: list[int], pieces: list[Piece]) -> str:
+def _where(position: int, starts: list[int], pieces: list[Piece], here: str | None = None) -> str:
+    """``offset N of FILE`` of a position in the channel (``offset N`` if FILE is ``here``)."""
     index = bisect_right(starts, position) - 1
     piece = pieces[index]
-    return f"offset {piece.blob.physical(piece.position + position - starts[index])} of {piece.blob.name}"
+    offset = piece.blob.physical(piece.position + position - starts[index])
+    return f"offset {offset}" if piece.blob.name == here else f"offset {offset} of {piece.blob.name}"
