@@ -2,9 +2,9 @@
 reader would do with it (docs/format/damaged-records.md).
 
 Each test damages one element's length field in a copy of a real Flink 1.18.1 unaligned checkpoint. The channel
-and its elements are found without spillway's framer (support/oracle_channel.py): the handles come from Flink's own reading of the
-``_metadata`` (the fixture's oracle.json), the operators from Flink's ids (ids.json), and the elements from a
-walk over the chunk payloads.
+and its elements are found without spillway's framer (support/oracle_channel.py): the handles come from
+Flink's own reading of the ``_metadata`` (the fixture's oracle.json), the operators from Flink's ids
+(ids.json), and the elements from a walk over the chunk payloads.
 """
 
 from __future__ import annotations
