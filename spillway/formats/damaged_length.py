@@ -29,6 +29,8 @@ FLINK_SPILL_THRESHOLD = 5 * 1024 * 1024
 # How many element starts before the fault are tried, and how many positions after one, at most.
 WINDOW_ELEMENTS = 64
 SCAN_LIMIT = 1 << 20
+# Positions tried in all, so a channel of garbage cannot hold validate up for minutes.
+SEARCH_BUDGET = 1 << 22
 
 _INT = struct.Struct(">i")
 
@@ -52,6 +54,7 @@ class Location:
     broke_at: int
     damage: Damage | None
     candidates: tuple[Damage, ...]
+    searched: bool = True  # False: the search gave up (``SEARCH_BUDGET``) before trying every element start
 
 
 def _walk(data: bytes | bytearray, tags: frozenset[int]) -> tuple[list[tuple[int, int]], int | None]:
@@ -72,12 +75,17 @@ def _walk(data: bytes | bytearray, tags: frozenset[int]) -> tuple[list[tuple[int
     return starts, None
 
 
+class _GaveUp(Exception):
+    pass
+
+
 class _Tail:
     """How many elements frame cleanly from a position to the channel's end; -1 if they do not (memoised)."""
 
     def __init__(self, data: bytes | bytearray, tags: frozenset[int]) -> None:
         self.data, self.tags, self.end = data, tags, len(data)
         self.known: dict[int, int] = {self.end: 0}
+        self.budget = SEARCH_BUDGET
 
     def elements(self, q: int) -> int:
         data, end, path = self.data, self.end, []
@@ -116,7 +124,11 @@ def _fitting_length(tail: _Tail, start: int, read: int, stop: int) -> tuple[int,
         if q - start - LENGTH_FIELD != read:
             following = tail.elements(q)
             if following >= 0:
+                tail.budget -= q - first
                 return q - start - LENGTH_FIELD, following
+    tail.budget -= last + 1 - first
+    if tail.budget < 0:
+        raise _GaveUp
     return None
 
 
@@ -144,7 +156,10 @@ def locate(data: bytes | bytearray, tags: frozenset[int] = ALL_TAGS) -> Location
         following = starts[index + 1][0] if index + 1 < len(starts) else None
         if following is None and len(data) - position < LENGTH_FIELD:
             continue  # a length field cut short by the channel's end: no length to correct
-        fitting = _fitting_length(tail, position, read, len(data))
+        try:
+            fitting = _fitting_length(tail, position, read, len(data))
+        except _GaveUp:
+            return Location(broke_at, None, (), searched=False)
         if fitting is None:
             continue
         fits, after = fitting

@@ -123,6 +123,17 @@ def test_zero_on_an_element_that_runs_past_its_buffer_fails(copy: Copy) -> None:
     assert "Flink would fail reading it" in message
 
 
+def test_too_small_named_with_the_other_reading_of_it(copy: Copy) -> None:
+    channel = biggest_channel(copy)
+    k = 5
+    e = channel.elements[k]
+    read = e.length - 8
+    damage(channel, e, read)
+    message = _named(channel, k, read, record_length_findings(copy))
+    assert "or the 8 bytes after it were overwritten" in message
+    assert "Flink would read this element anyway" in message
+
+
 def test_a_too_small_length_that_two_corrections_explain_is_not_called_exact(copy: Copy) -> None:
     """Element 4825 (19 bytes) said to be 16: the parse lands 3 bytes before the next element, reads its text
     as a length, and fails there. Correcting element 4825 to 19, or the bytes it landed on to a length of their

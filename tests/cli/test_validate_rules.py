@@ -301,10 +301,10 @@ def record_length(c: Copy) -> Where:
     left = total - 4  # the channel's payload after this first length field
     # The damaged field is the channel's first (the input half comes first); the length Flink wrote there fits.
     where["message_start"] = (
-        f"element 0 of the channel has a damaged length field: {0x7FFF0000} read, {original[0]} fits (the rest of"
-        f" the channel then frames cleanly); record length {0x7FFF0000} is more than the {left} bytes left in the"
-        f" channel {_in_part(c)}. With 32768-byte network buffers, Flink would silently swallow the rest of this"
-        " channel"
+        f"element 0 of the channel has a damaged length field: {0x7FFF0000} read, {original[0]} fits (the only one"
+        f" whose correction lets the rest of the channel frame cleanly); record length {0x7FFF0000} is more than"
+        f" the {left} bytes left in the channel {_in_part(c)}. With 32768-byte network buffers, Flink would silently"
+        " swallow the rest of this channel"
     )
     return where
 

@@ -90,6 +90,8 @@ def damaged_findings(
                 f"element {d.index} at {_where(d.position, starts, pieces, here)}" for d in loc.candidates
             )
             why = f"{len(loc.candidates)} corrected length fields frame the rest of the channel equally well ({shown})"
+        elif not loc.searched:
+            why = "the search for it gave up (too many positions to try)"
         else:
             why = "no single corrected length field lets the rest of the channel frame cleanly"
         noted = replace(first, message=f"{first.message}; framing broke here, the damaged field is not known: {why}")
@@ -112,10 +114,14 @@ def damaged_findings(
     else:
         further = loc.broke_at - damage.position
         broke = f"framing broke {further} bytes further on, at {_where(loc.broke_at, starts, pieces, piece.blob.name)}"
+    # A correction longer than the length read also explains bytes overwritten after the element's claimed end.
+    instead = (
+        f", or the {damage.fits - damage.read} bytes after it were overwritten" if damage.read < damage.fits else ""
+    )
     message = (
         f"element {damage.index} of the channel has a damaged length field: {damage.read} read, {damage.fits} fits"
-        f" (the rest of the channel then frames cleanly); {broke} (in {piece.part}). With {back.buffer_size}-byte"
-        f" network buffers, {reading.text}"
+        f" (the only one whose correction lets the rest of the channel frame cleanly{instead}); {broke}"
+        f" (in {piece.part}). With {back.buffer_size}-byte network buffers, {reading.text}"
     )
     finding = Finding(
         "record-length",
