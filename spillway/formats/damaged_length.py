@@ -222,8 +222,8 @@ def flink_reading(damage: Damage, buffers: list[tuple[int, int]], channel_end: i
         return FlinkReading(
             "drops",
             f"Flink would read this element from its first {fits} bytes, silently drop the {dropped} element(s)"
-            f" in the rest of the claimed {read} bytes, then read on from inside an element, where it fails or"
-            " reads garbage",
+            f" in the rest of the claimed {read} bytes, then read on from inside an element, where it fails, reads"
+            " garbage or waits for bytes that never come",
         )
     return _swallows(dropped, f"it waits for {read} bytes and the channel ends first")
 
