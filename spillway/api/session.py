@@ -119,14 +119,18 @@ class Checkpoint:
 
         return binding_json(self.binding)
 
-    def validate(self, progress: Progress | None = None) -> ValidateResult:
+    def validate(self, progress: Progress | None = None, buffer_size: int | None = None) -> ValidateResult:
         """Every check of ``spillway validate``: sound when no error is found and nothing left unchecked.
         ``progress(what, n)``: ``n < 0`` starts stage ``what`` of ``-n`` units, ``n >= 0`` is its position
-        (default: the stages of ``spillway.api.progress``, silent without a listener)."""
+        (default: the stages of ``spillway.api.progress``, silent without a listener). ``buffer_size``: Flink's
+        network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
+        a damaged record."""
+        from spillway.api.options import buffer_settings
         from spillway.inspect.validate import validate
 
+        size = (buffer_settings() if buffer_size is None else buffer_settings(buffer_size)).segment_size
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
-        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding)
+        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding, buffer_size=size)
         return ValidateResult(self.loaded, report, binding)
 
     def verdict(self) -> Verdict | None:

@@ -28,6 +28,7 @@ OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--job-class": ("job_class", True, False),
     "--job-arg": ("job_arg", True, True),
     "--job-flink-version": ("job_flink_version", True, False),
+    "--buffer-size": ("buffer_size", True, False),
 }
 DUMP_OPTIONS: dict[str, tuple[str, bool, bool]] = {
     "--json": ("json_out", False, False),
@@ -46,7 +47,7 @@ DUMP_OPTIONS: dict[str, tuple[str, bool, bool]] = {
 # command -> its options (each command takes one argument, ``path``)
 COMMANDS: dict[str, dict[str, tuple[str, bool, bool]]] = {"validate": OPTIONS, "dump": DUMP_OPTIONS}
 # options whose value is an int: taken as typer takes it only when it is plain digits
-INTEGERS = {("dump", "--subtask")}
+INTEGERS = {("dump", "--subtask"), ("validate", "--buffer-size")}
 _DIGITS = re.compile(r"[0-9]{1,18}", re.ASCII)
 
 

@@ -45,6 +45,14 @@ def command(
     job_class: JobClassOpt = None,
     job_arg: JobArgOpt = None,
     job_flink_version: JobFlinkOpt = None,
+    buffer_size: Annotated[
+        int | None,
+        typer.Option(
+            "--buffer-size",
+            help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes, default 32768: what "
+            "Flink would do with a damaged record depends on it.",
+        ),
+    ] = None,
 ) -> None:
     raise typer.Exit(
         validate_body.run(
@@ -59,6 +67,7 @@ def command(
             job_class=job_class,
             job_arg=job_arg,
             job_flink_version=job_flink_version,
+            buffer_size=buffer_size,
         )
     )
 

@@ -21,6 +21,7 @@ def run(
     job_class: str | None = None,
     job_arg: list[str] | None = None,
     job_flink_version: str | None = None,
+    buffer_size: int | None = None,
 ) -> int:
     """The command with its options' values as given (None/False: not given): its exit code."""
 
@@ -28,7 +29,7 @@ def run(
         given = plan_or_job(plan, job, job_class, job_arg, job_flink_version, uid=uid, uid_map=uid_map)
         uids = uid_pairs(plan or job, uid, uid_map)
         cp = api.open(path, plan=given, uids=uids, uid_map=uid_map, rebase=rebase_rules(rebase))
-        result = cp.validate()  # progress bars on stderr when it is a terminal (see guarded)
+        result = cp.validate(buffer_size=buffer_size)  # progress bars on stderr when it is a terminal (see guarded)
         if json_out:
             emit_json(result.to_json())
         else:

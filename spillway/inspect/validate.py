@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the plan's machinery loads only when there is a plan (see _
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 
+from spillway.formats.damaged_length import FLINK_SEGMENT_SIZE, locate
+from spillway.formats.record_framing import FramingFault
 from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
@@ -24,7 +26,7 @@ from spillway.inspect.rules.chunks import handle_chunk_findings, unclaimed_findi
 from spillway.inspect.rules.common import Claims, Located
 from spillway.inspect.rules.files import missing_file, referenced_files, size_finding, unreadable_file
 from spillway.inspect.rules.plan import placement_findings, plan_findings, topology_notes
-from spillway.inspect.rules.records import FramedChannel, record_findings
+from spillway.inspect.rules.records import FramedChannel, Piece, ReadBack, damaged_findings, record_findings
 from spillway.inspect.rules.structure import structure_findings
 from spillway.inspect.validate_engine import Counted, Engine, Job, Parts, usable_cores
 from spillway.inspect.validate_report import Recorder, Report, Unchecked
@@ -35,6 +37,8 @@ from spillway.storage import remote_copies
 from spillway.storage.blobs import prefetch_delegates
 from spillway.storage.load import LoadedCheckpoint
 
+# The most bytes of one broken channel read back into memory to locate its damaged length field.
+MAX_READ_BACK = 64 << 20
 Progress = Callable[[str, int], None]  # (what, units done) — total announced first with units=-total
 
 
@@ -45,15 +49,17 @@ def validate(
     workers: int | None = None,
     job: JobBinding | None = None,
     plan_names: Mapping[str, str] | None = None,
+    buffer_size: int = FLINK_SEGMENT_SIZE,
 ) -> Report:
     """``workers``: threads for the byte work (None: one per usable core; 1: all on the calling thread).
+    ``buffer_size``: Flink's network buffer size, for what Flink would do with a damaged record.
     ``job``: ``topology`` bound to the checkpoint, if the caller holds it (else bound here, once).
     ``plan_names``: without ``topology``, the names another plan bound to the checkpoint gives its operators."""
     if topology is not None and job is None:
         job = _bind(topology, loaded.checkpoint)  # first, so every finding names a bound operator as the plan does
     names = job.names if job is not None else plan_names or {}
     threads = usable_cores() if workers is None else workers
-    run = _Validation(loaded, topology, job, names, progress or (lambda what, n: None), threads)
+    run = _Validation(loaded, topology, job, names, progress or (lambda what, n: None), threads, buffer_size)
     try:
         run.run()
     finally:
@@ -83,7 +89,9 @@ class _Validation:
         names: Mapping[str, str],
         progress: Progress,
         workers: int,
+        buffer_size: int = FLINK_SEGMENT_SIZE,
     ):
+        self.buffer_size = buffer_size
         self.cp = loaded.checkpoint
         self.resolver = loaded.resolver
         self.topology = topology
@@ -356,7 +364,31 @@ class _Validation:
             self.report.counted[keys] = framer.stream_records  # every chunk read: the count is the channel's
         op, first = parts[0]
         channel = FramedChannel(label, op.label(self.names), first.subtask_index, keys, complete)
-        self.recorder.all(record_findings(channel, framer.faults, pieces))
+        back = self.read_back(parts, framer.faults, pieces) if complete else None
+        if back is None:
+            self.recorder.all(record_findings(channel, framer.faults, pieces))
+        else:
+            self.recorder.all(damaged_findings(channel, framer.faults, pieces, back))
+
+    def read_back(self, parts: Parts, faults: list[FramingFault], pieces: list[Piece]) -> ReadBack | None:
+        """A whole channel whose framing broke, read again to locate the damaged length field (a channel that
+        fits in ``MAX_READ_BACK`` bytes); None if it framed cleanly or was not read back."""
+        if not faults or faults[0].kind == "truncated":
+            return None  # a channel that only ends early is cut short, not mislengthed
+        read = self.engine.read_back(parts, MAX_READ_BACK)
+        if read is None:
+            return None
+        data, lengths = read
+        if len(lengths) != len(pieces):
+            return None  # a piece changed between the two reads
+        location = locate(data, self.engine.tags)
+        if location is None:
+            return None
+        starts, at = [], 0
+        for n in lengths:
+            starts.append(at)
+            at += n
+        return ReadBack(location, starts, lengths, self.buffer_size)
 
 
 __all__ = ["Progress", "Report", "Unchecked", "validate"]

@@ -520,6 +520,20 @@ class Engine:
             framer.finish()
         return framer, pieces
 
+    def read_back(self, parts: Parts, limit: int) -> tuple[bytearray, list[int]] | None:
+        """The channel's payload in stream order and the length of each piece (as ``reframe`` fed them); None
+        if it is longer than ``limit`` bytes or a read failed."""
+        data, lengths = bytearray(), []
+        try:
+            for _, n in self._pieces(parts):
+                if len(data) + n > limit:
+                    return None
+                data += memoryview(self.buffer)[:n]
+                lengths.append(n)
+        except BlobError:
+            return None
+        return data, lengths
+
     def _pieces(self, parts: Parts) -> Iterator[tuple[Piece, int]]:
         """Each piece of the channel's payload, in stream order, and how many of its bytes are now in
         ``self.buffer``."""
@@ -538,4 +552,4 @@ class Engine:
                     chunk = Chunk(off, length)
                 label = f"{op.label(self.plan_names)}#{h.subtask_index} {h.label()}"
                 for pos, n in iter_payload(info.blob, chunk, self.buffer):
-                    yield Piece(label, info.blob, pos), n
+                    yield Piece(label, info.blob, pos, off), n
