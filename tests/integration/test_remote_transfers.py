@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -200,4 +201,37 @@ def test_a_file_shorter_than_listed_fails_naming_it_and_leaves_nothing(
     with pytest.raises(StorageError, match=r"^s3://ckpt/short/file: cannot read bytes \d+-\d+: "):
         fs.fetch_files([whole, short], workers=2, part=1024)
     assert list(tmp_path.iterdir()) == []  # neither the failed file nor the one that arrived is left
+    fs._filesystem.cache_clear()
+
+
+def test_a_transient_error_is_retried_and_a_lasting_one_fails_naming_the_range(
+    served: tuple[S3Server, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """503 SlowDown (S3's "retry later"): three failures in a row on one object are outlasted (the S3 client's
+    own retry, then fetch_files' backoff), the bytes arrive whole; a store that keeps failing gives up after
+    a bounded number of requests, naming the object and the byte range, and leaves no file behind."""
+    s3, counter = served
+    assert s3.client is not None
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    data = os.urandom(300_000)
+    with s3.client.open_output_stream("ckpt/flaky/file") as out:
+        out.write(data)
+    counter.reset()
+    counter.fail_next("ckpt/flaky/file", 3)
+    flaky = fs.Transfer(fs.locate("s3://ckpt/flaky/file"), tmp_path / "flaky", len(data))
+    start = time.monotonic()
+    assert fs.fetch_files([flaky], workers=1) == len(data)
+    assert time.monotonic() - start >= 0.5  # it backed off (0.5 s) before trying again, not at once
+    assert (tmp_path / "flaky").read_bytes() == data
+    assert len(counter.of("FAILED")) == 3 and counter.bytes_read() == {"ckpt/flaky/file": len(data)}
+    counter.reset()
+    counter.fail_next("ckpt/flaky/file", 1000)
+    lasting = fs.Transfer(fs.locate("s3://ckpt/flaky/file"), tmp_path / "lasting", len(data))
+    with pytest.raises(StorageError, match=r"^s3://ckpt/flaky/file: cannot read bytes 0-299999: "):
+        fs.fetch_files([lasting], workers=1)
+    assert not (tmp_path / "lasting").exists()
+    assert 3 <= len(counter.of("FAILED")) <= 12  # bounded: a few attempts, each with the client's own retry
+    counter.failing.clear()
     fs._filesystem.cache_clear()

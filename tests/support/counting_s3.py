@@ -38,17 +38,46 @@ class Counter:
     """Every request since the last :meth:`reset`."""
 
     requests: list[Request] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # ``bucket/key`` -> how many GETs of it still fail with 503 SlowDown (a transient error S3 clients retry)
+    failing: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+    _in_flight: int = 0
+
+    def started(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Wait until every request begun has been recorded: the server records one after its last byte is
+        sent, which the client may see before the server's thread gets there."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def fail_next(self, key: str, times: int) -> None:
+        """The next ``times`` GETs of ``bucket/key`` are answered 503 SlowDown (counted as kind FAILED)."""
+        with self._lock:
+            self.failing[key] = times
+
+    def _take_failure(self, key: str) -> bool:
+        with self._lock:
+            left = self.failing.get(key, 0)
+            if left > 0:
+                self.failing[key] = left - 1
+            return left > 0
 
     def add(self, request: Request) -> None:
         with self._lock:
             self.requests.append(request)
+            self._in_flight -= 1
+            self._lock.notify_all()
 
     def reset(self) -> None:
+        self.settle()
         with self._lock:
             self.requests.clear()
 
     def taken(self) -> list[Request]:
+        self.settle()
         with self._lock:
             return list(self.requests)
 
@@ -88,6 +117,12 @@ def _counting(app: Callable[..., Iterable[bytes]], counter: Counter) -> Callable
         bucket, _, key = unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
         kind = _kind(method, key, environ)
         ranged = "HTTP_RANGE" in environ
+        counter.started()
+        if kind == "GET" and counter._take_failure(f"{bucket}/{key}"):
+            counter.add(Request("FAILED", bucket, key, 0, ranged))
+            start_response("503 Slow Down", [("Content-Type", "application/xml")])
+            yield b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            return
         body = app(environ, start_response)
         sent = 0
         try:
