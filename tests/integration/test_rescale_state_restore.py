@@ -150,7 +150,7 @@ def rescale_whole_job(fixture: str, new_p: int, out: Path, work: Path, self_chec
     notes: list[str] = []
     try:
         for op in cp.operators:
-            result = rescale_operator_state_and_keyed(op, new_p, blobs)
+            result = rescale_operator_state_and_keyed(op, new_p, blobs, features=cp.features)
             op.subtasks = [s for s in result.subtasks if s.has_state()]
             op.parallelism = new_p
             for f in result.files:
