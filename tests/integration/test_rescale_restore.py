@@ -216,3 +216,55 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
     assert totals == (N - len(lost), N * (N - 1) // 2 - sum(lost))
     kept = {k: [v for v in range(k, N, KEYS) if v not in gone] for k in range(KEYS)}
     assert counts == sorted(f"count {k} {len(vs)} {sum(vs)}" for k, vs in kept.items())
+
+
+@pytest.mark.parametrize(
+    ("fixture", "old_p", "new_p"),
+    [
+        ("2.3.0-counted-rocksdb-incremental", 2, 3),
+        ("2.3.0-counted-rocksdb-incremental-p3", 3, 2),
+        ("1.20.3-counted-rocksdb-incremental", 2, 3),
+        ("1.20.3-counted-rocksdb-incremental-p3", 3, 2),
+    ],
+)
+def test_rocksdb_incremental_counted_job_rescaled_across_instances_is_exactly_once(
+    tmp_path: Path, fixture: str, old_p: int, new_p: int
+) -> None:
+    """The counted job on RocksDB with incremental checkpoints, parse and count 2 -> 3 and 3 -> 2 with their
+    in-flight records: a new count subtask needs the RocksDB instances of two old ones (shared SST files named in
+    place). Run to its end in real Flink, every key's count and sum and the check totals are exactly-once."""
+    import shutil
+
+    from support.flink_harness import stage
+
+    root = FIXTURES / fixture
+    staged, cleanup = stage(next(root.glob("checkpoints/*/chk-*")), tmp_path)  # SST files where _metadata names them
+    try:
+        out = tmp_path / "rescaled"
+        parallelism = {"parse": new_p, "count": new_p}
+        report = rescale(
+            load_checkpoint(staged),
+            load_plan(root / "jobgraph.json"),
+            parallelism,
+            out,
+            keys={"count": "tuple:0:long"},
+            master=None,
+        )
+        assert any("snapshots of old subtasks" in n for n in report.notes), report.notes
+        result = restore(
+            fixture.split("-")[0],
+            "counted-rocksdb-incremental",
+            out,
+            parallelism=old_p,
+            vertex_parallelism=parallelism,
+            until_finished=True,
+            workdir=tmp_path / "run",
+        )
+        counts, totals = summarize(result)
+        assert counts == expected()
+        assert totals == (N, N * (N - 1) // 2)
+        started = result["tasks_at_start"] if result.get("tasks_at_start") else result["tasks"]
+        assert any(f"({new_p}/{new_p})" in name for name in started if name.startswith("count")), started
+    finally:
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)
