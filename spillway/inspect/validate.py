@@ -130,8 +130,8 @@ class _Validation:
             self.report.files_checked += 1
             try:
                 size = check_regular(Path(path)).st_size
-                with open_regular(Path(path)):
-                    pass
+                with open_regular(Path(path)) as f:
+                    head = f.read(1) if need.changelog_file else b""
             except FileNotFoundError:
                 self.path_faults[path] = self.recorder.add(missing_file(path, need))
                 continue
@@ -141,7 +141,7 @@ class _Validation:
             except NotARegularFile as exc:
                 self.path_faults[path] = self.recorder.add(unreadable_file(path, str(exc)))
                 continue
-            sized = size_finding(path, size, need)
+            sized = size_finding(path, size, need, head[0] if head else None)
             if sized is not None:
                 self.recorder.add(sized)
                 if sized.rule == "file-size":
