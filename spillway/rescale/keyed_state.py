@@ -18,7 +18,7 @@
   Older formats (Flink 1.15 and earlier) have no such wrapper: refused. Shared files stay where they are and
   are named by the same handles; Flink's shared-state registry accepts an equal handle registered twice.
 * Changelog handles without a changelog (non-materialized) part, as spillway writes them: their materialized
-  handles are redistributed as above. Changelog handles with changelog parts and anything else: refused.
+  handles are redistributed as above. With changelog parts: ``changelog_state``. Anything else: refused.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from spillway.model.checkpoint import (
     KeyGroupRange,
     KeyGroupsHandle,
 )
+from spillway.rescale.changelog_state import has_changelog_part, rescale_changelog
 from spillway.rescale.state_files import (
     NewStateFile,
     RescaleRefused,
@@ -144,6 +145,12 @@ def rescale_keyed(
     """Redistribute one operator's managed or raw keyed state (``handles`` in old subtask order).
     ``wrap_snapshots``: the checkpoint's format can carry several incremental snapshots for one subtask
     (``can_wrap_snapshots``)."""
+    ranges = [key_group_range(max_parallelism, new_parallelism, i) for i in range(new_parallelism)]
+    if has_changelog_part(handles):
+        where = f"{operator} {kind} keyed state"
+        notes: list[str] = []
+        new = rescale_changelog(handles, ranges, where=where, wrap_snapshots=wrap_snapshots, notes=notes)
+        return KeyedRescale(new, notes=notes)
     present: list[tuple[int, KeyedHandle]] = []
     for j, h in enumerate(handles):
         for u in _unwrap(h):

@@ -219,26 +219,28 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
 
 
 @pytest.mark.parametrize(
-    ("fixture", "old_p", "new_p"),
+    ("scenario", "release", "old_p", "new_p"),
     [
-        ("2.3.0-counted-rocksdb-incremental", 2, 3),
-        ("2.3.0-counted-rocksdb-incremental-p3", 3, 2),
-        ("1.20.3-counted-rocksdb-incremental", 2, 3),
-        ("1.20.3-counted-rocksdb-incremental-p3", 3, 2),
+        (scenario, release, old_p, new_p)
+        for scenario in ("counted-rocksdb-incremental", "counted-changelog")
+        for release in ("2.3.0", "1.20.3")
+        for old_p, new_p in ((2, 3), (3, 2))
     ],
 )
-def test_rocksdb_incremental_counted_job_rescaled_across_instances_is_exactly_once(
-    tmp_path: Path, fixture: str, old_p: int, new_p: int
+def test_rocksdb_and_changelog_counted_job_rescaled_across_instances_is_exactly_once(
+    tmp_path: Path, scenario: str, release: str, old_p: int, new_p: int
 ) -> None:
-    """The counted job on RocksDB with incremental checkpoints, parse and count 2 -> 3 and 3 -> 2 with their
-    in-flight records: a new count subtask needs the RocksDB instances of two old ones (shared SST files named in
-    place). Run to its end in real Flink, every key's count and sum and the check totals are exactly-once."""
+    """The counted job on RocksDB with incremental checkpoints, and on the changelog state backend (materialized
+    RocksDB snapshots plus DSTL changelog increments), parse and count 2 -> 3 and 3 -> 2 with their in-flight
+    records: a new count subtask needs the state of two old ones (files named in place). Run to its end in real
+    Flink, every key's count and sum and the check totals are exactly-once. The changelog backend cannot take the
+    full first checkpoint of a NO_CLAIM restore, so those restore in CLAIM mode (as the docs tell users)."""
     import shutil
 
     from support.flink_harness import stage
 
-    root = FIXTURES / fixture
-    staged, cleanup = stage(next(root.glob("checkpoints/*/chk-*")), tmp_path)  # SST files where _metadata names them
+    root = FIXTURES / (f"{release}-{scenario}" + ("-p3" if old_p == 3 else ""))
+    staged, cleanup = stage(next(root.glob("checkpoints/*/chk-*")), tmp_path)  # files where _metadata names them
     try:
         out = tmp_path / "rescaled"
         parallelism = {"parse": new_p, "count": new_p}
@@ -250,15 +252,17 @@ def test_rocksdb_incremental_counted_job_rescaled_across_instances_is_exactly_on
             keys={"count": "tuple:0:long"},
             master=None,
         )
-        assert any("snapshots of old subtasks" in n for n in report.notes), report.notes
+        handed = "changelog increments" if scenario == "counted-changelog" else "snapshots of old subtasks"
+        assert any(handed in n for n in report.notes), report.notes
         result = restore(
-            fixture.split("-")[0],
-            "counted-rocksdb-incremental",
+            release,
+            scenario,
             out,
             parallelism=old_p,
             vertex_parallelism=parallelism,
             until_finished=True,
             workdir=tmp_path / "run",
+            claim=scenario == "counted-changelog",
         )
         counts, totals = summarize(result)
         assert counts == expected()

@@ -374,6 +374,49 @@ def test_several_snapshots_for_one_subtask_are_refused_before_flink_1_16(fixture
         rescaled(fixture, 3)
 
 
+def _operator(fixture: str, uid: str) -> OperatorState:
+    ids = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    op_id = next(n["operator_id"] for n in ids["stream_nodes"] if n["uid"] == uid)
+    cp = load_checkpoint(fixture_named(fixture).checkpoint_dir).checkpoint
+    return next(o for o in cp.operators if o.operator_id == op_id)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "new_p", "olds"),
+    [
+        ("2.3.0-counted-changelog", 3, [[0], [0, 1], [1]]),
+        ("2.3.0-counted-changelog-p3", 2, [[0, 1], [1, 2]]),
+        ("1.20.3-counted-changelog", 1, [[0, 1]]),
+        ("1.20.3-counted-changelog-p3", 2, [[0, 1], [1, 2]]),
+    ],
+)
+def test_changelog_parts_go_whole_to_every_overlapping_subtask(fixture: str, new_p: int, olds: list[list[int]]) -> None:
+    """Each new subtask: one ChangelogStateBackendHandle over its own key groups holding the materialized snapshots
+    and changelog increments of every old subtask whose range overlaps, in old subtask order (Flink's assignment
+    hands exactly these; its restore applies each increment's changes of the subtask's key groups only)."""
+    op = _operator(fixture, "count")
+    old = [s.managed_keyed_state for s in op.subtasks]
+    assert all(isinstance(h, ChangelogHandle) and h.materialized and h.non_materialized for h in old)
+    blobs = DelegateBlobs(load_checkpoint(fixture_named(fixture).checkpoint_dir).resolver)
+    r = rescale_operator_state_and_keyed(
+        op, new_p, blobs, features=load_checkpoint(fixture_named(fixture).checkpoint_dir).checkpoint.features
+    )
+    assert r.files == []
+    for i, (sub, wanted) in enumerate(zip(r.subtasks, olds, strict=True)):
+        h = sub.managed_keyed_state
+        assert isinstance(h, ChangelogHandle) and h.code == 14
+        assert (h.key_groups.start, h.key_groups.last) == (FLINK_RANGES.get(new_p) or [(0, 127)])[i]
+        assert h.materialized == [m for j in wanted for m in old[j].materialized]
+        assert h.non_materialized == [n for j in wanted for n in old[j].non_materialized]
+
+
+def test_changelog_state_of_an_older_format_is_refused() -> None:
+    op = _operator("2.3.0-counted-changelog", "count")
+    blobs = DelegateBlobs(load_checkpoint(fixture_named("2.3.0-counted-changelog").checkpoint_dir).resolver)
+    with pytest.raises(RescaleRefused, match=r"changelog state written by Flink 1\.15 or earlier"):
+        rescale_operator_state_and_keyed(op, 3, blobs)  # no format given: treated as one without the wrapper
+
+
 def _slow(fixture: str) -> tuple[OperatorState, DelegateBlobs]:
     loaded = load_checkpoint(fixture_named(fixture).checkpoint_dir)
     op = next(o for o in loaded.checkpoint.operators if o.label() == "slow")
