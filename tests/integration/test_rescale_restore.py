@@ -221,20 +221,25 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
 @pytest.mark.parametrize(
     ("scenario", "release", "old_p", "new_p"),
     [
-        (scenario, release, old_p, new_p)
-        for scenario in ("counted-rocksdb-incremental", "counted-changelog")
-        for release in ("2.3.0", "1.20.3")
-        for old_p, new_p in ((2, 3), (3, 2))
+        *(
+            (scenario, release, old_p, new_p)
+            for scenario in ("counted-rocksdb-incremental", "counted-changelog")
+            for release in ("2.3.0", "1.20.3")
+            for old_p, new_p in ((2, 3), (3, 2))
+        ),
+        ("counted-forst", "2.3.0", 2, 3),
+        ("counted-forst", "2.3.0", 3, 2),
     ],
 )
 def test_rocksdb_and_changelog_counted_job_rescaled_across_instances_is_exactly_once(
     tmp_path: Path, scenario: str, release: str, old_p: int, new_p: int
 ) -> None:
-    """The counted job on RocksDB with incremental checkpoints, and on the changelog state backend (materialized
-    RocksDB snapshots plus DSTL changelog increments), parse and count 2 -> 3 and 3 -> 2 with their in-flight
-    records: a new count subtask needs the state of two old ones (files named in place). Run to its end in real
-    Flink, every key's count and sum and the check totals are exactly-once. The changelog backend cannot take the
-    full first checkpoint of a NO_CLAIM restore, so those restore in CLAIM mode (as the docs tell users)."""
+    """The counted job on RocksDB with incremental checkpoints, on ForSt (2.x, incremental), and on the changelog
+    state backend (materialized RocksDB snapshots plus DSTL changelog increments), parse and count 2 -> 3 and
+    3 -> 2 with their in-flight records: a new count subtask needs the state of two old ones (files named in
+    place). Run to its end in real Flink, every key's count and sum and the check totals are exactly-once. The
+    changelog backend cannot take the full first checkpoint of a NO_CLAIM restore, so those restore in CLAIM mode
+    (as the docs tell users)."""
     import shutil
 
     from support.flink_harness import stage
