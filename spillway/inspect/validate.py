@@ -141,12 +141,15 @@ class _Validation:
             shown = remote_copies.shown(path)  # a remote checkpoint's file by its URI, not its local place
             listed = remote_copies.pending(path)
             try:
-                if listed is not None:
+                if listed is not None and not need.changelog_file:
                     size = listed.size  # a remote checkpoint's file, not fetched: its size from the store's listing
+                    head = b""
                 else:
+                    if listed is not None:  # a DSTL file's flag byte decides its size check: fetch it
+                        remote_copies.ensure_local(path)
                     size = check_regular(Path(path)).st_size
-                    with open_regular(Path(path)):
-                        pass
+                    with open_regular(Path(path)) as f:
+                        head = f.read(1) if need.changelog_file else b""
             except FileNotFoundError:
                 self.path_faults[path] = self.recorder.add(missing_file(shown, need))
                 continue
@@ -156,7 +159,7 @@ class _Validation:
             except NotARegularFile as exc:
                 self.path_faults[path] = self.recorder.add(unreadable_file(shown, str(exc)))
                 continue
-            sized = size_finding(shown, size, need)
+            sized = size_finding(shown, size, need, head[0] if head else None)
             if sized is not None:
                 self.recorder.add(sized)
                 if sized.rule == "file-size":

@@ -7,16 +7,26 @@
   every key group's section, with recomputed offsets.
   Offset 0 marks an empty key group in savepoints/full RocksDB snapshots (Flink skips it on restore); it is
   kept as 0. Section k = [offset[k], the next key group's non-zero offset, or the end of the stream).
-* RocksDB incremental handles: kept whole when the new range lies inside one old handle — Flink's RocksDB
-  restore clips key groups outside the backend's range. Anything spanning several handles is refused.
-* Changelog handles and anything else: refused.
+* RocksDB/ForSt incremental handles: every old handle whose range overlaps the new subtask's goes to it whole,
+  as Flink's own assignment does (StateAssignmentOperation hands a new subtask each overlapping handle;
+  IncrementalRemoteKeyedStateHandle.getIntersection returns the handle itself), and the backend's restore clips
+  key groups outside its range. One handle is stored as it is. ``_metadata`` holds one keyed handle per
+  subtask (Flink serializes ``extractSingleton``), so several are stored as the materialized part of one
+  ChangelogStateBackendHandle (code 14) with no changelog part: from Flink 1.16 on a job without the changelog
+  backend restores it through DeactivatedChangelogStateBackend, which passes all materialized handles to the
+  base backend (ChangelogBackendRestoreOperation.extractBaseState), i.e. the same list Flink's assignment gives.
+  Older formats (Flink 1.15 and earlier) have no such wrapper: refused. Shared files stay where they are and
+  are named by the same handles; Flink's shared-state registry accepts an equal handle registered twice.
+* Changelog handles without a changelog (non-materialized) part, as spillway writes them: their materialized
+  handles are redistributed as above. With changelog parts: ``changelog_state``. Anything else: refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from spillway.flink.features import FormatFeatures, Release
 from spillway.flink.keygroups import key_group_range
 from spillway.formats.errors import CheckpointFormatError
 from spillway.model.checkpoint import (
@@ -28,6 +38,7 @@ from spillway.model.checkpoint import (
     KeyGroupRange,
     KeyGroupsHandle,
 )
+from spillway.rescale.changelog_state import has_changelog_part, rescale_changelog
 from spillway.rescale.state_files import (
     NewStateFile,
     RescaleRefused,
@@ -58,6 +69,27 @@ class _Sections:
 def _overlap(r: KeyGroupRange, first: int, last: int) -> tuple[int, int] | None:
     lo, hi = max(r.start, first), min(r.last, last)
     return (lo, hi) if lo <= hi and r.count > 0 else None
+
+
+# The first release whose format carries ChangelogStateBackendHandle V2 and that restores it without the
+# changelog backend (DeactivatedChangelogStateBackend): checked in the 1.15.4, 1.16.3, 1.20.3 and 2.3.0 jars.
+WRAPPED_SNAPSHOTS_FROM = Release(1, 16)
+
+
+def can_wrap_snapshots(features: FormatFeatures | None) -> bool:
+    """Whether every release that writes this format restores several snapshots wrapped in one handle."""
+    first = features.first_release if features is not None else None
+    return first is not None and first >= WRAPPED_SNAPSHOTS_FROM
+
+
+def _unwrap(handle: KeyedHandle | None) -> list[KeyedHandle]:
+    """A changelog handle without changelog part stands for its materialized snapshots (several after an
+    offline rescale); any other handle for itself."""
+    if handle is None:
+        return []
+    if isinstance(handle, ChangelogHandle) and not handle.non_materialized and handle.materialized:
+        return list(handle.materialized)
+    return [handle]
 
 
 def _refuse_kind(handle: KeyedHandle, where: str) -> None:
@@ -108,9 +140,23 @@ def rescale_keyed(
     *,
     operator: str,
     kind: str,  # "managed" / "raw"
+    wrap_snapshots: bool = False,
 ) -> KeyedRescale:
-    """Redistribute one operator's managed or raw keyed state (``handles`` in old subtask order)."""
-    present = [(j, h) for j, h in enumerate(handles) if h is not None]
+    """Redistribute one operator's managed or raw keyed state (``handles`` in old subtask order).
+    ``wrap_snapshots``: the checkpoint's format can carry several incremental snapshots for one subtask
+    (``can_wrap_snapshots``)."""
+    ranges = [key_group_range(max_parallelism, new_parallelism, i) for i in range(new_parallelism)]
+    if has_changelog_part(handles):
+        where = f"{operator} {kind} keyed state"
+        notes: list[str] = []
+        new = rescale_changelog(handles, ranges, where=where, wrap_snapshots=wrap_snapshots, notes=notes)
+        return KeyedRescale(new, notes=notes)
+    present: list[tuple[int, KeyedHandle]] = []
+    for j, h in enumerate(handles):
+        for u in _unwrap(h):
+            # A snapshot an earlier offline rescale handed to several subtasks is one snapshot: restored once.
+            if not any(u == seen for _, seen in present):
+                present.append((j, u))
     for j, h in present:
         _refuse_kind(h, f"{operator} subtask {j} {kind} keyed state")
     out = KeyedRescale([])
@@ -127,25 +173,43 @@ def rescale_keyed(
                 f"{where} would mix {' and '.join(sorted(k.__name__ for k in kinds))} handles; rescale in Flink"
             )
         if isinstance(hits[0][1], IncrementalHandle):
-            out.handles.append(_incremental(hits, first, last, where, out))
+            out.handles.append(_incremental(hits, first, last, where, out, wrap_snapshots))
         else:
             out.handles.append(_full(hits, first, last, where, blobs, out, operator, kind, new_parallelism, i))
     return out
 
 
-def _incremental(hits: list[Any], first: int, last: int, where: str, out: KeyedRescale) -> IncrementalHandle:
-    if len(hits) > 1:
-        olds = ", ".join(f"#{j} [{h.key_groups.start}-{h.key_groups.last}]" for j, h in hits)
-        raise RescaleRefused(
-            f"{where} needs key groups of several RocksDB incremental snapshots (old subtasks {olds}), which "
-            "cannot be merged offline; rescale in Flink or take a canonical savepoint and rescale that"
+def _incremental(
+    hits: list[Any], first: int, last: int, where: str, out: KeyedRescale, wrap_snapshots: bool
+) -> KeyedHandle:
+    olds = ", ".join(f"#{j} [{h.key_groups.start}-{h.key_groups.last}]" for j, h in hits)
+    if len(hits) == 1:
+        j, h = hits[0]
+        out.notes.append(
+            f"{where}: RocksDB incremental state of old subtask {j} (key groups {h.key_groups.start}-"
+            f"{h.key_groups.last}) kept whole; Flink drops the key groups outside {first}-{last} on restore"
         )
-    j, h = hits[0]
+        return cast(KeyedHandle, h)
+    if not wrap_snapshots:
+        raise RescaleRefused(
+            f"{where} needs the RocksDB incremental snapshots of old subtasks {olds}; this checkpoint's format "
+            "(Flink 1.15 or earlier) stores one keyed handle per subtask and its Flink cannot restore several "
+            "wrapped in one; rescale in Flink or take a canonical savepoint and rescale that"
+        )
+    snapshots = [cast(IncrementalHandle, h) for _, h in hits]
     out.notes.append(
-        f"{where}: RocksDB incremental state of old subtask {j} (key groups {h.key_groups.start}-"
-        f"{h.key_groups.last}) kept whole; Flink drops the key groups outside {first}-{last} on restore"
+        f"{where}: RocksDB incremental snapshots of old subtasks {olds} handed over whole, as Flink's own "
+        f"assignment does; its restore keeps only key groups {first}-{last}"
     )
-    return h
+    return ChangelogHandle(
+        key_groups=KeyGroupRange(first, last - first + 1),
+        checkpointed_size=sum(s.checkpointed_size or 0 for s in snapshots),
+        materialized=list(snapshots),
+        non_materialized=[],
+        materialization_id=max(s.checkpoint_id for s in snapshots),
+        checkpoint_id=max(s.checkpoint_id for s in snapshots),
+        state_handle_id=stable_uuid(where, *(s.state_handle_id or s.backend_identifier for s in snapshots)),
+    )
 
 
 def _full(

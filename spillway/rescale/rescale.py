@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.flink.features import FormatFeatures
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
@@ -228,7 +229,11 @@ def rescaled_topology(topology: Topology, plan: RescalePlan) -> Topology:
 
 
 def _state_rescaler(
-    blobs: DelegateBlobs, new_files: list[NewStateFile], notes: list[str], plan_names: Mapping[str, str]
+    blobs: DelegateBlobs,
+    new_files: list[NewStateFile],
+    notes: list[str],
+    plan_names: Mapping[str, str],
+    features: FormatFeatures,
 ) -> StateRescaler:
     def rescale_state(op: OperatorState, new_p: int) -> list[SubtaskState]:
         if not any(
@@ -240,7 +245,7 @@ def _state_rescaler(
         from spillway.rescale.state import rescale_operator_state_and_keyed
 
         try:
-            res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names))
+            res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names), features)
         except StateRefused as exc:
             raise RescaleRefused(f"operator {op.label(plan_names)}: {exc}") from None
         new_files.extend(res.files)
@@ -357,7 +362,10 @@ def rescale(
         report.move = move
         new_files: list[NewStateFile] = []
         cp = assemble(
-            loaded.checkpoint, plan, move.files, _state_rescaler(blobs, new_files, report.notes, plan.plan_names)
+            loaded.checkpoint,
+            plan,
+            move.files,
+            _state_rescaler(blobs, new_files, report.notes, plan.plan_names, loaded.checkpoint.features),
         )
         pinned = pin_found_paths(cp, loaded)  # a moved source's files are named where they are now
         cp = pinned.checkpoint

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spillway.flink.features import FormatFeatures
 from spillway.model.checkpoint import OperatorState, SubtaskState
-from spillway.rescale.keyed_state import rescale_keyed
+from spillway.rescale.keyed_state import can_wrap_snapshots, rescale_keyed
 from spillway.rescale.operator_state import rescale_operator_state
 from spillway.rescale.state_files import NewStateFile, RescaleRefused, materialize
 from spillway.storage.blobs import DelegateBlobs
@@ -36,10 +37,15 @@ class OperatorRescale:
 
 
 def rescale_operator_state_and_keyed(
-    op: OperatorState, new_parallelism: int, blobs: DelegateBlobs, label: str | None = None
+    op: OperatorState,
+    new_parallelism: int,
+    blobs: DelegateBlobs,
+    label: str | None = None,
+    features: FormatFeatures | None = None,
 ) -> OperatorRescale:
     """Redistribute ``op``'s managed/raw keyed state and managed/raw operator state to ``new_parallelism``;
-    ``label``: how the operator is shown (default ``op.label()``)."""
+    ``label``: how the operator is shown (default ``op.label()``); ``features``: the checkpoint's format
+    (``Checkpoint.features``), which decides whether a new subtask may get several incremental snapshots."""
     label = label or op.label()
     if not 0 < new_parallelism <= op.max_parallelism:
         raise RescaleRefused(
@@ -59,6 +65,7 @@ def rescale_operator_state_and_keyed(
             blobs,
             operator=label,
             kind=kind,
+            wrap_snapshots=can_wrap_snapshots(features),
         )
         operator = rescale_operator_state(
             [getattr(s, f"{kind}_operator_state") if s else None for s in old],

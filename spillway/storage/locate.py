@@ -3,7 +3,7 @@
 Users point at a job's checkpoint directory, a ``chk-N`` directory or a ``_metadata`` file. Flink
 writes absolute paths into ``_metadata``; a checkpoint copied elsewhere (or into this repository's
 fixtures) still names the old place. A path that does not exist is rebased by its trailing
-components (``<job-id>/chk-N/<file>``, ``<job-id>/shared/…``, ``<job-id>/taskowned/…``) onto the
+components (``<job-id>/chk-N/<file>``, ``<job-id>/shared/…``, ``<job-id>/taskowned/…``, ``<job-id>/dstl/…``) onto the
 checkpoint being read, and every such rewrite is reported. Explicit ``--rebase OLD=NEW`` rules win.
 No resolved path may leave the directory it was rebased into, and a path ``spillway.model.paths`` calls
 unsafe (a ``..`` component, a NUL byte) is never looked up at all: it resolves to nothing, with the reason.
@@ -25,7 +25,8 @@ from spillway.storage import remote_copies
 from spillway.storage.names import CHK_DIR, METADATA
 from spillway.storage.rules import PathRule
 
-_ANCHORS = ("shared", "taskowned")
+# dstl: the changelog backend's files, <base-path>/<job-id>/dstl/ (StateChangeFsUploader.PATH_SUB_DIR).
+_ANCHORS = ("shared", "taskowned", "dstl")
 ESCAPES_CHECKPOINT = "relative path escapes the checkpoint directory"  # e.g. a symlink leading out of it
 
 
@@ -388,7 +389,7 @@ class FileResolver:
 
     def _candidate_dirs(self, parent: str) -> list[tuple[str, str | None, str | None]]:
         """Where files of the original directory ``parent`` may be: as written (if local), then
-        rebased by trailing components ``…/{chk-N,shared,taskowned}/…`` onto this job directory."""
+        rebased by trailing components ``…/{chk-N,shared,taskowned,dstl}/…`` onto this job directory."""
         out: list[tuple[str, str | None, str | None]] = []
         local_parent = strip_file_scheme(parent + "/x")
         if local_parent is not None:

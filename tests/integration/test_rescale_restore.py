@@ -216,3 +216,64 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
     assert totals == (N - len(lost), N * (N - 1) // 2 - sum(lost))
     kept = {k: [v for v in range(k, N, KEYS) if v not in gone] for k in range(KEYS)}
     assert counts == sorted(f"count {k} {len(vs)} {sum(vs)}" for k, vs in kept.items())
+
+
+@pytest.mark.parametrize(
+    ("scenario", "release", "old_p", "new_p"),
+    [
+        *(
+            (scenario, release, old_p, new_p)
+            for scenario in ("counted-rocksdb-incremental", "counted-changelog")
+            for release in ("2.3.0", "1.20.3")
+            for old_p, new_p in ((2, 3), (3, 2))
+        ),
+        ("counted-forst", "2.3.0", 2, 3),
+        ("counted-forst", "2.3.0", 3, 2),
+    ],
+)
+def test_rocksdb_and_changelog_counted_job_rescaled_across_instances_is_exactly_once(
+    tmp_path: Path, scenario: str, release: str, old_p: int, new_p: int
+) -> None:
+    """The counted job on RocksDB with incremental checkpoints, on ForSt (2.x, incremental), and on the changelog
+    state backend (materialized RocksDB snapshots plus DSTL changelog increments), parse and count 2 -> 3 and
+    3 -> 2 with their in-flight records: a new count subtask needs the state of two old ones (files named in
+    place). Run to its end in real Flink, every key's count and sum and the check totals are exactly-once. The
+    changelog backend cannot take the full first checkpoint of a NO_CLAIM restore, so those restore in CLAIM mode
+    (as the docs tell users)."""
+    import shutil
+
+    from support.flink_harness import stage
+
+    root = FIXTURES / (f"{release}-{scenario}" + ("-p3" if old_p == 3 else ""))
+    staged, cleanup = stage(next(root.glob("checkpoints/*/chk-*")), tmp_path)  # files where _metadata names them
+    try:
+        out = tmp_path / "rescaled"
+        parallelism = {"parse": new_p, "count": new_p}
+        report = rescale(
+            load_checkpoint(staged),
+            load_plan(root / "jobgraph.json"),
+            parallelism,
+            out,
+            keys={"count": "tuple:0:long"},
+            master=None,
+        )
+        handed = "changelog increments" if scenario == "counted-changelog" else "snapshots of old subtasks"
+        assert any(handed in n for n in report.notes), report.notes
+        result = restore(
+            release,
+            scenario,
+            out,
+            parallelism=old_p,
+            vertex_parallelism=parallelism,
+            until_finished=True,
+            workdir=tmp_path / "run",
+            claim=scenario == "counted-changelog",
+        )
+        counts, totals = summarize(result)
+        assert counts == expected()
+        assert totals == (N, N * (N - 1) // 2)
+        started = result["tasks_at_start"] if result.get("tasks_at_start") else result["tasks"]
+        assert any(f"({new_p}/{new_p})" in name for name in started if name.startswith("count")), started
+    finally:
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from support.fixtures import fixture_named
-from support.flink_harness import prepare, restore
+from support.flink_harness import prepare, restore, stage
 
 from spillway.formats.metadata_codec import encode_metadata
 from spillway.inspect.output_check import validated_output
 from spillway.model.checkpoint import FileHandle, RelativeFileHandle
 from spillway.model.walk import all_stream_handles
-from spillway.rescale.state import RescaleRefused, materialize, rescale_operator_state_and_keyed
+from spillway.rescale.state import materialize, rescale_operator_state_and_keyed
 from spillway.storage.blobs import DelegateBlobs
 from spillway.storage.load import load_checkpoint
 from spillway.storage.safe_writer import PlannedOutput, write_checkpoint
@@ -108,6 +108,161 @@ public class OperatorStateContents {
 """
 
 
+KEYED_STATE_CONTENTS = """import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeutils.base.StringSerializer;
+import org.apache.flink.core.fs.CloseableRegistry;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
+import org.apache.flink.runtime.checkpoint.Checkpoints;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
+import org.apache.flink.runtime.checkpoint.StateAssignmentOperation;
+import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
+import org.apache.flink.runtime.state.AbstractKeyedStateBackend;
+import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.runtime.state.KeyedStateHandle;
+import org.apache.flink.runtime.state.LocalRecoveryConfig;
+import org.apache.flink.runtime.state.UncompressedStreamCompressionDecorator;
+import org.apache.flink.runtime.state.VoidNamespace;
+import org.apache.flink.runtime.state.VoidNamespaceSerializer;
+import org.apache.flink.runtime.state.changelog.ChangelogStateBackendHandle;
+import org.apache.flink.runtime.state.ttl.TtlTimeProvider;
+import java.io.DataInputStream;
+import java.io.File;
+import java.io.FileInputStream;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.Method;
+import java.util.*;
+import java.util.function.Function;
+
+/** Per new subtask: the keys and values of keyed ValueStates "count" and "pad" that Flink's RocksDB backend
+ *  restores. Mode "flink": the checkpoint at its own parallelism, handles assigned to NEW_P subtasks by Flink's
+ *  StateAssignmentOperation.getManagedKeyedStateHandles. Mode "stored": the checkpoint already at NEW_P, subtask
+ *  i's handles as stored (what Flink passes on at unchanged parallelism), a ChangelogStateBackendHandle replaced
+ *  by its materialized handles (what ChangelogBackendRestoreOperation gives the base backend). */
+public class KeyedStateContents {
+    public static void main(String[] a) throws Exception {
+        File dir = new File(a[0]);
+        String op = a[1];
+        int newP = Integer.parseInt(a[2]);
+        String mode = a[3];
+        File work = new File(a[4]);
+        ClassLoader cl = KeyedStateContents.class.getClassLoader();
+        CheckpointMetadata md;
+        try (DataInputStream in = new DataInputStream(new FileInputStream(new File(dir, "_metadata")))) {
+            md = Checkpoints.loadCheckpointMetadata(in, cl, dir.getAbsolutePath());
+        }
+        for (OperatorState st : md.getOperatorStates()) {
+            if (!st.getOperatorID().toHexString().equals(op)) continue;
+            if (mode.equals("stored") && st.getParallelism() != newP) {
+                throw new IllegalStateException("stored parallelism " + st.getParallelism() + " != " + newP);
+            }
+            int maxP = st.getMaxParallelism();
+            for (int i = 0; i < newP; i++) {
+                KeyGroupRange range = KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(maxP, newP, i);
+                List<KeyedStateHandle> handles = new ArrayList<>();
+                if (mode.equals("flink")) {
+                    handles.addAll(StateAssignmentOperation.getManagedKeyedStateHandles(st, range));
+                } else {
+                    OperatorSubtaskState s = st.getState(i);
+                    Collection<KeyedStateHandle> stored =
+                        s == null ? Collections.<KeyedStateHandle>emptyList() : s.getManagedKeyedState();
+                    for (KeyedStateHandle h : stored) {
+                        if (h instanceof ChangelogStateBackendHandle) {
+                            if (!((ChangelogStateBackendHandle) h).getNonMaterializedStateHandles().isEmpty()) {
+                                throw new IllegalStateException("changelog part present");
+                            }
+                            handles.addAll(((ChangelogStateBackendHandle) h).getMaterializedStateHandles());
+                        } else {
+                            handles.add(h);
+                        }
+                    }
+                }
+                AbstractKeyedStateBackend<String> b = build(cl, new File(work, mode + "-" + i), maxP, range, handles);
+                ValueState<Long> count = b.getPartitionedState(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+                    new ValueStateDescriptor<>("count", Long.class));
+                ValueState<String> pad = b.getPartitionedState(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
+                    new ValueStateDescriptor<>("pad", String.class));
+                TreeMap<String, String> out = new TreeMap<>();
+                List<String> keys = new ArrayList<>();
+                b.getKeys("count", VoidNamespace.INSTANCE).forEach(keys::add);
+                for (String k : keys) {
+                    b.setCurrentKey(k);
+                    String p = pad.value();
+                    out.put(k, count.value() + "/" + (p == null ? "-" : Integer.toHexString(p.hashCode())));
+                }
+                System.out.println("subtask " + i + " [" + range.getStartKeyGroup() + "-"
+                    + range.getEndKeyGroup() + "] handles=" + handles.size() + " " + out);
+                b.dispose();
+            }
+        }
+    }
+
+    /** Flink's RocksDBKeyedStateBackendBuilder (package and arity differ between releases: filled by type). */
+    @SuppressWarnings("unchecked")
+    static AbstractKeyedStateBackend<String> build(ClassLoader cl, File dir, int maxP, KeyGroupRange range,
+            List<KeyedStateHandle> handles) throws Exception {
+        String pkg;
+        try {
+            Class.forName("org.apache.flink.state.rocksdb.RocksDBKeyedStateBackendBuilder");
+            pkg = "org.apache.flink.state.rocksdb.";
+        } catch (ClassNotFoundException e) {
+            pkg = "org.apache.flink.contrib.streaming.state.";
+        }
+        Class<?> builderClass = Class.forName(pkg + "RocksDBKeyedStateBackendBuilder");
+        Object resources = Class.forName(pkg + "RocksDBResourceContainer").getConstructor().newInstance();
+        Method columnOptions = resources.getClass().getMethod("getColumnOptions");
+        Class<?> pqType = Class.forName(pkg + "EmbeddedRocksDBStateBackend$PriorityQueueStateType");
+        Object heap = Enum.valueOf((Class<Enum>) pqType, "HEAP");
+        Object pqConfig = Class.forName(pkg + "RocksDBPriorityQueueConfig")
+            .getMethod("buildWithPriorityQueueType", pqType).invoke(null, heap);
+        dir.mkdirs();
+        Constructor<?> ctor = null;
+        for (Constructor<?> c : builderClass.getConstructors()) {
+            if (ctor == null || c.getParameterCount() < ctor.getParameterCount()) ctor = c;
+        }
+        Class<?>[] types = ctor.getParameterTypes();
+        Object[] args = new Object[types.length];
+        for (int k = 0; k < types.length; k++) {
+            String n = types[k].getName();
+            if (types[k] == String.class) args[k] = "keyed-state-contents";
+            else if (types[k] == ClassLoader.class) args[k] = cl;
+            else if (types[k] == File.class) args[k] = dir;
+            else if (n.endsWith("RocksDBResourceContainer")) args[k] = resources;
+            else if (types[k] == Function.class) args[k] = (Function<String, Object>) s -> {
+                try {
+                    return columnOptions.invoke(resources);
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                } };
+            else if (n.endsWith("TypeSerializer")) args[k] = StringSerializer.INSTANCE;
+            else if (types[k] == int.class) args[k] = maxP;
+            else if (types[k] == KeyGroupRange.class) args[k] = range;
+            else if (types[k] == ExecutionConfig.class) args[k] = new ExecutionConfig();
+            else if (types[k] == LocalRecoveryConfig.class) args[k] = LocalRecoveryConfig.BACKUP_AND_RECOVERY_DISABLED;
+            else if (n.endsWith("RocksDBPriorityQueueConfig")) args[k] = pqConfig;
+            else if (types[k] == TtlTimeProvider.class) args[k] = TtlTimeProvider.DEFAULT;
+            else if (n.endsWith("LatencyTrackingStateConfig") || n.endsWith("SizeTrackingStateConfig"))
+                args[k] = types[k].getMethod("disabled").invoke(null);
+            else if (n.equals("org.apache.flink.metrics.MetricGroup")) args[k] = new UnregisteredMetricsGroup();
+            else if (n.endsWith("CustomInitializationMetrics")) args[k] = java.lang.reflect.Proxy.newProxyInstance(
+                cl, new Class<?>[] {types[k]}, (p, m, x) -> null);
+            else if (types[k] == Collection.class) args[k] = handles;
+            else if (n.endsWith("StreamCompressionDecorator"))
+                args[k] = UncompressedStreamCompressionDecorator.INSTANCE;
+            else if (types[k] == CloseableRegistry.class) args[k] = new CloseableRegistry();
+            else if (n.endsWith("TaskKvStateRegistry")) args[k] = null;
+            else throw new IllegalStateException("no value for builder parameter " + n);
+        }
+        Object builder = ctor.newInstance(args);
+        return (AbstractKeyedStateBackend<String>) builderClass.getMethod("build").invoke(builder);
+    }
+}
+"""
+
+
 @functools.cache
 def _contents_tool(release: str) -> tuple[Path, Path]:
     lib, _ = prepare(release)
@@ -150,7 +305,7 @@ def rescale_whole_job(fixture: str, new_p: int, out: Path, work: Path, self_chec
     notes: list[str] = []
     try:
         for op in cp.operators:
-            result = rescale_operator_state_and_keyed(op, new_p, blobs)
+            result = rescale_operator_state_and_keyed(op, new_p, blobs, features=cp.features)
             op.subtasks = [s for s in result.subtasks if s.has_state()]
             op.parallelism = new_p
             for f in result.files:
@@ -230,10 +385,84 @@ def test_flink_clips_a_whole_rocksdb_incremental_handle(tmp_path: Path) -> None:
     print(f"rocksdb-incremental rescaled to p=4: restored in {res['wall_seconds']} s")
 
 
-def test_rocksdb_incremental_across_handles_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(RescaleRefused, match="rescale in Flink or take a canonical savepoint"):
-        rescale_whole_job("2.3.0-rocksdb-incremental", 3, tmp_path / "out", tmp_path / "build")
-    assert not (tmp_path / "out").exists()
+@functools.cache
+def _keyed_contents_tool(release: str) -> tuple[Path, Path]:
+    lib, _ = prepare(release)
+    classes = Path(tempfile.mkdtemp(prefix="spillway-keyed-"))
+    (classes / "KeyedStateContents.java").write_text(KEYED_STATE_CONTENTS)
+    subprocess.run(
+        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "KeyedStateContents.java")],
+        check=True,
+        capture_output=True,
+    )
+    return lib, classes
+
+
+def flink_keyed_state(release: str, checkpoint: Path, operator_id: str, new_p: int, mode: str, work: Path) -> list[str]:
+    """Per new subtask: key -> "count/pad hash" as Flink's RocksDB backend restores it (``mode``: "flink" assigns
+    a checkpoint's handles to ``new_p`` subtasks itself, "stored" takes each subtask's stored handles)."""
+    lib, classes = _keyed_contents_tool(release)
+    res = subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{classes}:{lib}/*",
+            "KeyedStateContents",
+            str(checkpoint),
+            operator_id,
+            str(new_p),
+            mode,
+            str(work),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return [line for line in res.stdout.splitlines() if line.startswith("subtask ")]
+
+
+def _operator_id(fixture: str, uid: str) -> str:
+    ids = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    return str(next(n["operator_id"] for n in ids["stream_nodes"] if n["uid"] == uid))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "new_p"),
+    [
+        ("2.3.0-rocksdb-incremental", 3),
+        ("2.3.0-rocksdb-incremental-p3", 2),
+        ("1.20.3-rocksdb-incremental", 3),
+        ("1.20.3-rocksdb-incremental-p3", 2),
+    ],
+)
+def test_flink_restores_several_rocksdb_snapshots_per_subtask(tmp_path: Path, fixture: str, new_p: int) -> None:
+    """2 -> 3 and 3 -> 2: a new subtask needs the RocksDB instances of two old subtasks. Flink restores the
+    rescaled checkpoint (its rescaling restore opens both and keeps the subtask's key groups), and every subtask's
+    restored keyed state — each key's count and pad — equals what Flink's own assignment of the original gives."""
+    fx = fixture_named(fixture)
+    out = tmp_path / "rescaled"
+    notes = rescale_whole_job(fx.name, new_p, out, tmp_path / "build")
+    assert sum("snapshots of old subtasks" in n for n in notes) >= 1, notes
+    res = restore(fx.release, fx.info["scenario"], out, parallelism=new_p, workdir=tmp_path / "work")
+    assert res["outcome"] == "restored", explain(res)
+    assert len(res["tasks"]) == 3 * new_p
+    log = Path(res["log"]).read_text(errors="replace")
+    for lo, hi in {3: ((0, 42), (43, 85), (86, 127)), 2: ((0, 63), (64, 127))}[new_p]:
+        assert f"target key-groups range [{lo}, {hi}]" in log
+    slow = _operator_id(fixture, "slow")
+    staged, cleanup = stage(fx.checkpoint_dir, tmp_path)  # the original's SST files where its _metadata names them
+    try:
+        flink = flink_keyed_state(fx.release, staged, slow, new_p, "flink", tmp_path / "flink-db")
+        before = flink_keyed_state(fx.release, staged, slow, fx.info["parallelism"], "flink", tmp_path / "old-db")
+    finally:
+        if cleanup is not None:
+            shutil.rmtree(cleanup, ignore_errors=True)
+    ours = flink_keyed_state(fx.release, out, slow, new_p, "stored", tmp_path / "ours-db")
+    assert len(ours) == new_p and ours == flink
+    keys = sum(line.count("/") for line in before)  # one "count/pad" value per key
+    assert keys > 0 and sum(line.count("/") for line in ours) == keys  # every key once, none lost
+    print(f"{fixture} -> p={new_p}: restored in {res['wall_seconds']} s; {keys} keys identical to Flink's assignment")
 
 
 @pytest.mark.parametrize("fixture", ["2.3.0-operator-states", "2.3.0-unaligned-p3"])

@@ -153,6 +153,7 @@ def restore(
     debug_loggers: tuple[str, ...] = (),
     max_parallelism: int | None = None,
     rest_port: int | None = None,
+    claim: bool = False,
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
@@ -168,7 +169,9 @@ def restore(
     ``debug_loggers`` (class or package names) log at DEBUG into the same flink.log (a log4j2 configuration
     written into the work dir), e.g. Flink's ``TaskStateAssignment`` for the rescaling descriptors.
     ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the
-    scenario's own). ``rest_port`` serves the MiniCluster's REST API on 127.0.0.1:PORT while the job runs."""
+    scenario's own). ``rest_port`` serves the MiniCluster's REST API on 127.0.0.1:PORT while the job runs.
+    ``claim`` restores in CLAIM mode (the changelog state backend cannot take the full first checkpoint that the
+    default NO_CLAIM mode asks for)."""
     lib, classes = prepare(release)
     gen = _generator()
     own_workdir = workdir is None
@@ -214,6 +217,8 @@ def restore(
         cmd += ["--parallelism", str(parallelism)]
     if allow_non_restored:
         cmd.append("--allow-non-restored-state")
+    if claim:
+        cmd.append("--claim")
     for uid, n in (vertex_parallelism or {}).items():
         cmd += ["--vertex-parallelism", f"{uid}={n}"]
     if until_finished:

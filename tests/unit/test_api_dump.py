@@ -18,13 +18,21 @@ OPERATOR = ("managed_operator_state", "raw_operator_state")
 CHANNELS = ("input_channel_state", "result_subpartition_state")
 
 
+def _keyed_size(h: dict[str, Any]) -> int:
+    """A keyed handle's size as Flink reports it; the oracle gives a ChangelogStateBackendHandleImpl's as its
+    parts' (getStateSize: materialized plus non-materialized)."""
+    if "state_size" in h:
+        return int(h["state_size"])
+    return sum(_keyed_size(part) for part in h["materialized"] + h["non_materialized"])
+
+
 def _flink_figures(op: dict[str, Any]) -> dict[str, int]:
     """Per operator, from Flink's loader: state bytes by kind, channels (a merged handle's each), finished."""
     figures = {"keyed_bytes": 0, "operator_bytes": 0, "channel_bytes": 0, "channels": 0, "finished_subtasks": 0}
     for sub in op["subtasks"]:
         figures["finished_subtasks"] += bool(sub["finished"])
         for kind in KEYED:
-            figures["keyed_bytes"] += sum(h["state_size"] for h in sub[kind])
+            figures["keyed_bytes"] += sum(_keyed_size(h) for h in sub[kind])
         for kind in OPERATOR:
             figures["operator_bytes"] += sum(h["state_size"] for h in sub[kind])
         for kind in CHANNELS:

@@ -10,6 +10,7 @@ subtask) with identical bytes, and new subtask i must hold only key groups Flink
 from __future__ import annotations
 
 import copy
+import json
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -19,9 +20,12 @@ from support.fixtures import fixture_named
 
 from spillway.flink.keygroups import key_group_range
 from spillway.formats.errors import CheckpointFormatError
+from spillway.formats.metadata_codec import decode_metadata, encode_metadata
 from spillway.model.checkpoint import (
     ByteStreamHandle,
     ChangelogByteIncrementHandle,
+    ChangelogHandle,
+    IncrementalHandle,
     KeyGroupRange,
     KeyGroupsHandle,
     OperatorState,
@@ -161,7 +165,7 @@ def rescaled(fixture: str, new_p: int) -> list[tuple[OperatorState, OperatorResc
     blobs = DelegateBlobs(loaded.resolver)
     out = []
     for op in loaded.checkpoint.operators:
-        result = rescale_operator_state_and_keyed(op, new_p, blobs)
+        result = rescale_operator_state_and_keyed(op, new_p, blobs, features=loaded.checkpoint.features)
         files = {f.relative_path: b"".join(iter_file_bytes(f, blobs)) for f in result.files}
         for f in result.files:
             assert len(files[f.relative_path]) == f.size
@@ -299,15 +303,118 @@ def test_union_elements_are_stored_once_because_flink_unions_on_every_restore() 
     assert stats["seen-union"] == 2 and stats["seen"] == 2 and stats["rules"] == 3
 
 
-def test_rocksdb_incremental_kept_whole_or_refused() -> None:
-    ops = {op.label(): (op, r) for op, r, _ in rescaled("2.3.0-rocksdb-incremental", 4)}
-    op, r = ops["slow"]
+def slow_id(fixture: str) -> str:
+    """The keyed operator's id as Flink computed it (ids.json; releases before 2.0 store no uids)."""
+    ids = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    return next(n["operator_id"] for n in ids["stream_nodes"] if n["uid"] == "slow")
+
+
+# Key-group ranges Flink 2.3.0 and 1.20.3 restore per new subtask of these max-parallelism-128 jobs (their logs:
+# "Performing range delete for backend with target key-groups range [43, 85]" ...).
+FLINK_RANGES = {4: [(0, 31), (32, 63), (64, 95), (96, 127)], 3: [(0, 42), (43, 85), (86, 127)], 2: [(0, 63), (64, 127)]}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "new_p", "olds"),
+    [
+        # old subtasks whose ranges overlap each new subtask's: what StateAssignmentOperation hands it
+        ("2.3.0-rocksdb-incremental", 4, [[0], [0], [1], [1]]),
+        ("2.3.0-rocksdb-incremental", 3, [[0], [0, 1], [1]]),
+        ("2.3.0-rocksdb-incremental", 1, [[0, 1]]),
+        ("2.3.0-rocksdb-incremental-p3", 2, [[0, 1], [1, 2]]),
+        ("1.20.3-rocksdb-incremental", 3, [[0], [0, 1], [1]]),
+        ("1.20.3-rocksdb-incremental-p3", 2, [[0, 1], [1, 2]]),
+    ],
+)
+def test_rocksdb_incremental_snapshots_go_whole_to_every_overlapping_subtask(
+    fixture: str, new_p: int, olds: list[list[int]]
+) -> None:
+    ops = {op.operator_id: (op, r) for op, r, _ in rescaled(fixture, new_p)}
+    op, r = ops[slow_id(fixture)]
     old = [s.managed_keyed_state for s in op.subtasks]
-    assert [s.managed_keyed_state for s in r.subtasks] == [old[0], old[0], old[1], old[1]]
+    assert all(isinstance(h, IncrementalHandle) for h in old)
+    assert r.files == []  # shared, private and meta files are referenced where they are
+    for i, (sub, wanted) in enumerate(zip(r.subtasks, olds, strict=True)):
+        h = sub.managed_keyed_state
+        if len(wanted) == 1:
+            assert h is old[wanted[0]]
+            continue
+        assert isinstance(h, ChangelogHandle)
+        assert h.code == 14  # ChangelogStateBackendHandleImpl V2, the form Flink 1.16+ reads
+        assert h.materialized == [old[j] for j in wanted] and h.non_materialized == []
+        assert (h.key_groups.start, h.key_groups.last) == (FLINK_RANGES.get(new_p) or [(0, 127)])[i]
+
+
+def test_wrapped_snapshots_rescale_again_and_round_trip_through_metadata() -> None:
+    """2 -> 3 -> 2: the middle checkpoint's wrapped snapshots are unwrapped and each snapshot counted once, so the
+    result is the original's handles; the middle checkpoint's keyed handles encode and decode to themselves."""
+    loaded = load_checkpoint(fixture_named("2.3.0-rocksdb-incremental").checkpoint_dir)
+    cp = copy.deepcopy(loaded.checkpoint)
+    blobs = DelegateBlobs(loaded.resolver)
+    slow = next(o for o in cp.operators if o.label() == "slow")
+    old = [s.managed_keyed_state for s in slow.subtasks]
+    for op in cp.operators:
+        new = rescale_operator_state_and_keyed(op, 3, blobs, features=cp.features).subtasks
+        op.subtasks = [s for s in new if s.has_state()]
+        op.parallelism = 3
+    back_slow = next(o for o in decode_metadata(encode_metadata(cp)).operators if o.label() == "slow")
+    assert [s.managed_keyed_state for s in back_slow.subtasks] == [s.managed_keyed_state for s in slow.subtasks]
+    assert isinstance(back_slow.subtasks[1].managed_keyed_state, ChangelogHandle)
+    back = rescale_operator_state_and_keyed(slow, 2, blobs, features=cp.features)
+    assert [s.managed_keyed_state for s in back.subtasks] == old
+
+
+@pytest.mark.parametrize("fixture", ["1.12.5-rocksdb-incremental", "1.10.3-rocksdb-incremental"])
+def test_several_snapshots_for_one_subtask_are_refused_before_flink_1_16(fixture: str) -> None:
+    """Their ``_metadata`` holds one keyed handle per subtask and those releases have no changelog wrapper that a
+    job without the changelog backend restores; splits inside one old range still pass."""
+    ops = {op.operator_id: r for op, r, _ in rescaled(fixture, 4)}
+    assert [type(s.managed_keyed_state) for s in ops[slow_id(fixture)].subtasks] == [IncrementalHandle] * 4
+    with pytest.raises(RescaleRefused, match=r"old subtasks #0 \[0-63\], #1 \[64-127\].*Flink 1.15 or earlier"):
+        rescaled(fixture, 3)
+
+
+def _operator(fixture: str, uid: str) -> OperatorState:
+    ids = json.loads((fixture_named(fixture).root / "ids.json").read_text())
+    op_id = next(n["operator_id"] for n in ids["stream_nodes"] if n["uid"] == uid)
+    cp = load_checkpoint(fixture_named(fixture).checkpoint_dir).checkpoint
+    return next(o for o in cp.operators if o.operator_id == op_id)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "new_p", "olds"),
+    [
+        ("2.3.0-counted-changelog", 3, [[0], [0, 1], [1]]),
+        ("2.3.0-counted-changelog-p3", 2, [[0, 1], [1, 2]]),
+        ("1.20.3-counted-changelog", 1, [[0, 1]]),
+        ("1.20.3-counted-changelog-p3", 2, [[0, 1], [1, 2]]),
+    ],
+)
+def test_changelog_parts_go_whole_to_every_overlapping_subtask(fixture: str, new_p: int, olds: list[list[int]]) -> None:
+    """Each new subtask: one ChangelogStateBackendHandle over its own key groups holding the materialized snapshots
+    and changelog increments of every old subtask whose range overlaps, in old subtask order (Flink's assignment
+    hands exactly these; its restore applies each increment's changes of the subtask's key groups only)."""
+    op = _operator(fixture, "count")
+    old = [s.managed_keyed_state for s in op.subtasks]
+    assert all(isinstance(h, ChangelogHandle) and h.materialized and h.non_materialized for h in old)
+    blobs = DelegateBlobs(load_checkpoint(fixture_named(fixture).checkpoint_dir).resolver)
+    r = rescale_operator_state_and_keyed(
+        op, new_p, blobs, features=load_checkpoint(fixture_named(fixture).checkpoint_dir).checkpoint.features
+    )
     assert r.files == []
-    for new_p in (3, 1):
-        with pytest.raises(RescaleRefused, match="rescale in Flink or take a canonical savepoint"):
-            rescaled("2.3.0-rocksdb-incremental", new_p)
+    for i, (sub, wanted) in enumerate(zip(r.subtasks, olds, strict=True)):
+        h = sub.managed_keyed_state
+        assert isinstance(h, ChangelogHandle) and h.code == 14
+        assert (h.key_groups.start, h.key_groups.last) == (FLINK_RANGES.get(new_p) or [(0, 127)])[i]
+        assert h.materialized == [m for j in wanted for m in old[j].materialized]
+        assert h.non_materialized == [n for j in wanted for n in old[j].non_materialized]
+
+
+def test_changelog_state_of_an_older_format_is_refused() -> None:
+    op = _operator("2.3.0-counted-changelog", "count")
+    blobs = DelegateBlobs(load_checkpoint(fixture_named("2.3.0-counted-changelog").checkpoint_dir).resolver)
+    with pytest.raises(RescaleRefused, match=r"changelog state written by Flink 1\.15 or earlier"):
+        rescale_operator_state_and_keyed(op, 3, blobs)  # no format given: treated as one without the wrapper
 
 
 def _slow(fixture: str) -> tuple[OperatorState, DelegateBlobs]:

@@ -1,5 +1,11 @@
 """File rules: ``path-escape``, ``bad-path``, ``file-not-local`` (paths), ``file-exists``, ``file-size``,
-``file-size-extra`` (what is on disk against what the handles need)."""
+``file-size-extra`` (what is on disk against what the handles need).
+
+A changelog backend's DSTL file is one flag byte (1: Snappy-compressed) and then the change stream; Flink's
+handle of it counts the stream's uncompressed bytes only (StateChangeFsUploader: the handle's size is the
+position of the stream written after the flag byte). So an uncompressed one is exactly one byte longer than its
+handle says, and a compressed one's size says nothing about the handle's.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.inspect.findings import Finding
-from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.checkpoint import (
+    ChangelogFileIncrementHandle,
+    ChangelogHandle,
+    Checkpoint,
+    KeyedHandle,
+    is_file_backed,
+)
 from spillway.model.paths import PATH_RULES, shown_path
 from spillway.model.walk import all_stream_handles
 from spillway.storage.locate import FileResolver
@@ -20,6 +32,11 @@ class Need:
     end: int
     whole_file: bool
     where: str  # the operator and kind of state of the handle that needs the most
+    changelog_file: bool = False  # a DSTL file: a flag byte, then the ``end`` bytes the handles count
+
+
+# The byte before a DSTL file's change stream when it is not compressed.
+DSTL_UNCOMPRESSED = 0
 
 
 @dataclass
@@ -34,6 +51,7 @@ class Referenced:
 def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping[str, str] | None = None) -> Referenced:
     """Every file ``cp`` needs; ``plan_names`` (``JobBinding.names``) names operators stored by id only."""
     out = Referenced()
+    dstl = _changelog_file_handles(cp)
     for site, h in all_stream_handles(cp):
         if not is_file_backed(h):
             continue
@@ -58,7 +76,26 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping
         end = h.start_pos + h.state_size
         prev = out.needed.get(local)
         if prev is None or end > prev.end:
-            out.needed[local] = Need(end, h.whole_file, f"{site.operator.label(plan_names)} {site.kind}")
+            where = f"{site.operator.label(plan_names)} {site.kind}"
+            out.needed[local] = Need(end, h.whole_file, where, id(h) in dstl)
+    return out
+
+
+def _changelog_file_handles(cp: Checkpoint) -> set[int]:
+    """``id`` of every stream handle that names a DSTL file (a changelog increment's delegates)."""
+    out: set[int] = set()
+
+    def visit(h: KeyedHandle | None) -> None:
+        if isinstance(h, ChangelogHandle):
+            for part in h.non_materialized:
+                visit(part)
+        elif isinstance(h, ChangelogFileIncrementHandle):
+            out.update(id(d) for _, d in h.handles)
+
+    for op in cp.operators:
+        for sub in op.subtasks:
+            visit(sub.managed_keyed_state)
+            visit(sub.raw_keyed_state)
     return out
 
 
@@ -70,9 +107,19 @@ def unreadable_file(path: str, why: str) -> Finding:
     return Finding("file-exists", why, file=path)
 
 
-def size_finding(path: str, size: int, need: Need) -> Finding | None:
+def size_finding(path: str, size: int, need: Need, first_byte: int | None = None) -> Finding | None:
     """``file-size`` when the file is shorter than its handles need, ``file-size-extra`` when a whole-file
-    handle is shorter than its file."""
+    handle is shorter than its file. ``first_byte``: a DSTL file's flag byte (None: the file is empty)."""
+    if need.changelog_file:
+        if first_byte is not None and first_byte != DSTL_UNCOMPRESSED:
+            return None  # compressed: the handles count uncompressed bytes
+        if size < need.end + 1:
+            message = f"file has {size} bytes, handles need {need.end} after its flag byte ({need.where})"
+            return Finding("file-size", message, file=path, offset=size)
+        if size > need.end + 1:
+            message = f"file has {size} bytes, handle says {need.end} after the 1-byte flag"
+            return Finding("file-size-extra", message, file=path)
+        return None
     if size < need.end:
         message = f"file has {size} bytes, handles need {need.end} ({need.where})"
         return Finding("file-size", message, file=path, offset=size)
