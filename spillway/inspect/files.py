@@ -249,6 +249,9 @@ def collect_files(
                 if remote and area != "external":
                     # where the file is: a rebased one's new place, as on local disk
                     directory = (via or name).rsplit("/", 1)[0] if not handle.relative else (chk_uri or directory)
+                elif remote and via is not None:
+                    # outside the anchors (e.g. the changelog backend's dstl/) but rebased: its new place too
+                    directory, shown = via.rsplit("/", 1)[0], via
                 if not remote and via is None and local is not None and size is not None and not inside(local):
                     # found here, but its real path (a symlink followed) is outside the job directory
                     area, directory, shown = "external", os.path.dirname(local), local

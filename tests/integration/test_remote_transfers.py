@@ -157,7 +157,10 @@ def test_json_on_the_store_equals_json_on_local_disk(served: tuple[S3Server, Cou
         runs = list(pool.map(lambda args: spillway(*args, env=s3.env()), calls))
     for command, here, there in zip(commands, runs[:4], runs[4:], strict=True):
         assert (there.code, there.err) == (here.code, here.err.replace(str(root), f"s3://ckpt/{fx.name}")), command
-        assert normalised(there, f"s3://ckpt/{fx.name}", command) == normalised(here, str(root), command), command
+        remote, local = normalised(there, f"s3://ckpt/{fx.name}", command), normalised(here, str(root), command)
+        if remote != local and os.environ.get("SPILLWAY_DEBUG_PARITY"):
+            Path(os.environ["SPILLWAY_DEBUG_PARITY"]).write_text(remote + "\n" + local)
+        assert remote == local, command
 
 
 def test_ranged_reads_bring_every_file_whole(
