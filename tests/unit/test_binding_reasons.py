@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from support.fixtures import Fixture, fixture_named
 
 from spillway.flink.deduction import DEDUCED
-from spillway.flink.operator_ids import uid_hash
+from spillway.flink.operator_ids import DETERMINISTIC_HASH, ELIMINATION, UNBOUND, VERTEX_ID, bind, uid_hash
+from spillway.flink.stream_graph import parse_job_graph_plan
 from spillway.inspect.topology import operator_binding, parse_plan
 from spillway.storage.load import load_checkpoint
 
@@ -30,6 +32,16 @@ def _renamed_plan(fx: Fixture, renames: dict[str, str]) -> Any:
             if node.get(key) in renames:
                 node[key] = renames[node[key]]
     return doc
+
+
+def _flink_id(flink: dict[str, Any], vertex_id: str | None, position: int | None, name: str) -> str:
+    """Flink's id of the operator of job vertex ``vertex_id`` at ``position`` (the head) or called ``name``."""
+    [v] = [v for v in flink["vertices"] if v["id"] == vertex_id]
+    if position == 0:
+        return str(v["id"])
+    names = {n["operator_id"]: n["name"] for n in flink["stream_nodes"]}
+    [found] = [o for o in v["operator_ids"] if names[o] == name]
+    return str(found)
 
 
 def _evidence(op: dict[str, Any]) -> str:
@@ -108,3 +120,70 @@ def test_a_name_guess_set_aside_says_what_it_was_and_why() -> None:
     # only the operator whose guess was set aside says so
     others = [b for b in binding.operators if b.name != "slow"]
     assert not any("its name as a uid" in b.reason for b in others)
+
+
+SHAPES = [fixture_named(f"{r}-shapes{s}") for r in ("1.14.6", "1.20.3", "2.2.1") for s in ("", "-no-uid")]
+
+
+@pytest.mark.parametrize("fx", [pytest.param(f, id=f.name) for f in SHAPES])
+def test_a_chain_whose_first_leaf_is_not_its_last_operator_is_not_rebuilt(fx: Fixture) -> None:
+    """The window's chain ``Window -> (Sink: Unnamed, Map)``: its first leaf (the sink, position 1) is not its last
+    operator, and the side-output Map (the last) is what feeds the next vertex (ids.json's edges). A job-graph
+    plan does not say which leaf sends, so no stream graph is rebuilt from it and no generated id is taken; the
+    vertex heads are Flink's ids all the same, and no other operator is bound to an id that is not Flink's."""
+    flink = json.loads((fx.root / "ids.json").read_text())
+    by_op = {n["operator_id"]: n for n in flink["stream_nodes"]}
+    window = next(v for v in flink["vertices"] if "Window" in v["name"] or "Tumbling" in v["name"])
+    chain = [by_op[o] for o in window["operator_ids"]]
+    members = {n["id"] for n in chain}
+    sink, side = (next(n for n in chain if n["name"] == name) for name in ("Sink: Unnamed", "Map"))
+    leaving = {e["source"] for e in flink["stream_edges"] if e["source"] in members and e["target"] not in members}
+    assert leaving == {side["id"]}  # only the side-output Map sends out of the vertex
+    assert not any(e["source"] == sink["id"] for e in flink["stream_edges"])  # the sink is a leaf too
+
+    job = parse_job_graph_plan(json.loads((fx.root / "jobgraph.json").read_text()))
+    [shown] = [v for v in job.vertices if v.id == window["id"]]
+    assert (shown.operators[1:], shown.parents) == (("Sink: Unnamed", "Map"), (None, 0, 0))  # first leaf: 1 of 0..2
+    stored = [o.operator_id for o in load_checkpoint(str(fx.checkpoint_dir)).checkpoint.operators]
+    binding = bind(job, stored, release=fx.release)
+    assert "the job-graph plan could not be rebuilt into a stream graph; generated ids not tried" in binding.notes
+    assert not any(b.method == DETERMINISTIC_HASH for b in binding.operators)
+    heads = {v["id"] for v in flink["vertices"]}
+    for b in binding.operators:
+        if b.method == VERTEX_ID:
+            assert b.operator_id in heads and b.position == 0
+        if b.operator_id is not None:
+            assert b.operator_id == _flink_id(flink, b.vertex_id, b.position, b.name), (b.name, b.method)
+
+
+@pytest.mark.parametrize("fx", [pytest.param(f, id=f.name) for f in SHAPES])
+def test_an_operator_bound_by_elimination_stays_uncertain(fx: Fixture) -> None:
+    """The job-graph plan alone, with the checkpoint's parallelisms: the rules branch (``Source: rules -> Map``)
+    is the only one at parallelism 1 (ids.json), its head is bound by vertex id, so its Map is the only operator
+    left at parallelism 1 for the only id left at 1. That is Flink's id for it, yet only a structural guess: in
+    the checkpoint, never exact. At parallelism 2 several operators and ids are left: none is bound."""
+    flink = json.loads((fx.root / "ids.json").read_text())
+    at_one = [n for n in flink["stream_nodes"] if n["parallelism"] == 1]
+    assert sorted(n["name"] for n in at_one) == ["Map", "Source: rules"]
+    map_id = next(n["operator_id"] for n in at_one if n["name"] == "Map")
+    job = parse_job_graph_plan(json.loads((fx.root / "jobgraph.json").read_text()))
+    parallelism = {o.operator_id: o.parallelism for o in load_checkpoint(str(fx.checkpoint_dir)).checkpoint.operators}
+    binding = bind(job, list(parallelism), release=fx.release, checkpoint_parallelism=parallelism)
+    [guessed] = [b for b in binding.operators if b.method == ELIMINATION]
+    assert (guessed.name, guessed.operator_id, guessed.in_checkpoint, guessed.exact, guessed.position) == (
+        "Map",
+        map_id,
+        True,
+        False,
+        1,
+    )
+    assert guessed.reason == (
+        "the only operator left with parallelism 1 and the only checkpoint id left: structural guess, not Flink's rule"
+    )
+    left = [b for b in binding.operators if b.method == UNBOUND]
+    assert {b.vertex_id for b in left} <= {v["id"] for v in flink["vertices"] if v["parallelism"] == 2}
+    assert len(left) == len(binding.unclaimed) > 1
+    assert {parallelism[h] for h in binding.unclaimed} == {2}
+    # without the parallelisms nothing tells the ids left apart
+    plain = bind(job, list(parallelism), release=fx.release)
+    assert not any(b.method == ELIMINATION for b in plain.operators)
