@@ -2,13 +2,21 @@
 
 Small stream graphs whose ids are Flink's rules applied to them (``uid_hash`` is Flink's murmur3 of the uid,
 checked against Flink's own ids in test_operator_ids.py; the generated ids StreamGraphHasherV2's traversal). The
-checkpoint's facts are those such a job writes: operators without state, at the plan's parallelism."""
+checkpoint's facts are those such a job writes: operators without state, at the plan's parallelism. And real
+checkpoints of 1.12.5 with their plans edited, expected ids from ids.json (Flink's own hasher)."""
 
 from __future__ import annotations
 
-from spillway.flink.deduction import INDISTINCT, OperatorFacts
-from spillway.flink.operator_ids import UID_HASH, bind, deterministic_ids, uid_hash
+import json
+from typing import Any
+
+from support.fixtures import Fixture, fixture_named
+
+from spillway.flink.deduction import DEDUCED, INDISTINCT, OperatorFacts
+from spillway.flink.operator_ids import UID_HASH, UNBOUND, bind, deterministic_ids, uid_hash
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode
+from spillway.inspect.topology import operator_binding, parse_plan
+from spillway.storage.load import load_checkpoint
 
 
 def _chain_of_two_named_by_their_uids() -> tuple[StreamGraph, dict[int, str]]:
@@ -47,3 +55,71 @@ def test_two_name_guesses_nothing_contradicts_stay_exact() -> None:
     open_ops = {b.name: b for b in plain.operators if b.name in ("x", "y")}
     assert {b.method for b in open_ops.values()} == {INDISTINCT}
     assert all(set(b.candidates) == {ids[2], ids[3]} and not b.exact for b in open_ops.values())
+
+
+def test_a_guess_the_evidence_leaves_indistinct_stays_exact() -> None:
+    """a (uid "a") and x (uid "hidden", a name that is no uid): without a's guess the two stateless operators
+    take either id, alike; with it each has one. A guess the evidence leaves open (not contradicted) stands."""
+    nodes = (
+        StreamNode(1, "Source: in", 2, is_source=True),
+        StreamNode(2, "a", 2, uid="a"),
+        StreamNode(3, "other", 2, uid="hidden"),
+    )
+    edges = (StreamEdge(1, 2, "REBALANCE"), StreamEdge(2, 3, "REBALANCE"))
+    ids = deterministic_ids(StreamGraph(nodes, edges), "1.20")
+    plan = StreamGraph(tuple(StreamNode(n.id, n.name, 2, is_source=n.is_source) for n in nodes), edges)
+    facts = [OperatorFacts(h, 2) for h in ids.values()]
+    binding = bind(plan, list(ids.values()), release="1.20", facts=facts, absent_allowed=False)
+    got = {b.name: (b.method, b.operator_id, b.exact) for b in binding.operators}
+    assert got["a"] == (UID_HASH, uid_hash("a"), True)
+    assert got["other"] == (DEDUCED, uid_hash("hidden"), True)
+    assert not any("not used" in b.reason for b in binding.operators)
+
+
+def _fixture_plan(name: str) -> tuple[Fixture, dict[str, Any], dict[str, dict[str, Any]]]:
+    fx = fixture_named(name)
+    flink = {n["name"]: n for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}
+    return fx, json.loads((fx.root / "plan.json").read_text()), flink
+
+
+def test_a_plan_no_assignment_fits_keeps_its_name_guesses() -> None:
+    """1.12.5-rocksdb-incremental's plan with the source at parallelism 5 (Flink ran it at 2): no assignment fits
+    the checkpoint, so the plan is not this checkpoint's job as given, and that is what the binding says; the name
+    guesses (tostr, slow: names that are their uids, ids.json) are not what is wrong and stay, at Flink's ids."""
+    fx, doc, flink = _fixture_plan("1.12.5-rocksdb-incremental")
+    for node in doc["nodes"]:
+        if node["type"].startswith("Source"):
+            node["parallelism"] = 5
+    binding = operator_binding(parse_plan(doc), load_checkpoint(str(fx.checkpoint_dir)).checkpoint)
+    assert binding is not None and binding.solutions == 0
+    for name in ("tostr", "slow"):
+        assert flink[name]["uid"] == name
+        [b] = binding.by_name(name)
+        assert (b.method, b.operator_id, b.exact) == (UID_HASH, flink[name]["operator_id"], True)
+    [src] = binding.by_name("Source: seq")
+    assert (src.method, src.reason) == (UNBOUND, "no consistent assignment exists (see the notes)")
+
+
+def test_keyed_state_behind_a_forward_edge_keeps_the_name_guess() -> None:
+    """reinterpretAsKeyedStream: an operator inserted between the keyBy and slow feeds it over FORWARD. slow's id
+    (its uid's hash, ids.json) holds keyed state; the structural step admits keyed state behind a FORWARD edge
+    only when nothing else fits, so the binding without the guess is no fair test of it: the guess stays."""
+    fx, doc, flink = _fixture_plan("1.12.5-rocksdb-incremental")
+    nodes = {n["type"]: n for n in doc["nodes"]}
+    slow = nodes["slow"]
+    (pred,) = slow["predecessors"]
+    assert pred["ship_strategy"] == "HASH"
+    slow["predecessors"] = [{"id": 99, "ship_strategy": "FORWARD"}]
+    inserted = {
+        "id": 99,
+        "type": "reinterpret",
+        "contents": "reinterpret",
+        "pact": "Operator",
+        "parallelism": slow["parallelism"],
+        "predecessors": [pred],
+    }
+    doc["nodes"].insert(doc["nodes"].index(slow), inserted)
+    binding = operator_binding(parse_plan(doc), load_checkpoint(str(fx.checkpoint_dir)).checkpoint)
+    assert binding is not None
+    [b] = binding.by_name("slow")
+    assert (b.method, b.operator_id, b.exact) == (UID_HASH, flink["slow"]["operator_id"], True)
