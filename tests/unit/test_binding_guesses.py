@@ -123,3 +123,17 @@ def test_keyed_state_behind_a_forward_edge_keeps_the_name_guess() -> None:
     assert binding is not None
     [b] = binding.by_name("slow")
     assert (b.method, b.operator_id, b.exact) == (UID_HASH, flink["slow"]["operator_id"], True)
+
+
+def test_a_right_guess_the_evidence_cannot_confirm_is_not_exact() -> None:
+    """1.10.3 leaves stateless operators out of ``_metadata``: tostr's name is its uid (ids.json), but without
+    the guess tostr could be its id or absent, so the name proves nothing and tostr is not bound exactly; its id
+    stays among its candidates (exact only if every consistent assignment agrees with the guess dropped)."""
+    fx, doc, flink = _fixture_plan("1.10.3-aligned")
+    assert flink["tostr"]["uid"] == "tostr"
+    binding = operator_binding(parse_plan(doc), load_checkpoint(str(fx.checkpoint_dir)).checkpoint)
+    assert binding is not None
+    [b] = binding.by_name("tostr")
+    assert (b.method, b.operator_id, b.exact) == (UNBOUND, None, False)
+    assert flink["tostr"]["operator_id"] in b.candidates and len(b.candidates) > 1
+    assert b.reason.startswith(f"its name as a uid ('tostr') hashes to {flink['tostr']['operator_id']}, but that is")
