@@ -49,13 +49,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "operator_ids": (
         "spillway/flink/operator_ids.py",
         [
-            "tests/unit/test_operator_ids.py",
+            "tests/unit/test_binding_reasons.py",
+            "tests/unit/test_binding_flink_ids.py",
+            "tests/unit/test_binding_stored_names.py",
+            "tests/unit/test_binding_guesses.py",
             "tests/unit/test_binding_hypotheses.py",
+            "tests/unit/test_job_ids.py",
             "tests/unit/test_shapes_binding.py",
             "tests/unit/test_binding_value.py",
-            "tests/unit/test_job_ids.py",
-            "tests/unit/test_binding_production.py",
-            "tests/unit/test_deduction_search.py",
+            "tests/unit/test_operator_ids.py",
         ],
     ),
     # the independent key checks (the extractor against the source, the output's key groups)
@@ -149,6 +151,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/flink/deduction.py",
         [
             "tests/unit/test_deduction.py",
+            "tests/unit/test_deduction_facts.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_operator_ids.py",
