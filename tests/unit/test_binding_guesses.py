@@ -55,6 +55,11 @@ def test_two_name_guesses_nothing_contradicts_stay_exact() -> None:
     open_ops = {b.name: b for b in plain.operators if b.name in ("x", "y")}
     assert {b.method for b in open_ops.values()} == {INDISTINCT}
     assert all(set(b.candidates) == {ids[2], ids[3]} and not b.exact for b in open_ops.values())
+    first, second = sorted((ids[2], ids[3]))
+    assert {b.reason for b in open_ops.values()} == {
+        f"one of {first}, {second}: they hold no state and finished alike, so they cannot be told apart and "
+        "nothing depends on which"
+    }
 
 
 def test_a_guess_the_evidence_leaves_indistinct_stays_exact() -> None:
@@ -98,6 +103,14 @@ def test_a_plan_no_assignment_fits_keeps_its_name_guesses() -> None:
         assert (b.method, b.operator_id, b.exact) == (UID_HASH, flink[name]["operator_id"], True)
     [src] = binding.by_name("Source: seq")
     assert (src.method, src.reason) == (UNBOUND, "no consistent assignment exists (see the notes)")
+    # the plan's operators and the checkpoint's ids (Flink's loader) neither name guess took
+    left_ops = len(doc["nodes"]) - 2
+    left_ids = len(json.loads(fx.oracle.read_text())["operators"]) - 2
+    assert binding.notes == (
+        f"no assignment of the {left_ops} plan operator(s) not bound by id to the {left_ids} checkpoint operator(s) "
+        "left fits the checkpoint (parallelism, keyed state, source state, channel state): the plan does not describe "
+        "this checkpoint, or describes another version of the job",
+    )
 
 
 def test_keyed_state_behind_a_forward_edge_keeps_the_name_guess() -> None:

@@ -7,6 +7,7 @@ state each id holds from oracle.json (Flink's own reading of ``_metadata``)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -87,10 +88,15 @@ def test_every_deduced_operator_names_the_state_flink_stored_for_it() -> None:
         assert b.operator_id == flink[b.name]["operator_id"] and b.exact, (b.name, b.reason)
         said = _evidence(oracle[b.operator_id])
         kinds |= set(said.split(", ")[1:])
-        assert b.reason.startswith(
+        head = (
             f"the only checkpoint operator that fits ({said}) in every consistent assignment "
             "(1 consistent assignment(s) met); others ruled out: "
-        ), (b.name, b.reason)
+        )
+        assert b.reason.startswith(head), (b.name, b.reason)
+        # each id ruled out is named by its first eight digits: one of the checkpoint's other ids
+        ruled = re.findall(r"(?:^|; )([0-9a-f]+)…: ", b.reason[len(head) - len("others ruled out: ") :])
+        assert ruled and all(len(r) == 8 for r in ruled), b.reason
+        assert all(any(h.startswith(r) and h != b.operator_id for h in oracle) for r in ruled)
     # the evidence of this checkpoint covers every kind of state a reason can name
     assert kinds == {
         "keyed state",
@@ -205,6 +211,14 @@ def test_dedup_is_not_bound_by_its_name_which_is_legacy_dedups_uid(release: str)
     [dedup] = binding.by_name("dedup")
     assert (dedup.method, dedup.operator_id, dedup.exact) == (UNBOUND, None, False)
     assert flink["dedup"]["operator_id"] in dedup.candidates and len(dedup.candidates) > 1
+    shown = ", ".join("absent" if c == "-" else c for c in sorted(dedup.candidates))
+    assert re.fullmatch(
+        re.escape(f"could be any of {shown} (")
+        + r"\d+\+? consistent assignment\(s\) met"
+        + re.escape("); give its uid (--uid dedup=UID) if it has one, ")
+        + re.escape("or the job-graph plan (REST /jobs/<job-id>/plan)"),
+        dedup.reason.split("so it is not used; ", 1)[1],
+    ), dedup.reason
     assert dedup.reason.startswith(
         f"its name as a uid ('dedup') hashes to {legacy}, but that is a guess the other evidence does not confirm "
         "(a name may be another operator's uid), so it is not used; could be any of "
