@@ -90,3 +90,17 @@ def test_flinks_ids_leave_nothing_for_the_guessing_passes(fx: Fixture) -> None:
     assert {b.method for b in binding.operators} == {operator_ids.FLINK_ID}
     assert binding.unclaimed == (stranger,)
     assert binding.chained_outputs == {}
+
+
+@pytest.mark.parametrize("fx", SHAPES)
+def test_an_operator_whose_id_the_checkpoint_lacks_says_so(fx: Fixture) -> None:
+    """Every id of the job but one (``Sink: Writer``'s, or 1.14's first ``Sink: Unnamed``) given as the
+    checkpoint's: that operator is bound to Flink's id, not in the checkpoint, and says it has no state there."""
+    doc, _ = _with_user_hashes(fx)
+    job = parse_job_ids(doc)
+    missing = next(n for n in doc["stream_nodes"] if n["name"] in ("Sink: Writer", "Sink: Unnamed"))
+    rest = [h for h in _stored(fx) if h != missing["operator_id"]]
+    binding = operator_ids.bind(job.graph, rest, release=fx.release)
+    [b] = [b for b in binding.operators if b.node_id == missing["id"]]
+    expected = (missing["operator_id"], False, False, FLINKS + ABSENT)
+    assert (b.operator_id, b.in_checkpoint, b.exact, b.reason) == expected
