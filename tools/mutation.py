@@ -53,6 +53,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_binding_flink_ids.py",
             "tests/unit/test_binding_stored_names.py",
             "tests/unit/test_binding_guesses.py",
+            "tests/unit/test_binding_output_orders.py",
             "tests/unit/test_binding_hypotheses.py",
             "tests/unit/test_job_ids.py",
             "tests/unit/test_shapes_binding.py",
