@@ -150,3 +150,29 @@ def test_a_right_guess_the_evidence_cannot_confirm_is_not_exact() -> None:
     assert (b.method, b.operator_id, b.exact) == (UNBOUND, None, False)
     assert flink["tostr"]["operator_id"] in b.candidates and len(b.candidates) > 1
     assert b.reason.startswith(f"its name as a uid ('tostr') hashes to {flink['tostr']['operator_id']}, but that is")
+
+
+def _fan_out_of_two_finished(finished: tuple[bool, bool]) -> tuple[dict[str, Any], dict[int, str]]:
+    """Source: in (finished) feeding x (uid "p") and y (uid "q") over the network; x's and y's ids finished as
+    given (FLIP-147: a finished task's operators are restored as finished, so which is which matters)."""
+    nodes = (
+        StreamNode(1, "Source: in", 2, is_source=True),
+        StreamNode(2, "x", 2, uid="p"),
+        StreamNode(3, "y", 2, uid="q"),
+    )
+    edges = (StreamEdge(1, 2, "REBALANCE"), StreamEdge(1, 3, "REBALANCE"))
+    ids = deterministic_ids(StreamGraph(nodes, edges), "1.20")
+    plan = StreamGraph(tuple(StreamNode(n.id, n.name, 2, is_source=n.is_source) for n in nodes), edges)
+    flags = {1: True, 2: finished[0], 3: finished[1]}
+    facts = [OperatorFacts(h, 2, stateless=False, finished=(flags[n],) * 2) for n, h in ids.items()]
+    binding = bind(plan, list(ids.values()), release="1.20", facts=facts, absent_allowed=False)
+    return {b.name: b for b in binding.operators}, ids
+
+
+def test_stateless_ids_finished_alike_are_indistinct_and_finished_differently_are_not() -> None:
+    ops, ids = _fan_out_of_two_finished((True, True))
+    assert {ops[n].method for n in ("x", "y")} == {INDISTINCT}
+    ops, ids = _fan_out_of_two_finished((True, False))
+    for n in ("x", "y"):
+        assert (ops[n].method, ops[n].exact, set(ops[n].candidates)) == (UNBOUND, False, {ids[2], ids[3]})
+        assert ops[n].reason.startswith(f"could be any of {', '.join(sorted((ids[2], ids[3])))} (2 consistent")
