@@ -21,10 +21,11 @@ from spillway.flink.operator_ids import (
     UID_HASH,
     UNBOUND,
     bind,
+    node_ref,
     uid_candidates,
     uid_hash,
 )
-from spillway.flink.stream_graph import StreamGraph, parse_stream_plan
+from spillway.flink.stream_graph import StreamGraph, parse_job_graph_plan, parse_stream_plan
 
 FIXTURES = [fixture_named("2.2.1-shapes"), fixture_named("2.2.1-shapes-no-uid")]
 
@@ -119,3 +120,25 @@ def test_a_uid_given_for_a_repeated_name_picks_the_node() -> None:
         "there, or the uid is wrong)",
     )
     assert flink[joiner.id]["operator_id"] in binding.unclaimed
+
+
+def test_a_uid_given_for_a_chained_operator_of_a_job_graph_plan_by_its_place() -> None:
+    """A job-graph plan names no stream node: a chained operator is picked as ``#VERTEX8.POS`` (the vertex id's
+    first eight digits, its place in the chain). 1.20.3-shapes' first ``Map`` (uid parse-events, ids.json) is
+    position 1 of the events chain; given its uid that way it is bound to Flink's id, and no other ``Map`` is."""
+    fx = fixture_named("1.20.3-shapes")
+    flink = json.loads((fx.root / "ids.json").read_text())
+    parse = next(n for n in flink["stream_nodes"] if n["uid"] == "parse-events")
+    vertex = parse["vertex_id"]
+    job = parse_job_graph_plan(json.loads((fx.root / "jobgraph.json").read_text()))
+    [shown] = [v for v in job.vertices if v.id == vertex]
+    assert shown.operators[1] == "Map"
+    ref = node_ref(None, vertex, 1)
+    assert ref == f"#{vertex[:8]}.1"
+    assert node_ref(None, vertex, None) is None and node_ref(None, None, 1) is None and node_ref(7, vertex, 1) == "#7"
+    stored = [o["operator_id"] for o in json.loads(fx.oracle.read_text())["operators"]]
+    binding = bind(job, stored, release=fx.release, uid_overrides={ref: "parse-events"})
+    by_uid = [b for b in binding.operators if b.method == UID_HASH]
+    assert [(b.vertex_id, b.position, b.operator_id, b.exact) for b in by_uid] == [
+        (vertex, 1, parse["operator_id"], True)
+    ]
