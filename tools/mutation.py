@@ -45,7 +45,22 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_key_extractor_check.py",
         ],
     ),
-    "operator_ids": ("spillway/flink/operator_ids.py", ["tests/unit/test_operator_ids.py"]),
+    # the binding: uid and generated-id hashing, the job-graph alignment, the passes, the hypotheses, the job's own ids
+    "operator_ids": (
+        "spillway/flink/operator_ids.py",
+        [
+            "tests/unit/test_binding_reasons.py",
+            "tests/unit/test_binding_flink_ids.py",
+            "tests/unit/test_binding_stored_names.py",
+            "tests/unit/test_binding_guesses.py",
+            "tests/unit/test_binding_output_orders.py",
+            "tests/unit/test_binding_hypotheses.py",
+            "tests/unit/test_job_ids.py",
+            "tests/unit/test_shapes_binding.py",
+            "tests/unit/test_binding_value.py",
+            "tests/unit/test_operator_ids.py",
+        ],
+    ),
     # the independent key checks (the extractor against the source, the output's key groups)
     "source_keys": (
         "spillway/rescale/source_keys.py",
@@ -137,6 +152,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/flink/deduction.py",
         [
             "tests/unit/test_deduction.py",
+            "tests/unit/test_deduction_facts.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_operator_ids.py",
