@@ -73,7 +73,11 @@ def test_stored_names_bind_only_the_names_that_are_unique(fx: Fixture) -> None:
             assert b.reason.startswith("StreamGraphHasherV2 gives this id (no uid")
         if b.method == UNBOUND:
             tried = ", ".join(repr(u) for u, _ in uid_candidates(b.name))
-            quoted = b.name if " " not in b.name else f"'{b.name}'"
+            # a name several plan operators carry is given as the form that picks this one (NAME#NODE)
+            if plan_names[b.name] > 1:
+                quoted = f"'{b.name}#{b.node_id}'"
+            else:
+                quoted = b.name if " " not in b.name else f"'{b.name}'"
             assert b.reason == (
                 f"name {b.name!r} occurs more than once; stored names cannot tell them apart; no id computed by "
                 f"Flink's rules for {b.name!r} is in the checkpoint (uids tried: {tried}; generated id tried). If it "
