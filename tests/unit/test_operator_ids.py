@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,12 @@ def test_job_graph_plan_aligns_with_stream_plan(fixture: Path) -> None:
     job = parse_job_graph_plan(_json(fixture / "jobgraph.json"))
     assert sum(len(v.operators) for v in job.vertices) == len(graph.nodes)
     chained = chained_edges_from_job_graph(graph, job)
-    assert chained is not None
+    if chained is None:
+        # refused only where the job has twin chains (the same operators, e.g. finished-symmetric's two branches):
+        # which plan nodes are which vertex's is then not decided by the plan
+        twins = Counter(tuple(v.operators) for v in job.vertices)
+        assert max(twins.values()) > 1, fixture.name
+        return
     # Each chain edge joins two nodes of one job vertex of the job that ran, and every such edge is found.
     flink_node = _flink_node_of(fixture, graph)
     vertex_of = {k: n["vertex_id"] for k, n in flink_node.items()}
@@ -309,12 +315,20 @@ def _flink_node_of(fixture: Path, graph: StreamGraph) -> dict[int, dict[str, Any
     """Plan node id -> the node of the job that ran (ids.json), by node id, not by name: names repeat (six
     ``Map``). A Sink V2 writer is the one node whose id differs (the plan draws a fresh one,
     docs/format/job-shapes.md): it pairs with the job's one node of its name the plan does not have."""
-    nodes = _json(fixture / "ids.json")["stream_nodes"]
+    doc = _json(fixture / "ids.json")
+    nodes = doc["stream_nodes"]
     by_id = {n["id"]: n for n in nodes}
     out = {n.id: by_id[n.id] for n in graph.nodes if n.id in by_id}
+    sources = {m["id"]: {e["source"] for e in doc["stream_edges"] if e["target"] == m["id"]} for m in nodes}
     for n in graph.nodes:
         if n.id not in by_id:
-            (twin,) = [m for m in nodes if m["name"] == n.name and m["id"] not in {x.id for x in graph.nodes}]
+            # several writers of one name (twin branches): the one fed by this node's (matched) inputs
+            feeding = {out[e.source]["id"] for e in graph.edges if e.target == n.id and e.source in out}
+            (twin,) = [
+                m
+                for m in nodes
+                if m["name"] == n.name and m["id"] not in {x.id for x in graph.nodes} and sources[m["id"]] == feeding
+            ]
             out[n.id] = twin
     return out
 
