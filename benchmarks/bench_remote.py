@@ -4,6 +4,7 @@
     python benchmarks/bench_remote.py                 # 5 GiB of keyed state + ~210 MiB of channel state, 2000 files
     python benchmarks/bench_remote.py --small         # 64 MiB keyed + ~8 MiB channel state in 40 files (a minute)
     python benchmarks/bench_remote.py --results /tmp/remote.json --no-rescale
+    python benchmarks/bench_remote.py --only validate --baseline main   # main's validate, then this checkout's
 
 The checkpoint (cached in ~/.cache/spillway/bench/remote-<shape>/, metadata V6 written by spillway's encoder as
 in synth_channel_state.py) is ``--edges`` all-to-all REBALANCE edges ``up-i -> down-i`` of ``--parallelism`` subtasks
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1 << 20))  # bigger objects go to a temp file
 
+from side_by_side import baseline_checkout, spillway_cwd  # noqa: E402
 from synth_channel_state import PROPS, record_block, write_edge  # noqa: E402
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata  # noqa: E402
@@ -195,19 +197,30 @@ class Row:
 
 
 def run_command(  # type: ignore[no-untyped-def]
-    name: str, args: list[str], env: dict[str, str], counter, keyed: set[str], needed: int, outputs: Path
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    counter,
+    keyed: set[str],
+    needed: int,
+    outputs: Path,
+    code: Path | None = None,
 ) -> Row:
-    """One run; its stdout and stderr are kept as ``outputs/<command>.out`` / ``.err``."""
+    """One run (of the checkout ``code``, this one when None); its stdout and stderr are kept as
+    ``outputs/<command>[@rev].out`` / ``.err``."""
     counter.reset()
     outputs.mkdir(exist_ok=True)
-    with open(outputs / f"{args[0]}.out", "wb") as out, open(outputs / f"{args[0]}.err", "wb") as errs:
+    stem = args[0] if code is None else f"{args[0]}@{code.name}"
+    env = {**env, "PYTHONPATH": str(spillway_cwd(code))}
+    with open(outputs / f"{stem}.out", "wb") as out, open(outputs / f"{stem}.err", "wb") as errs:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([PY, "-m", "spillway", *args], cwd=ROOT, env=env, stdout=out, stderr=errs)
+        cwd = spillway_cwd(code)
+        proc = subprocess.Popen([PY, "-m", "spillway", *args], cwd=cwd, env=env, stdout=out, stderr=errs)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
-        err = (outputs / f"{args[0]}.err").read_text(errors="replace")
+        err = (outputs / f"{stem}.err").read_text(errors="replace")
         print(f"{name}: exit {code}: {err.strip()[-2000:]}", file=sys.stderr)
     read = counter.bytes_read()
     return Row(
@@ -279,8 +292,11 @@ def main() -> None:
     ap.add_argument("--sst-per-subtask", type=int, default=2)
     ap.add_argument("--bulk-workers", type=int, default=10)
     ap.add_argument("--no-rescale", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="COMMAND", help="run only these commands (and the bulk download)")
+    ap.add_argument("--baseline", metavar="REV", help="also run each command at this revision, right before")
     ap.add_argument("--results", type=Path, help="write the rows as JSON here")
     args = ap.parse_args()
+    baseline = baseline_checkout(args.baseline) if args.baseline else None
     if args.small:
         shape = Shape(2, 10, 8.0, 1 / 16, 2)
     else:
@@ -326,6 +342,13 @@ def main() -> None:
                 rescale += ["--master", "inprocess", "--out", f"{tmp}/out", "--json"]
                 commands.append(("rescale down-0, agg-0 (inprocess)", rescale, both))
             for name, cmd, needed in commands:
+                if args.only and cmd[0] not in args.only:
+                    continue
+                if baseline is not None:
+                    row = run_command(name, cmd, env, counter, keyed, needed, base / "outputs", baseline)
+                    row.name = f"{name} @{args.baseline}"
+                    rows.append(row)
+                    print(table(rows[-1:]).splitlines()[-1], flush=True)
                 rows.append(run_command(name, cmd, env, counter, keyed, needed, base / "outputs"))
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
         rows.append(bulk_download(s3, counter, sorted(own), both, args.bulk_workers))
