@@ -791,8 +791,11 @@ def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int
                 raise cannot_write(t.target, exc) from None
             fds[t.target] = fd
             created.append((t.target, os.fstat(fd)))
-            if t.size:  # one open (a HEAD on S3) per file; its ranged reads share it
-                inputs[t.target] = _open_input(t.source)
+        # One open (a HEAD on S3) per file, its ranged reads share it; opened in the pool: thousands of small
+        # files opened one after another cost as much as all their reads.
+        sized = [t for t in transfers if t.size]
+        for t, handle in zip(sized, pool.map(lambda t: _open_input(t.source), sized), strict=True):
+            inputs[t.target] = handle
         futures += [
             pool.submit(_read_part, t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
             for t in transfers
