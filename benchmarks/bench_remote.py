@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What each command transfers from an object store, and how fast, on a checkpoint of production shape.
 
-    python benchmarks/bench_remote.py                 # 5 GiB of keyed state + ~215 MiB of channel state, 2000 files
+    python benchmarks/bench_remote.py                 # 5 GiB of keyed state + ~220 MiB of channel state, 2000 files
     python benchmarks/bench_remote.py --small         # 64 MiB keyed + ~8 MiB channel state in 40 files (a minute)
     python benchmarks/bench_remote.py --results /tmp/remote.json --no-rescale
     python benchmarks/bench_remote.py --only validate --baseline main   # main's validate, then this checkout's
@@ -301,7 +301,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="2 edges x 10 subtasks, 8 MiB channel, 64 MiB keyed")
     ap.add_argument("--edges", type=int, default=20)
     ap.add_argument("--parallelism", type=int, default=50)
-    ap.add_argument("--channel-mib", type=float, default=215.0)
+    ap.add_argument("--channel-mib", type=float, default=220.0)
     ap.add_argument("--keyed-gib", type=float, default=5.0)
     ap.add_argument("--sst-per-subtask", type=int, default=2)
     ap.add_argument("--bulk-workers", type=int, default=10)
