@@ -363,8 +363,9 @@ def main() -> None:
             for name, cmd, needed in commands:
                 if args.only and cmd[0] not in args.only:
                     continue
-                if baseline is not None:
-                    row = run_command(name, cmd, env, counter, keyed, needed, base / "outputs", baseline)
+                if baseline is not None:  # its own --out: spillway never writes over one
+                    theirs = [f"{a}-{args.baseline}" if i and cmd[i - 1] == "--out" else a for i, a in enumerate(cmd)]
+                    row = run_command(name, theirs, env, counter, keyed, needed, base / "outputs", baseline)
                     row.name = f"{name} @{args.baseline}"
                     rows.append(row)
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
