@@ -109,7 +109,11 @@ def relocate_opened(
             staged = _stage_external(local, new, claim)
             try:
                 written = fs.put_files(remote)
-                written += fs.copy_files(in_store)
+                try:
+                    written += fs.copy_files(in_store)
+                except BaseException:
+                    fs.delete_files(written)  # the uploads before the failed copy
+                    raise
             except BaseException:
                 if staged is not None:
                     staged.abandon()
