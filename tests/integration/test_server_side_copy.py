@@ -72,3 +72,42 @@ def test_relocate_copy_data_on_one_store_copies_in_the_store() -> None:
         files = spillway("files", out, "--json", env=s3.env())
         paths = {f["path"] for f in json.loads(files.out)["files"]}
         assert {f"s3://{k}" for k in moved_keys} <= paths
+
+
+def test_a_copy_refused_midway_leaves_only_what_was_there() -> None:
+    """A destination already holding other bytes: refused in one line naming it, and every copy this run made
+    before it is deleted again (the store keeps only what it held before). Buckets of its own: moto's objects
+    outlive a server within one process."""
+    fx = fixture_named(FIXTURE)
+    root = fx.root / "checkpoints"
+    job = fx.info["job_id"]
+    shared = sorted((root / job / "shared").iterdir())
+    taken = f"refused-dst/flink/{job}/shared/{shared[-1].name}"  # the last one copied (copies go in key order)
+    with counting_s3(buckets=("refused-src", "refused-dst")) as (s3, _):
+        assert s3.client is not None
+        upload(s3.client, root, "refused-src/flink")
+        with s3.client.open_output_stream(taken) as fh:
+            fh.write(b"someone else's object")
+        flink_wrote = "file:" + fx.info["generated_at"] + "/checkpoints"
+        run = spillway(
+            "repair",
+            "relocate",
+            f"s3://refused-src/flink/{job}/{fx.checkpoint_dir.name}",
+            "--rebase",
+            f"{flink_wrote}=s3://refused-src/flink",
+            "--out",
+            f"s3://refused-dst/flink/{job}/{fx.checkpoint_dir.name}",
+            "--from",
+            flink_wrote,
+            "--to",
+            "s3://refused-dst/flink",
+            "--copy-data",
+            env=s3.env(),
+            timeout=600,
+        )
+        assert run.code != 0
+        assert run.err.strip().splitlines() == [f"error: s3://{taken}: exists with different content; not overwritten"]
+        listed = s3.client.get_file_info(pafs.FileSelector("refused-dst", recursive=True))
+        assert [i.path for i in listed if i.type == pafs.FileType.File] == [taken]
+        with s3.client.open_input_stream(taken) as fh:
+            assert fh.read() == b"someone else's object"
