@@ -70,12 +70,38 @@ def main() -> None:
     # ~2.5 MB of records, reused with rotation; ~121 B per record on average, so a smaller block when a
     # channel gets less than that (the default sizes keep 20 000 records and so the same bytes as before)
     block = record_block(rng, max(100, min(20_000, round(target / 121))))
-    bounds = _boundaries(block)
     # Whole blocks per channel: a rotation that starts on a record boundary then also ends on one.
     blocks = max(1, round(target / len(block)))
     per_channel = blocks * len(block)
     chk = args.out / "job" / "chk-1"
     chk.mkdir(parents=True, exist_ok=True)
+    down_subs, up_subs = write_edge(chk, rng, p, block, per_channel)
+    ops = [
+        OperatorState(DOWN, p, 128, name="down", uid="down", subtasks=list(down_subs.values())),
+        OperatorState(UP, p, 128, name="up", uid="up", subtasks=list(up_subs.values())),
+    ]
+    (chk / "_metadata").write_bytes(encode_metadata(Checkpoint(6, 1, ops, properties_raw=PROPS)))
+    plan = {
+        "nodes": [
+            {
+                "id": DOWN,
+                "parallelism": p,
+                "description": "down<br/>",
+                "inputs": [{"id": UP, "num": 0, "ship_strategy": "HASH"}],
+            },
+            {"id": UP, "parallelism": p, "description": "up<br/>"},
+        ]
+    }
+    (args.out / "plan.json").write_text(json.dumps(plan))
+    print(chk)
+
+
+def write_edge(
+    chk: Path, rng: random.Random, p: int, block: bytes, per_channel: int
+) -> tuple[dict[int, SubtaskState], dict[int, SubtaskState]]:
+    """The channel-state files of one all-to-all edge (up -> down, ``p`` subtasks each) in ``chk``: one file
+    per subtask and side, ``per_channel`` bytes per logical channel. Returns the (down, up) subtask states."""
+    bounds = _boundaries(block)
     down_subs = {d: SubtaskState(d) for d in range(p)}
     up_subs = {u: SubtaskState(u) for u in range(p)}
     # One file per subtask of each side; chunks of the channels of that subtask interleave round-robin.
@@ -123,24 +149,7 @@ def main() -> None:
             merged_type = MergedInputChannelHandle if side == "input" else MergedResultSubpartitionHandle
             merged = merged_type(s, sum(e.state_size for e in chans), RelativeFileHandle(name, size), chans)
             (sub.input_channel_state if side == "input" else sub.result_subpartition_state).append(merged)
-    ops = [
-        OperatorState(DOWN, p, 128, name="down", uid="down", subtasks=list(down_subs.values())),
-        OperatorState(UP, p, 128, name="up", uid="up", subtasks=list(up_subs.values())),
-    ]
-    (chk / "_metadata").write_bytes(encode_metadata(Checkpoint(6, 1, ops, properties_raw=PROPS)))
-    plan = {
-        "nodes": [
-            {
-                "id": DOWN,
-                "parallelism": p,
-                "description": "down<br/>",
-                "inputs": [{"id": UP, "num": 0, "ship_strategy": "HASH"}],
-            },
-            {"id": UP, "parallelism": p, "description": "up<br/>"},
-        ]
-    }
-    (args.out / "plan.json").write_text(json.dumps(plan))
-    print(chk)
+    return down_subs, up_subs
 
 
 def _boundaries(block: bytes) -> list[int]:

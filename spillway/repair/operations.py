@@ -73,7 +73,9 @@ def relocate_opened(
                 "spelling: /x, file:/x, file:///x)"
             )
         copies = relative_copies(loaded, result.checkpoint)
-        local, remote, inside = _external_copies(loaded, result.checkpoint, old, new, io) if copy_data else ([], [], {})
+        local, remote, in_store, inside = (
+            _external_copies(loaded, result.checkpoint, old, new, io) if copy_data else ([], [], [], {})
+        )
         # Files that land inside the output directory itself (Flink 1.10 and some backends write absolute
         # files into their own chk-N): the safe writer writes them into its temporary directory, so they
         # appear with the checked output or not at all.
@@ -91,10 +93,10 @@ def relocate_opened(
         if result.untouched:
             rp.warnings.append(f"{result.untouched} absolute paths are not below {old!r} and were kept")
         if copy_data:
-            moved = len(local) + len(remote) + len(inside)
+            moved = len(local) + len(remote) + len(in_store) + len(inside)
             rp.changes.append(Change("referenced files copied to their new location", moved))
         source_rules = source_rebases(loaded, io.rebase)
-        if not copy_data or remote:
+        if not copy_data or remote or in_store:
             # The data is not at its new place on this machine: check the output against where it is now.
             rp.self_check_rebase = moved_rules(old, new, source_rules)
         elif io.remote_out is not None:
@@ -107,6 +109,11 @@ def relocate_opened(
             staged = _stage_external(local, new, claim)
             try:
                 written = fs.put_files(remote)
+                try:
+                    written += fs.copy_files(in_store)
+                except BaseException:
+                    fs.delete_files(written)  # the uploads before the failed copy
+                    raise
             except BaseException:
                 if staged is not None:
                     staged.abandon()
@@ -343,11 +350,13 @@ def drop_operator(
 
 def _external_copies(
     loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str, io: Workspace
-) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]], dict[Path, str]]:
-    """(resolved source, new destination) for absolute files: local destinations, remote URIs, and
-    files inside the output directory itself (source -> path relative to it, for the safe writer)."""
+) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]], list[tuple[fs.Location, str]], dict[Path, str]]:
+    """(resolved source, new destination) for absolute files: local destinations, remote URIs, remote URIs the
+    store copies to itself (source in the same store), and files inside the output directory itself (source ->
+    path relative to it, for the safe writer)."""
     local: dict[Path, Path] = {}
     remote: dict[str, Path] = {}
+    in_store: dict[str, fs.Location] = {}
     inside: dict[Path, str] = {}
     out_prefix = io.final_prefix.rstrip("/") + "/"
     sources: dict[str, str] = {}  # new path -> the source's path it was rewritten from
@@ -357,6 +366,9 @@ def _external_copies(
             sources[moved] = h.file_name
     for new_path, original in sources.items():
         resolved = loaded.resolver.resolve_path(original)
+        if (source := _in_store_source(resolved.local_text, new_path, io, out_prefix)) is not None:
+            in_store[new_path] = source  # copied by the store itself: its bytes never pass through here
+            continue
         remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: copied, so fetched
         if resolved.local is None or not resolved.local.is_file():
             raise RepairError(f"{original}: cannot copy, {resolved.problem or 'not found'}")
@@ -374,7 +386,21 @@ def _external_copies(
             inside[resolved.local] = target.relative_to(io.target).as_posix()
             continue
         local[resolved.local] = Path(dest)
-    return sorted(local.items()), sorted((src, uri) for uri, src in remote.items()), inside
+    remote_pairs = sorted((src, uri) for uri, src in remote.items())
+    return sorted(local.items()), remote_pairs, [(src, uri) for uri, src in sorted(in_store.items())], inside
+
+
+def _in_store_source(local: str | None, new_path: str, io: Workspace, out_prefix: str) -> fs.Location | None:
+    """The remote file ``local`` stands for, when the store can copy it to ``new_path`` itself (both on one
+    object store, ``new_path`` outside the output directory); None when its bytes must pass through here."""
+    uri = None if local is None else remote_copies.uri_of(local)
+    size = None if local is None else remote_copies.size_of(local)
+    if uri is None or size is None or not is_remote(new_path):
+        return None
+    if io.remote_out is not None and new_path.startswith(out_prefix):
+        return None
+    source = fs.locate(uri)
+    return source if fs.copies_in_store(source, new_path, size) else None
 
 
 def _stage_external(pairs: list[tuple[Path, Path]], new: str, claim: Claim) -> StagedCopies | None:

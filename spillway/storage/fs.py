@@ -675,6 +675,62 @@ def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
     return written
 
 
+# S3's CopyObject copies at most 5 GiB in one request (larger objects need a multipart copy pyarrow does not do).
+SERVER_COPY_LIMIT = 5 << 30
+
+
+def copies_in_store(source: Location, target_uri: str, size: int) -> bool:
+    """Whether the store itself can copy ``source`` to ``target_uri`` (S3 CopyObject, GCS rewrite): both on the
+    same object store (one scheme: spillway reaches every bucket of a scheme through one endpoint) and small
+    enough for one copy request."""
+    return isinstance(source.fs, _bucketed()) and _store(source.uri) == _store(target_uri) and size <= SERVER_COPY_LIMIT
+
+
+def _store(uri: str) -> str | None:
+    scheme = scheme_of(uri)
+    return _ALIASES.get(scheme, scheme) if scheme else None
+
+
+def copy_files(pairs: Iterable[tuple[Location, str]]) -> list[str]:
+    """Copy objects to absolute URIs on the same store without moving their bytes through this machine
+    (relocate --copy-data between buckets or prefixes): each to a temporary name by the store's own copy, its
+    size checked against the source's, then moved. A destination that exists with the same bytes is kept (they
+    are compared by reading both); one with other bytes is an error. Returns the URIs written (for
+    :func:`delete_files` if a later step fails)."""
+    written: list[str] = []
+    try:
+        for src, uri in pairs:
+            dst = locate(uri)
+            require_container(dst)
+            size = info(src).size
+            existing = info(dst)
+            if existing.type == pafs.FileType.File:
+                if existing.size == size and sha256_of(dst) == sha256_of(src):
+                    continue
+                raise WriteError(f"{uri}: exists with different content; not overwritten")
+            tmp = _temporary_sibling(dst)
+            what = f"cannot copy {src.uri} here"
+            try:
+                try:
+                    bounded(tmp.uri, what, transfer_allowance(dst.fs, size), dst.fs.copy_file, src.path, tmp.path)
+                except (OSError, ValueError) as exc:
+                    raise _fail(dst, what, exc) from None
+                copied = info(tmp)
+                if copied.type != pafs.FileType.File or copied.size != size:
+                    got = f"{copied.size} bytes after the copy, {size} in {src.uri}"
+                    raise StorageError(f"{tmp.uri}: self-check: {got}")
+                _refuse_taken(dst)
+                move(tmp, dst)
+            except BaseException:
+                _delete_file_quietly(tmp)
+                raise
+            written.append(uri)
+    except BaseException:
+        delete_files(written)
+        raise
+    return written
+
+
 def delete_files(uris: Iterable[str]) -> None:
     """Undo :func:`put_files`: the objects it wrote (files only, never a prefix)."""
     for uri in uris:
@@ -735,8 +791,11 @@ def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int
                 raise cannot_write(t.target, exc) from None
             fds[t.target] = fd
             created.append((t.target, os.fstat(fd)))
-            if t.size:  # one open (a HEAD on S3) per file; its ranged reads share it
-                inputs[t.target] = _open_input(t.source)
+        # One open (a HEAD on S3) per file, its ranged reads share it; opened in the pool: thousands of small
+        # files opened one after another cost as much as all their reads.
+        sized = [t for t in transfers if t.size]
+        for t, handle in zip(sized, pool.map(lambda t: _open_input(t.source), sized), strict=True):
+            inputs[t.target] = handle
         futures += [
             pool.submit(_read_part, t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
             for t in transfers

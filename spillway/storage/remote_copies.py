@@ -63,6 +63,11 @@ def shown(local: str) -> str:
     return _uris.get(os.path.abspath(local), local) if _uris else local
 
 
+def uri_of(local: str | os.PathLike[str]) -> str | None:
+    """The remote file ``local`` stands for (fetched or not); None for a file of this machine."""
+    return _uris.get(os.path.abspath(os.fspath(local))) if _uris else None
+
+
 def pending(local: str | os.PathLike[str]) -> Pending | None:
     """The remote file ``local`` stands for while it has not been fetched."""
     return _pending.get(os.path.abspath(os.fspath(local)))
