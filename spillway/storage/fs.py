@@ -643,6 +643,18 @@ def publish_dir(local_dir: Path, uri: str) -> int:
     return len(order)
 
 
+def _into_place(tmp: Location, dst: Location, fill: Callable[[], None]) -> None:
+    """``dst`` written by way of ``tmp``: ``fill`` writes ``tmp`` and checks it; it is then moved to ``dst``
+    unless another writer took ``dst`` meanwhile. On any failure ``tmp`` is deleted, never ``dst``."""
+    try:
+        fill()
+        _refuse_taken(dst)
+        move(tmp, dst)
+    except BaseException:
+        _delete_file_quietly(tmp)
+        raise
+
+
 def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
     """Copy local files to absolute remote URIs (relocate --copy-data): each to a temporary name, read
     back and compared, then moved. A destination that exists with the same bytes is kept; one with
@@ -658,16 +670,14 @@ def put_files(pairs: Iterable[tuple[Path, str]]) -> list[str]:
                 if existing.size == local.stat().st_size and sha256_of(dst) == digest:
                     continue
                 raise WriteError(f"{uri}: exists with different content; not overwritten")
-            tmp = dst.parent.child(f".{dst.name}.spillway-{uuid.uuid4().hex[:8]}.partial")
-            try:
+            tmp = _temporary_sibling(dst)
+
+            def uploaded(local: Path = local, tmp: Location = tmp, digest: str = digest) -> None:
                 upload(local, tmp)
                 if sha256_of(tmp) != digest:
                     raise StorageError(f"{tmp.uri}: self-check: read back differs from what was written")
-                _refuse_taken(dst)
-                move(tmp, dst)
-            except BaseException:
-                _delete_file_quietly(tmp)
-                raise
+
+            _into_place(tmp, dst, uploaded)
             written.append(uri)
     except BaseException:
         delete_files(written)
@@ -709,21 +719,18 @@ def copy_files(pairs: Iterable[tuple[Location, str]]) -> list[str]:
                     continue
                 raise WriteError(f"{uri}: exists with different content; not overwritten")
             tmp = _temporary_sibling(dst)
-            what = f"cannot copy {src.uri} here"
-            try:
+
+            def copied(src: Location = src, dst: Location = dst, tmp: Location = tmp, size: int = size) -> None:
+                what = f"cannot copy {src.uri} here"
                 try:
                     bounded(tmp.uri, what, transfer_allowance(dst.fs, size), dst.fs.copy_file, src.path, tmp.path)
                 except (OSError, ValueError) as exc:
                     raise _fail(dst, what, exc) from None
-                copied = info(tmp)
-                if copied.type != pafs.FileType.File or copied.size != size:
-                    got = f"{copied.size} bytes after the copy, {size} in {src.uri}"
-                    raise StorageError(f"{tmp.uri}: self-check: {got}")
-                _refuse_taken(dst)
-                move(tmp, dst)
-            except BaseException:
-                _delete_file_quietly(tmp)
-                raise
+                made = info(tmp)
+                if made.type != pafs.FileType.File or made.size != size:
+                    raise StorageError(f"{tmp.uri}: self-check: {made.size} bytes after the copy, {size} in {src.uri}")
+
+            _into_place(tmp, dst, copied)
             written.append(uri)
     except BaseException:
         delete_files(written)
