@@ -125,10 +125,16 @@ class Checkpoint:
         (default: the stages of ``spillway.api.progress``, silent without a listener). ``buffer_size``: Flink's
         network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
         a damaged record."""
-        from spillway.api.options import buffer_settings
         from spillway.inspect.validate import validate
+        from spillway.rescale.options import (  # the bounds alone: a plain validate loads no planning machinery
+            BUFFERS_PER_CHANNEL,
+            DEFAULT_BUFFER_SIZE,
+            FLOATING_BUFFERS_PER_GATE,
+            check_buffers,
+        )
 
-        size = (buffer_settings() if buffer_size is None else buffer_settings(buffer_size)).segment_size
+        size = DEFAULT_BUFFER_SIZE if buffer_size is None else buffer_size
+        check_buffers(size, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
         report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding, buffer_size=size)
         return ValidateResult(self.loaded, report, binding)
