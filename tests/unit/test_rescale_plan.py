@@ -51,9 +51,9 @@ def test_plan_rules_and_balanced_segments() -> None:
     assert max(per_target.values()) - min(per_target.values()) <= total // 3 // 10 + 8
 
 
-def test_hash_edge_without_key_is_refused() -> None:
-    ld = loaded()
-    with pytest.raises(RescaleRefused, match=r"give keys=\{VERTEX: EXTRACTOR\}"):
+def test_hash_edge_without_key_is_a_usage_error() -> None:
+    ld = loaded()  # the missing key extractor is a missing argument (exit 2), not a refusal of the checkpoint
+    with pytest.raises(UsageError, match=r"give keys=\{VERTEX: EXTRACTOR\}"):
         build_plan(ld.checkpoint, load_plan(PLAN), ld.resolver, {"count": 3})
 
 
