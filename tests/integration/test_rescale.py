@@ -148,7 +148,7 @@ def test_output_is_never_overwritten_and_source_untouched(tmp_path: Path) -> Non
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial output left
 
 
-def test_cli_refusal_is_one_clear_line(tmp_path: Path) -> None:
+def test_a_missing_key_is_one_clear_usage_line(tmp_path: Path) -> None:
     res = runner.invoke(
         app,
         [
@@ -164,7 +164,7 @@ def test_cli_refusal_is_one_clear_line(tmp_path: Path) -> None:
             "inprocess",
         ],
     )
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # --key/--key-fn missing: a usage error, not a refusal of the checkpoint
     assert "keyBy (HASH) edge" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "o").exists()
     bad = runner.invoke(app, ["rescale", str(checkpoint_dir()), "--plan", str(PLAN), "-p", "parse", "--out", "x"])
