@@ -78,6 +78,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_sess
     from spillway.api.results import PreflightResult as PreflightResult
     from spillway.api.results import ReportResult as ReportResult
     from spillway.api.results import ValidateResult as ValidateResult
+    from spillway.api.salvage import SalvageError as SalvageError
+    from spillway.api.salvage import SalvageOptions as SalvageOptions
+    from spillway.api.salvage import SalvageReport as SalvageReport
+    from spillway.api.salvage import value_type_args as value_type_args
     from spillway.api.session import Checkpoint as Checkpoint
     from spillway.api.session import open as open
     from spillway.api.views import GROUPS as GROUPS
@@ -198,6 +202,11 @@ _EXPORTS: dict[str, str] = {
     "EdgeLoss": "writing",
     "ChannelLoss": "writing",
     "Change": "writing",
+    # salvage: in-flight records exported for a job to replay (alone, or before strip-channel-state drops them)
+    "SalvageOptions": "salvage",
+    "SalvageReport": "salvage",
+    "SalvageError": "salvage",
+    "value_type_args": "salvage",
     # what renderers of the results need
     "Analysis": "views",
     "Binding": "views",

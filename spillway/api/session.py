@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from spillway.inspect.files import FilesReport
     from spillway.inspect.finished import Verdict
     from spillway.inspect.preflight import Settings
+    from spillway.inspect.salvage import SalvageReport
+    from spillway.inspect.salvage_options import SalvageOptions
     from spillway.inspect.topology import JobBinding, Topology
     from spillway.inspect.validate import Progress
     from spillway.model.checkpoint import Checkpoint as CheckpointModel
@@ -245,6 +247,12 @@ class Checkpoint:
             new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
         doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
+
+    def salvage(self, options: SalvageOptions) -> SalvageReport:
+        """``spillway salvage``: in-flight records into Parquet, for a job to replay (api/salvage.py)."""
+        from spillway.api import salvage
+
+        return salvage.salvage(self, options)
 
     # --- writing: rescale and repairs (api/writing.py) ---
     if TYPE_CHECKING:

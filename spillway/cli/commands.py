@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "report": "report",
     "preflight": "preflight",
     "ids": "ids",
+    "salvage": "salvage",
 }
 REPAIR_COMMANDS: dict[str, str] = {
     "relocate": "repair_relocate",

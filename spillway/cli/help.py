@@ -34,6 +34,7 @@ SUMMARIES = {
     "report": "Write a self-contained HTML page about a checkpoint.",
     "preflight": "Will Flink restore a checkpoint into a job?",
     "ids": "Flink's own operator ids of a job, from its jar.",
+    "salvage": "Export in-flight records to Parquet for a job to replay.",
     "repair": "Rewrite checkpoints safely (the source is never modified).",
     "relocate": "Rewrite every path prefix so a checkpoint can move.",
     "strip-channel-state": "Drop the in-flight data of chosen operators.",

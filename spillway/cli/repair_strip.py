@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+import typer
 from rich.markup import escape
 
 import spillway.api as api
-from spillway.cli.common import err
-from spillway.cli.repair_common import operators_repair
+from spillway.cli.common import UsageError, err
+from spillway.cli.options import Naming, OperatorsOpt, bundled
+from spillway.cli.repair_common import Repair
+from spillway.cli.salvage import JsonlOpt, ValueTypeOpt, salvage_options
 
 if TYPE_CHECKING:
     from spillway.api import RepairResult
@@ -19,11 +22,17 @@ are dropped: the downstream's input half and the upstream's output half together
 every channel goes). The loss report names every channel, edge, record count and byte count dropped:
 exactly-once no longer holds for those records.
 
+--salvage DIR first exports exactly the records dropped into DIR (Parquet, one file per edge; see
+spillway salvage -h, --value-type and --jsonl as there), so a job can replay them; if that export fails,
+nothing is stripped.
+
 Examples:
 
   spillway repair strip-channel-state chk-42 --out chk-42-stripped --plan plan.json --operator slow
 
   spillway repair strip-channel-state chk-42 --out chk-42-stripped --json | jq .records_dropped
+
+  spillway repair strip-channel-state chk-42 --out chk-42-stripped --plan plan.json --salvage salvaged/
 """
 
 
@@ -43,4 +52,22 @@ def show_loss(report: RepairResult) -> None:
         err.print(f"  [red]{escape(name)}: {records} records, {e.bytes} bytes[/]")
 
 
-command = operators_repair(api.StripOptions, api.Checkpoint.strip_channel_state, show_loss)
+@bundled
+def command(
+    repair: Repair,
+    operator: OperatorsOpt = None,
+    salvage: Annotated[
+        str | None,
+        typer.Option("--salvage", metavar="DIR", help="First export the dropped records into DIR (new or empty)."),
+    ] = None,
+    value_type: ValueTypeOpt = None,
+    jsonl: JsonlOpt = False,
+    naming: Naming = Naming(),
+) -> None:
+    def options() -> api.StripOptions:
+        if (value_type or jsonl) and salvage is None:
+            raise UsageError("--value-type and --jsonl need --salvage DIR")
+        salvaged = None if salvage is None else salvage_options(salvage, None, value_type, jsonl)
+        return api.StripOptions(repair.out_dir, operator, repair.dry_run, repair.force, salvaged)
+
+    repair.run(naming, options, api.Checkpoint.strip_channel_state, show_loss)

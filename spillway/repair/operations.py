@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spillway import progress
 from spillway.errors import UsageError
@@ -50,6 +51,9 @@ from spillway.storage.rules import PathRule
 from spillway.storage.safe_writer import PlannedOutput
 from spillway.storage.staged_copies import StagedCopies
 from spillway.storage.workspace import Workspace, output_workspace
+
+if TYPE_CHECKING:
+    from spillway.inspect.salvage import SalvageReport
 
 
 def relocate_opened(
@@ -148,7 +152,19 @@ def strip_opened(
                 "stripping some operators needs the job's plan=...: each channel's other half sits on the operator "
                 "at the other end of the edge, and dropping one half only would break record framing on restore"
             )
-        result = strip_channels(loaded.checkpoint, analyze(loaded, plan, job=job), ids)
+        salvaged = None
+        if options.salvage is None:
+            analysis = analyze(loaded, plan, job=job)
+        else:
+            salvaged = _salvage_first(loaded, plan, job, ids, options)
+            assert salvaged.analysis is not None
+            analysis = salvaged.analysis
+        result = strip_channels(loaded.checkpoint, analysis, ids)
+        if salvaged is not None and result.records_dropped != salvaged.records:
+            raise RepairError(
+                f"the salvage exported {salvaged.records} records but the strip would drop "
+                f"{result.records_dropped}: refusing (the exported records would not be those lost)"
+            )
         copies = relative_copies(loaded, result.checkpoint)
         rp = RepairPlan(PlannedOutput(result.checkpoint, copies))
         rp.changes.append(Change("channel handles removed", result.handles_removed))
@@ -168,9 +184,36 @@ def strip_opened(
             e.records = None if e.records is None or loss.records is None else e.records + loss.records
             e.bytes += loss.bytes
         lost = Loss(dropped, result.bytes_dropped, unknown if dropped is None else None, edges, result.losses)
+        if salvaged is not None:
+            where = "not written (dry run)" if options.dry_run else str(options.salvage and options.salvage.out)
+            rp.changes.append(Change("records salvaged before stripping", salvaged.records, where))
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)
-        return finish(rp, io, options.dry_run, plan, loss=lost, job=job)
+        report = finish(rp, io, options.dry_run, plan, loss=lost, job=job)
+        if salvaged is not None:
+            report.salvage = salvaged.to_json()
+        return report
+
+
+def _salvage_first(
+    loaded: LoadedCheckpoint, plan: Topology | None, job: JobBinding | None, ids: set[str] | None, options: StripOptions
+) -> SalvageReport:
+    """Export the records the strip will drop (the same channels: those into or out of ``ids``) before anything
+    is written; its analysis is the one the strip then uses, so both see the same channels."""
+    from spillway.inspect.salvage import refuse_inside_checkpoint, salvage  # Parquet, only when asked for
+
+    assert options.salvage is not None
+    target = Path(options.salvage.out)
+    out = Path(strip_file_scheme(str(options.out)) or str(options.out))
+    if not is_remote(str(options.out)):
+        a, b = real_path(target), real_path(out)
+        if a == b or b in a.parents or a in b.parents:
+            raise UsageError(f"salvage={str(target)!r}: the salvage and the output out={str(out)!r} must not nest")
+    directory = None if options.dry_run or options.salvage.dry_run else target
+    if directory is not None:
+        refuse_inside_checkpoint(directory, loaded)
+    types = options.salvage.types()
+    return salvage(loaded, plan, directory, ids, types, options.salvage.jsonl, job)
 
 
 def clear_opened(

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spillway.errors import ArgumentError
+from spillway.inspect.salvage_options import SalvageOptions
 
 PathLike = str | os.PathLike[str]
 
@@ -61,7 +62,16 @@ class _OperatorsOptions:
 @dataclass(frozen=True)
 class StripOptions(_OperatorsOptions):
     """Drop the channel state of ``operators`` (ids, uids or names; None: every channel), whole logical
-    channels at a time (``spillway repair strip-channel-state``)."""
+    channels at a time (``spillway repair strip-channel-state``). ``salvage``: first export exactly the records
+    dropped (``SalvageOptions``, its ``operators`` left None: the strip's choose); the strip is refused when
+    that fails. In a dry run the salvage is decoded and counted, not written."""
+
+    salvage: SalvageOptions | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.salvage is not None and self.salvage.operators is not None:
+            raise ArgumentError("salvage", None, "its operators are the strip's: leave salvage.operators None")
 
 
 @dataclass(frozen=True)

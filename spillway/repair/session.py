@@ -76,6 +76,7 @@ class RepairReport:
     planned: bool = False  # a plan was given: the report carries its ``binding``
     binding: list[dict[str, Any]] | None = None  # how the plan's operators were bound (binding_json rows)
     restore: dict[str, Any] | None = None  # how to restore the output (restore_instructions); None in a dry run
+    salvage: dict[str, Any] | None = None  # strip-channel-state with a salvage: what was exported first
 
     def restore_lines(self) -> list[str]:
         """``restore`` as the lines the CLI prints (none for a dry run)."""
@@ -95,6 +96,7 @@ class RepairReport:
             **(self.loss.to_json() if self.loss is not None else {}),
             **({"binding": self.binding} if self.planned else {}),
             "restore": self.restore,
+            **({"salvage": self.salvage} if self.salvage is not None else {}),
         }
 
     @property
