@@ -148,6 +148,8 @@ def arrow_value(t: Type, value: object) -> object:
         return own(value)
     if value is None:
         return None
+    if isinstance(value, str):
+        return utf8_safe(value)
     if isinstance(value, Undecoded):
         return value.raw
     if isinstance(value, Float32):
@@ -163,7 +165,19 @@ def arrow_value(t: Type, value: object) -> object:
 
 
 def _plain(v: object) -> object:
+    if isinstance(v, str):
+        return utf8_safe(v)
     return v.raw if isinstance(v, Undecoded) else float(v) if isinstance(v, Float32) else v
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate (a Java String may hold one; UTF-8, and so Arrow, cannot) as
+    U+FFFD. Only the decoded column loses it: ``value_raw`` keeps the bytes exactly."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
+    return text
 
 
 @dataclass
@@ -369,8 +383,8 @@ class SalvageSink:
                 value = decode(edge.spec, raw)
             except ValueSpecError as exc:
                 raise SalvageError(
-                    f"{pos.file}:{pos.offset}: record #{rec.seq} of {ch.label} is {exc} (value_type "
-                    f"{edge.export.value_type!r}; without one the raw bytes are exported)"
+                    f"{pos.file}:{pos.offset}: record #{rec.seq} of {ch.label} is {exc} (the value spec of "
+                    f"{edge.export.upstream}->{edge.export.downstream}; without one its raw bytes are exported)"
                 ) from None
         export.records += 1
         export.bytes += len(raw)
@@ -527,7 +541,7 @@ def _check_keys(types: ValueTypes, report: SalvageReport) -> None:
     unused = types.unused(ends)
     if unused:
         shown = ", ".join(f"{e.upstream}->{e.downstream}" for e in report.edges) or "none"
-        raise SalvageError(f"value_types {unused}: no exported edge is called so (edges: {shown})")
+        raise SalvageError(f"value spec for {', '.join(unused)}: no exported edge is called so (edges: {shown})")
 
 
 def _names(name: str, operator_id: str | None) -> set[str]:
