@@ -11,7 +11,7 @@ import spillway.api as api
 from spillway.cli.common import UsageError, err
 from spillway.cli.options import Naming, OperatorsOpt, bundled
 from spillway.cli.repair_common import Repair
-from spillway.cli.salvage import JsonlOpt, ValueTypeOpt, salvage_options
+from spillway.cli.salvage_options import JsonlOpt, ValueTypeOpt, salvage_options
 
 if TYPE_CHECKING:
     from spillway.api import RepairResult
@@ -50,6 +50,8 @@ def show_loss(report: RepairResult) -> None:
     for name, e in (loss.edges or {}).items():
         records = "an unknown number of" if e.records is None else e.records
         err.print(f"  [red]{escape(name)}: {records} records, {e.bytes} bytes[/]")
+    if report.salvage is not None and not report.dry_run:
+        err.print(f"[yellow]All {report.salvage['records']} of them were exported first (replay: docs/salvage.md).[/]")
 
 
 @bundled
