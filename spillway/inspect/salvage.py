@@ -39,6 +39,7 @@ from spillway.formats.values import (
     TupleType,
     Type,
     Undecoded,
+    UnknownType,
     ValueSpecError,
     decode,
     json_data,
@@ -128,7 +129,7 @@ def arrow_type(t: Type) -> pa.DataType | None:
         return result if isinstance(result, pa.DataType) else None
     if isinstance(t, ScalarType):
         return _SCALARS.get(t.spec)
-    if not t.known and not isinstance(t, TupleType | RowType | RowDataType):
+    if isinstance(t, UnknownType):
         return pa.binary()
     if isinstance(t, RowDataType):
         return pa.struct([("kind", pa.string()), *((f"f{i}", _ROWDATA[n]) for i, n in enumerate(t.types))])
