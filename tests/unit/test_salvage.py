@@ -7,10 +7,12 @@ the real-Flink strip test, tests/integration/test_repair_restore.py, ties to the
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support.fixtures import fixture_named
@@ -19,6 +21,10 @@ from typer.testing import CliRunner
 import spillway
 from spillway import api
 from spillway.cli.app import app
+from spillway.formats import values
+from spillway.formats.values import Type, read_string
+from spillway.inspect import salvage as salvage_module
+from spillway.inspect import salvage_options
 
 COUNTED = fixture_named("2.3.0-counted")
 PLAN = str(COUNTED.root / "jobgraph.json")
@@ -140,8 +146,6 @@ def test_manifest_and_jsonl_hold_the_same_records(tmp_path: Path) -> None:
     )
     assert code == 0, doc2
     records = [json.loads(x) for x in (lines / "records.jsonl").read_text().splitlines()]
-    import base64
-
     assert [int.from_bytes(base64.b64decode(r["value_raw_base64"]), "big") for r in records] == raw
 
 
@@ -226,3 +230,53 @@ def test_never_into_the_checkpoint_nor_over_files(tmp_path: Path) -> None:
     code, doc = cli("salvage", str(COUNTED.checkpoint_dir), "--plan", PLAN, "--out", str(tmp_path / "used"))
     assert code == 2 and "not empty" in doc["error"]
     assert [p.name for p in (tmp_path / "used").iterdir()] == ["keep.txt"]
+
+
+class Shout(Type):
+    """A spec type salvage has no Arrow mapping for: stands for one added to the value-spec grammar later."""
+
+    @property
+    def spec(self) -> str:
+        return "shout"
+
+    def read(self, data: bytes, pos: int) -> tuple[object, int]:
+        text, pos = read_string(data, pos)
+        return (None if text is None else text.upper(),), pos
+
+
+class ShoutWithArrow(Shout):
+    """The same, saying its own Arrow type: its values become a struct column."""
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.struct([("text", pa.string())])
+
+    def arrow_value(self, value: tuple[str]) -> dict[str, str]:
+        return {"text": value[0]}
+
+
+@pytest.mark.parametrize("kind", [Shout, ShoutWithArrow])
+def test_a_new_spec_type_is_exported_without_changes_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: type[Shout]
+) -> None:
+    """A spec type the grammar gains later reaches salvage through parse_value_spec alone: as JSON text
+    (value_json), or as the Arrow type it names. The strings are the unaligned fixture's keyed input."""
+    fx = fixture_named("1.20.3-unaligned")
+    real = values.parse_value_spec
+    for module in (salvage_module, salvage_options):
+        monkeypatch.setattr(module, "parse_value_spec", lambda s: kind() if s == "shout" else real(s))
+    out = tmp_path / "s"
+    code, doc = cli(
+        "salvage", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json"), "--out", str(out), "--operator",
+        "slow", "--value-type", "tostr->slow=shout",
+    )  # fmt: skip
+    assert code == 0, doc
+    edge = next(e for e in doc["edges"] if (e["upstream"], e["downstream"]) == ("tostr", "slow"))
+    table = pq.read_table(out / edge["file"])
+    texts = [read_string(raw)[0] for raw in table.column("value_raw").to_pylist()]
+    assert table.num_rows > 0 and all(t for t in texts)
+    if kind is Shout:
+        assert edge["value_column"] == "value_json"
+        assert [json.loads(v) for v in table.column("value_json").to_pylist()] == [[t.upper()] for t in texts]
+    else:
+        assert edge["value_column"] == "value"
+        assert table.column("value").to_pylist() == [{"text": t.upper()} for t in texts]
