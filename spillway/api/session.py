@@ -248,11 +248,12 @@ class Checkpoint:
         doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
-    def salvage(self, options: SalvageOptions) -> SalvageReport:
-        """``spillway salvage``: in-flight records into Parquet, for a job to replay (api/salvage.py)."""
+    def salvage(self, options: SalvageOptions, dropped_by: PreflightResult | None = None) -> SalvageReport:
+        """``spillway salvage``: in-flight records into Parquet, for a job to replay; ``dropped_by``: exactly those
+        the restore :meth:`preflight` answered about drops (api/salvage.py)."""
         from spillway.api import salvage
 
-        return salvage.salvage(self, options)
+        return salvage.salvage(self, options, dropped_by)
 
     # --- writing: rescale and repairs (api/writing.py) ---
     if TYPE_CHECKING:

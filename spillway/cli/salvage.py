@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, out
-from spillway.cli.options import DryRunOpt, Naming, OperatorsOpt, PlanOpt, SrcArg, bundled
+from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, out
+from spillway.cli.options import DryRunOpt, Naming, NewJob, OperatorsOpt, PlanOpt, SrcArg, bundled
 from spillway.cli.salvage_options import JsonlOpt, ValueTypeOpt, salvage_options
 from spillway.cli.wide import print_wide
 
@@ -28,6 +28,9 @@ UPSTREAM->DOWNSTREAM or UPSTREAM, operators as analyze names them); SPEC as for 
 
 --operator X exports the channels into and out of X: exactly what
 spillway repair strip-channel-state --operator X drops (which takes --salvage DIR to export them first).
+--new-plan NEW_PLAN exports exactly what a restore into that job drops, as spillway preflight finds it
+(--allow-non-restored-state for a removed operator, -p, --max-parallelism and --flink-version as there): the
+halves of channels held by operators the new job lacks, output state of an operator no longer ending its chain.
 
 Examples:
 
@@ -37,6 +40,8 @@ Examples:
       --value-type 'parse->count=tuple(long,long)' --value-type count=long
 
   spillway salvage chk-42 --plan plan.json --out salvaged/ --jsonl --json | jq .records
+
+  spillway salvage chk-42 --plan plan.json --out salvaged/ --new-plan new-plan.json --allow-non-restored-state
 """
 
 
@@ -50,14 +55,37 @@ def command(
     jsonl: JsonlOpt = False,
     dry_run: DryRunOpt = False,
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.salvage/1).")] = False,
+    new_plan: Annotated[
+        str | None,
+        typer.Option(
+            "--new-plan",
+            metavar="NEW_PLAN",
+            help="Export exactly what a restore into this job drops (spillway preflight's loss); with the options "
+            "describing the new job as for preflight.",
+        ),
+    ] = None,
+    new_job: NewJob = NewJob(),
     naming: Naming = Naming(),
 ) -> None:
     def run() -> int:
         options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
-        report = naming.open(path, plan).salvage(options)
+        if new_plan is None and new_job.given():
+            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
+        if new_plan is not None and operator:
+            raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
+        cp = naming.open(path, plan)
+        restore = None
+        if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
+            restore = api.check_restore(cp, new_plan, new_job.options(), **naming.keywords(new_plan))
+        report = cp.salvage(options, dropped_by=restore)
         if json_out:
-            emit_json(report.to_json())
+            doc = report.to_json()
+            if restore is not None:
+                doc["restore"] = {"plan": new_plan, "answer": restore.result.answer.value}
+            emit_json(doc)
         else:
+            if restore is not None:
+                out.print(f"a restore into {escape(new_plan or '')}: {escape(restore.result.answer.value)}")
             show(report, dry_run)
         return ExitStatus.OK
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,6 +273,12 @@ class SalvageReport:
 
 
 ChannelFilter = Callable[[ChannelAnalysis], bool]
+Half = tuple[str, str]  # one half of logical channels: (operator id, "input" or "output")
+
+
+def holding(halves: Collection[Half]) -> ChannelFilter:
+    """The channels with a part in one of ``halves`` (what a restore drops: preflight's ``loss.in_flight``)."""
+    return lambda ch: any((k[0], k[1]) in halves for k in ch.part_keys)
 
 
 def touching(operator_ids: set[str] | None) -> ChannelFilter:
@@ -334,9 +340,11 @@ class SalvageSink:
         open_file: Callable[[str], BinaryIO] | None = None,
         jsonl: BinaryIO | None = None,
         batch_rows: int = BATCH_ROWS,
+        halves: Collection[Half] | None = None,
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.chosen = chosen
+        self.halves = halves
         self.value_types = value_types
         self.report = SalvageReport(checkpoint_id)
         self._open_file = open_file
@@ -374,6 +382,9 @@ class SalvageSink:
             edge.export.channels.append(export)
             known = self._channels[id(ch)] = (export, edge)
         export, edge = known
+        holder = ch.downstream if pos.side == "input" else ch.upstream
+        if self.halves is not None and not self._in_halves(ch, holder["operator_id"], pos.side):
+            return
         if rec.tag not in RECORD_TAGS:
             export.other_elements += 1
             return
@@ -391,7 +402,6 @@ class SalvageSink:
         export.bytes += len(raw)
         if self._open_file is None and self._jsonl is None:
             return
-        holder = ch.downstream if pos.side == "input" else ch.upstream
         info = next(((k[3], k[4]) for k in reversed(ch.part_keys) if k[1] == pos.side), (None, None))
         row: dict[str, Any] = {
             "checkpoint_id": self.checkpoint_id,
@@ -432,6 +442,16 @@ class SalvageSink:
             edge.buffered += len(raw)
             if len(edge.rows) >= self._batch_rows or edge.buffered >= BATCH_BYTES:
                 edge.flush()
+
+    def _in_halves(self, ch: ChannelAnalysis, operator_id: str | None, side: str) -> bool:
+        """The record has bytes in one of ``halves``: the half it starts in, and for the record carried across the
+        junction (it starts in the input half, and once that half is read, the junction is known) the output half
+        too, since dropping either half loses it whole."""
+        assert self.halves is not None
+        if (operator_id, side) in self.halves:
+            return True
+        across = side == "input" and ch.junction_record is not None
+        return across and (ch.upstream["operator_id"], "output") in self.halves
 
     def _write_lines(self) -> None:
         if self._jsonl is not None and self._lines:
@@ -496,30 +516,33 @@ def salvage(
     jsonl: bool = False,
     job: JobBinding | None = None,
     batch_rows: int = BATCH_ROWS,
+    halves: Collection[Half] | None = None,
 ) -> SalvageReport:
     """Export the in-flight records of the channels into or out of ``operator_ids`` (all when None) into
-    ``directory`` (None: a dry run, decoded and counted only). Raises ``SalvageError`` (nothing written) when a
-    chosen channel cannot be read into records or a record does not fit its value spec."""
-    chosen = touching(operator_ids)
+    ``directory`` (None: a dry run, decoded and counted only). ``halves``: instead, the records with bytes in
+    those halves of channels, ``(operator id, side)`` (what a restore drops). Raises ``SalvageError`` (nothing
+    written) when a chosen channel cannot be read into records or a record does not fit its value spec."""
+    chosen = touching(operator_ids) if halves is None else holding(halves)
     types = value_types or ValueTypes()
     cp_id = loaded.checkpoint.checkpoint_id
-    if directory is None:
-        sink = SalvageSink(cp_id, chosen, types, batch_rows=batch_rows)
-        analysis = analyze(loaded, topology, on_record=sink, job=job)
+
+    def finished(sink: SalvageSink, analysis: Analysis) -> None:
         check_complete(analysis, chosen, topology)
         _check_keys(types, sink.report)
         sink.report.analysis = analysis
+
+    if directory is None:
+        sink = SalvageSink(cp_id, chosen, types, batch_rows=batch_rows, halves=halves)
+        finished(sink, analyze(loaded, topology, on_record=sink, job=job))
         return sink.report
     refuse_used_directory(directory)
     with new_files(directory) as files, ExitStack() as open_files:
         lines = open_files.enter_context(files.writing(JSONL)) if jsonl else None
         sink = SalvageSink(
-            cp_id, chosen, types, lambda name: open_files.enter_context(files.writing(name)), lines, batch_rows
+            cp_id, chosen, types, lambda name: open_files.enter_context(files.writing(name)), lines, batch_rows, halves
         )
         try:
-            analysis = analyze(loaded, topology, on_record=sink, job=job)
-            check_complete(analysis, chosen, topology)
-            _check_keys(types, sink.report)
+            finished(sink, analyze(loaded, topology, on_record=sink, job=job))
         except BaseException:
             sink.abort()
             raise
@@ -527,7 +550,6 @@ def salvage(
         open_files.close()
         report = sink.report
         report.jsonl = JSONL if jsonl else None
-        report.analysis = analysis
         with files.writing(MANIFEST) as fh:
             doc = report.to_json()
             del doc["files"]

@@ -280,3 +280,31 @@ def test_a_new_spec_type_is_exported_without_changes_here(
     else:
         assert edge["value_column"] == "value"
         assert table.column("value").to_pylist() == [{"text": t.upper()} for t in texts]
+
+
+def test_new_plan_exports_exactly_what_the_restore_drops(tmp_path: Path) -> None:
+    """Flink 2.3.0 restored the unaligned job without slow (--allow-non-restored-state) and dropped slow's
+    channel state (preflight-matrix/2.3.0/removed-keyed-allowed/flink.json). salvage --new-plan exports the
+    records held in those halves and nothing else; preflight's count of slow's input half is what it exports."""
+    matrix = COUNTED.root.parent / "preflight-matrix" / "2.3.0"
+    assert json.loads((matrix / "removed-keyed-allowed" / "flink.json").read_text())["outcome"] == "restored"
+    fx = fixture_named("2.3.0-unaligned")
+    slow = {n["uid"]: n["operator_id"] for n in json.loads((fx.root / "ids.json").read_text())["stream_nodes"]}["slow"]
+    new = [
+        "--new-plan", str(matrix / "removed-keyed-allowed" / "jobgraph.json"), "--allow-non-restored-state",
+        "--max-parallelism", "none", "--uid", "Source: seq=src", "--uid", "sink: Writer=sink", "--uid", "tostr=tostr",
+        "--uid", "slow=slow", "--uid", "len=len",
+    ]  # fmt: skip
+    out = tmp_path / "s"
+    code, doc = cli(
+        "salvage", str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json"), "--out", str(out), *new
+    )
+    assert code == 0, doc
+    assert doc["restore"]["answer"] == "restores-with-loss"
+    records = rows(out, doc)
+    assert {(r["operator_id"], r["side"]) for r in records} == {(slow, "input"), (slow, "output")}
+    code, answer = cli("preflight", str(fx.checkpoint_dir), "--plan", *new[1:])
+    lost = {(d["operator"], d["side"]): d["records"] for d in answer["loss"]["in_flight"]}
+    assert sum(r["side"] == "input" for r in records) == lost[(slow, "input")] > 0
+    code, doc = cli("salvage", str(fx.checkpoint_dir), "--out", str(tmp_path / "t"), "--operator", "slow", *new)
+    assert code == 2 and "--operator and --new-plan" in doc["error"]
