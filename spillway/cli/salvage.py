@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, out
-from spillway.cli.options import DryRunOpt, Naming, NewJob, OperatorsOpt, PlanOpt, SrcArg, bundled
+from spillway.cli.options import Naming, NewJob, OperatorsOpt, PlanOpt, SrcArg, bundled
 from spillway.cli.salvage_options import JsonlOpt, ValueTypeOpt, salvage_options
 from spillway.cli.wide import print_wide
 
@@ -53,7 +53,7 @@ def command(
     operator: OperatorsOpt = None,
     value_type: ValueTypeOpt = None,
     jsonl: JsonlOpt = False,
-    dry_run: DryRunOpt = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Decode and count the records; write nothing.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.salvage/1).")] = False,
     new_plan: Annotated[
         str | None,
