@@ -184,8 +184,8 @@ def strip_opened(
             e.records = None if e.records is None or loss.records is None else e.records + loss.records
             e.bytes += loss.bytes
         lost = Loss(dropped, result.bytes_dropped, unknown if dropped is None else None, edges, result.losses)
-        if salvaged is not None:
-            where = "not written (dry run)" if options.dry_run else str(options.salvage and options.salvage.out)
+        if options.salvage is not None and salvaged is not None:
+            where = "not written (dry run)" if options.dry_run else str(options.salvage.out)
             rp.changes.append(Change("records salvaged before stripping", salvaged.records, where))
         pin_moved_paths(rp, loaded, io)
         rp.warnings.extend(damage)

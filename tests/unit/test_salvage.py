@@ -308,3 +308,14 @@ def test_new_plan_exports_exactly_what_the_restore_drops(tmp_path: Path) -> None
     assert sum(r["side"] == "input" for r in records) == lost[(slow, "input")] > 0
     code, doc = cli("salvage", str(fx.checkpoint_dir), "--out", str(tmp_path / "t"), "--operator", "slow", *new)
     assert code == 2 and "--operator and --new-plan" in doc["error"]
+
+
+def test_a_dry_run_strip_counts_the_salvage_and_writes_neither(tmp_path: Path) -> None:
+    out, salvaged = tmp_path / "out", tmp_path / "salvaged"
+    code, doc = cli(
+        "repair", "strip-channel-state", str(COUNTED.checkpoint_dir), "--plan", PLAN, "--out", str(out),
+        "--salvage", str(salvaged), "--dry-run",
+    )  # fmt: skip
+    assert code == 0, doc
+    assert doc["dry_run"] and doc["salvage"]["records"] == doc["records_dropped"] > 0
+    assert not out.exists() and not salvaged.exists()
