@@ -12,6 +12,7 @@ import math
 import pytest
 from support.fixtures import fixture_named
 
+from spillway.errors import SpillwayError
 from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.value_composites import FieldsValue
 from spillway.formats.values import (
@@ -202,3 +203,15 @@ def test_nested_path_key_and_null_on_the_path() -> None:
             assert extract(raw)[0] == meta["origin"]
             outcomes["key"] += 1
     assert outcomes["key"] > 0 and outcomes["null"] > 0
+
+
+def test_rescale_refuses_a_key_spec_that_is_not_the_jobs_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """group is keyed by the derived key; its field key puts records on other subtasks than Flink did."""
+    from spillway.rescale.rescale import rescale
+
+    fx = fixture_named("2.3.0-pojo-counted")
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    with pytest.raises(SpillwayError) as err:  # RescaleRefused, from the rescale's source check
+        rescale(loaded, load_plan(fx.root / "jobgraph.json"), {"group": 3}, tmp_path / "out", keys={"group": BY_USER})
+    assert "sit on a subtask that does not own their key group" in str(err.value)
+    assert "key 'U" in str(err.value)
