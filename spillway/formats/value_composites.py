@@ -171,7 +171,11 @@ class PojoType(Type):
             )
         if flags != NO_SUBCLASS:
             raise ValueSpecError(f"offset {pos - 1}: POJO flags byte {flags:#04x} is not 0x01, 0x02, 0x04 or 0x08")
-        out, pos = _read_fields(self.fields, data, pos, markers=True, what="the POJO")
+        try:
+            out, pos = _read_fields(self.fields, data, pos, markers=True, what="the POJO")
+        except ValueSpecError as exc:
+            names = ", ".join(n for n, _ in self.fields)
+            raise ValueSpecError(f"{exc} (does the POJO have exactly the fields {names}, with these types?)") from None
         return FieldsValue(tuple(out)), pos
 
 
