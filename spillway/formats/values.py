@@ -28,6 +28,7 @@ decode exactly; a ``?`` after the key field leaves the rest unchecked.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import struct
@@ -493,6 +494,27 @@ _T = TypeVar("_T")
 _TOKEN = re.compile(r"""\s*('[^']*'|"[^"]*"|[A-Za-z_$][A-Za-z0-9_$]*|\?|[(),:.|]|\d+)""")
 
 
+RAW = "\x00"  # marks a token holding the verbatim argument of a raw-argument spec (``register_spec``)
+
+
+def _raw_argument(spec: str, text: str, start: int) -> int:
+    """The index of the ``)`` closing the ``(`` at ``start`` (nested parentheses and quotes allowed)."""
+    depth, quote = 0, ""
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueSpecError(f"value spec {spec!r}: the ( at {start} is never closed")
+
+
 def _tokens(spec: str) -> list[str]:
     pos, out = 0, []
     text = spec.strip()
@@ -504,36 +526,51 @@ def _tokens(spec: str) -> list[str]:
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
+        if m.group(1).lower() in RAW_ARGUMENT_SPECS and text.startswith("(", pos):
+            end = _raw_argument(spec, text, pos)  # a file path or URL: kept as written
+            out += ["(", RAW + text[pos + 1 : end].strip(), ")"]
+            pos = end + 1
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
     return out
 
 
 SpecConstructor = Callable[["SpecParser"], Type]
 # name -> constructor of a spec ``name(...)``: called with the parser just after the name (``register_spec``).
 SPEC_CONSTRUCTORS: dict[str, SpecConstructor] = {}
+# specs whose argument is one verbatim text (a path, a URL), read with ``SpecParser.raw_argument``
+RAW_ARGUMENT_SPECS: set[str] = set()
+# modules that call ``register_spec`` when imported; imported before the first spec is read
+SPEC_MODULES = ["spillway.formats.value_composites"]
 
 
-def register_spec(name: str, constructor: SpecConstructor) -> None:
+def register_spec(name: str, constructor: SpecConstructor, raw_argument: bool = False) -> None:
     """Make ``name(...)`` a value spec everywhere specs are read (--key, --value-type, the API). The constructor
     gets the ``SpecParser`` positioned after the name and returns a ``Type``; it reads its own arguments
-    (``parser.fields(parser.field_type)``, ``parser.literal()``, …)."""
+    (``parser.fields(parser.field_type)``, ``parser.literal()``, …). ``raw_argument``: everything between the
+    parentheses is one verbatim text (``avro(schemas/order.avsc)``, a URL), read with ``parser.raw_argument()``.
+    The module that registers must be in ``SPEC_MODULES`` (or be imported before specs are read)."""
     key = name.lower()
     if key in SCALARS or key in ALIASES or key in ("tuple", "row", "rowdata", "?"):
         raise ValueError(f"{name!r} is a built-in value spec")
     SPEC_CONSTRUCTORS[key] = constructor
+    if raw_argument:
+        RAW_ARGUMENT_SPECS.add(key)
 
 
-def _builtin_constructors() -> None:
-    # pojo, caseclass, array, list, map, nullable live in their own module, which registers them on import.
-    import spillway.formats.value_composites  # noqa: F401
+def _load_spec_modules() -> None:
+    for module in SPEC_MODULES:
+        importlib.import_module(module)
 
 
 class SpecParser:
     """Reads one value spec (or key spec) token by token; ``register_spec`` constructors use its methods."""
 
     def __init__(self, spec: str) -> None:
+        _load_spec_modules()
         self.spec = spec
         self.raw = _tokens(spec)
-        self.toks = [t if t[0] in "'\"" else t.lower() for t in self.raw]
+        self.toks = [t if t[0] in "'\"" + RAW else t.lower() for t in self.raw]
         self.i = 0
 
     def peek(self, ahead: int = 0) -> str | None:
@@ -568,6 +605,15 @@ class SpecParser:
             raise self.fail(f"expected a quoted text like ':', found {tok}")
         return tok[1:-1]
 
+    def raw_argument(self) -> str:
+        """``(TEXT)`` of a spec registered with ``raw_argument=True``: TEXT as written, stripped."""
+        self.take("(")
+        tok = self.take_raw()
+        if not tok.startswith(RAW):
+            raise self.fail(f"expected a verbatim argument, found {tok}")
+        self.take(")")
+        return tok[1:]
+
     def number(self) -> int:
         tok = self.take()
         if not tok.isdigit():
@@ -593,7 +639,6 @@ class SpecParser:
             return TupleType(fields) if tok == "tuple" else RowType(fields, names)
         if tok == "rowdata" and self.peek() == "(":
             return RowDataType(self.fields(self.rowdata_type))
-        _builtin_constructors()
         if tok in SPEC_CONSTRUCTORS and self.peek() == "(":
             return SPEC_CONSTRUCTORS[tok](self)
         name = ALIASES.get(tok, tok)
