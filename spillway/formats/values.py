@@ -2,7 +2,9 @@
 
 Value specs (case-insensitive, blanks ignored)::
 
-    spec    := scalar | tuple(field, ...) | row(field, ...) | rowdata(rdtype, ...)
+    spec    := scalar | tuple(field, ...) | row(field, ...) | row(name:field, ...) | rowdata(rdtype, ...)
+             | NAME(...)                     (registered: pojo, caseclass, array, objarray, list, map, nullable
+                                              in value_composites; others through ``register_spec``)
     field   := spec | ?                      (? = a field of unknown type; decoding stops there)
     scalar  := string | long | int | short | byte | boolean | double | float | bytes
                (aliases: varchar, bigint, integer, smallint, tinyint, bool)
@@ -23,7 +25,8 @@ Encodings, all checked against bytes written by Flink 2.3.0's own serializers (t
 Key extractor specs (``parse_key_extractor``): a scalar (the whole value is the key), ``tuple(...):N`` /
 ``row(...):N`` (field N is the key), the shorthand ``tuple:0:SCALAR``, or ``rowdata(...):N[,M...]`` (SQL: the
 key fields projected into a BinaryRowData, hashed with ``murmur_words``). Without ``?`` the whole value must
-decode exactly; a ``?`` after the key field leaves the rest unchecked.
+decode exactly; a ``?`` after the key field leaves the rest unchecked. Fields by name or path and keys derived
+from a field (``pojo(...):user|before(':')``): ``key_paths``. Field names keep their case.
 """
 
 from __future__ import annotations
