@@ -33,6 +33,7 @@ from spillway.formats.values import (
     SpecParser,
     TupleType,
     Type,
+    UnknownType,
     ValueSpecError,
 )
 
@@ -197,11 +198,11 @@ def _resolve(spec: str, t: Type, step: str) -> tuple[Step, Type]:
             known = ", ".join(names) if names else "none: pick by number"
             raise ValueSpecError(f"key spec {spec!r}: {t.spec} has no field {step!r} (names: {known})")
         index = names.index(step)
-    unknown = [i for i, f in enumerate(types[: index + 1]) if not f.known and i < index]
-    if unknown or not types[index].known:
+    # the fields written before the picked one must decode to find it; the picked one is checked by the next
+    # step (a nested field before a later ? is still found) or, for the key itself, by parse_path_key
+    if any(not f.known for f in types[:index]):
         raise ValueSpecError(
-            f"key spec {spec!r}: field {step!r} or a field serialized before it has an unknown type (?), so the key "
-            "cannot be found"
+            f"key spec {spec!r}: a field serialized before {step!r} has an unknown type (?), so the key cannot be found"
         )
     if kind in ("pojo", "caseclass"):
         return (kind, (names or [])[index]), types[index]
@@ -288,6 +289,8 @@ def parse_path_key(spec: str) -> KeyExtractor:
                 break
             p.take(".")
     key_type = _unwrap(key_type)
+    if isinstance(key_type, UnknownType):
+        raise ValueSpecError(f"key spec {spec!r}: the key field has an unknown type (?)")
     fns: list[KeyFunction] = []
     while p.peek() == "|":
         p.take("|")

@@ -174,7 +174,8 @@ def test_derived_key_hash_is_the_java_hash_of_the_derived_value() -> None:
         (f"{EVENT}:seq|lower", "lower takes a string, the key here is a long"),
         (f"{EVENT}:user|shout", "unknown key function 'shout'"),
         (EVENT, "pick the key field"),
-        ("pojo(a:string,b:?):b", "unknown type"),
+        ("pojo(a:string,b:?):b", "the key field has an unknown type"),
+        ("pojo(a:?,b:string):b", "a field serialized before 'b' has an unknown type"),
         ("pojo(a:string,a:long):a", "twice"),
         ("pojo(a:string,long):a", "name every field or none"),
         ("string|before('')", "not empty"),
@@ -187,6 +188,12 @@ def test_bad_pojo_and_derived_specs_say_what_is_wrong(spec: str, fragment: str) 
     with pytest.raises(ValueSpecError) as err:
         parse_key_extractor(spec)
     assert fragment in str(err.value)
+
+
+def test_a_nested_key_before_an_unknown_field_is_found() -> None:
+    # pojo flags 0x02; field a: marker 0, nested flags 0x02, x: marker 0 + "k", y: marker 0 + 2 unknown bytes
+    raw = b"\x02" + b"\x00\x02" + b"\x00\x02k" + b"\x00\xff\xee"
+    assert parse_key_extractor("pojo(a:pojo(x:string,y:?)):a.x")(raw) == ("k", ord("k"))
 
 
 def test_nested_path_key_and_null_on_the_path() -> None:
