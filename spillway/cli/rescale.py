@@ -159,7 +159,14 @@ def command(
     out_dir: Annotated[
         str | None, typer.Option("--out", help="New checkpoint directory (must not exist); not needed with --dry-run.")
     ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="VERTEX=EXTRACTOR for its keyBy input.")] = None,
+    key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key",
+            help="VERTEX=EXTRACTOR for its keyBy input: a value spec, :FIELD, |FUNCTIONS "
+            "(e.g. 'pojo(user:string,seq:long):user|before(\":\")'; see above).",
+        ),
+    ] = None,
     key_fn: Annotated[
         list[str] | None, typer.Option("--key-fn", help="VERTEX=module:function for its keyBy/custom input.")
     ] = None,

@@ -24,6 +24,13 @@ def example() -> tuple[str, list[str]]:
     return code, shlex.split(lines[end].strip())[1:]
 
 
+def test_the_docs_show_the_same_example() -> None:
+    code, args = example()
+    docs = (Path(__file__).parents[2] / "docs" / "rescale.md").read_text()
+    assert f"```python\n{code}```" in docs
+    assert "spillway " + " ".join(args) in docs
+
+
 def test_the_key_fn_example_runs_as_printed(tmp_path: Path) -> None:
     code, args = example()
     assert "from spillway.formats.values import read_string" in code
