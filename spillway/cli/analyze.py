@@ -36,6 +36,13 @@ map (upstream subtask x downstream subtask, shaded by in-flight bytes) and the w
 
   rowdata(T,...): SQL RowData, e.g. rowdata(int,bigint,string)
 
+  pojo(name:T,...): a POJO (PojoSerializer; fields in any order), e.g.
+  pojo(user:string,seq:long,meta:pojo(region:string))
+
+  row(name:T,...), caseclass(T,...): named Row fields, a Scala case class
+
+  array(T), objarray(T), list(T), map(K,V), nullable(T): int[]/String[], Long[]/POJO[], List, Map
+
   ?: a field of unknown type; decoding stops there (docs/analyze.md)
 
 Examples:

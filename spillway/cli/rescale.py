@@ -44,10 +44,35 @@ records), and lists each one with why and how many bytes its handles state; the 
 sees those records. Damage anywhere else (keyed/operator state, channels that are not moved, the
 plan) is still refused.
 
-EXTRACTOR: long | string | int | boolean | tuple:0:long | tuple(long,string):1 | row(long,int,string):2
-(see docs/analyze.md). --key-fn module:function gets the record's serialized value (bytes) and returns
-the key's Java hashCode (int) or a str key; for CUSTOM edges it gets (bytes, parallelism) and returns
-the target subtask.
+EXTRACTOR (docs/analyze.md, "Key extractors"): a value spec, then ":" and the key field (index, name or
+path), then "|" and functions that derive the key from that field, no Python needed:
+
+  long | string | tuple:0:long | tuple(long,string):1
+  row(long,int,string):2 | row(id:long,name:string):name
+  caseclass(string,long):_1
+  pojo(userId:long,meta:pojo(region:string,zone:int)):meta.region
+  'string|before(":")' | 'pojo(user:string,seq:long):user|before(":")|lower'
+
+Key functions: before/after/beforelast/afterlast('S'), part('S',N), substring(B[,E]), lower, upper, trim,
+str, mod(N), with Java's String and % semantics. POJO fields may be listed in any order.
+
+--key-fn module:function covers every other key: the function gets the record's serialized value (bytes) and
+returns the key as a str, or the key's Java hashCode as an int; for CUSTOM edges it gets (bytes, parallelism)
+and returns the target subtask. A complete example, prefix_key.py in the current directory, for the bundled
+job whose "slow" operator is keyed by the part of a String before ':' (the same key as
+--key 'slow=string|before(":")'):
+
+  # prefix_key.py
+  from spillway.formats.values import read_string
+
+  def key(value: bytes) -> str:
+      text, _ = read_string(value, 0)  # (the String, next offset)
+      return text.split(":", 1)[0]
+
+  spillway rescale chk-42 --plan plan.json -p slow=3 --key-fn slow=prefix_key:key --out chk-42-p3
+
+The readers of spillway.formats.values take (bytes, offset) and return (value, next offset): read_string,
+read_long, read_boolean; decode_value(SPEC, bytes) decodes a whole value by a value spec.
 
 Examples:
 
@@ -134,7 +159,14 @@ def command(
     out_dir: Annotated[
         str | None, typer.Option("--out", help="New checkpoint directory (must not exist); not needed with --dry-run.")
     ] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", help="VERTEX=EXTRACTOR for its keyBy input.")] = None,
+    key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key",
+            help="VERTEX=EXTRACTOR for its keyBy input: a value spec, :FIELD, |FUNCTIONS "
+            "(e.g. 'pojo(user:string,seq:long):user|before(\":\")'; see above).",
+        ),
+    ] = None,
     key_fn: Annotated[
         list[str] | None, typer.Option("--key-fn", help="VERTEX=module:function for its keyBy/custom input.")
     ] = None,

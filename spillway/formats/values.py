@@ -2,7 +2,9 @@
 
 Value specs (case-insensitive, blanks ignored)::
 
-    spec    := scalar | tuple(field, ...) | row(field, ...) | rowdata(rdtype, ...)
+    spec    := scalar | tuple(field, ...) | row(field, ...) | row(name:field, ...) | rowdata(rdtype, ...)
+             | NAME(...)                     (registered: pojo, caseclass, array, objarray, list, map, nullable
+                                              in value_composites; others through ``register_spec``)
     field   := spec | ?                      (? = a field of unknown type; decoding stops there)
     scalar  := string | long | int | short | byte | boolean | double | float | bytes
                (aliases: varchar, bigint, integer, smallint, tinyint, bool)
@@ -23,11 +25,13 @@ Encodings, all checked against bytes written by Flink 2.3.0's own serializers (t
 Key extractor specs (``parse_key_extractor``): a scalar (the whole value is the key), ``tuple(...):N`` /
 ``row(...):N`` (field N is the key), the shorthand ``tuple:0:SCALAR``, or ``rowdata(...):N[,M...]`` (SQL: the
 key fields projected into a BinaryRowData, hashed with ``murmur_words``). Without ``?`` the whole value must
-decode exactly; a ``?`` after the key field leaves the rest unchecked.
+decode exactly; a ``?`` after the key field leaves the rest unchecked. Fields by name or path and keys derived
+from a field (``pojo(...):user|before(':')``): ``key_paths``. Field names keep their case.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import struct
@@ -216,8 +220,11 @@ class RowValue:
 
     kind: str
     fields: tuple[Any, ...]
+    names: tuple[str, ...] | None = None  # row(name:type, ...): shown and given as JSON by name
 
     def __repr__(self) -> str:
+        if self.names is not None:
+            return f"{self.kind}{{{', '.join(f'{n}={v!r}' for n, v in zip(self.names, self.fields, strict=True))}}}"
         return f"{self.kind}[{', '.join(repr(f) for f in self.fields)}]"
 
 
@@ -314,9 +321,12 @@ class TupleType(Type):
 @dataclass
 class RowType(Type):
     fields: list[Type]
+    names: list[str] | None = None  # row(name:type, ...): the same bytes, fields also picked by name
 
     @property
     def spec(self) -> str:
+        if self.names is not None:
+            return f"row({','.join(f'{n}:{f.spec}' for n, f in zip(self.names, self.fields, strict=True))})"
         return f"row({','.join(f.spec for f in self.fields)})"
 
     @property
@@ -346,7 +356,7 @@ class RowType(Type):
                 v, pos = f.read(data, pos)
                 out.append(v)
                 lost = not f.known
-        return RowValue(kind, tuple(out)), pos
+        return RowValue(kind, tuple(out), None if self.names is None else tuple(self.names)), pos
 
     def read_until(self, data: bytes, pos: int, index: int) -> tuple[object, int]:
         _, nulls, pos = self._mask(data, pos)
@@ -483,7 +493,29 @@ def binary_row(types: list[str], values: tuple[Any, ...], kind: int = 0) -> byte
 # ---------------------------------------------------------------- parsing specs
 
 _T = TypeVar("_T")
-_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*|\?|[(),:]|\d+)")
+# identifiers keep their case for field names; keywords compare in lower case. Quoted text: 'x' or "x".
+_TOKEN = re.compile(r"""\s*('[^']*'|"[^"]*"|[A-Za-z_$][A-Za-z0-9_$]*|\?|[(),:.|]|\d+)""")
+
+
+RAW = "\x00"  # marks a token holding the verbatim argument of a raw-argument spec (``register_spec``)
+
+
+def _raw_argument(spec: str, text: str, start: int) -> int:
+    """The index of the ``)`` closing the ``(`` at ``start`` (nested parentheses and quotes allowed)."""
+    depth, quote = 0, ""
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueSpecError(f"value spec {spec!r}: the ( at {start} is never closed")
 
 
 def _tokens(spec: str) -> list[str]:
@@ -493,21 +525,60 @@ def _tokens(spec: str) -> list[str]:
         m = _TOKEN.match(text, pos)
         if not m:
             raise ValueSpecError(f"value spec {spec!r}: unexpected {text[pos:]!r}")
-        out.append(m.group(1).lower())
+        out.append(m.group(1))
         pos = m.end()
         while pos < len(text) and text[pos].isspace():
             pos += 1
+        if m.group(1).lower() in RAW_ARGUMENT_SPECS and text.startswith("(", pos):
+            end = _raw_argument(spec, text, pos)  # a file path or URL: kept as written
+            out += ["(", RAW + text[pos + 1 : end].strip(), ")"]
+            pos = end + 1
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
     return out
 
 
-class _Parser:
+SpecConstructor = Callable[["SpecParser"], Type]
+# name -> constructor of a spec ``name(...)``: called with the parser just after the name (``register_spec``).
+SPEC_CONSTRUCTORS: dict[str, SpecConstructor] = {}
+# specs whose argument is one verbatim text (a path, a URL), read with ``SpecParser.raw_argument``
+RAW_ARGUMENT_SPECS: set[str] = set()
+# modules that call ``register_spec`` when imported; imported before the first spec is read
+SPEC_MODULES = ["spillway.formats.value_composites"]
+
+
+def register_spec(name: str, constructor: SpecConstructor, raw_argument: bool = False) -> None:
+    """Make ``name(...)`` a value spec everywhere specs are read (--key, --value-type, the API). The constructor
+    gets the ``SpecParser`` positioned after the name and returns a ``Type``; it reads its own arguments
+    (``parser.fields(parser.field_type)``, ``parser.literal()``, …). ``raw_argument``: everything between the
+    parentheses is one verbatim text (``avro(schemas/order.avsc)``, a URL), read with ``parser.raw_argument()``.
+    The module that registers must be in ``SPEC_MODULES`` (or be imported before specs are read)."""
+    key = name.lower()
+    if key in SCALARS or key in ALIASES or key in ("tuple", "row", "rowdata", "?"):
+        raise ValueError(f"{name!r} is a built-in value spec")
+    SPEC_CONSTRUCTORS[key] = constructor
+    if raw_argument:
+        RAW_ARGUMENT_SPECS.add(key)
+
+
+def _load_spec_modules() -> None:
+    for module in SPEC_MODULES:
+        importlib.import_module(module)
+
+
+class SpecParser:
+    """Reads one value spec (or key spec) token by token; ``register_spec`` constructors use its methods."""
+
     def __init__(self, spec: str) -> None:
+        _load_spec_modules()
         self.spec = spec
-        self.toks = _tokens(spec)
+        self.raw = _tokens(spec)
+        self.toks = [t if t[0] in "'\"" + RAW else t.lower() for t in self.raw]
         self.i = 0
 
-    def peek(self) -> str | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
+    def peek(self, ahead: int = 0) -> str | None:
+        i = self.i + ahead
+        return self.toks[i] if i < len(self.toks) else None
 
     def take(self, expected: str | None = None) -> str:
         tok = self.peek()
@@ -517,6 +588,49 @@ class _Parser:
         self.i += 1
         return tok
 
+    def take_raw(self) -> str:
+        """The next token as written (field names are case-sensitive)."""
+        self.take()
+        return self.raw[self.i - 1]
+
+    def fail(self, problem: str) -> ValueSpecError:
+        return ValueSpecError(f"value spec {self.spec!r}: {problem}")
+
+    def field_name(self) -> str:
+        name = self.take_raw()
+        if not (name[0].isalpha() or name[0] in "_$"):
+            raise self.fail(f"{name!r} is not a field name")
+        return name
+
+    def literal(self) -> str:
+        tok = self.take_raw()
+        if tok[0] not in "'\"":
+            raise self.fail(f"expected a quoted text like ':', found {tok}")
+        return tok[1:-1]
+
+    def raw_argument(self) -> str:
+        """``(TEXT)`` of a spec registered with ``raw_argument=True``: TEXT as written, stripped."""
+        self.take("(")
+        tok = self.take_raw()
+        if not tok.startswith(RAW):
+            raise self.fail(f"expected a verbatim argument, found {tok}")
+        self.take(")")
+        return tok[1:]
+
+    def number(self) -> int:
+        tok = self.take()
+        if not tok.isdigit():
+            raise self.fail(f"expected a number, found {tok}")
+        return int(tok)
+
+    def named(self) -> bool:
+        """True if the next field is written ``name:type``."""
+        tok = self.peek()
+        return tok is not None and (tok[0].isalpha() or tok[0] in "_$") and self.peek(1) == ":"
+
+    def field_type(self) -> Type:
+        return self.type(allow_unknown=True)
+
     def type(self, allow_unknown: bool = False) -> Type:
         tok = self.take()
         if tok == "?":
@@ -524,17 +638,44 @@ class _Parser:
                 raise ValueSpecError(f"value spec {self.spec!r}: '?' is only allowed as a field")
             return UnknownType()
         if tok in ("tuple", "row") and self.peek() == "(":
-            fields = self.fields(lambda: self.type(allow_unknown=True))
-            return TupleType(fields) if tok == "tuple" else RowType(fields)
+            names, fields = self.maybe_named_fields(allow_names=tok == "row")
+            return TupleType(fields) if tok == "tuple" else RowType(fields, names)
         if tok == "rowdata" and self.peek() == "(":
             return RowDataType(self.fields(self.rowdata_type))
+        if tok in SPEC_CONSTRUCTORS and self.peek() == "(":
+            return SPEC_CONSTRUCTORS[tok](self)
         name = ALIASES.get(tok, tok)
         if name in SCALARS:
             return ScalarType(SCALARS[name])
         raise ValueSpecError(
             f"value spec {self.spec!r}: unknown type {tok!r} (known: {', '.join(SCALARS)}, tuple(...), row(...), "
-            "rowdata(...))"
+            f"rowdata(...), {', '.join(f'{n}(...)' for n in SPEC_CONSTRUCTORS)})"
         )
+
+    def maybe_named_fields(self, allow_names: bool = True) -> tuple[list[str] | None, list[Type]]:
+        """``(T, ...)`` or ``(name:T, ...)`` (all fields named or none)."""
+        if not (allow_names and self.named_after_paren()):
+            return None, self.fields(self.field_type)
+        pairs = self.fields(self.named_field)
+        names = [n for n, _ in pairs]
+        if len(set(names)) != len(names):
+            raise self.fail("a field name is given twice")
+        return names, [t for _, t in pairs]
+
+    def named_after_paren(self) -> bool:
+        """True at ``(name:...``: a field list whose fields are named."""
+        return self.peek() == "(" and self._named_at(1)
+
+    def _named_at(self, ahead: int) -> bool:
+        tok = self.peek(ahead)
+        return tok is not None and (tok[0].isalpha() or tok[0] in "_$") and self.peek(ahead + 1) == ":"
+
+    def named_field(self) -> tuple[str, Type]:
+        if not self.named():
+            raise self.fail(f"expected name:type, found {self.peek() or 'the end'} (name every field or none)")
+        name = self.field_name()
+        self.take(":")
+        return name, self.field_type()
 
     def rowdata_type(self) -> str:
         tok = self.take()
@@ -560,7 +701,7 @@ class _Parser:
 
 
 def parse_value_spec(spec: str) -> Type:
-    p = _Parser(spec)
+    p = SpecParser(spec)
     t = p.type()
     p.end()
     return t
@@ -623,9 +764,15 @@ def json_data(value: object) -> object:
     if isinstance(value, Undecoded):
         return {"hex": value.raw.hex()}
     if isinstance(value, RowValue):
+        if value.names is not None:
+            named = {n: json_data(f) for n, f in zip(value.names, value.fields, strict=True)}
+            return {"kind": value.kind, "fields": named}
         return {"kind": value.kind, "fields": [json_data(f) for f in value.fields]}
     if isinstance(value, tuple | list):
         return [json_data(f) for f in value]
+    as_json = getattr(value, "json_data", None)  # composite values of other modules (POJOs, maps)
+    if callable(as_json):
+        return as_json(json_data)
     return repr(value)
 
 
@@ -736,9 +883,18 @@ _SHORTHAND = re.compile(r"^\s*(tuple|row)\s*:\s*(\d+)\s*:\s*(.+?)\s*$", re.IGNOR
 _INDEXED = re.compile(r"^(.*\))\s*:\s*(\d+(?:\s*,\s*\d+)*)\s*$", re.DOTALL)
 
 
+def _path_key(spec: str) -> KeyExtractor:
+    from spillway.formats.key_paths import parse_path_key  # fields by name, nested paths, derived keys
+
+    return parse_path_key(spec)
+
+
 def parse_key_extractor(spec: str) -> KeyExtractor:
     """``long`` / ``string`` / ``int`` / ``boolean`` / … (whole value), ``tuple(long,string):1``,
-    ``row(long,int,string):2`` or ``tuple:0:long`` (field 0 of a tuple of any arity)."""
+    ``row(long,int,string):2`` or ``tuple:0:long`` (field 0 of a tuple of any arity); fields by name or path
+    and derived keys (``pojo(user:string,…):user|before(':')``) in ``key_paths``."""
+    if "|" in spec:
+        return _path_key(spec)
     m = _SHORTHAND.match(spec)
     if m:
         kind, index, key_spec = m.group(1).lower(), int(m.group(2)), m.group(3)
@@ -759,6 +915,8 @@ def parse_key_extractor(spec: str) -> KeyExtractor:
     m = _INDEXED.match(spec.strip())
     if m:
         t = parse_value_spec(m.group(1))
+        if not isinstance(t, TupleType | RowType | RowDataType):
+            return _path_key(spec)
         indices = [int(x) for x in m.group(2).split(",")]
         if isinstance(t, RowDataType):
             return _rowdata_extractor(spec, t, indices)
@@ -770,6 +928,8 @@ def parse_key_extractor(spec: str) -> KeyExtractor:
         if index >= len(t.fields):
             raise ValueSpecError(f"key spec {spec!r}: field {index} does not exist ({len(t.fields)} fields)")
         return _extractor(spec, t, index)
+    if ":" in spec:
+        return _path_key(spec)  # a field by name
     t = parse_value_spec(spec)
     if not isinstance(t, ScalarType):
         raise ValueSpecError(

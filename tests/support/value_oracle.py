@@ -23,7 +23,19 @@ RELEASE = "2.3.0"
 def value_oracle() -> dict[str, Any]:
     """ValueOracle's JSON: ``routes`` [[max parallelism, parallelism], …] and ``cases``, each with ``spec``, ``hex``,
     ``value`` (typed description) and ``keys`` [{extractor, key, hash, murmur, routing: [[key group, subtask], …]}]."""
-    lib, classes = prepare(RELEASE)
+    return run_oracle("ValueOracle", RELEASE)
+
+
+@cache
+def object_oracle(release: str) -> dict[str, Any]:
+    """ObjectOracle's JSON on ``release``: ``cases``, each with ``spec``, ``hex`` and ``value`` (plain JSON, as
+    spillway's ``json_data`` gives it) and ``keys`` [{extractor, hash, routing: [[key group, subtask] for (128, 3)
+    and (32768, 100)]} or {extractor, null: true}], or ``refusal`` (a text spillway's refusal must contain)."""
+    return run_oracle("ObjectOracle", release)
+
+
+def run_oracle(main: str, release: str) -> dict[str, Any]:
+    lib, classes = prepare(release)
     gen = _generator()
     with tempfile.TemporaryDirectory(prefix="spillway-values-") as tmp:
         out = Path(tmp) / "values.json"
@@ -35,13 +47,13 @@ def value_oracle() -> dict[str, Any]:
             f"-Dspillway.log={Path(tmp) / 'oracle.log'}",
             "-cp",
             f"{classes}:{lib}/*",
-            "spillway.fixtures.ValueOracle",
+            f"spillway.fixtures.{main}",
             "--out",
             str(out),
         ]
         res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
         if res.returncode != 0:
-            raise RuntimeError(f"ValueOracle failed (rc={res.returncode}):\n{res.stdout[-4000:]}")
+            raise RuntimeError(f"{main} failed (rc={res.returncode}):\n{res.stdout[-4000:]}")
         return json.loads(out.read_text(encoding="utf-8"))
 
 
