@@ -31,15 +31,7 @@ from spillway.errors import SpillwayError, UsageError
 from spillway.formats.record_reader import Record
 from spillway.formats.stream_elements import RECORD_TAGS, element_name
 from spillway.formats.values import (
-    Float32,
-    RowDataType,
-    RowType,
-    RowValue,
-    ScalarType,
-    TupleType,
     Type,
-    Undecoded,
-    UnknownType,
     ValueSpecError,
     decode,
     json_data,
@@ -48,6 +40,7 @@ from spillway.formats.values import (
 from spillway.inspect.analyze import Analysis, ChannelAnalysis, Position, analyze, record_timestamp, value_bytes
 from spillway.inspect.salvage_options import ValueTypes
 from spillway.inspect.topology import JobBinding, Topology
+from spillway.inspect.value_arrow import arrow_type, arrow_value
 from spillway.safe_io import real_path
 from spillway.storage.guard import TargetExists
 from spillway.storage.load import LoadedCheckpoint
@@ -93,92 +86,6 @@ PROVENANCE = [
     ("length", pa.int32()),  # of the element (tag, timestamp, value), the length field excluded
     ("value_raw", pa.binary()),
 ]
-
-_SCALARS: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "long": pa.int64(),
-    "int": pa.int32(),
-    "short": pa.int16(),
-    "byte": pa.int8(),
-    "boolean": pa.bool_(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "bytes": pa.binary(),
-}
-_ROWDATA: dict[str, pa.DataType] = {
-    "bigint": pa.int64(),
-    "int": pa.int32(),
-    "smallint": pa.int16(),
-    "tinyint": pa.int8(),
-    "boolean": pa.bool_(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "string": pa.string(),
-    "bytes": pa.binary(),
-    "?": pa.binary(),
-}
-
-
-def arrow_type(t: Type) -> pa.DataType | None:
-    """The Arrow type of values of ``t``: structs for tuples (fields ``f0``…) and rows (``kind`` and ``f0``…),
-    binary for a field of unknown type. A spec type may say its own (an ``arrow_type()`` method); None: no
-    mapping (the value is exported as JSON text)."""
-    own = getattr(t, "arrow_type", None)
-    if callable(own):
-        result = own()
-        return result if isinstance(result, pa.DataType) else None
-    if isinstance(t, ScalarType):
-        return _SCALARS.get(t.spec)
-    if isinstance(t, UnknownType):
-        return pa.binary()
-    if isinstance(t, RowDataType):
-        return pa.struct([("kind", pa.string()), *((f"f{i}", _ROWDATA[n]) for i, n in enumerate(t.types))])
-    if isinstance(t, TupleType | RowType):
-        fields = [arrow_type(f) for f in t.fields]
-        if any(f is None for f in fields):
-            return None
-        named = [(f"f{i}", f) for i, f in enumerate(fields)]
-        return pa.struct(named if isinstance(t, TupleType) else [("kind", pa.string()), *named])
-    return None
-
-
-def arrow_value(t: Type, value: object) -> object:
-    """``value`` (decoded by ``t``) as the Python data of its Arrow type (:func:`arrow_type`)."""
-    own = getattr(t, "arrow_value", None)
-    if callable(own):
-        return own(value)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return utf8_safe(value)
-    if isinstance(value, Undecoded):
-        return value.raw
-    if isinstance(value, Float32):
-        return float(value)
-    if isinstance(t, RowDataType) and isinstance(value, RowValue):
-        return {"kind": value.kind, **{f"f{i}": _plain(v) for i, v in enumerate(value.fields)}}
-    if isinstance(t, TupleType) and isinstance(value, tuple):
-        return {f"f{i}": arrow_value(f, v) for i, (f, v) in enumerate(zip(t.fields, value, strict=True))}
-    if isinstance(t, RowType) and isinstance(value, RowValue):
-        fields = zip(t.fields, value.fields, strict=True)
-        return {"kind": value.kind, **{f"f{i}": arrow_value(f, v) for i, (f, v) in enumerate(fields)}}
-    return value
-
-
-def _plain(v: object) -> object:
-    if isinstance(v, str):
-        return utf8_safe(v)
-    return v.raw if isinstance(v, Undecoded) else float(v) if isinstance(v, Float32) else v
-
-
-def utf8_safe(text: str) -> str:
-    """``text`` with each lone UTF-16 surrogate (a Java String may hold one; UTF-8, and so Arrow, cannot) as
-    U+FFFD. Only the decoded column loses it: ``value_raw`` keeps the bytes exactly."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
-    return text
 
 
 @dataclass

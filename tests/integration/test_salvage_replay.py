@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.values import decode, parse_value_spec
-from spillway.inspect.salvage import arrow_type, arrow_value
+from spillway.inspect.value_arrow import arrow_type, arrow_value
 
 pytestmark = pytest.mark.flink
 
