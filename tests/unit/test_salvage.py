@@ -319,3 +319,27 @@ def test_a_dry_run_strip_counts_the_salvage_and_writes_neither(tmp_path: Path) -
     assert code == 0, doc
     assert doc["dry_run"] and doc["salvage"]["records"] == doc["records_dropped"] > 0
     assert not out.exists() and not salvaged.exists()
+
+
+def test_in_flight_pojos_salvage_as_structs_equal_to_what_the_job_logged(tmp_path: Path) -> None:
+    """The pojo-counted job logs every Event it emits (records.jsonl.gz); salvaged with a pojo spec, each
+    in-flight Event on the keyed edges is a Parquet struct equal to the logged one (nested POJO, nulls, arrays)."""
+    import gzip
+
+    fx = fixture_named("2.3.0-pojo-counted")
+    event = (
+        "pojo(user:string,seq:long,bucket:int,meta:pojo(origin:string,shard:int,stamp:long),tags:array(string),"
+        "parts:array(int),history:objarray(long),score:double)"
+    )
+    with gzip.open(fx.root / "records.jsonl.gz", "rt", encoding="utf-8") as f:
+        logged = {r["seq"]: r for r in map(json.loads, f)}
+    out = tmp_path / "pojo"
+    code, doc = cli(
+        "salvage", str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json"), "--out", str(out),
+        "--value-type", f"parse->count={event}", "--value-type", f"count->group={event}", "--operator", "count",
+    )  # fmt: skip
+    assert code == 0, doc
+    values = [r["value"] for r in rows(out, doc) if r["kind"] == "record"]
+    assert len(values) > 200
+    assert values == [logged[v["seq"]] for v in values]
+    assert any(v["meta"] is None for v in values)
