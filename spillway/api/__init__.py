@@ -16,6 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, for type checkers (tests/unit/test_api_session.py keeps the two in step)
+    from spillway.api.about import VersionInfo as VersionInfo
+    from spillway.api.about import version as version
     from spillway.api.binding_rows import binding_json as binding_json
     from spillway.api.binding_rows import uid_map_template as uid_map_template
     from spillway.api.dump import DumpResult as DumpResult
@@ -152,6 +154,9 @@ _EXPORTS: dict[str, str] = {
     "bind_plan": "plans",
     "job_checkpoint": "plans",
     "rebase_rules": "plans",
+    # this installation: spillway's version and what it runs on
+    "version": "about",
+    "VersionInfo": "about",
     # Flink's key -> key group -> subtask math
     "keygroup": "keys",
     "KeyGroup": "keys",

@@ -54,16 +54,16 @@ def read_plan(
     ``uids`` win. ``plan``: a file of either flavour (``getExecutionPlan()``/``flink info`` or the REST job
     graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), a ``Topology``, or
     a ``JobJar`` (the job's own graph, built by Flink from its jar: every id exact, no uids to give)."""
+    if plan is None:  # before importing what a plan needs: a run without one (a plain dump) loads none of it
+        if uids or uid_map:
+            raise UsageError("uids and uid_map need a plan")
+        return None
     from spillway.api.jobs import JobJar, job_plan
 
     if isinstance(plan, JobJar):
         if uids or uid_map:
             raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
         return job_plan(plan)
-    if plan is None:
-        if uids or uid_map:
-            raise UsageError("uids and uid_map need a plan")
-        return None
     from spillway.inspect.topology import load_uid_map
 
     merged = load_uid_map(Path(uid_map)) if uid_map is not None else {}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
+from support.commands import every_command
 from support.console import ROOT, run
 from support.fixtures import fixture_named
 
@@ -22,15 +22,7 @@ WIDTHS = (60, 80, 120)
 
 def _commands() -> dict[tuple[str, ...], Any]:
     """Every command and group of the app, by its path of names (the root is ``()``)."""
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(cmd: Any, path: tuple[str, ...]) -> None:
-        found[path] = cmd
-        for name, sub in getattr(cmd, "commands", {}).items():
-            walk(sub, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
+    return dict(every_command(app))
 
 
 def _words(line: str) -> list[str]:

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.console import Run, spillway
 from support.counting_s3 import Counter, counting_s3
 from support.endpoints import S3Server, upload
 from support.fixtures import Fixture, fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.errors import StorageError

@@ -1,13 +1,13 @@
-"""``spillway dump``: everything in ``_metadata``, for people (table/tree) or machines (--json)."""
+"""Decode _metadata: every operator, subtask and handle.
+
+Everything in ``_metadata``, for people (table/tree) or machines (--json)."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from spillway.cli import dump_body
-from spillway.cli.options import PlanNaming, bundled
+from spillway.api import DumpView, dump_checkpoint
+from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import PlanNaming, flag, option, path_argument, plan_naming
 
 HELP = """Decode a checkpoint's _metadata (format V2-V7) and show every operator, subtask and handle.
 
@@ -31,34 +31,37 @@ Examples:
 """
 
 
-@bundled
+@spillway_command("dump", HELP)
+@path_argument
+@flag("--json", "json_out", help="Emit the full decode as JSON (schema spillway.dump/1).")
+@option("--operator", metavar="OPERATOR", help="Only this operator (id, uid or name).")
+@option("--subtask", type=int, metavar="N", help="Only this subtask index.")
+@flag("--tree", help="Show every handle as a tree.")
+@plan_naming()
 def command(
-    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Emit the full decode as JSON (schema spillway.dump/1).")
-    ] = False,
-    operator: Annotated[str | None, typer.Option("--operator", help="Only this operator (id, uid or name).")] = None,
-    subtask: Annotated[int | None, typer.Option("--subtask", help="Only this subtask index.")] = None,
-    tree: Annotated[bool, typer.Option("--tree", help="Show every handle as a tree.")] = False,
-    naming: PlanNaming = PlanNaming(),
-) -> None:
-    raise typer.Exit(
-        dump_body.run(
-            path,
-            json_out=json_out,
-            operator=operator,
-            subtask=subtask,
-            tree=tree,
-            plan=naming.plan,
-            rebase=naming.rebase,
-            uid=naming.uid,
-            uid_map=naming.uid_map,
-            job=naming.job,
-            job_class=naming.job_class,
-            job_arg=naming.job_arg,
-            job_flink_version=naming.job_flink_version,
-        )
-    )
+    path: str, json_out: bool, operator: str | None, subtask: int | None, tree: bool, naming: PlanNaming
+) -> int:
+    def body() -> int:
+        # parse -> one API call -> render (the API reads the plan before any checkpoint)
+        view = DumpView(operator, subtask)
+        result = dump_checkpoint(path, view, **naming.plan_keywords())
+        code = ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
+        if subtask is not None:
+            top = result.top_parallelism
+            if subtask < 0 or subtask >= top:
+                raise UsageError(
+                    f"--subtask {subtask}: "
+                    + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
+                )
+        if json_out:
+            emit_json(result.json_head(), ("operators", result.operator_docs()))
+            return code
+        from spillway.cli.binding import show_binding
+        from spillway.cli.dump_show import show  # text for people: rich is loaded only now
 
+        result.survey()
+        show_binding(result.binding)
+        show(result, tree or operator is not None or subtask is not None)
+        return code
 
-__all__ = ["HELP", "command"]
+    return guarded(body, json_out)

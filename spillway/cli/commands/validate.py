@@ -1,14 +1,22 @@
-"""``spillway validate``: prove a checkpoint sound, or locate every fault."""
+"""Check a checkpoint and every file it references.
+
+Prove a checkpoint sound, or locate every fault."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from spillway.cli import validate_body
-from spillway.cli.job_options import JobArgOpt, JobClassOpt, JobFlinkOpt, JobOpt
-from spillway.cli.options import RebaseOpt, UidMapOpt, UidOpt
+from spillway.cli.common import ExitStatus, emit_json, guarded
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import (
+    Naming,
+    bundle,
+    flag,
+    job_options,
+    option,
+    path_argument,
+    rebase_option,
+    uid_map_option,
+    uid_option,
+)
 
 HELP = """Check _metadata, every referenced file, every channel-state file and the record framing of
 every logical channel. Each fault is reported with rule, file, byte offset, operator, subtask and
@@ -28,48 +36,38 @@ Examples:
 """
 
 
-def command(
-    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    plan: Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph).")] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Emit the report as JSON (schema spillway.validate/1).")
-    ] = False,
-    rebase: RebaseOpt = None,
-    uid: UidOpt = None,
-    uid_map: UidMapOpt = None,
-    strict: Annotated[
-        bool,
-        typer.Option("--strict", help="Exit 1 also when no error was found but something was left unchecked."),
-    ] = False,
-    job: JobOpt = None,
-    job_class: JobClassOpt = None,
-    job_arg: JobArgOpt = None,
-    job_flink_version: JobFlinkOpt = None,
-    buffer_size: Annotated[
-        int | None,
-        typer.Option(
-            "--buffer-size",
-            help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes, default 32768: what "
-            "Flink would do with a damaged record depends on it.",
-        ),
-    ] = None,
-) -> None:
-    raise typer.Exit(
-        validate_body.run(
-            path,
-            plan=plan,
-            json_out=json_out,
-            rebase=rebase,
-            uid=uid,
-            uid_map=uid_map,
-            strict=strict,
-            job=job,
-            job_class=job_class,
-            job_arg=job_arg,
-            job_flink_version=job_flink_version,
-            buffer_size=buffer_size,
-        )
-    )
+@spillway_command("validate", HELP)
+@path_argument
+@option("--plan", metavar="FILE", help="Flink plan JSON (job-graph or stream-graph).")
+@flag("--json", "json_out", help="Emit the report as JSON (schema spillway.validate/1).")
+@bundle(
+    "naming",
+    Naming,
+    rebase_option,
+    uid_option,
+    uid_map_option,
+    flag("--strict", help="Exit 1 also when no error was found but something was left unchecked."),
+    *job_options,
+)
+@option(
+    "--buffer-size",
+    type=int,
+    metavar="BYTES",
+    help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes, default 32768: what "
+    "Flink would do with a damaged record depends on it.",
+)
+def command(path: str, plan: str | None, json_out: bool, naming: Naming, strict: bool, buffer_size: int | None) -> int:
+    def body() -> int:
+        cp = naming.open(path, plan)
+        result = cp.validate(buffer_size=buffer_size)  # progress bars on stderr when it is a terminal (see guarded)
+        if json_out:
+            emit_json(result.to_json())
+        else:
+            from spillway.cli.binding import show_binding
+            from spillway.cli.validate_show import show  # text for people: rich is loaded only now
 
+            show_binding(cp.binding)
+            show(result.report, cp.shown, cp.note, result.rebased)
+        return ExitStatus.FINDINGS if result.report.errors or (strict and not result.report.complete) else ExitStatus.OK
 
-__all__ = ["HELP", "command"]
+    return guarded(body, json_out)

@@ -1,4 +1,6 @@
-"""``spillway repair strip-channel-state``: drop in-flight data of chosen operators, with a loss report."""
+"""Drop the in-flight data of chosen operators.
+
+With a loss report."""
 
 from __future__ import annotations
 
@@ -43,4 +45,4 @@ def show_loss(report: RepairResult) -> None:
         err.print(f"  [red]{escape(name)}: {records} records, {e.bytes} bytes[/]")
 
 
-command = operators_repair(api.StripOptions, api.Checkpoint.strip_channel_state, show_loss)
+command = operators_repair("strip-channel-state", HELP, api.StripOptions, api.Checkpoint.strip_channel_state, show_loss)
