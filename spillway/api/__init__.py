@@ -27,7 +27,6 @@ _EXPORTS: dict[str, str] = {
     "ClearFinishedOptions": "options",
     "DropOperatorOptions": "options",
     "DEFAULT_BUFFER_SIZE": "options",
-    "IN_PROCESS": "options",
     "RESCALE_SCHEMA": "options",
     "check_key_specs": "options",
     "ForecastOptions": "options",
@@ -54,8 +53,6 @@ _EXPORTS: dict[str, str] = {
     "JobJar": "jobs",
     "JobIds": "jobs",
     "ids_json": "jobs",
-    "bind_plan": "plans",
-    "job_checkpoint": "plans",
     "rebase_rules": "plans",
     # this installation: spillway's version and what it runs on
     "version": "about",
@@ -64,7 +61,6 @@ _EXPORTS: dict[str, str] = {
     "keygroup": "keys",
     "KeyGroup": "keys",
     "KEY_TYPES": "keys",
-    "parse_key": "keys",
     # dump
     "dump_checkpoint": "dump",
     "DumpView": "dump",
@@ -89,7 +85,6 @@ _EXPORTS: dict[str, str] = {
     "Binding": "views",
     "ChannelAnalysis": "views",
     "CheckpointDiff": "views",
-    "CheckpointModel": "views",
     "EdgeSummary": "views",
     "FilesReport": "views",
     "Finding": "views",

@@ -14,9 +14,7 @@ from spillway.errors import UsageError
 
 if TYPE_CHECKING:
     from spillway.api.jobs import JobJar
-    from spillway.flink.operator_ids import Binding
     from spillway.inspect.topology import Topology
-    from spillway.model.checkpoint import Checkpoint as CheckpointModel
 
 PathLike = str | os.PathLike[str]
 # Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
@@ -99,9 +97,3 @@ def job_checkpoint(path: PathLike) -> str:
     return latest_checkpoint(str(path))
 
 
-def bind_plan(plan: Topology, checkpoint: CheckpointModel) -> Binding | None:
-    """How ``plan``'s operators bind to a decoded checkpoint (a value; neither argument is changed). The names the
-    plan gives the checkpoint's operators are ``spillway.open(...).plan_names`` (``JobBinding.names``)."""
-    from spillway.inspect.topology import operator_binding
-
-    return operator_binding(plan, checkpoint)
