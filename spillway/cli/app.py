@@ -153,8 +153,7 @@ def app() -> None:
 def main() -> None:
     """The console script: ``app`` in a process that ends with its command."""
     layout.freeze_gc = True
-    if sys.argv[1:] != ["--version"]:
-        _load_on_first_use("pdb")
+    _load_on_first_use("pdb")
     app(prog_name="spillway")
 
 
