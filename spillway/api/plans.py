@@ -95,5 +95,3 @@ def job_checkpoint(path: PathLike) -> str:
         return str(path)
 
     return latest_checkpoint(str(path))
-
-
