@@ -1,12 +1,7 @@
 """The four repairs: each takes an opened checkpoint, its plan and the repair's options
 (``spillway.repair.options``), writes a new checkpoint at ``options.out`` (never over anything,
 self-checked before the rename) and returns a ``RepairResult``. ``dry_run`` writes nothing.
-``spillway.api`` calls them (``Checkpoint.strip_channel_state(StripOptions(...))``); the first library
-calls over paths are kept as one-liners:
-
-    from spillway.repair import operations as repair
-    report = repair.strip_channel_state("chk-42", "chk-42-stripped", plan="plan.json", operators=["slow"])
-    print(report.to_json()["records_dropped"])
+An opened checkpoint calls them (``spillway.open("chk-42").strip_channel_state(StripOptions(...))``).
 """
 
 from __future__ import annotations
