@@ -202,8 +202,7 @@ def test_report_html_dash_writes_the_page_to_stdout(tmp_path: Path) -> None:
     ],
 )
 def test_usage_names_arguments_as_click_and_git_do(command: tuple[str, ...], usage: str) -> None:
-    # Expected from each command's declared arguments (names upper-cased, a repeatable one with "..."): typer's
-    # own "{path}" braces are not a convention anyone reads.
+    # Expected from each command's declared arguments: names upper-cased, a repeatable one with "...".
     code, out, _ = run([*command, "-h"], columns=80)
     assert code == 0 and out.splitlines()[0] == usage
     code, _, err = run([*command], columns=80)

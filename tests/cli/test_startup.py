@@ -58,7 +58,7 @@ def module_of(path: tuple[str, ...]) -> str:
 
 
 ALL_COMMAND_MODULES = {module_of(path) for path in COMMANDS} - {module_of(("repair",))}
-CONVERTING = {"typer", "pydantic", "pydantic_core"}  # what converted option values before click did
+CONVERTING = {"typer", "pydantic", "pydantic_core"}  # a second framework converting option values
 DATA = {"numpy", "pyarrow", "pyspark", "pandas"}
 
 
