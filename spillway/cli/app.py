@@ -28,7 +28,9 @@ def modules(package: str) -> dict[str, str]:
     (folder,) = importlib.import_module(package).__path__
     for entry in sorted(os.listdir(folder)):
         name = entry.removesuffix(".py")
-        if name.startswith("_") or not (entry.endswith(".py") or os.path.isfile(f"{folder}/{entry}/__init__.py")):
+        if not name.isidentifier() or name.startswith("_"):  # __init__, __pycache__, an editor's .#dump.py
+            continue
+        if not (entry.endswith(".py") or os.path.isfile(f"{folder}/{entry}/__init__.py")):
             continue
         found[name.replace("_", "-")] = name
     return found
