@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from side_by_side import baseline_checkout, process_cpu, spillway_cwd, spillway_env, spread  # noqa: E402
 
 PYCACHE = Path.home() / ".cache" / "spillway" / "bench" / "pycache"
-HEAVY = ("numpy", "pyarrow", "pyspark", "pydantic", "construct", "rich", "typer", "pandas", "fsspec")
+HEAVY = ("numpy", "pyarrow", "pyspark", "pydantic", "construct", "rich", "typer", "click", "pandas", "fsspec")
 
 
 def child_env(code: Path | None) -> dict[str, str]:

@@ -6,7 +6,7 @@
 
 Each revision's spillway runs in a child interpreter with the revision first on ``PYTHONPATH`` (the other
 one from ``git archive`` into a temporary directory: no worktree is added to the repository) and captures,
-in-process through typer's test runner at ``COLUMNS=200``, stdout and exit code of: the table, ``--tree``,
+in-process through click's test runner at ``COLUMNS=200``, stdout and exit code of: the table, ``--tree``,
 ``--json``, ``--subtask 0``, ``--subtask 999`` (a usage error), ``--operator`` (table and ``--json``), an
 unknown ``--operator``, every job directory (newest chk-N picked), and every fixture plan with ``--plan``
 (text and JSON). Exit status 0 when every view is byte-identical, 1 otherwise (the differing views listed).
@@ -29,7 +29,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 def capture(out: Path) -> None:
     os.environ["COLUMNS"] = "200"
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from spillway.cli.app import app
 

@@ -35,12 +35,12 @@ marks = [("interpreter start", time.monotonic(), time.process_time())]
 def mark(name):
     marks.append((name, time.monotonic(), time.process_time()))
 import importlib
-for name in ("spillway.cli.fast", "spillway.cli.validate_body"):
+for name in ("spillway.cli.app", "spillway.cli.commands.validate"):
     try:
         importlib.import_module(name)
     except ImportError:
         pass
-mark("imports: the fast path")
+mark("imports: the command line")
 import spillway.api.session as session, spillway.inspect.validate as V, spillway.inspect.validate_engine as E
 import spillway.inspect.topology, spillway.formats.native as native, spillway.storage.load as load
 mark("imports: api.open, validate")

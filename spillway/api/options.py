@@ -1,8 +1,11 @@
-"""The options of the read-side calls, as dataclasses (what a command's flags say, in Python's names).
+"""The options of an opened checkpoint's calls, as dataclasses (what a command's flags say, in Python's names).
 
-Each checks itself when made, so a mistake is an ``ArgumentError`` naming the argument before any checkpoint
-is read. The restore forecast's network settings are Flink's: ``buffer_size`` is
-``taskmanager.memory.segment-size`` (one network buffer), the others ``taskmanager.network.memory.*``.
+The writing calls' options (``RescaleOptions``, ``RelocateOptions``, ``StripOptions``, ``ClearFinishedOptions``,
+``DropOperatorOptions``) are defined beside the code that takes them (``spillway.rescale.options``,
+``spillway.repair.options``) and re-exported here. Each checks itself when made, so a mistake is an
+``ArgumentError`` naming the argument before any checkpoint is read. The restore forecast's network settings
+are Flink's: ``buffer_size`` is ``taskmanager.memory.segment-size`` (one network buffer), the others
+``taskmanager.network.memory.*``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.api.errors import ArgumentError
+from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.rescale.forecast import BufferSettings
 from spillway.rescale.options import (
     BUFFERS_PER_CHANNEL,
     DEFAULT_BUFFER_SIZE,
     FLOATING_BUFFERS_PER_GATE,
+    RESCALE_SCHEMA,
+    RescaleOptions,
     check_buffers,
     check_key_specs,
     check_parallelism,
@@ -122,10 +128,17 @@ __all__ = [
     "BUFFERS_PER_CHANNEL",
     "DEFAULT_BUFFER_SIZE",
     "FLOATING_BUFFERS_PER_GATE",
+    "RESCALE_SCHEMA",
     "AnalyzeOptions",
     "BufferSettings",
+    "ClearFinishedOptions",
+    "DropOperatorOptions",
     "ForecastOptions",
     "PreflightOptions",
+    "RelocateOptions",
+    "RescaleOptions",
+    "StripOptions",
     "buffer_settings",
+    "check_key_specs",
     "check_value_type",
 ]

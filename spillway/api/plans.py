@@ -14,9 +14,7 @@ from spillway.errors import UsageError
 
 if TYPE_CHECKING:
     from spillway.api.jobs import JobJar
-    from spillway.flink.operator_ids import Binding
     from spillway.inspect.topology import Topology
-    from spillway.model.checkpoint import Checkpoint as CheckpointModel
 
 PathLike = str | os.PathLike[str]
 # Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
@@ -54,16 +52,16 @@ def read_plan(
     ``uids`` win. ``plan``: a file of either flavour (``getExecutionPlan()``/``flink info`` or the REST job
     graph), a running job's ``http://HOST:PORT/jobs/JOB_ID`` (fetched from its JobManager), a ``Topology``, or
     a ``JobJar`` (the job's own graph, built by Flink from its jar: every id exact, no uids to give)."""
+    if plan is None:  # before importing what a plan needs: a run without one (a plain dump) loads none of it
+        if uids or uid_map:
+            raise UsageError("uids and uid_map need a plan")
+        return None
     from spillway.api.jobs import JobJar, job_plan
 
     if isinstance(plan, JobJar):
         if uids or uid_map:
             raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
         return job_plan(plan)
-    if plan is None:
-        if uids or uid_map:
-            raise UsageError("uids and uid_map need a plan")
-        return None
     from spillway.inspect.topology import load_uid_map
 
     merged = load_uid_map(Path(uid_map)) if uid_map is not None else {}
@@ -97,11 +95,3 @@ def job_checkpoint(path: PathLike) -> str:
         return str(path)
 
     return latest_checkpoint(str(path))
-
-
-def bind_plan(plan: Topology, checkpoint: CheckpointModel) -> Binding | None:
-    """How ``plan``'s operators bind to a decoded checkpoint (a value; neither argument is changed). The names the
-    plan gives the checkpoint's operators are ``spillway.open(...).plan_names`` (``JobBinding.names``)."""
-    from spillway.inspect.topology import operator_binding
-
-    return operator_binding(plan, checkpoint)

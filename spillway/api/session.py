@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
+from spillway.errors import UsageError
 
 if TYPE_CHECKING:
     from spillway.api.jobs import JobJar
@@ -255,46 +256,54 @@ class Checkpoint:
 
         return salvage.salvage(self, options, dropped_by)
 
-    # --- writing: rescale and repairs (api/writing.py) ---
+    # --- writing: rescale and the repairs (options in, a typed result out; the source is never modified) ---
     if TYPE_CHECKING:
-        from spillway.api.write_options import (
+        from spillway.api.options import (
             ClearFinishedOptions,
             DropOperatorOptions,
             RelocateOptions,
             RescaleOptions,
             StripOptions,
         )
-        from spillway.api.writing import RepairResult, RescaleResult
+        from spillway.api.repairs import RepairResult
+        from spillway.api.results import RescaleResult
 
     def rescale(self, options: RescaleOptions) -> RescaleResult:
-        """``spillway rescale``: a new checkpoint at the new parallelism (needs the plan); see api/writing.py."""
-        from spillway.api import writing
+        """``spillway rescale``: a new checkpoint in which the vertices of ``options.parallelism`` run at their
+        new parallelism, every in-flight record already on the channel Flink routes it to (needs the plan)."""
+        from spillway.api.results import RescaleResult
+        from spillway.rescale.rescale import rescale_checkpoint
 
-        return writing.rescale(self, options)
+        if self.plan is None:
+            raise UsageError("rescale needs the job's plan: spillway.open(path, plan=...)")
+        report = rescale_checkpoint(self.loaded, self.plan, options, self.job_binding)  # the one binding
+        return RescaleResult(report, options.dry_run)
 
     def relocate(self, options: RelocateOptions) -> RepairResult:
-        """``spillway repair relocate``: every path below ``options.old`` moved below ``options.new``."""
-        from spillway.api import writing
+        """``spillway repair relocate``: every path at or below ``options.old`` moved below ``options.new``."""
+        from spillway.repair.operations import relocate
 
-        return writing.relocate(self, options)
+        return relocate(self.loaded, self.plan, options, self.job_binding)
 
     def strip_channel_state(self, options: StripOptions) -> RepairResult:
-        """``spillway repair strip-channel-state``: in-flight data dropped, with what was lost."""
-        from spillway.api import writing
+        """``spillway repair strip-channel-state``: the channel state of ``options.operators`` (all without) dropped,
+        whole logical channels at a time; ``.loss`` says what."""
+        from spillway.repair.operations import strip_channel_state
 
-        return writing.strip_channel_state(self, options)
+        return strip_channel_state(self.loaded, self.plan, options, self.job_binding)
 
     def clear_finished(self, options: ClearFinishedOptions) -> RepairResult:
         """``spillway repair clear-finished``: FLIP-147 finished markers cleared."""
-        from spillway.api import writing
+        from spillway.repair.operations import clear_finished
 
-        return writing.clear_finished(self, options)
+        return clear_finished(self.loaded, self.plan, options, self.job_binding)
 
     def drop_operator(self, options: DropOperatorOptions) -> RepairResult:
-        """``spillway repair drop-operator``: operators removed with the other half of their channels."""
-        from spillway.api import writing
+        """``spillway repair drop-operator``: the state of ``options.operators`` removed, with the other half of
+        their channels."""
+        from spillway.repair.operations import drop_operator
 
-        return writing.drop_operator(self, options)
+        return drop_operator(self.loaded, self.plan, options, self.job_binding)
 
 
 def _source(plan: object, source: str | None) -> str:

@@ -15,7 +15,6 @@ from spillway.inspect.preflight import Loss as PreflightLoss
 from spillway.inspect.preflight import Result as PreflightAnswer
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import Report
-from spillway.model.checkpoint import Checkpoint as CheckpointModel
 
 __all__ = [
     "GROUPS",
@@ -23,7 +22,6 @@ __all__ = [
     "Binding",
     "ChannelAnalysis",
     "CheckpointDiff",
-    "CheckpointModel",
     "EdgeSummary",
     "FilesReport",
     "Finding",

@@ -48,8 +48,7 @@ def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = F
                 "exit_code": code,
             }
         )
-    # SystemExit, not typer's Exit: this module serves the plain fast path too (cli/fast.py), which runs without
-    # typer; click lets a SystemExit through with its code, as it would turn its own Exit into one.
+    # click lets a SystemExit through with its code, as it would turn its own Exit into one.
     raise SystemExit(code)
 
 

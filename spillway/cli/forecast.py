@@ -3,39 +3,33 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.api import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE, UsageError
 from spillway.cli.common import human_bytes, out
-from spillway.cli.options import key_specs
+from spillway.cli.options import Decorator, bundle, key_specs, option, repeatable
 from spillway.cli.wide import print_wide
 
 # One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
 # rescale writes (its --buffer-size). --segment-size, the forecast's first name for it, stays as a hidden alias.
-BufferSizeOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--buffer-size",
-        metavar="BYTES",
-        help=f"Flink's network buffer size, taskmanager.memory.segment-size (default {DEFAULT_BUFFER_SIZE}).",
-    ),
-]
-SegmentSizeAliasOpt = Annotated[
-    int | None, typer.Option("--segment-size", hidden=True, help="Deprecated: use --buffer-size.")
-]
-BuffersPerChannelOpt = Annotated[
-    int,
-    typer.Option("--buffers-per-channel", help="Forecast: taskmanager.network.memory.buffers-per-channel."),
-]
-FloatingBuffersOpt = Annotated[
-    int,
-    typer.Option("--floating-buffers-per-gate", help="Forecast: taskmanager.network.memory.floating-buffers-per-gate."),
-]
+buffers_per_channel_option = option(
+    "--buffers-per-channel",
+    type=int,
+    metavar="N",
+    default=BUFFERS_PER_CHANNEL,
+    help="Forecast: taskmanager.network.memory.buffers-per-channel.",
+)
+floating_buffers_option = option(
+    "--floating-buffers-per-gate",
+    type=int,
+    metavar="N",
+    default=FLOATING_BUFFERS_PER_GATE,
+    help="Forecast: taskmanager.network.memory.floating-buffers-per-gate.",
+)
 
 
 def buffer_size(given: int | None, alias: int | None) -> int:
@@ -49,22 +43,12 @@ def buffer_size(given: int | None, alias: int | None) -> int:
 class Forecast:
     """The restore forecast's key extractors and Flink's network buffers (``analyze -p``, ``preflight``)."""
 
-    key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--key", metavar="VERTEX=EXTRACTOR", help="Forecast: a keyBy vertex's key extractor (as for rescale)."
-        ),
-    ] = None
-    key_fn: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--key-fn", metavar="VERTEX=MODULE:FN", help="Forecast: a keyBy vertex's key function (as for rescale)."
-        ),
-    ] = None
-    buffer_size: BufferSizeOpt = None
-    buffers_per_channel: BuffersPerChannelOpt = BUFFERS_PER_CHANNEL
-    floating_buffers_per_gate: FloatingBuffersOpt = FLOATING_BUFFERS_PER_GATE
-    segment_size: SegmentSizeAliasOpt = None
+    key: list[str] | None = None
+    key_fn: list[str] | None = None
+    buffer_size: int | None = None
+    buffers_per_channel: int = BUFFERS_PER_CHANNEL
+    floating_buffers_per_gate: int = FLOATING_BUFFERS_PER_GATE
+    segment_size: int | None = None
 
     def keys(self) -> tuple[dict[str, str], dict[str, str]]:
         """--key and --key-fn as the API's ``keys`` and ``key_fns``."""
@@ -74,6 +58,29 @@ class Forecast:
         """The network settings, checked by the API (its errors name the options: ``guarded``)."""
         size = buffer_size(self.buffer_size, self.segment_size)
         return api.buffer_settings(size, self.buffers_per_channel, self.floating_buffers_per_gate)
+
+
+def forecasting(keyword: str = "forecasting") -> Decorator:
+    """--key, --key-fn and Flink's network buffers, as one ``Forecast``."""
+    return bundle(
+        keyword,
+        Forecast,
+        repeatable(
+            "--key", metavar="VERTEX=EXTRACTOR", help="Forecast: a keyBy vertex's key extractor (as for rescale)."
+        ),
+        repeatable(
+            "--key-fn", metavar="VERTEX=MODULE:FN", help="Forecast: a keyBy vertex's key function (as for rescale)."
+        ),
+        option(
+            "--buffer-size",
+            type=int,
+            metavar="BYTES",
+            help=f"Flink's network buffer size, taskmanager.memory.segment-size (default {DEFAULT_BUFFER_SIZE}).",
+        ),
+        buffers_per_channel_option,
+        floating_buffers_option,
+        option("--segment-size", type=int, hidden=True, help="Deprecated: use --buffer-size."),
+    )
 
 
 def show_forecast(f: dict[str, Any]) -> None:

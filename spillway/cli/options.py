@@ -1,96 +1,102 @@
-"""Options several commands share, declared once; groups of them (``Naming``, ``PlanNaming``) that a command takes
-as one parameter through :func:`bundled`."""
+"""Options several commands share, declared once, and their values checked and put the way the API takes them.
+Groups of options (``Naming``, ``PlanNaming``, ``NewJob``) reach a command as one dataclass: ``@bundle``."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import os
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, get_type_hints
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import typer
+import click
 
 from spillway import api
 from spillway.api import UsageError
-from spillway.cli.job_options import JobArgOpt, JobClassOpt, JobFlinkOpt, JobOpt
-from spillway.cli.option_values import plan_or_job, rebase_rules, uid_pairs
 
-RebaseOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--rebase",
-        metavar="OLD=NEW",
-        help="Rewrite paths at or below OLD to NEW (repeatable; wins over automatic rebasing). OLD and NEW are "
-        "paths or URIs; /x, file:/x and file:///x are one place. A rule that matches no path is a warning.",
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _list_or_none(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str] | None:
+    return list(value) or None
+
+
+def option(*names: str, help: str, **attrs: Any) -> Decorator:
+    """An option; its dest is the last name that is not an option name (``option("--json", "json_out", …)``)."""
+    return click.option(*names, help=help, **attrs)
+
+
+def flag(*names: str, help: str, **attrs: Any) -> Decorator:
+    return click.option(*names, is_flag=True, help=help, **attrs)
+
+
+def repeatable(*names: str, help: str, **attrs: Any) -> Decorator:
+    """An option given any number of times: its values in order, or None when not given."""
+    return click.option(*names, multiple=True, callback=_list_or_none, help=help, **attrs)
+
+
+def bundle(keyword: str, group: type, *options: Decorator) -> Decorator:
+    """Declare ``options`` (one per field of the dataclass ``group``, in the order ``-h`` lists them) and call
+    the command with them as one ``group`` in ``keyword``."""
+    names = [f.name for f in dataclasses.fields(group)]
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)  # keeps the options declared below this group (click keeps them on the function)
+        def run(**given: Any) -> Any:
+            given[keyword] = group(**{name: given.pop(name) for name in names})
+            return command(**given)
+
+        declared: Callable[..., Any] = run
+        for declare in reversed(options):
+            declared = declare(declared)
+        return declared
+
+    return decorate
+
+
+PATH_HELP = "job checkpoint dir, chk-N dir or _metadata file"
+path_argument = click.argument("path", help=PATH_HELP)
+src_argument = click.argument("src", help="job checkpoint dir, chk-N dir or _metadata file; local or a URI (s3://…)")
+json_flag = flag("--json", "json_out", help="Emit the change report as JSON.")
+plan_option = option("--plan", metavar="FILE", help="Flink plan JSON (for channel pairing and checks).")
+operators_option = repeatable("--operator", metavar="OPERATOR", help="Operator id, uid or name (repeatable).")
+rebase_option = repeatable(
+    "--rebase",
+    metavar="OLD=NEW",
+    help="Rewrite paths at or below OLD to NEW (repeatable; wins over automatic rebasing). OLD and NEW are "
+    "paths or URIs; /x, file:/x and file:///x are one place. A rule that matches no path is a warning.",
+)
+uid_option = repeatable(
+    "--uid",
+    metavar="NAME=UID",
+    help="The uid of the plan operator NAME (repeatable). A plan shows names, not uids; before Flink 2.0 "
+    "a checkpoint stores neither, so operators whose uid differs from their name are bound through this.",
+)
+uid_map_option = option("--uid-map", metavar="FILE", help='JSON file {"operator name": "uid", …} (like --uid).')
+# --job JOB.jar wherever --plan is taken: the job's own graph, as Flink builds it from the jar (``plan_or_job``)
+job_options = (
+    option(
+        "--job",
+        metavar="JOB.jar",
+        help="The job's jar instead of a plan: its main runs in Flink's plan-only environment (nothing is "
+        "executed) and every operator is bound by Flink's own id (see spillway ids).",
     ),
-]
-SrcArg = Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI (s3://…)")]
-OutOpt = Annotated[str, typer.Option("--out", help="New checkpoint directory or URI (s3://…); must not exist.")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write nothing.")]
-ForceOpt = Annotated[
-    bool,
-    typer.Option("--force", help="Write even if the source has validate errors (each is listed in the report)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Emit the change report as JSON.")]
-NamingPlanOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--plan",
-        help="Flink plan JSON (job-graph or stream-graph): once bound, operators a checkpoint stores by id only "
-        "(before Flink 2.0) are shown with the plan's names.",
+    option("--job-class", metavar="MAIN", help="The job's main class (else the jar manifest's)."),
+    repeatable("--job-arg", metavar="ARG", help="One argument of the job's main (repeatable, in order)."),
+    option(
+        "--job-flink-version",
+        metavar="X.Y.Z",
+        help="The Flink release the job is built for (else read from the jar, else FLINK_HOME's).",
     ),
-]
-PlanOpt = Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (for channel pairing and checks).")]
-OperatorsOpt = Annotated[
-    list[str] | None, typer.Option("--operator", metavar="OPERATOR", help="Operator id, uid or name (repeatable).")
-]
-UidOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--uid",
-        metavar="NAME=UID",
-        help="The uid of the plan operator NAME (repeatable). A plan shows names, not uids; before Flink 2.0 "
-        "a checkpoint stores neither, so operators whose uid differs from their name are bound through this.",
-    ),
-]
-UidMapOpt = Annotated[
-    str | None,
-    typer.Option("--uid-map", metavar="FILE", help='JSON file {"operator name": "uid", …} (like --uid).'),
-]
-
-
-def bundled(command: Callable[..., None]) -> Callable[..., None]:
-    """Let a command take groups of options: a parameter annotated with a dataclass whose fields are typer options
-    (``Annotated``, with defaults) stands for those options, in its place in ``-h``; the command is called with the
-    dataclass built from them. typer reads the command's ``__signature__``."""
-    signature = inspect.signature(command, eval_str=True)
-    params: list[inspect.Parameter] = []
-    groups: dict[str, tuple[Callable[..., object], list[str]]] = {}
-    for param in signature.parameters.values():
-        group = param.annotation
-        if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
-            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-            continue
-        hints = get_type_hints(group, include_extras=True)
-        names = [f.name for f in dataclasses.fields(group)]
-        groups[param.name] = (group, names)
-        keyword = inspect.Parameter.KEYWORD_ONLY
-        for f in dataclasses.fields(group):
-            default = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
-            params.append(inspect.Parameter(f.name, keyword, default=default, annotation=hints[f.name]))
-
-    @functools.wraps(command)
-    def run(**given: Any) -> None:
-        for name, (group, names) in groups.items():
-            given[name] = group(**{n: given.pop(n) for n in names})
-        command(**given)
-
-    run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]  # read by typer
-    run.__annotations__ = {p.name: p.annotation for p in params} | {"return": signature.return_annotation}
-    return run
+)
+naming_options: Sequence[Decorator] = (rebase_option, uid_option, uid_map_option, *job_options)
+naming_plan_option = option(
+    "--plan",
+    metavar="FILE",
+    help="Flink plan JSON (job-graph or stream-graph): once bound, operators a checkpoint stores by id only "
+    "(before Flink 2.0) are shown with the plan's names.",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,13 +104,13 @@ class Naming:
     """--uid/--uid-map (the uids a plan cannot show) and --rebase, as given; checked, in the CLI's words, when used
     (inside ``guarded``: a mistake is a usage error like any other)."""
 
-    rebase: RebaseOpt = None
-    uid: UidOpt = None
-    uid_map: UidMapOpt = None
-    job: JobOpt = None
-    job_class: JobClassOpt = None
-    job_arg: JobArgOpt = None
-    job_flink_version: JobFlinkOpt = None
+    rebase: list[str] | None = None
+    uid: list[str] | None = None
+    uid_map: str | None = None
+    job: str | None = None
+    job_class: str | None = None
+    job_arg: list[str] | None = None
+    job_flink_version: str | None = None
 
     def keywords(self, plan: str | None) -> dict[str, Any]:
         """``uids``, ``uid_map`` and ``rebase`` as the API's calls take them (the uids are ``plan``'s)."""
@@ -133,7 +139,7 @@ class Naming:
 class PlanNaming(Naming):
     """--plan only to name operators (dump, diff, files), with --uid/--uid-map and --rebase."""
 
-    plan: NamingPlanOpt = None
+    plan: str | None = None
 
     def plan_keywords(self) -> dict[str, Any]:
         """``plan``, ``uids``, ``uid_map`` and ``rebase`` as the API's reading calls take them."""
@@ -144,27 +150,10 @@ class PlanNaming(Naming):
 class NewJob:
     """What a new job's plan does not show (``preflight``; ``report --new-plan``), as preflight reads it."""
 
-    parallelism: Annotated[
-        list[str] | None,
-        typer.Option("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in the new job."),
-    ] = None
-    max_parallelism: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--max-parallelism",
-            metavar="N|VERTEX=N|none",
-            help="Max parallelism the new job sets (repeatable); none: it sets none (Flink takes the checkpoint's).",
-        ),
-    ] = None
-    allow_non_restored_state: Annotated[
-        bool,
-        typer.Option(
-            "--allow-non-restored-state", help="As Flink's option: state of operators not in the new job is dropped."
-        ),
-    ] = False
-    flink_version: Annotated[
-        str | None, typer.Option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore.")
-    ] = None
+    parallelism: list[str] | None = None
+    max_parallelism: list[str] | None = None
+    allow_non_restored_state: bool = False
+    flink_version: str | None = None
 
     def given(self) -> list[str]:
         """The options given, by name."""
@@ -188,6 +177,35 @@ class NewJob:
             buffers or api.BufferSettings(),
             bool(unset),
         )
+
+
+def naming(keyword: str = "naming") -> Decorator:
+    """--rebase, --uid, --uid-map and --job…, as one ``Naming``."""
+    return bundle(keyword, Naming, *naming_options)
+
+
+def plan_naming(keyword: str = "naming") -> Decorator:
+    """``naming`` and --plan (only to name operators), as one ``PlanNaming``."""
+    return bundle(keyword, PlanNaming, *naming_options, naming_plan_option)
+
+
+def new_job(keyword: str = "new_job") -> Decorator:
+    """-p, --max-parallelism, --allow-non-restored-state and --flink-version, as one ``NewJob``."""
+    return bundle(
+        keyword,
+        NewJob,
+        repeatable("-p", "--parallelism", metavar="VERTEX=N", help="Change a vertex's parallelism in the new job."),
+        repeatable(
+            "--max-parallelism",
+            metavar="N|VERTEX=N|none",
+            help="Max parallelism the new job sets (repeatable); none: it sets none (Flink takes the checkpoint's).",
+        ),
+        flag(
+            "--allow-non-restored-state",
+            help="As Flink's option: state of operators not in the new job is dropped.",
+        ),
+        option("--flink-version", metavar="X.Y.Z", help="The Flink release that will restore."),
+    )
 
 
 def _max_parallelism(values: list[str] | None) -> dict[str | None, int]:
@@ -244,3 +262,76 @@ def import_from_cwd() -> None:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if cwd not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
+
+
+def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
+    """--uid NAME=UID pairs (checked: --uid and --uid-map need --plan)."""
+    if plan is None and (uid or uid_map):
+        raise UsageError("--uid and --uid-map need --plan")
+    uids: dict[str, str] = {}
+    for item in uid or []:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"--uid {item!r}: expected NAME=UID")
+        uids[name] = value
+    return uids
+
+
+def rebase_rules(values: list[str] | None) -> list[str] | None:
+    """--rebase OLD=NEW rules, their syntax checked here (the API names its own argument otherwise)."""
+    for text in values or []:
+        old, sep, new = text.partition("=")
+        if not sep or not old or not new:
+            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+    return values
+
+
+def plan_or_job(
+    plan: str | None,
+    job: str | None,
+    job_class: str | None = None,
+    job_arg: list[str] | None = None,
+    flink_version: str | None = None,
+    *,
+    option: str = "--plan",
+    uid: list[str] | None = None,
+    uid_map: str | None = None,
+) -> str | api.JobJar | None:
+    """What the API takes as ``plan``: the plan file, or the job's jar (--job) with how to run its main."""
+    if job is None:
+        given = [name for name, v in (("--job-class", job_class), ("--job-arg", job_arg)) if v]
+        if flink_version:
+            given.append("--job-flink-version")
+        if given:
+            raise UsageError(f"{' and '.join(given)} need --job JOB.jar")
+        return plan
+    if plan is not None:
+        raise UsageError(f"{option} and --job both given: the job's jar is its plan; give one")
+    if uid or uid_map:
+        raise UsageError("--uid and --uid-map are not taken with --job: the job's jar shows every uid itself")
+    return api.JobJar(job, job_class, tuple(job_arg or ()), flink_version)
+
+
+# what ``spillway salvage`` and ``repair strip-channel-state --salvage`` share
+value_type_option = repeatable(
+    "--value-type",
+    metavar="SPEC|EDGE=SPEC",
+    help="Decode values with a value spec: of every edge, or of EDGE (UP->DOWN or UP); repeatable.",
+)
+jsonl_flag = flag("--jsonl", help="Also write records.jsonl: every record as JSON (value_raw in base64).")
+
+
+def salvage_options(
+    out_dir: str,
+    operators: list[str] | None,
+    value_type: list[str] | None,
+    jsonl: bool,
+    dry_run: bool = False,
+) -> api.SalvageOptions:
+    """The API's salvage options from the command line, a mistake in the CLI's words (exit 2)."""
+    try:
+        default, by_edge = api.value_type_args(value_type or [])
+        return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)
+    except api.ArgumentError as exc:
+        given = exc.value if exc.key is None else f"{exc.key}={exc.value}"
+        raise UsageError(f"--value-type {given}: {exc.detail}" if "value_type" in exc.argument else str(exc)) from None

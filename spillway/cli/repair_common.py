@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, out, show_warnings
-from spillway.cli.options import DryRunOpt, ForceOpt, JsonOpt, Naming, OperatorsOpt, OutOpt, PlanOpt, SrcArg, bundled
+from spillway.cli.help import command
+from spillway.cli.options import (
+    Decorator,
+    Naming,
+    bundle,
+    flag,
+    json_flag,
+    naming,
+    operators_option,
+    option,
+    plan_option,
+    src_argument,
+)
 from spillway.cli.wide import print_wide
 
 if TYPE_CHECKING:
@@ -27,12 +39,12 @@ Options = TypeVar("Options")
 class Repair:
     """SRC, --out, --plan, --dry-run, --force and --json: what every ``spillway repair`` command takes."""
 
-    src: SrcArg
-    out_dir: OutOpt
-    plan: PlanOpt = None
-    dry_run: DryRunOpt = False
-    force: ForceOpt = False
-    json_out: JsonOpt = False
+    src: str
+    out_dir: str
+    plan: str | None = None
+    dry_run: bool = False
+    force: bool = False
+    json_out: bool = False
 
     def run(
         self,
@@ -40,9 +52,9 @@ class Repair:
         options: Callable[[], Options],
         write: Callable[[Checkpoint, Options], RepairResult],
         before: Callable[[RepairResult], None] | None = None,
-    ) -> NoReturn:
+    ) -> int:
         """Check the repair's ``options`` (before any storage is touched), open SRC, ``write``, show the report
-        (``before`` it, in text: what the repair wants said first) and exit with its code."""
+        (``before`` it, in text: what the repair wants said first): the exit code."""
 
         def run() -> int:
             checked = options()
@@ -51,23 +63,53 @@ class Repair:
                 before(report)
             return show_report(report, self.json_out)
 
-        raise typer.Exit(guarded(run, self.json_out, output=self.out_dir))
+        return guarded(run, self.json_out, output=self.out_dir)
+
+
+FORCE_HELP = "Write even if the source has validate errors (each is listed in the report)."
+
+
+def repair_options(force_help: str = FORCE_HELP) -> Decorator:
+    """SRC, --out, --plan, --dry-run, --force (``force_help``: what it means here) and --json, as one ``Repair``."""
+    return bundle(
+        "repair",
+        Repair,
+        src_argument,
+        option(
+            "--out",
+            "out_dir",
+            metavar="DIR",
+            required=True,
+            help="New checkpoint directory or URI (s3://…); must not exist.",
+        ),
+        plan_option,
+        flag("--dry-run", help="Show what would change; write nothing."),
+        flag("--force", help=force_help),
+        json_flag,
+    )
 
 
 def operators_repair(
+    name: str,
+    help: str,
     options: Callable[[str, list[str] | None, bool, bool], Options],
     write: Callable[[Checkpoint, Options], RepairResult],
     before: Callable[[RepairResult], None] | None = None,
-    repair_options: type[Repair] = Repair,
-) -> Callable[..., None]:
+    force_help: str = FORCE_HELP,
+) -> click.Command:
     """The command of a repair of chosen operators (--operator): ``options(out, operators, dry_run, force)`` checked,
-    then ``write`` on the opened source; ``repair_options``: the common options, where one says more here."""
+    then ``write`` on the opened source."""
 
-    def command(repair: Repair, operator: OperatorsOpt = None, naming: Naming = Naming()) -> None:
-        repair.run(naming, lambda: options(repair.out_dir, operator, repair.dry_run, repair.force), write, before)
+    @command(name, help)
+    @repair_options(force_help)
+    @operators_option
+    @naming()
+    def run(repair: Repair, operator: list[str] | None, naming: Naming) -> int:
+        return repair.run(
+            naming, lambda: options(repair.out_dir, operator, repair.dry_run, repair.force), write, before
+        )
 
-    command.__annotations__ = {**command.__annotations__, "repair": repair_options}  # what typer is shown
-    return bundled(command)
+    return run
 
 
 def show_report(report: RepairResult, json_out: bool) -> int:

@@ -1,12 +1,7 @@
 """The four repairs: each takes an opened checkpoint, its plan and the repair's options
 (``spillway.repair.options``), writes a new checkpoint at ``options.out`` (never over anything,
-self-checked before the rename) and returns a ``RepairReport``. ``dry_run`` writes nothing.
-``spillway.api`` calls them (``Checkpoint.strip_channel_state(StripOptions(...))``); the first library
-calls over paths are kept as one-liners:
-
-    from spillway.repair import operations as repair
-    report = repair.strip_channel_state("chk-42", "chk-42-stripped", plan="plan.json", operators=["slow"])
-    print(report.to_json()["records_dropped"])
+self-checked before the rename) and returns a ``RepairResult``. ``dry_run`` writes nothing.
+An opened checkpoint calls them (``spillway.open("chk-42").strip_channel_state(StripOptions(...))``).
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from spillway.errors import UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
-from spillway.inspect.topology import JobBinding, PlanRef, Topology, as_topology, bind_job
+from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import Checkpoint, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
@@ -30,7 +25,7 @@ from spillway.repair.session import (
     EdgeLoss,
     Loss,
     Outside,
-    RepairReport,
+    RepairResult,
     finish,
     moved_rules,
     pin_moved_paths,
@@ -43,7 +38,7 @@ from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
-from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.names import is_remote
 from spillway.storage.relative import relative_copies
@@ -56,9 +51,9 @@ if TYPE_CHECKING:
     from spillway.inspect.salvage import SalvageReport
 
 
-def relocate_opened(
+def relocate(
     loaded: LoadedCheckpoint, plan: Topology | None, options: RelocateOptions, job: JobBinding | None = None
-) -> RepairReport:
+) -> RepairResult:
     """Rewrite every path starting with ``options.old`` to start with ``options.new``."""
     old, new, copy_data, relative = options.old, options.new, options.copy_data, options.relative
     with output_workspace(loaded, str(options.out)) as io:
@@ -138,11 +133,11 @@ def relocate_opened(
         return finish(rp, io, options.dry_run, plan, before=copy_external, job=job)
 
 
-def strip_opened(
+def strip_channel_state(
     loaded: LoadedCheckpoint, plan: Topology | None, options: StripOptions, job: JobBinding | None = None
-) -> RepairReport:
+) -> RepairResult:
     """Drop whole logical channels (both halves) of ``options.operators`` (all when None), with a loss
-    report (``RepairReport.loss``: records and bytes dropped, per edge, every channel)."""
+    report (``RepairResult.loss``: records and bytes dropped, per edge, every channel)."""
     with output_workspace(loaded, str(options.out)) as io:
         job = _bound(plan, loaded, job)
         damage = source_damage(loaded, plan, options.force, job)
@@ -216,9 +211,9 @@ def _salvage_first(
     return salvage(loaded, plan, directory, ids, types, options.salvage.jsonl, job)
 
 
-def clear_opened(
+def clear_finished(
     loaded: LoadedCheckpoint, plan: Topology | None, options: ClearFinishedOptions, job: JobBinding | None = None
-) -> RepairReport:
+) -> RepairResult:
     """Clear FLIP-147 finished markers of ``options.operators``, or, given the new job's ``plan`` and no
     operators, of exactly the vertices Flink's restore-time checks would refuse."""
     force = options.force
@@ -265,9 +260,9 @@ def clear_opened(
         return finish(rp, io, options.dry_run, plan, job=job)
 
 
-def drop_opened(
+def drop_operator(
     loaded: LoadedCheckpoint, plan: Topology | None, options: DropOperatorOptions, job: JobBinding | None = None
-) -> RepairReport:
+) -> RepairResult:
     """Remove ``options.operators`` from the checkpoint, with the other half of each of their channels."""
     with output_workspace(loaded, str(options.out)) as io:
         job = _bound(plan, loaded, job)
@@ -323,72 +318,6 @@ def _plan_names(job: JobBinding | None) -> Mapping[str, str]:
 
 def _names(operators: Sequence[str] | None) -> list[str] | None:
     return None if operators is None else list(operators)
-
-
-# The first library calls (path in, report out), kept for their callers: each opens SRC and runs the call above.
-
-
-def relocate(
-    src: str,
-    out: str,
-    old: str,
-    new: str,
-    *,
-    copy_data: bool = False,
-    relative: bool = False,
-    plan: PlanRef | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Rewrite every path starting with ``old`` to start with ``new`` (:func:`relocate_opened`)."""
-    options = RelocateOptions(out, old, new, copy_data, relative, dry_run, force)
-    return relocate_opened(load_checkpoint(src, rebase), as_topology(plan), options)
-
-
-def strip_channel_state(
-    src: str,
-    out: str,
-    *,
-    operators: list[str] | None = None,
-    plan: PlanRef | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Drop whole logical channels of ``operators`` (all when None) (:func:`strip_opened`)."""
-    options = StripOptions(out, operators, dry_run, force)
-    return strip_opened(load_checkpoint(src, rebase), as_topology(plan), options)
-
-
-def clear_finished(
-    src: str,
-    out: str,
-    *,
-    operators: list[str] | None = None,
-    plan: PlanRef | None = None,
-    force: bool = False,
-    dry_run: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Clear FLIP-147 finished markers (:func:`clear_opened`)."""
-    options = ClearFinishedOptions(out, operators, dry_run, force)
-    return clear_opened(load_checkpoint(src, rebase), as_topology(plan), options)
-
-
-def drop_operator(
-    src: str,
-    out: str,
-    *,
-    operators: list[str],
-    plan: PlanRef | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    rebase: list[str] | None = None,
-) -> RepairReport:
-    """Remove ``operators`` from the checkpoint (:func:`drop_opened`)."""
-    options = DropOperatorOptions(out, operators, dry_run, force)
-    return drop_opened(load_checkpoint(src, rebase), as_topology(plan), options)
 
 
 def _external_copies(
@@ -462,14 +391,4 @@ def _placed(staged: StagedCopies) -> None:
     staged.place()
 
 
-__all__ = [
-    "RepairReport",
-    "clear_finished",
-    "clear_opened",
-    "drop_opened",
-    "drop_operator",
-    "relocate",
-    "relocate_opened",
-    "strip_channel_state",
-    "strip_opened",
-]
+__all__ = ["RepairResult", "clear_finished", "drop_operator", "relocate", "strip_channel_state"]

@@ -65,7 +65,7 @@ class Loss:
 
 
 @dataclass
-class RepairReport:
+class RepairResult:
     """What a repair did (or, with ``dry_run``, would do); ``to_json()`` is the ``spillway.repair/1`` document."""
 
     out: str
@@ -218,7 +218,7 @@ def finish(
     before: Callable[[Claim], Outside | None] | None = None,
     loss: Loss | None = None,
     job: JobBinding | None = None,
-) -> RepairReport:
+) -> RepairResult:
     """Write (unless ``dry_run``), self-check, publish; return the change report. ``before(claim)`` runs
     once the output is claimed, just before it is written (e.g. staging copies of data files elsewhere) and
     says how to finish or undo that (:class:`Outside`)."""
@@ -269,7 +269,7 @@ def finish(
     if topology is not None and job is None:
         job = bind_job(topology, io.loaded.checkpoint)
     binding = binding_json(job.operators) if job is not None else None
-    return RepairReport(
+    return RepairResult(
         io.shown_out,
         dry_run,
         rp.changes,

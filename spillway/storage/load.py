@@ -56,15 +56,6 @@ class LoadedCheckpoint:
         return len(absolute) + len(relative), missing
 
 
-def working_copy(uri: str, workdir: Path, rules: list[Rebase] | None = None) -> tuple[Path, list[str]]:
-    """Copy a remote checkpoint (and every remote file it references, after ``rules``) under ``workdir``;
-    return the local checkpoint directory and the rules that lead its absolute paths to the copies."""
-    from spillway.storage import fs  # pyarrow.fs only when needed: it costs every command start-up time
-
-    copy = fs.materialize(uri, workdir, rules or [])
-    return copy.checkpoint_dir, list(copy.rebase)
-
-
 def remote_workdir() -> Path:
     """A new local working directory for remote checkpoints, removed when the process ends. Checkpoints
     of one job loaded into the same one share their files: each is downloaded once (never reused across

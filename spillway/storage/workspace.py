@@ -18,7 +18,7 @@ from pathlib import Path
 
 from spillway.errors import UsageError
 from spillway.safe_io import real_path
-from spillway.storage.load import LoadedCheckpoint, load_checkpoint
+from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.locate import strip_file_scheme
 from spillway.storage.names import is_remote
 
@@ -55,14 +55,6 @@ def refuse_output_inside_source(target: Path, checkpoint_dir: Path) -> None:
             f"--out {target} is inside the source's directory {protected}: write the new checkpoint "
             "elsewhere (spillway never adds files to its input)"
         )
-
-
-@contextmanager
-def open_workspace(src: str, out_dir: str, rebase: list[str] | None) -> Iterator[Workspace]:
-    """Open ``src`` (``--rebase`` rules ``rebase``) and the output ``out_dir`` (:func:`output_workspace`)."""
-    loaded = load_checkpoint(src if is_remote(src) else strip_file_scheme(src) or src, list(rebase or []))
-    with output_workspace(loaded, out_dir) as ws:
-        yield ws
 
 
 @contextmanager

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.cli.common import human_bytes

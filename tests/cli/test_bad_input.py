@@ -6,10 +6,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from support.byte_damage import damaged_bytes
 from support.fixtures import all_fixtures
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.errors import CheckpointFormatError

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
+from support.commands import every_command
 from support.console import ROOT, run
 from support.fixtures import fixture_named
 
@@ -22,15 +22,7 @@ WIDTHS = (60, 80, 120)
 
 def _commands() -> dict[tuple[str, ...], Any]:
     """Every command and group of the app, by its path of names (the root is ``()``)."""
-    found: dict[tuple[str, ...], Any] = {}
-
-    def walk(cmd: Any, path: tuple[str, ...]) -> None:
-        found[path] = cmd
-        for name, sub in getattr(cmd, "commands", {}).items():
-            walk(sub, (*path, name))
-
-    walk(typer.main.get_command(app), ())
-    return found
+    return dict(every_command(app))
 
 
 def _words(line: str) -> list[str]:
@@ -210,8 +202,7 @@ def test_report_html_dash_writes_the_page_to_stdout(tmp_path: Path) -> None:
     ],
 )
 def test_usage_names_arguments_as_click_and_git_do(command: tuple[str, ...], usage: str) -> None:
-    # Expected from each command's declared arguments (names upper-cased, a repeatable one with "..."): typer's
-    # own "{path}" braces are not a convention anyone reads.
+    # Expected from each command's declared arguments: names upper-cased, a repeatable one with "...".
     code, out, _ = run([*command, "-h"], columns=80)
     assert code == 0 and out.splitlines()[0] == usage
     code, _, err = run([*command], columns=80)

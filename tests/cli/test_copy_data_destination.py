@@ -135,7 +135,7 @@ def test_a_failing_self_check_leaves_nothing_at_any_final_name_under_to(
 ) -> None:
     """The check sees the copies only at their staged names (never at a final one), and when it fails nothing
     under --to is left, --to itself included."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     from spillway.cli.app import app
     from spillway.repair import session

@@ -15,8 +15,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.damaged import Copy, copy_fixture, rewrite
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import Fixture, fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata

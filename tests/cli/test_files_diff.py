@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import Fixture, fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.flink.keygroups import key_group_range, operator_index

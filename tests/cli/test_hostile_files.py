@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from support.console import run
 from support.fixtures import fixture_named
 
-from spillway.cli.rescale import HELP
+from spillway.cli.commands.rescale import HELP
 
 
 def example() -> tuple[str, list[str]]:

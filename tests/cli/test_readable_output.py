@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 
@@ -153,18 +153,10 @@ def test_unknown_records_dropped_is_null_with_a_reason(tmp_path: Path) -> None:
 
 
 def _commands() -> list[list[str]]:
-    import typer
+    import click
+    from support.commands import every_command
 
-    found: list[list[str]] = []
-
-    def walk(cmd: Any, path: list[str]) -> None:
-        for name, sub in getattr(cmd, "commands", {}).items():
-            walk(sub, [*path, name])
-        if not getattr(cmd, "commands", None):
-            found.append(path)
-
-    walk(typer.main.get_command(app), [])
-    return found
+    return [list(path) for path, cmd in every_command(app).items() if not isinstance(cmd, click.Group)]
 
 
 def test_help_shows_no_python_types() -> None:

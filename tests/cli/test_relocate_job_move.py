@@ -12,8 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import Fixture, all_fixtures, fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.inspect.validate import validate

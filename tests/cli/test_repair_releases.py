@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import all_fixtures, fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -9,7 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.inspect.html_report import render_html, report_document

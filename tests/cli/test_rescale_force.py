@@ -11,8 +11,8 @@ import json
 import shutil
 from pathlib import Path
 
+from click.testing import CliRunner
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

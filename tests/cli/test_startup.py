@@ -1,11 +1,11 @@
-"""Start-up: each invocation imports what it uses and no more (spillway/cli/app.py, commands.py, fast.py),
-and loading commands lazily changes no help text.
+"""Start-up: each invocation imports what it uses and no more (spillway/cli/app.py loads the one command module
+that runs, or whose help is shown).
 
 The import sets are taken from the real entry point (``app.main``) in a fresh process: ``sys.modules`` when
 it exits. What must not be there follows from what the invocation does: help and ``--version`` decode
-nothing and convert no option value (no construct, rich, pydantic); a plain ``dump``/``validate`` of a local
-checkpoint converts no option through typer (no pydantic), reads no remote store or Parquet (no pyarrow),
-moves no key groups (no numpy, no pyspark); no invocation imports another command's module."""
+nothing (no construct, rich); a plain ``dump``/``validate`` of a local checkpoint reads no remote store or
+Parquet (no pyarrow), moves no key groups (no numpy, no pyspark); no invocation imports another command's
+module, and none imports typer or pydantic (the command line is click's)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.commands import every_command
 from support.console import run
-from support.eager_app import eager_app
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
-from spillway.cli import commands
+from spillway.cli.app import app
 
 ROOT = Path(__file__).parents[2]
 SMALL = fixture_named("2.3.0-sql")  # a 15 KiB _metadata written by Flink 2.3.0
@@ -51,36 +50,39 @@ def packages(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-ALL_COMMAND_MODULES = {f"spillway.cli.{m}" for m in (*commands.COMMANDS.values(), *commands.REPAIR_COMMANDS.values())}
-CONVERTING = {"pydantic", "pydantic_core"}  # typer's conversion of option values
+COMMANDS = [path for path in every_command(app) if path]  # ("dump",), ("repair",), ("repair", "relocate"), …
+
+
+def module_of(path: tuple[str, ...]) -> str:
+    return ".".join(["spillway.cli.commands", *(name.replace("-", "_") for name in path)])
+
+
+ALL_COMMAND_MODULES = {module_of(path) for path in COMMANDS} - {module_of(("repair",))}
+CONVERTING = {"typer", "pydantic", "pydantic_core"}  # a second framework converting option values
 DATA = {"numpy", "pyarrow", "pyspark", "pandas"}
 
 
 @pytest.mark.parametrize("args", [["-h"], ["--help"], [], ["repair", "-h"]], ids=" ".join)
 def test_group_help_imports_no_command_and_nothing_heavy(args: list[str], tmp_path: Path) -> None:
     modules = imported(args, tmp_path)
-    assert "typer" in modules  # the help is typer's (through the app), not a copy of it
+    assert "click" in modules  # the help is click's (through the app), not a copy of it
     assert not modules & ALL_COMMAND_MODULES, sorted(modules & ALL_COMMAND_MODULES)
     assert not packages(modules) & {"construct", "rich", *CONVERTING, *DATA}
     assert "spillway.formats.metadata_codec" not in modules
 
 
-def test_version_imports_neither_typer_nor_any_command(tmp_path: Path) -> None:
+def test_version_imports_no_command(tmp_path: Path) -> None:
     modules = imported(["--version"], tmp_path)
-    assert not packages(modules) & {"typer", "click", "construct", "rich", *CONVERTING, *DATA}
-    assert not {m for m in modules if m.startswith("spillway.") and m != "spillway.errors"} - {
-        "spillway.cli",
-        "spillway.cli.app",
-        "spillway.rescale",  # spillway/__init__.py makes the (empty) package callable
-    }
+    assert not packages(modules) & {"construct", "rich", *CONVERTING, *DATA}
+    assert not modules & ALL_COMMAND_MODULES
 
 
 @pytest.mark.parametrize("name", ["dump", "validate"])
 def test_a_plain_small_run_converts_nothing_and_imports_only_its_command(name: str, tmp_path: Path) -> None:
     modules = imported([name, str(SMALL.checkpoint_dir)], tmp_path)
-    assert f"spillway.cli.{name}_body" in modules  # the command's body, run without its typer declaration
-    assert not modules & ALL_COMMAND_MODULES, sorted(modules & ALL_COMMAND_MODULES)
-    assert not packages(modules) & {"typer", "click", *CONVERTING, *DATA}
+    assert module_of((name,)) in modules
+    assert not modules & (ALL_COMMAND_MODULES - {module_of((name,))}), sorted(modules & ALL_COMMAND_MODULES)
+    assert not packages(modules) & {*CONVERTING, *DATA}
     assert "spillway.inspect.parquet_out" not in modules and "spillway.storage.fs" not in modules
     # stderr is not a terminal here: no progress bars, so rich's progress machinery is not loaded; construct's
     # import of pdb is left a stand-in until used (never), so the debugger stack is not loaded either
@@ -91,7 +93,7 @@ def test_a_plain_dump_loads_no_binding_validate_or_analyze_machinery(tmp_path: P
     """Without --plan there is no binding to show: neither the binding search (numpy) nor the other
     commands' modules behind the renderers' types."""
     modules = imported(["dump", str(SMALL.checkpoint_dir)], tmp_path)
-    assert "spillway.cli.dump_body" in modules
+    assert module_of(("dump",)) in modules
     unwanted = {"spillway.flink.operator_ids", "spillway.flink.deduction", "spillway.inspect.validate"}
     assert not modules & {*unwanted, "spillway.inspect.analyze"}, sorted(modules & unwanted)
 
@@ -103,48 +105,28 @@ def test_a_plain_validate_loads_no_plan_machinery(tmp_path: Path) -> None:
     assert "spillway.inspect.validate" in modules and not modules & unwanted, sorted(modules & unwanted)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [[c] for c in commands.COMMANDS] + [["repair", c] for c in commands.REPAIR_COMMANDS],
-    ids=" ".join,
-)
+@pytest.mark.parametrize("path", [list(p) for p in COMMANDS if module_of(p) in ALL_COMMAND_MODULES], ids=" ".join)
 def test_a_commands_help_imports_that_command_alone_and_converts_nothing(path: list[str], tmp_path: Path) -> None:
     modules = imported([*path, "-h"], tmp_path)
-    module = f"spillway.cli.{(commands.COMMANDS | commands.REPAIR_COMMANDS)[path[-1]]}"
+    module = module_of(tuple(path))
     assert module in modules
     assert not modules & (ALL_COMMAND_MODULES - {module}), sorted(modules & (ALL_COMMAND_MODULES - {module}))
     assert not packages(modules) & CONVERTING
 
 
-# --- laziness changes no help text -----------------------------------------------------------------
+def test_the_list_of_commands_is_each_modules_first_docstring_line() -> None:
+    """``spillway -h`` lists a command without importing it, by the first line of its module's docstring: that
+    line must be what the module itself says (a module that changes its docstring changes the list)."""
+    import importlib
 
-HELP_PATHS = [[], *[[c] for c in commands.COMMANDS], ["repair"], *[["repair", c] for c in commands.REPAIR_COMMANDS]]
-
-
-@pytest.mark.parametrize("columns", [80, 120])
-def test_help_is_what_the_eager_app_printed(columns: int) -> None:
-    eager = eager_app()
-    env = {"COLUMNS": str(columns)}
-    for path in HELP_PATHS:
-        lazy_help = CliRunner().invoke(commands.app, [*path, "-h"], env=env)
-        eager_help = CliRunner().invoke(eager, [*path, "-h"], env=env)
-        assert lazy_help.exit_code == eager_help.exit_code == 0, path
-        assert lazy_help.output == eager_help.output, path
-        assert "Usage: spillway" in lazy_help.output
-
-
-@pytest.mark.parametrize("columns", [80, 120])
-@pytest.mark.parametrize("path", [[], ["dump"], ["repair"], ["repair", "relocate"]], ids=" ".join)
-def test_the_console_script_prints_the_eager_apps_help(path: list[str], columns: int) -> None:
-    """Through the entry point (app.main) in a real process, against the eager app in another."""
-    code, stdout, stderr = run([*path, "-h"], columns=columns)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]), "COLUMNS": str(columns)}
-    eager = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "support" / "eager_app.py"), *path, "-h"],
-        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False,
-    )  # fmt: skip
-    assert (code, stderr) == (eager.returncode, eager.stderr) == (0, "")
-    assert stdout == eager.stdout
+    code, stdout, _ = run(["-h"], columns=200)
+    assert code == 0
+    listed = dict(line.split(None, 1) for line in stdout.split("Commands:\n", 1)[1].strip().splitlines())
+    top = {p[0] for p in COMMANDS}
+    assert set(listed) == top
+    for name in top:
+        doc = importlib.import_module(module_of((name,))).__doc__ or ""
+        assert listed[name] == doc.splitlines()[0], name
 
 
 def test_a_typo_still_gets_a_suggestion_without_loading_commands() -> None:
@@ -187,7 +169,7 @@ def test_a_module_left_for_first_use_is_the_real_one_when_used() -> None:
 def test_a_plain_json_run_loads_no_rich(name: str, tmp_path: Path) -> None:
     """``--json`` is written straight to stdout: rich (consoles, tables, markup) is loaded only to print for people."""
     modules = imported([name, str(SMALL.checkpoint_dir), "--json"], tmp_path)
-    assert f"spillway.cli.{name}_body" in modules
+    assert module_of((name,)) in modules
     assert "rich" not in packages(modules), sorted(m for m in modules if m.startswith("rich"))
     text = imported([name, str(SMALL.checkpoint_dir)], tmp_path)
     assert {"rich.console", "rich.table", f"spillway.cli.{name}_show"} <= text  # the text run does load them

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from support.console import spillway
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.damaged import Copy, copy_fixture, rewrite
 from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params, same_operator
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.errors import CheckpointFormatError

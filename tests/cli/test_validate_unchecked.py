@@ -11,9 +11,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.damaged import copy_fixture, rewrite
 from support.fixtures import Fixture, fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.inspect.validate import validate

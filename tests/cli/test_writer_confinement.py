@@ -202,7 +202,7 @@ def test_a_full_disk_is_an_io_error_naming_the_output_file_and_leaves_nothing(
             run = spillway(*args)
             code, out, err = run.code, run.out, run.err
         else:
-            from typer.testing import CliRunner
+            from click.testing import CliRunner
 
             from spillway.cli.app import app
             from spillway.storage import guard

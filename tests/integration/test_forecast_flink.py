@@ -14,8 +14,8 @@ import json
 import re
 from pathlib import Path
 
+from click.testing import CliRunner
 from support.flink_harness import restore
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

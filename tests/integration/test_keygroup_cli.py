@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from support.value_oracle import expected, value_oracle
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

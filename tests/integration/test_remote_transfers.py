@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.console import Run, spillway
 from support.counting_s3 import Counter, counting_s3
 from support.endpoints import S3Server, upload
 from support.fixtures import Fixture, fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.errors import StorageError
@@ -149,7 +149,7 @@ def test_json_on_the_store_equals_json_on_local_disk(
     served: tuple[S3Server, Counter], fx: Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each command's --json (and its stderr) on the store equals the local run, on every bundled fixture. The
-    CLI runs in this process (typer's runner): 8 runs x every fixture as new processes would cost the suite
+    CLI runs in this process (click's runner): 8 runs x every fixture as new processes would cost the suite
     minutes of interpreter start-up; the installed script on S3 is run by the budget tests above."""
     s3, _ = served
     for key, value in s3.env().items():

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from click.testing import CliRunner
 from support.endpoints import moto_s3
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.inspect.html_report import human_bytes

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.channel_file import FileBlob, read_chunk_header

@@ -158,7 +158,7 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
     import json
     import shutil
 
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     import spillway
     from spillway.api import RescaleOptions

@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
 from support.flink_harness import prepare
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 

@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
 from support.flink_harness import restore
 from support.value_oracle import expected, same, value_oracle
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.formats.values import decode, parse_value_spec

@@ -1,4 +1,4 @@
-"""Run the installed ``spillway`` console script (the entry point users run, not typer's test runner)
+"""Run the installed ``spillway`` console script (the entry point users run, not click's test runner)
 with this checkout's code first on the path, in a separate process.
 
 The script is the one installed next to the Python running the tests (``.venv/bin/spillway``); with

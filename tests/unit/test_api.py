@@ -11,18 +11,17 @@ import pytest
 from support.fixtures import fixture_named
 
 import spillway
+from spillway.api import AnalyzeOptions, StripOptions
 from spillway.errors import ExitStatus
 
 
-def test_open_checkpoint_decodes_what_flink_loaded() -> None:
+def test_open_decodes_what_flink_loaded() -> None:
     fx = fixture_named("1.20.3-unaligned")
-    cp = spillway.open_checkpoint(fx.root / "checkpoints")
+    cp = spillway.open(fx.root / "checkpoints")
     flink = json.loads(fx.oracle.read_text())
-    assert cp.checkpoint.checkpoint_id == flink["checkpoint_id"]
-    assert sorted(o.operator_id for o in cp.checkpoint.operators) == sorted(
-        o["operator_id"] for o in flink["operators"]
-    )
-    assert cp.location.metadata_path == fx.metadata
+    assert cp.model.checkpoint_id == flink["checkpoint_id"]
+    assert sorted(o.operator_id for o in cp.model.operators) == sorted(o["operator_id"] for o in flink["operators"])
+    assert cp.loaded.location.metadata_path == fx.metadata
 
 
 def _logical_streams(fx) -> dict[tuple[str, int, int], bytes]:  # type: ignore[no-untyped-def]
@@ -60,19 +59,20 @@ def _records(stream: bytes) -> list[bytes]:
     return out
 
 
-def test_validate_and_analyze_take_paths_or_loaded_checkpoints() -> None:
+def test_validate_and_analyze_of_an_opened_checkpoint() -> None:
     fx = fixture_named("2.3.0-unaligned")
     plan = fx.root / "jobgraph.json"
-    loaded = spillway.open_checkpoint(fx.checkpoint_dir)
-    by_object = spillway.validate(loaded, plan)
-    by_path = spillway.validate(str(fx.checkpoint_dir), str(plan))
-    assert by_object == by_path and by_object.errors == [] and by_object.complete
+    cp = spillway.open(fx.checkpoint_dir, plan=plan)
+    validated = cp.validate()
+    by_text = spillway.open(str(fx.checkpoint_dir), plan=str(plan)).validate()
+    assert validated.report == by_text.report and validated.report.errors == [] and validated.sound
     streams = _logical_streams(fx)
-    assert by_object.records == sum(len(_records(s)) for s in streams.values())  # every element, framed
-    doc = spillway.validate_json(by_object, "m", [])
+    assert validated.report.records == sum(len(_records(s)) for s in streams.values())  # every element, framed
+    doc = validated.to_json()
     assert doc["schema"] == "spillway.validate/1" and doc["ok"] is True and doc["complete"] is True
-    analysis = spillway.analyze(loaded, plan, keep_records=3)
-    assert spillway.analyze(str(fx.checkpoint_dir), str(plan)).channels[0].records == analysis.channels[0].records
+    analyzed = cp.analyze(AnalyzeOptions(keep_records=3))
+    analysis = analyzed.analysis
+    assert cp.analyze().analysis.channels[0].records == analysis.channels[0].records
     expected = {
         f"{up}#{u} -> {'slow' if up == 'tostr' else 'len'}#{d} (gate 0)": _records(s)
         for (up, u, d), s in streams.items()
@@ -85,17 +85,17 @@ def test_validate_and_analyze_take_paths_or_loaded_checkpoints() -> None:
                 assert r["value"] in {rec[9:] for rec in expected[c.label]}  # after tag and i64 timestamp
                 # a Flink String: a length varint, then "key:subtask:seq" (ASCII): the middle field is the sender
                 assert r["value"].split(b":")[1] == str(c.upstream["subtask"]).encode()
-    assert spillway.analyze_json(analysis, None, 0, "hex")["schema"] == "spillway.analyze/1"
+    assert analyzed.to_json()["schema"] == "spillway.analyze/1"
 
 
 def test_errors_carry_the_cli_exit_codes(tmp_path: Path) -> None:
     with pytest.raises(spillway.UsageError) as missing:
-        spillway.open_checkpoint(tmp_path / "nothing-here")
+        spillway.open(tmp_path / "nothing-here")
     assert missing.value.exit_code == ExitStatus.USAGE
     bad = tmp_path / "_metadata"
     bad.write_bytes(b"\x49\x60\x67\x2d\x00\x00\x00\x06garbage")
     with pytest.raises(spillway.SpillwayError) as damaged:
-        spillway.open_checkpoint(bad)
+        spillway.open(bad)
     assert damaged.value.exit_code == ExitStatus.FINDINGS
 
 
@@ -104,7 +104,7 @@ def test_operator_found_by_uid_on_a_checkpoint_without_names(tmp_path: Path) -> 
     from spillway.inspect.operators import select_operators
 
     fx = fixture_named("1.20.3-unaligned")
-    cp = spillway.open_checkpoint(fx.checkpoint_dir).checkpoint
+    cp = spillway.open(fx.checkpoint_dir).model
     assert [o.operator_id for o in select_operators(cp, "slow")] == ["59fa767824610e31f4a11d6125e09bf4"]
 
 
@@ -113,18 +113,16 @@ def test_repair_api_writes_nothing_on_dry_run_and_a_checked_copy_otherwise(tmp_p
     src = tmp_path / "src"
     shutil.copytree(fx.root / "checkpoints", src)
     chk = next(src.glob("*/chk-*"))
-    dry = spillway.repair.strip_channel_state(str(chk), str(tmp_path / "o1"), dry_run=True)
+    cp = spillway.open(chk)
+    dry = cp.strip_channel_state(StripOptions(str(tmp_path / "o1"), dry_run=True))
     assert dry.dry_run and not (tmp_path / "o1").exists()
-    report = spillway.repair.strip_channel_state(str(chk), str(tmp_path / "o2"))
+    report = cp.strip_channel_state(StripOptions(str(tmp_path / "o2")))
     assert (tmp_path / "o2" / "_metadata").is_file()
     doc = report.to_json()
     assert doc["schema"] == "spillway.repair/1" and doc["bytes_dropped"] > 0
-    assert spillway.validate(tmp_path / "o2").errors == []
-    assert not any(
-        s.input_channel_state
-        for o in spillway.open_checkpoint(tmp_path / "o2").checkpoint.operators
-        for s in o.subtasks
-    )
+    written = spillway.open(tmp_path / "o2")
+    assert written.validate().report.errors == []
+    assert not any(s.input_channel_state for o in written.model.operators for s in o.subtasks)
 
 
 def test_the_exit_status_enum_is_the_documented_table() -> None:

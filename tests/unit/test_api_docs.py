@@ -1,6 +1,7 @@
 """docs/api.md is executed: every ``python`` block, in order, as one session in a fresh interpreter from the
-repository's root (the fixture paths in the page are real; nothing is substituted). Also the exact
-sequence that once broke ``spillway.rescale(...)``, and the API's wording of a bad ``rebase``."""
+repository's root (the fixture paths in the page are real; nothing is substituted). Also a rescale whatever
+was imported before it (``spillway.rescale`` is a package, never also a call), and the API's wording of a bad
+``rebase``."""
 
 from __future__ import annotations
 
@@ -38,42 +39,41 @@ def test_every_python_block_of_docs_api_md_runs() -> None:
 @pytest.mark.parametrize(
     "first",
     [
-        "spillway.analyze('tests/fixtures/2.3.0-counted/checkpoints')",  # any API call imports spillway.rescale.*
+        "spillway.open('tests/fixtures/2.3.0-counted/checkpoints').analyze()",  # imports spillway.rescale.*
         "import spillway.rescale.plan",
         "from spillway.rescale import rescale as module; assert module.__name__ == 'spillway.rescale.rescale'",
     ],
 )
-def test_spillway_rescale_is_callable_whatever_was_imported_before(first: str) -> None:
+def test_a_rescale_runs_whatever_was_imported_before(first: str) -> None:
     code = f"""
 import spillway
+from spillway.api import RescaleOptions
 {first}
-report = spillway.rescale(
-    "tests/fixtures/2.3.0-counted/checkpoints", "tests/fixtures/2.3.0-counted/jobgraph.json", {{"count": 3}},
-    keys={{"count": "tuple:0:long"}}, master=None, dry_run=True,
-)
-print(report.to_doc()["vertices"])
+cp = spillway.open("tests/fixtures/2.3.0-counted/checkpoints", plan="tests/fixtures/2.3.0-counted/jobgraph.json")
+result = cp.rescale(RescaleOptions({{"count": 3}}, keys={{"count": "tuple:0:long"}}, master=None, dry_run=True))
+print(result.to_json()["vertices"])
 import spillway.rescale.plan
-print(spillway.rescale.plan.DEFAULT_BUFFER_SIZE)
+print(spillway.rescale.plan.DEFAULT_BUFFER_SIZE, callable(spillway.rescale))
 """
     done = _python(code)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "[{'vertex': 'count', 'old_parallelism': 2, 'new_parallelism': 3}]"
-    assert lines[1] == str(32 * 1024)
+    assert lines[0] == "[{'vertex': 'count', 'old_parallelism': 2, 'new_parallelism': 3}]"  # Counted.java: p=2
+    assert lines[1] == f"{32 * 1024} False"
 
 
 def test_rebase_is_a_mapping_and_its_errors_speak_python() -> None:
     import spillway
 
     chk = "tests/fixtures/2.3.0-unaligned/checkpoints"
-    plain = spillway.open_checkpoint(ROOT / chk)
-    mapped = spillway.open_checkpoint(ROOT / chk, rebase={"file:/nowhere": "file:/elsewhere"})
-    assert mapped.checkpoint == plain.checkpoint
+    plain = spillway.open(ROOT / chk)
+    mapped = spillway.open(ROOT / chk, rebase={"file:/nowhere": "file:/elsewhere"})
+    assert mapped.model == plain.model
     for bad, words in (
         ({"": "/x"}, "rebase: '': expected non-empty prefixes"),
         ("a=b", "rebase: expected a mapping {old_prefix: new_prefix}, got str"),
         (["no-equals-sign"], "rebase: 'no-equals-sign': expected non-empty prefixes"),
     ):
         with pytest.raises(spillway.UsageError) as caught:
-            spillway.open_checkpoint(ROOT / chk, rebase=bad)  # type: ignore[arg-type]
+            spillway.open(ROOT / chk, rebase=bad)  # type: ignore[arg-type]
         assert str(caught.value).startswith(words) and "--rebase" not in str(caught.value)

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import Fixture, all_fixtures, fixture_named, fixture_params
-from typer.testing import CliRunner
 
 from spillway.api import DumpView, UsageError, dump_checkpoint
 from spillway.cli.app import app

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from support.fixtures import Fixture, all_fixtures
-from typer.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.flink import operator_ids

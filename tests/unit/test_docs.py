@@ -7,7 +7,8 @@ import re
 import shlex
 from pathlib import Path
 
-import typer
+import click
+from support.commands import every_command
 from support.console import run
 
 from spillway.cli.app import app
@@ -18,17 +19,9 @@ ROOT = Path(__file__).parents[2]
 def _commands() -> dict[str, list[str]]:
     """'repair strip-channel-state' -> every option spelling it takes."""
     found: dict[str, list[str]] = {}
-
-    def walk(cmd: object, path: list[str]) -> None:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, [*path, name])
-            return
-        opts = [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]  # type: ignore[attr-defined]
-        found[" ".join(path)] = opts
-
-    walk(typer.main.get_command(app), [])
+    for path, cmd in every_command(app).items():
+        if not isinstance(cmd, click.Group):
+            found[" ".join(path)] = [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
     return found
 
 

@@ -15,7 +15,7 @@ import pytest
 from support.fixtures import Fixture, all_fixtures, fixture_named
 
 from spillway.api import UsageError
-from spillway.cli.option_values import plan_or_job
+from spillway.cli.options import plan_or_job
 from spillway.flink import operator_ids
 from spillway.flink.job_ids import parse_job_ids
 from spillway.storage.job_graph import jar_release

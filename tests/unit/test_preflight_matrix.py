@@ -191,18 +191,17 @@ def test_flink_38267_without_the_release_is_unknown() -> None:
 
 def test_the_python_api_gives_flinks_answer() -> None:
     import spillway
-    from spillway.inspect.preflight import to_doc
+    from spillway.api import PreflightOptions
 
     recorded_error = load_recorded("2.3.0", "removed-stateful")["error"]
-    fx = fixture_named("2.3.0-counted")
+    cp = spillway.open(fixture_named("2.3.0-counted").checkpoint_dir)
     plan = load_plan(recorded_dir("2.3.0", "removed-stateful") / "jobgraph.json", job_uids("2.3.0", "counted"))
-    result = spillway.preflight(fx.checkpoint_dir, plan, Settings(max_parallelism={None: 128}))
-    doc = to_doc(result)
+    doc = cp.preflight(plan, PreflightOptions(max_parallelism={None: 128})).to_json()
     assert doc["schema"] == "spillway.preflight/2" and doc["restorable"] is False and doc["verdict"] == "no"
     refused = [r for r in doc["reasons"] if r["verdict"] == "refused"]
     assert [r["check"] for r in refused] == ["operator-mapping"]
     assert refused[0]["operator"] in recorded_error
     same = recorded_dir("2.3.0", "same") / "jobgraph.json"
     # a plan does not show the max parallelism the job sets (Counted.java: 128): unknown until it is given
-    assert spillway.preflight(fx.checkpoint_dir, same).restorable is None
-    assert spillway.preflight(fx.checkpoint_dir, same, Settings(max_parallelism={None: 128})).restorable is True
+    assert cp.preflight(same).restorable is None
+    assert cp.preflight(same, PreflightOptions(max_parallelism={None: 128})).restorable is True

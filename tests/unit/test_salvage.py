@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from support.fixtures import fixture_named
-from typer.testing import CliRunner
 
 import spillway
 from spillway import api

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from spillway.cli.app import app
 from spillway.inspect.topology import load_plan

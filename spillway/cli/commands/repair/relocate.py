@@ -1,14 +1,13 @@
-"""``spillway repair relocate``: rewrite every path prefix so a checkpoint can move."""
+"""Rewrite every path prefix so a checkpoint can move.
+
+``spillway repair relocate``: rewrite every path prefix so a checkpoint can move."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 import spillway.api as api
-from spillway.cli.options import Naming, bundled
-from spillway.cli.repair_common import Repair
+from spillway.cli.help import command
+from spillway.cli.options import Naming, flag, naming, option
+from spillway.cli.repair_common import Repair, repair_options
 
 HELP = """Rewrite every path at or below --from so that it lies below --to: file, segment,
 incremental shared/private/meta, changelog, channel-state and operator-state handles, file-merging
@@ -29,22 +28,26 @@ Examples:
 """
 
 
-@bundled
-def command(
-    repair: Repair,
-    old: Annotated[
-        str, typer.Option("--from", help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).")
-    ],
-    new: Annotated[str, typer.Option("--to", help="Replacement prefix (a plain path keeps the file: spelling).")],
-    copy_data: Annotated[
-        bool, typer.Option("--copy-data", help="Also copy referenced files to their new places.")
-    ] = False,
-    relative: Annotated[
-        bool, typer.Option("--relative", help="Files directly in --out become relative handles.")
-    ] = False,
-    naming: Naming = Naming(),
-) -> None:
+@command("relocate", HELP)
+@repair_options()
+@option(
+    "--from",
+    "old",
+    required=True,
+    metavar="PREFIX",
+    help="Path prefix to replace: a path or URI, any spelling (/x = file:/x).",
+)
+@option(
+    "--to", "new", required=True, metavar="PREFIX", help="Replacement prefix (a plain path keeps the file: spelling)."
+)
+@flag("--copy-data", help="Also copy referenced files to their new places.")
+@flag("--relative", help="Files directly in --out become relative handles.")
+@naming()
+def run(repair: Repair, old: str, new: str, copy_data: bool, relative: bool, naming: Naming) -> int:
     def options() -> api.RelocateOptions:
         return api.RelocateOptions(repair.out_dir, old, new, copy_data, relative, repair.dry_run, repair.force)
 
-    repair.run(naming, options, api.Checkpoint.relocate)
+    return repair.run(naming, options, api.Checkpoint.relocate)
+
+
+command = run

@@ -1,16 +1,19 @@
-"""``spillway diff``: what differs between two checkpoints."""
+"""Compare two checkpoints.
+
+``spillway diff``: what differs between two checkpoints."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from click import argument
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
-from spillway.cli.options import PlanNaming, bundled
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import PlanNaming, flag, plan_naming
 from spillway.cli.wide import print_wide
 
 HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
@@ -29,13 +32,12 @@ Examples:
 """
 
 
-@bundled
-def command(
-    a: Annotated[str, typer.Argument(help="first checkpoint: job checkpoint dir, chk-N dir or _metadata file")],
-    b: Annotated[str, typer.Argument(help="second checkpoint (compared against A)")],
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.diff/1).")] = False,
-    naming: PlanNaming = PlanNaming(),
-) -> None:
+@spillway_command("diff", HELP)
+@argument("a", help="first checkpoint: job checkpoint dir, chk-N dir or _metadata file")
+@argument("b", help="second checkpoint (compared against A)")
+@flag("--json", "json_out", help="Emit JSON (schema spillway.diff/1).")
+@plan_naming()
+def command(a: str, b: str, json_out: bool, naming: PlanNaming) -> int:
     def run() -> int:
         d = api.diff(a, b, **naming.plan_keywords())
         if json_out:
@@ -44,7 +46,7 @@ def command(
             show(d)
         return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
 
-    raise typer.Exit(guarded(run, json_out))
+    return guarded(run, json_out)
 
 
 def _value(v: Any, field: str) -> str:

@@ -1,16 +1,17 @@
-"""``spillway files``: every file checkpoints depend on, where it lives, what dropping one would free."""
+"""List every file a checkpoint depends on.
+
+``spillway files``: every file checkpoints depend on, where it lives, what dropping one would free."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+from click import argument
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
-from spillway.cli.options import PlanNaming, bundled
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import PlanNaming, flag, plan_naming
 from spillway.cli.wide import print_wide
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
@@ -39,24 +40,23 @@ Examples:
 """
 
 
-@bundled
-def command(
-    paths: Annotated[
-        list[str],
-        typer.Argument(help="job checkpoint dirs (every chk-N in it), chk-N dirs or _metadata files; local or URIs"),
-    ],
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.files/1).")] = False,
-    naming: PlanNaming = PlanNaming(),
-) -> None:
+@spillway_command("files", HELP)
+@argument(
+    "paths", nargs=-1, required=True,
+    help="job checkpoint dirs (every chk-N in it), chk-N dirs or _metadata files; local or URIs",
+)  # fmt: skip
+@flag("--json", "json_out", help="Emit JSON (schema spillway.files/1).")
+@plan_naming()
+def command(paths: tuple[str, ...], json_out: bool, naming: PlanNaming) -> int:
     def run() -> int:
-        report = api.files(paths, **naming.plan_keywords())
+        report = api.files(list(paths), **naming.plan_keywords())
         if json_out:
             emit_json(report.to_json())
         else:
             show(report)
         return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
 
-    raise typer.Exit(guarded(run, json_out))
+    return guarded(run, json_out)
 
 
 def _labels(report: api.FilesReport) -> dict[str, str]:

@@ -1,18 +1,19 @@
-"""``spillway analyze``: in-flight data per channel in replay order, finished flags, Flink's verdict."""
+"""Show the data in flight, channel by channel.
+
+In-flight data per channel in replay order, finished flags, Flink's verdict."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+import click
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.binding import show_binding
 from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, human_bytes, out
-from spillway.cli.forecast import Forecast, show_forecast
-from spillway.cli.options import Naming, bundled, counts
+from spillway.cli.forecast import Forecast, forecasting, show_forecast
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import Naming, counts, flag, naming, option, path_argument, repeatable
 from spillway.cli.wide import print_wide
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
@@ -64,44 +65,41 @@ spillway rescale --help). Re-routed keyBy edges need --key or --key-fn for the d
 """
 
 
-@bundled
+@spillway_command("analyze", HELP)
+@path_argument
+@option("--plan", metavar="FILE", help="Flink plan JSON (job-graph or stream-graph).")
+@flag("--json", "json_out", help="Emit JSON (schema spillway.analyze/1).")
+@option("--decode", type=int, metavar="N", default=0, help="Show the first N records per channel.")
+@option("--value-type", metavar="SPEC", default="auto", help="How --decode shows values: auto, hex or a value spec.")
+@option("--parquet", metavar="DIR", help="Write channels.parquet (and records.parquet).")
+@flag("--records", help="With --parquet: one row per record too (streamed to disk).")
+@option(
+    "--heatmap/--no-heatmap",
+    default=None,
+    help=f"Per-edge heat maps (default: when parallelism <= {HEATMAP_AUTO_MAX}).",
+)
+@naming()
+@repeatable("-p", "--parallelism", metavar="VERTEX=N", help="Add a restore forecast at this parallelism; repeatable.")
+@repeatable("--new-parallelism", hidden=True, help="Deprecated: use -p/--parallelism.")
+@forecasting()
 def command(
-    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    plan: Annotated[str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.analyze/1).")] = False,
-    decode: Annotated[int, typer.Option("--decode", metavar="N", help="Show the first N records per channel.")] = 0,
-    value_type: Annotated[
-        str,
-        typer.Option("--value-type", metavar="SPEC", help="How --decode shows values: auto, hex or a value spec."),
-    ] = "auto",
-    parquet: Annotated[
-        str | None, typer.Option("--parquet", metavar="DIR", help="Write channels.parquet (and records.parquet).")
-    ] = None,
-    records: Annotated[
-        bool, typer.Option("--records", help="With --parquet: one row per record too (streamed to disk).")
-    ] = False,
-    heatmap: Annotated[
-        bool | None,
-        typer.Option(
-            "--heatmap/--no-heatmap", help=f"Per-edge heat maps (default: when parallelism <= {HEATMAP_AUTO_MAX})."
-        ),
-    ] = None,
-    naming: Naming = Naming(),
-    parallelism: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-p", "--parallelism", metavar="VERTEX=N", help="Add a restore forecast at this parallelism; repeatable."
-        ),
-    ] = None,
-    new_parallelism: Annotated[
-        list[str] | None, typer.Option("--new-parallelism", hidden=True, help="Deprecated: use -p/--parallelism.")
-    ] = None,
-    forecasting: Forecast = Forecast(),
-) -> None:
+    path: str,
+    plan: str | None,
+    json_out: bool,
+    decode: int,
+    value_type: str,
+    parquet: str | None,
+    records: bool,
+    heatmap: bool | None,
+    naming: Naming,
+    parallelism: list[str] | None,
+    new_parallelism: list[str] | None,
+    forecasting: Forecast,
+) -> int:
     try:
         api.check_value_type(value_type)
     except api.ArgumentError as exc:
-        raise typer.BadParameter(exc.detail, param_hint="--value-type") from None
+        raise click.BadParameter(exc.detail, param_hint="--value-type") from None
 
     def run() -> int:
         new_p = [*(parallelism or []), *(new_parallelism or [])]
@@ -132,7 +130,7 @@ def command(
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
 
-    raise typer.Exit(guarded(run, json_out))
+    return guarded(run, json_out)
 
 
 BAR = "█"

@@ -1,17 +1,26 @@
-"""``spillway repair strip-channel-state``: drop in-flight data of chosen operators, with a loss report."""
+"""Drop the in-flight data of chosen operators.
+
+With a loss report."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.markup import escape
 
 import spillway.api as api
 from spillway.cli.common import UsageError, err
-from spillway.cli.options import Naming, OperatorsOpt, bundled
-from spillway.cli.repair_common import Repair
-from spillway.cli.salvage_options import JsonlOpt, ValueTypeOpt, salvage_options
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import (
+    Naming,
+    jsonl_flag,
+    naming,
+    operators_option,
+    option,
+    salvage_options,
+    value_type_option,
+)
+from spillway.cli.repair_common import Repair, repair_options
 
 if TYPE_CHECKING:
     from spillway.api import RepairResult
@@ -54,22 +63,25 @@ def show_loss(report: RepairResult) -> None:
         err.print(f"[yellow]All {report.salvage['records']} of them were exported first (replay: docs/salvage.md).[/]")
 
 
-@bundled
+@spillway_command("strip-channel-state", HELP)
+@repair_options()
+@operators_option
+@option("--salvage", metavar="DIR", help="First export the dropped records into DIR (new or empty).")
+@value_type_option
+@jsonl_flag
+@naming()
 def command(
     repair: Repair,
-    operator: OperatorsOpt = None,
-    salvage: Annotated[
-        str | None,
-        typer.Option("--salvage", metavar="DIR", help="First export the dropped records into DIR (new or empty)."),
-    ] = None,
-    value_type: ValueTypeOpt = None,
-    jsonl: JsonlOpt = False,
-    naming: Naming = Naming(),
-) -> None:
+    operator: list[str] | None,
+    salvage: str | None,
+    value_type: list[str] | None,
+    jsonl: bool,
+    naming: Naming,
+) -> int:
     def options() -> api.StripOptions:
         if (value_type or jsonl) and salvage is None:
             raise UsageError("--value-type and --jsonl need --salvage DIR")
         salvaged = None if salvage is None else salvage_options(salvage, None, value_type, jsonl)
         return api.StripOptions(repair.out_dir, operator, repair.dry_run, repair.force, salvaged)
 
-    repair.run(naming, options, api.Checkpoint.strip_channel_state, show_loss)
+    return repair.run(naming, options, api.Checkpoint.strip_channel_state, show_loss)

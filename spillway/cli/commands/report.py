@@ -1,17 +1,19 @@
-"""``spillway report``: one self-contained HTML page about a checkpoint, to attach to an incident."""
+"""Write a self-contained HTML page about a checkpoint.
+
+``spillway report``: one self-contained HTML page about a checkpoint, to attach to an incident."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
 
-import typer
+from click import argument
 from rich.markup import escape
 
 from spillway import api
 from spillway.cli.common import ExitStatus, UsageError, err, guarded, out
-from spillway.cli.options import Naming, NewJob, bundled
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -44,29 +46,30 @@ Examples:
 """
 
 
-@bundled
+@spillway_command("report", HELP)
+@argument("path", help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")
+@option("--out", "out_file", metavar="FILE", help="The HTML page to write; - for stdout.")
+@option("--plan", metavar="FILE", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
+@flag("--force", help="Replace FILE if it exists.")
+@naming()
+@option(
+    "--new-plan",
+    metavar="NEW_PLAN",
+    help="The plan JSON of a job to restore into (either flavour, or http://HOST:PORT/jobs/JOB_ID): adds "
+    "spillway preflight's answer.",
+)
+@new_job()
+@option("--html", metavar="FILE", hidden=True, help="Deprecated: --out.")
 def command(
-    path: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file; local or a URI")],
-    out_file: Annotated[
-        str | None, typer.Option("--out", metavar="FILE", help="The HTML page to write; - for stdout.")
-    ] = None,
-    plan: Annotated[
-        str | None, typer.Option("--plan", help="Flink plan JSON (job-graph or stream-graph): edges, verdict.")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
-    naming: Naming = Naming(),
-    new_plan: Annotated[
-        str | None,
-        typer.Option(
-            "--new-plan",
-            metavar="NEW_PLAN",
-            help="The plan JSON of a job to restore into (either flavour, or http://HOST:PORT/jobs/JOB_ID): adds "
-            "spillway preflight's answer.",
-        ),
-    ] = None,
-    new_job: NewJob = NewJob(),
-    html: Annotated[str | None, typer.Option("--html", metavar="FILE", hidden=True, help="Deprecated: --out.")] = None,
-) -> None:
+    path: str,
+    out_file: str | None,
+    plan: str | None,
+    force: bool,
+    naming: Naming,
+    new_plan: str | None,
+    new_job: NewJob,
+    html: str | None,
+) -> int:
     def run() -> int:
         target_name = _target(out_file, html)
         settings = _new_job_options(new_plan, new_job)
@@ -93,7 +96,7 @@ def command(
         out.print(f"wrote {escape(str(target))}", soft_wrap=True)
         return _verdict(done.errors)
 
-    raise typer.Exit(guarded(run))
+    return guarded(run)
 
 
 def _target(out_file: str | None, html: str | None) -> str:

@@ -1,17 +1,29 @@
-"""``spillway salvage``: export in-flight records into Parquet (one file per edge) so a job can replay them."""
+"""Export in-flight records to Parquet for a job to replay.
+
+``spillway salvage``: one Parquet file per edge, each record with where it was."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, out
-from spillway.cli.options import Naming, NewJob, OperatorsOpt, PlanOpt, SrcArg, bundled
-from spillway.cli.salvage_options import JsonlOpt, ValueTypeOpt, salvage_options
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import (
+    Naming,
+    NewJob,
+    flag,
+    jsonl_flag,
+    naming,
+    new_job,
+    operators_option,
+    option,
+    path_argument,
+    plan_option,
+    salvage_options,
+    value_type_option,
+)
 from spillway.cli.wide import print_wide
 
 HELP = """Export the in-flight records (channel state) of the chosen operators — or of all — into Parquet,
@@ -46,28 +58,36 @@ Examples:
 """
 
 
-@bundled
+@spillway_command("salvage", HELP)
+@path_argument
+@option("--out", "out_dir", metavar="DIR", required=True, help="New or empty directory for the export.")
+@plan_option
+@operators_option
+@value_type_option
+@jsonl_flag
+@flag("--dry-run", help="Decode and count the records; write nothing.")
+@flag("--json", "json_out", help="Emit JSON (schema spillway.salvage/1).")
+@option(
+    "--new-plan",
+    metavar="NEW_PLAN",
+    help="Export exactly what a restore into this job drops (spillway preflight's loss); with the options "
+    "describing the new job as for preflight.",
+)
+@new_job()
+@naming()
 def command(
-    path: SrcArg,
-    out_dir: Annotated[str, typer.Option("--out", help="New or empty directory for the export.")],
-    plan: PlanOpt = None,
-    operator: OperatorsOpt = None,
-    value_type: ValueTypeOpt = None,
-    jsonl: JsonlOpt = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Decode and count the records; write nothing.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.salvage/1).")] = False,
-    new_plan: Annotated[
-        str | None,
-        typer.Option(
-            "--new-plan",
-            metavar="NEW_PLAN",
-            help="Export exactly what a restore into this job drops (spillway preflight's loss); with the options "
-            "describing the new job as for preflight.",
-        ),
-    ] = None,
-    new_job: NewJob = NewJob(),
-    naming: Naming = Naming(),
-) -> None:
+    path: str,
+    out_dir: str,
+    plan: str | None,
+    operator: list[str] | None,
+    value_type: list[str] | None,
+    jsonl: bool,
+    dry_run: bool,
+    json_out: bool,
+    new_plan: str | None,
+    new_job: NewJob,
+    naming: Naming,
+) -> int:
     def run() -> int:
         options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
         if new_plan is None and new_job.given():
@@ -90,7 +110,7 @@ def command(
             show(report, dry_run)
         return ExitStatus.OK
 
-    raise typer.Exit(guarded(run, json_out, output=out_dir))
+    return guarded(run, json_out, output=out_dir)
 
 
 def show(report: api.SalvageReport, dry_run: bool) -> None:
@@ -118,3 +138,6 @@ def show(report: api.SalvageReport, dry_run: bool) -> None:
         f"{report.records} {noun} ({report.bytes} value bytes) in {len(report.channels)} channels"
         + (f"; {others} watermarks and other stream events not exported" if others else "")
     )
+
+
+__all__ = ["command"]

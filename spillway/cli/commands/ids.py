@@ -1,15 +1,17 @@
-"""``spillway ids``: Flink's own ids for every operator of a job, from the job's jar."""
+"""Flink's own operator ids of a job, from its jar.
+
+``spillway ids``: Flink's own ids for every operator of a job, from the job's jar."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+from click import argument
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, emit_json, guarded, out
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import flag, option
 from spillway.cli.wide import print_wide
 
 HELP = """Run JOB.jar's main in Flink's plan-only environment, as `flink info` does (nothing is executed, no
@@ -34,23 +36,16 @@ Examples:
 """
 
 
+@spillway_command("ids", HELP)
+@argument("jar", help="The job's jar (a fat jar with its connectors, as for flink run).")
+@argument("args", nargs=-1, help="The job's own arguments, after --.")
+@option("--class", "entry_class", metavar="MAIN", help="The job's main class (else the jar manifest's).")
+@option("--flink-version", metavar="X.Y.Z", help="The job's Flink release (else the jar's, else FLINK_HOME's).")
+@option("--timeout", type=float, metavar="SECONDS", default=300.0, help="Deadline for the whole planning run.")
+@flag("--json", "json_out", help="Emit JSON (schema spillway.ids/1).")
 def command(
-    jar: Annotated[str, typer.Argument(help="The job's jar (a fat jar with its connectors, as for flink run).")],
-    args: Annotated[list[str] | None, typer.Argument(help="The job's own arguments, after --.")] = None,
-    entry_class: Annotated[
-        str | None, typer.Option("--class", metavar="MAIN", help="The job's main class (else the jar manifest's).")
-    ] = None,
-    flink_version: Annotated[
-        str | None,
-        typer.Option(
-            "--flink-version", metavar="X.Y.Z", help="The job's Flink release (else the jar's, else FLINK_HOME's)."
-        ),
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="Deadline for the whole planning run.")
-    ] = 300.0,
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.ids/1).")] = False,
-) -> None:
+    jar: str, args: tuple[str, ...], entry_class: str | None, flink_version: str | None, timeout: float, json_out: bool
+) -> int:
     def run() -> int:
         if timeout <= 0:
             raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
@@ -61,7 +56,7 @@ def command(
             show(found)
         return ExitStatus.OK
 
-    raise typer.Exit(guarded(run, json_out))
+    return guarded(run, json_out)
 
 
 def show(found: api.JobIds) -> None:

@@ -1,14 +1,17 @@
-"""``spillway keygroup``: Flink's exact key → key group → subtask math for one key."""
+"""Key group and subtask of a key, as Flink computes them.
+
+``spillway keygroup``: Flink's exact key → key group → subtask math for one key."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
+import click
+from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import emit_json, guarded, out
+from spillway.cli.common import ExitStatus, emit_json, guarded, out
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import flag, option
 
 HELP = """Print the key group and target subtask of KEY, exactly as Flink's KeyGroupRangeAssignment computes
 them (hashCode → murmurHash → key group → operator index). --type says which Java class the KeySelector
@@ -28,26 +31,24 @@ KEY_TYPES = ("string", "long", "int", "short", "byte", "boolean", "double", "flo
 _HINTS = {"key": "KEY", "key_type": "--type", "parallelism": "--parallelism"}
 
 
-def command(
-    key: Annotated[str, typer.Argument(help="The key, as text.")],
-    kind: Annotated[str, typer.Option("--type", help="Java type of the key: " + ", ".join(KEY_TYPES) + ".")] = "string",
-    max_parallelism: Annotated[
-        int, typer.Option("--max-parallelism", help="The keyed operator's max parallelism.")
-    ] = 128,
-    parallelism: Annotated[int, typer.Option("--parallelism", help="The keyed operator's parallelism.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.keygroup/1).")] = False,
-) -> None:
+@spillway_command("keygroup", HELP)
+@argument("key", help="The key, as text.")
+@option("--type", "kind", metavar="TYPE", default="string", help="Java type of the key: " + ", ".join(KEY_TYPES) + ".")
+@option("--max-parallelism", type=int, metavar="N", default=128, help="The keyed operator's max parallelism.")
+@option("--parallelism", type=int, metavar="N", default=1, help="The keyed operator's parallelism.")
+@flag("--json", "json_out", help="Emit JSON (schema spillway.keygroup/1).")
+def command(key: str, kind: str, max_parallelism: int, parallelism: int, json_out: bool) -> int:
     if kind not in KEY_TYPES:
-        raise typer.BadParameter(f"unknown type {kind!r}", param_hint="--type")
+        raise click.BadParameter(f"unknown type {kind!r}", param_hint="--type")
     try:
         found = api.keygroup(key, kind, max_parallelism, parallelism)
     except api.ArgumentError as exc:  # usage errors in click's words, naming the option or argument
         said = exc.detail if exc.argument != "key" or exc.detail.startswith("a ") else f"{exc.value!r} {exc.detail}"
-        raise typer.BadParameter(
+        raise click.BadParameter(
             said.replace("max_parallelism", "max parallelism"), param_hint=_HINTS.get(exc.argument)
         ) from None
 
-    def run() -> None:
+    def run() -> int:
         if json_out:
             emit_json(found.to_json())
         else:
@@ -56,5 +57,6 @@ def command(
                 f"key group {found.key_group} → subtask {found.subtask} of {parallelism} (it owns key groups "
                 f"{found.subtask_key_groups[0]}..{found.subtask_key_groups[1]})"
             )
+        return ExitStatus.OK
 
-    guarded(run, json_out)
+    return guarded(run, json_out)

@@ -1,16 +1,16 @@
-"""``spillway repair clear-finished``: turn FLIP-147 finished markers into empty running state."""
+"""Turn finished markers into empty running state.
+
+FLIP-147 finished markers become empty running state."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.markup import escape
 
 import spillway.api as api
 from spillway.cli.common import err
-from spillway.cli.repair_common import Repair, operators_repair
+from spillway.cli.repair_common import operators_repair
 
 if TYPE_CHECKING:
     from spillway.api import RepairResult
@@ -28,22 +28,16 @@ Examples:
 """
 
 
-@dataclasses.dataclass(frozen=True)
-class Clear(Repair):
-    """The repairs' options, with what --force means here."""
-
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Clear even where Flink would accept the markers, and even if the source has validate errors.",
-        ),
-    ] = False
-
-
 def show_cleared(report: RepairResult) -> None:
     for c in report.changes:
         err.print(f"[yellow]{escape(c.what)}[/]")
 
 
-command = operators_repair(api.ClearFinishedOptions, api.Checkpoint.clear_finished, show_cleared, Clear)
+command = operators_repair(
+    "clear-finished",
+    HELP,
+    api.ClearFinishedOptions,
+    api.Checkpoint.clear_finished,
+    show_cleared,
+    force_help="Clear even where Flink would accept the markers, and even if the source has validate errors.",
+)

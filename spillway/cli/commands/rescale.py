@@ -1,18 +1,21 @@
-"""``spillway rescale``: redistribute channel state (and keyed/operator state) to a new parallelism."""
+"""Write a copy at a new parallelism, in-flight data moved.
+
+``spillway rescale``: redistribute channel state (and keyed/operator state) to a new parallelism."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
+from click import argument
 from rich.markup import escape
 from rich.table import Table
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import ExitStatus, UsageError, cli_words, emit_json, err, guarded, out
-from spillway.cli.forecast import BuffersPerChannelOpt, FloatingBuffersOpt, show_forecast
-from spillway.cli.options import Naming, bundled, counts, key_specs
+from spillway.cli.forecast import buffers_per_channel_option, floating_buffers_option, show_forecast
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
 from spillway.cli.repair_common import show_restore
 from spillway.cli.wide import print_wide
 
@@ -149,54 +152,64 @@ def show_result(result: RescaleResult) -> None:
     show_restore(result.restore_lines())
 
 
-@bundled
+@spillway_command("rescale", HELP)
+@argument("src", help="job checkpoint dir, chk-N dir or _metadata file")
+@option("--plan", metavar="FILE", required=True, help="Flink plan JSON of the job (job graph or stream graph).")
+@repeatable(
+    "--parallelism",
+    "-p",
+    metavar="VERTEX=N",
+    required=True,
+    help="VERTEX=N (vertex id, operator uid or name); repeatable.",
+)
+@option("--out", "out_dir", metavar="DIR", help="New checkpoint directory (must not exist); not needed with --dry-run.")
+@repeatable(
+    "--key",
+    metavar="VERTEX=EXTRACTOR",
+    help="VERTEX=EXTRACTOR for its keyBy input: a value spec, :FIELD, |FUNCTIONS "
+    "(e.g. 'pojo(user:string,seq:long):user|before(\":\")'; see above).",
+)
+@repeatable("--key-fn", metavar="VERTEX=module:function", help="VERTEX=module:function for its keyBy/custom input.")
+@option(
+    "--master",
+    metavar="MASTER",
+    default="local[*]",
+    help="Spark master: local[*], local[N], spark://host:port, yarn; or inprocess.",
+)
+@option(
+    "--buffer-size",
+    type=int,
+    metavar="BYTES",
+    default=api.DEFAULT_BUFFER_SIZE,
+    help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes: the largest chunk of the "
+    "new channel files, and the buffers the forecast reads into.",
+)
+@flag("--dry-run", help="Plan and forecast (read the channels, route, count); write nothing.")
+@flag("--json", "json_out", help=f"Report as JSON (schema {api.RESCALE_SCHEMA}).")
+@naming()
+@flag(
+    "--force",
+    help="Rescale a damaged source by leaving out its damaged logical channels on moved edges "
+    "(each listed, with the bytes lost).",
+)
+@buffers_per_channel_option
+@floating_buffers_option
 def command(
-    src: Annotated[str, typer.Argument(help="job checkpoint dir, chk-N dir or _metadata file")],
-    plan: Annotated[str, typer.Option("--plan", help="Flink plan JSON of the job (job graph or stream graph).")],
-    parallelism: Annotated[
-        list[str], typer.Option("--parallelism", "-p", help="VERTEX=N (vertex id, operator uid or name); repeatable.")
-    ],
-    out_dir: Annotated[
-        str | None, typer.Option("--out", help="New checkpoint directory (must not exist); not needed with --dry-run.")
-    ] = None,
-    key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--key",
-            help="VERTEX=EXTRACTOR for its keyBy input: a value spec, :FIELD, |FUNCTIONS "
-            "(e.g. 'pojo(user:string,seq:long):user|before(\":\")'; see above).",
-        ),
-    ] = None,
-    key_fn: Annotated[
-        list[str] | None, typer.Option("--key-fn", help="VERTEX=module:function for its keyBy/custom input.")
-    ] = None,
-    master: Annotated[
-        str, typer.Option("--master", help="Spark master: local[*], local[N], spark://host:port, yarn; or inprocess.")
-    ] = "local[*]",
-    buffer_size: Annotated[
-        int,
-        typer.Option(
-            "--buffer-size",
-            help="Flink's network buffer size (taskmanager.memory.segment-size) in bytes: the largest chunk of the "
-            "new channel files, and the buffers the forecast reads into.",
-        ),
-    ] = api.DEFAULT_BUFFER_SIZE,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Plan and forecast (read the channels, route, count); write nothing.")
-    ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help=f"Report as JSON (schema {api.RESCALE_SCHEMA}).")] = False,
-    naming: Naming = Naming(),
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Rescale a damaged source by leaving out its damaged logical channels on moved edges "
-            "(each listed, with the bytes lost).",
-        ),
-    ] = False,
-    buffers_per_channel: BuffersPerChannelOpt = api.BUFFERS_PER_CHANNEL,
-    floating_buffers_per_gate: FloatingBuffersOpt = api.FLOATING_BUFFERS_PER_GATE,
-) -> None:
+    src: str,
+    plan: str,
+    parallelism: list[str],
+    out_dir: str | None,
+    key: list[str] | None,
+    key_fn: list[str] | None,
+    master: str,
+    buffer_size: int,
+    dry_run: bool,
+    json_out: bool,
+    naming: Naming,
+    force: bool,
+    buffers_per_channel: int,
+    floating_buffers_per_gate: int,
+) -> int:
     def run() -> int:
         def announce(checkpoint_dir: str) -> None:
             err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
@@ -225,4 +238,4 @@ def command(
             show_result(result)
         return ExitStatus.OK
 
-    raise typer.Exit(guarded(run, json_out, output=out_dir))
+    return guarded(run, json_out, output=out_dir)

@@ -1,4 +1,4 @@
-"""``spillway repair drop-operator``: remove an operator's state entirely."""
+"""Remove operators' state entirely."""
 
 from __future__ import annotations
 
@@ -16,4 +16,4 @@ Examples:
 """
 
 
-command = operators_repair(api.DropOperatorOptions, api.Checkpoint.drop_operator)
+command = operators_repair("drop-operator", HELP, api.DropOperatorOptions, api.Checkpoint.drop_operator)

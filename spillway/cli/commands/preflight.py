@@ -1,17 +1,20 @@
-"""``spillway preflight``: will Flink restore this checkpoint into this job, and what will recovery need."""
+"""Will Flink restore a checkpoint into a job?
+
+``spillway preflight``: will Flink restore this checkpoint into this job, and what will recovery need."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from click import argument
 from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
 from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, human_bytes, out
-from spillway.cli.forecast import Forecast, show_forecast
-from spillway.cli.options import Naming, NewJob, bundled
+from spillway.cli.forecast import Forecast, forecasting, show_forecast
+from spillway.cli.help import command as spillway_command
+from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
 from spillway.cli.wide import print_wide
 
 # Unknown is neither a yes a deploy script may act on nor Flink's refusal: it has its own code (4).
@@ -71,26 +74,24 @@ ANSWER = {
 }
 
 
-@bundled
+@spillway_command("preflight", HELP)
+@argument(
+    "checkpoint",
+    help="job checkpoint dir, chk-N dir or _metadata file, or http://HOST:PORT/jobs/JOB_ID for that job's "
+    "latest completed checkpoint",
+)
+@option(
+    "--plan",
+    metavar="FILE",
+    help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID.",
+)
+@new_job()
+@forecasting()
+@flag("--json", "json_out", help="Emit JSON (schema spillway.preflight/2).")
+@naming()
 def command(
-    checkpoint: Annotated[
-        str,
-        typer.Argument(
-            help="job checkpoint dir, chk-N dir or _metadata file, or http://HOST:PORT/jobs/JOB_ID for that job's "
-            "latest completed checkpoint"
-        ),
-    ],
-    plan: Annotated[
-        str | None,
-        typer.Option(
-            "--plan", help="The new job's plan JSON (either flavour), or a running job's: http://HOST:PORT/jobs/JOB_ID."
-        ),
-    ] = None,
-    new_job: NewJob = NewJob(),
-    forecasting: Forecast = Forecast(),
-    json_out: Annotated[bool, typer.Option("--json", help="Emit JSON (schema spillway.preflight/2).")] = False,
-    naming: Naming = Naming(),
-) -> None:
+    checkpoint: str, plan: str | None, new_job: NewJob, forecasting: Forecast, json_out: bool, naming: Naming
+) -> int:
     def run() -> int:
         settings = new_job.options(forecasting.keys(), forecasting.buffers())
         new_plan = naming.plan_or_job(plan)
@@ -103,7 +104,7 @@ def command(
             show(found.result, found.forecast, found.forecast_note)
         return EXIT_CODES[found.result.answer]
 
-    raise typer.Exit(guarded(run, json_out))
+    return guarded(run, json_out)
 
 
 def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
