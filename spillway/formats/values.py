@@ -560,6 +560,9 @@ class _Parser:
 
 
 def parse_value_spec(spec: str) -> Type:
+    special = _special_value_spec(spec)
+    if special is not None:
+        return special
     p = _Parser(spec)
     t = p.type()
     p.end()
@@ -626,6 +629,8 @@ def json_data(value: object) -> object:
         return {"kind": value.kind, "fields": [json_data(f) for f in value.fields]}
     if isinstance(value, tuple | list):
         return [json_data(f) for f in value]
+    if isinstance(value, dict):  # an Avro record or map
+        return {str(k): json_data(v) for k, v in value.items()}
     return repr(value)
 
 
@@ -739,6 +744,9 @@ _INDEXED = re.compile(r"^(.*\))\s*:\s*(\d+(?:\s*,\s*\d+)*)\s*$", re.DOTALL)
 def parse_key_extractor(spec: str) -> KeyExtractor:
     """``long`` / ``string`` / ``int`` / ``boolean`` / … (whole value), ``tuple(long,string):1``,
     ``row(long,int,string):2`` or ``tuple:0:long`` (field 0 of a tuple of any arity)."""
+    special = _special_key_extractor(spec)
+    if special is not None:
+        return special
     m = _SHORTHAND.match(spec)
     if m:
         kind, index, key_spec = m.group(1).lower(), int(m.group(2)), m.group(3)
@@ -812,3 +820,18 @@ def _rowdata_extractor(spec: str, t: RowDataType, indices: list[int]) -> KeyExtr
     if len(set(indices)) != len(indices):
         raise ValueSpecError(f"key spec {spec!r}: a key field is named twice")
     return RowDataKeyExtractor(spec, t, indices)
+
+
+# ---------------------------------------------------------------- specs with their own modules (avro, kryo)
+
+
+def _special_value_spec(spec: str) -> Type | None:
+    from spillway.formats.avro_values import parse_avro_value_spec
+
+    return parse_avro_value_spec(spec)
+
+
+def _special_key_extractor(spec: str) -> KeyExtractor | None:
+    from spillway.formats.avro_values import parse_avro_key_extractor
+
+    return parse_avro_key_extractor(spec)
