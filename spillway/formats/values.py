@@ -827,11 +827,13 @@ def _rowdata_extractor(spec: str, t: RowDataType, indices: list[int]) -> KeyExtr
 
 def _special_value_spec(spec: str) -> Type | None:
     from spillway.formats.avro_values import parse_avro_value_spec
+    from spillway.formats.kryo_values import parse_kryo_value_spec
 
-    return parse_avro_value_spec(spec)
+    return parse_avro_value_spec(spec) or parse_kryo_value_spec(spec)
 
 
 def _special_key_extractor(spec: str) -> KeyExtractor | None:
     from spillway.formats.avro_values import parse_avro_key_extractor
+    from spillway.formats.kryo_values import parse_kryo_key_extractor
 
-    return parse_avro_key_extractor(spec)
+    return parse_avro_key_extractor(spec) or parse_kryo_key_extractor(spec)
