@@ -45,7 +45,9 @@ sees those records. Damage anywhere else (keyed/operator state, channels that ar
 plan) is still refused.
 
 EXTRACTOR: long | string | int | boolean | tuple:0:long | tuple(long,string):1 | row(long,int,string):2
-(see docs/analyze.md). --key-fn module:function gets the record's serialized value (bytes) and returns
+| avro(Schema.avsc):user.id (Avro records; the schema may be a registry URL) | kryo5(user:String,v:long):user
+(a class Flink 2.x writes with Kryo; kryo2 for Flink 1.x) (see docs/analyze.md). --key-fn module:function
+gets the record's serialized value (bytes) and returns
 the key's Java hashCode (int) or a str key; for CUSTOM edges it gets (bytes, parallelism) and returns
 the target subtask.
 
