@@ -8,8 +8,9 @@ bytes; ``fixed`` its bytes; ``null`` nothing; arrays and maps in blocks, each an
 count, the last block of count 0; record fields in schema order.
 
 Key specs: ``avro(SCHEMA):path.to.field`` — the field a KeySelector returns, hashed as the Java value it
-returns: a string as ``String`` (a KeySelector returning ``getId().toString()``; for ASCII text this is also
-Avro ``Utf8``'s hash), ``int`` as Integer, ``long`` as Long, ``boolean``, ``float``, ``double`` as their boxes.
+returns: a string as ``String`` (a KeySelector returning ``getId().toString()``), or with ``@utf8`` after the
+path as Avro's ``Utf8`` (a KeySelector returning the field itself; its hash differs), ``int`` as Integer,
+``long`` as Long, ``boolean``, ``float``, ``double`` as their boxes.
 A union with ``null`` is allowed on the way; a null key is refused as Flink refuses it.
 """
 
@@ -201,6 +202,14 @@ def _double_hash(v: float) -> int:
     return java_long_hash(bits)
 
 
+def _utf8_hash(v: str) -> int:
+    """Avro's ``Utf8.hashCode`` (Avro 1.12): ``Arrays.hashCode`` of the UTF-8 bytes, each a signed byte."""
+    h = 1
+    for b in v.encode("utf-8", "surrogatepass"):
+        h = (31 * h + (b - 256 if b > 127 else b)) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 _HASHES: dict[str, Any] = {
     "string": java_string_hash,
     "int": java_int_hash,
@@ -214,7 +223,7 @@ _HASHES: dict[str, Any] = {
 class AvroKeyExtractor(KeyExtractor):
     """The whole record is decoded (so damage shows), then the key is taken at the field path."""
 
-    def __init__(self, spec: str, value_type: AvroType, path: list[str]) -> None:
+    def __init__(self, spec: str, value_type: AvroType, path: list[str], as_utf8: bool = False) -> None:
         self.spec = spec
         self.value_type = value_type
         self.field = None
@@ -222,7 +231,9 @@ class AvroKeyExtractor(KeyExtractor):
         self.path = path
         self.key_type = value_type
         leaf = key_node(value_type.schema, path, spec)
-        self._hash = _HASHES[leaf.kind]
+        if as_utf8 and leaf.kind != "string":
+            raise ValueSpecError(f"key spec {spec!r}: @utf8 is for string fields; this one is a {leaf.describe()}")
+        self._hash = _utf8_hash if as_utf8 else _HASHES[leaf.kind]
 
     def __call__(self, payload: bytes | memoryview) -> tuple[object, int]:
         data = payload if isinstance(payload, bytes) else bytes(payload)
@@ -270,6 +281,9 @@ def split_avro_spec(spec: str) -> tuple[str, list[str]] | None:
     return ref, path
 
 
+UTF8_SUFFIX = "@utf8"  # the KeySelector returns Avro's Utf8 (the field itself), not a String
+
+
 def parse_avro_value_spec(spec: str) -> AvroType | None:
     found = split_avro_spec(spec)
     if found is None:
@@ -290,4 +304,7 @@ def parse_avro_key_extractor(spec: str) -> AvroKeyExtractor | None:
             f"key spec {spec!r}: name the key field: avro({ref}):FIELD (a nested one as outer.inner), the field "
             "the job's KeySelector returns"
         )
-    return AvroKeyExtractor(spec, AvroType(ref, load_schema(ref)), path)
+    as_utf8 = path[-1].lower().endswith(UTF8_SUFFIX)
+    if as_utf8:
+        path[-1] = path[-1][: -len(UTF8_SUFFIX)].strip()
+    return AvroKeyExtractor(spec, AvroType(ref, load_schema(ref)), path, as_utf8)

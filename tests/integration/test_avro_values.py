@@ -97,7 +97,7 @@ def test_records_decode_to_what_avro_wrote(oracle: dict[str, Any], schema_files:
 
 
 def test_key_fields_hash_and_route_like_flink(oracle: dict[str, Any], schema_files: dict[str, Path]) -> None:
-    checked = nulls = 0
+    checked = nulls = utf8_checked = 0
     for case in oracle["cases"]:
         raw = bytes.fromhex(case["hex"])
         for k in case["keys"]:
@@ -107,11 +107,15 @@ def test_key_fields_hash_and_route_like_flink(oracle: dict[str, Any], schema_fil
                     extract(raw)
                 nulls += 1
                 continue
-            _, h = extract(memoryview(raw))
+            key, h = extract(memoryview(raw))
             assert h == k["hash"], f"{k['path']} of {case['hex']}"
+            if "utf8_hash" in k:  # a KeySelector returning the field itself keys by Avro's Utf8
+                utf8 = parse_key_extractor(f"avro({schema_files[case['schema']]}):{k['path']}@utf8")
+                assert utf8(raw) == (key, k["utf8_hash"]), f"{k['path']}@utf8 of {case['hex']}"
+                utf8_checked += 1
             assert key_group_for_hash(h, 128) == k["key_group_128"]
             checked += 1
-    assert checked >= 40 and nulls >= 5
+    assert checked >= 40 and nulls >= 5 and utf8_checked >= 14
 
 
 def test_decoded_records_render_and_serialize_as_json(oracle: dict[str, Any], schema_files: dict[str, Path]) -> None:
@@ -157,6 +161,7 @@ def test_damaged_records_name_field_and_offset(oracle: dict[str, Any], schema_fi
         (":page", "a spillway.values.Page key has no content-based Java hashCode"),
         (":user.x", "user is a string, not a record with field 'x'"),
         ("", "name the key field: avro("),
+        (":n@utf8", "@utf8 is for string fields; this one is a long"),
         (":page.", "empty field name"),
     ],
 )
