@@ -217,6 +217,7 @@ _HASHES: dict[str, Any] = {
     "boolean": java_boolean_hash,
     "float": _float_hash,
     "double": _double_hash,
+    "utf8": _utf8_hash,  # not an Avro type: a string key the KeySelector returns as Avro's Utf8
 }
 
 
@@ -233,7 +234,7 @@ class AvroKeyExtractor(KeyExtractor):
         leaf = key_node(value_type.schema, path, spec)
         if as_utf8 and leaf.kind != "string":
             raise ValueSpecError(f"key spec {spec!r}: @utf8 is for string fields; this one is a {leaf.describe()}")
-        self._hash = _utf8_hash if as_utf8 else _HASHES[leaf.kind]
+        self._hash = _HASHES["utf8" if as_utf8 else leaf.kind]
 
     def __call__(self, payload: bytes | memoryview) -> tuple[object, int]:
         data = payload if isinstance(payload, bytes) else bytes(payload)
