@@ -21,7 +21,10 @@ import pyspark
 
 from support.flink_harness import _generator, prepare
 
-TREE = Path(__file__).resolve().parents[1] / "fixtures" / "generator" / "java-values"
+GENERATOR = Path(__file__).resolve().parents[1] / "fixtures" / "generator"
+TREE = GENERATOR / "java-values"
+# the Avro layout encoder the generator's Avro jobs use too
+SHARED = [GENERATOR / "java" / "src" / "spillway" / "fixtures" / "AvroLayoutEncoder.java"]
 PYSPARK_JARS = Path(pyspark.__file__).parent / "jars"
 AVRO_JARS = ("avro-1.12.1.jar", "jackson-core-*.jar", "jackson-databind-*.jar", "jackson-annotations-*.jar")
 
@@ -40,10 +43,10 @@ def compiled(release: str) -> tuple[Path, str]:
     """(class dir, class path) of java-values/ built for ``release`` (cached until a source changes)."""
     lib, _ = prepare(release)
     gen = _generator()
-    sources = sorted(TREE.rglob("*.java"))
+    sources = [*sorted(TREE.rglob("*.java")), *SHARED]
     h = hashlib.sha256()
     for p in sources:
-        h.update(str(p.relative_to(TREE)).encode())
+        h.update(str(p.relative_to(GENERATOR)).encode())
         h.update(p.read_bytes())
     out = gen.CLASS_CACHE / release / f"java-values-{h.hexdigest()[:16]}"
     classpath = ":".join([f"{lib}/*", *map(str, avro_classpath())])
