@@ -701,6 +701,9 @@ class SpecParser:
 
 
 def parse_value_spec(spec: str) -> Type:
+    special = _special_value_spec(spec)
+    if special is not None:
+        return special
     p = SpecParser(spec)
     t = p.type()
     p.end()
@@ -773,6 +776,8 @@ def json_data(value: object) -> object:
     as_json = getattr(value, "json_data", None)  # composite values of other modules (POJOs, maps)
     if callable(as_json):
         return as_json(json_data)
+    if isinstance(value, dict):  # an Avro record or map
+        return {str(k): json_data(v) for k, v in value.items()}
     return repr(value)
 
 
@@ -892,7 +897,11 @@ def _path_key(spec: str) -> KeyExtractor:
 def parse_key_extractor(spec: str) -> KeyExtractor:
     """``long`` / ``string`` / ``int`` / ``boolean`` / … (whole value), ``tuple(long,string):1``,
     ``row(long,int,string):2`` or ``tuple:0:long`` (field 0 of a tuple of any arity); fields by name or path
-    and derived keys (``pojo(user:string,…):user|before(':')``) in ``key_paths``."""
+    and derived keys (``pojo(user:string,…):user|before(':')``) in ``key_paths``; ``avro(…)`` and ``kryo2/5(…)``
+    keys in their own modules."""
+    special = _special_key_extractor(spec)
+    if special is not None:
+        return special
     if "|" in spec:
         return _path_key(spec)
     m = _SHORTHAND.match(spec)
@@ -972,3 +981,20 @@ def _rowdata_extractor(spec: str, t: RowDataType, indices: list[int]) -> KeyExtr
     if len(set(indices)) != len(indices):
         raise ValueSpecError(f"key spec {spec!r}: a key field is named twice")
     return RowDataKeyExtractor(spec, t, indices)
+
+
+# ---------------------------------------------------------------- specs with their own modules (avro, kryo)
+
+
+def _special_value_spec(spec: str) -> Type | None:
+    from spillway.formats.avro_values import parse_avro_value_spec
+    from spillway.formats.kryo_values import parse_kryo_value_spec
+
+    return parse_avro_value_spec(spec) or parse_kryo_value_spec(spec)
+
+
+def _special_key_extractor(spec: str) -> KeyExtractor | None:
+    from spillway.formats.avro_values import parse_avro_key_extractor
+    from spillway.formats.kryo_values import parse_kryo_key_extractor
+
+    return parse_avro_key_extractor(spec) or parse_kryo_key_extractor(spec)

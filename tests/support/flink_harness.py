@@ -198,7 +198,7 @@ def restore(
         f"-Dspillway.log={log}",
         *gen.read_options(gen.source_tree(release), "jvm.options"),
         "-cp",
-        f"{classes}:{lib}/*",
+        gen.job_classpath(lib, classes),
         "spillway.fixtures.RestoreCheck",
         "--scenario",
         scenario,

@@ -44,6 +44,10 @@ map (upstream subtask x downstream subtask, shaded by in-flight bytes) and the w
 
   array(T), objarray(T), list(T), map(K,V), nullable(T): int[]/String[], Long[]/POJO[], List, Map
 
+  avro(SCHEMA): an Avro record (AvroSerializer), SCHEMA a .avsc file or registry URL, e.g. avro(user.avsc)
+
+  kryo5(NAME:TYPE,...): fields of a class Flink 2.x writes with Kryo (kryo2: 1.x), e.g. kryo5(user:String,ts:long)
+
   ?: a field of unknown type; decoding stops there (docs/analyze.md)
 
 Examples:

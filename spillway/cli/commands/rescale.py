@@ -55,6 +55,8 @@ path), then "|" and functions that derive the key from that field, no Python nee
   caseclass(string,long):_1
   pojo(userId:long,meta:pojo(region:string,zone:int)):meta.region
   'string|before(":")' | 'pojo(user:string,seq:long):user|before(":")|lower'
+  avro(Schema.avsc):user.id (Avro records; the schema may be a registry URL)
+  kryo5(user:String,v:long):user (a class Flink 2.x writes with Kryo; kryo2 for Flink 1.x)
 
 Key functions: before/after/beforelast/afterlast('S'), part('S',N), substring(B[,E]), lower, upper, trim,
 str, mod(N), with Java's String and % semantics. POJO fields may be listed in any order.
