@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.tree import Tree
 
 from spillway.cli.common import human_bytes, out
-from spillway.cli.wide import print_items, print_wide
+from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_items, print_paragraph
 
 if TYPE_CHECKING:
     from spillway.api.dump import DumpResult, OperatorTree
@@ -60,9 +61,7 @@ def show(result: DumpResult, as_tree: bool) -> None:
         parts.append(f"properties kept raw ({cp.properties_note})")
     print_items([escape(p) for p in parts])
     for r in result.rebases():
-        out.print(
-            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
-        )
+        print_paragraph(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
     unsafe = result.unsafe_paths
     if unsafe:
         out.print(

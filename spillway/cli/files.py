@@ -13,7 +13,8 @@ from rich.table import Table
 from spillway import api
 from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
 from spillway.cli.options import PlanNaming, bundled
-from spillway.cli.wide import print_paragraph, print_wide
+from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_paragraph
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
 job's shared/ (incremental RocksDB SST files) and taskowned/ directories, another checkpoint's

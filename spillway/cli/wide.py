@@ -20,7 +20,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from spillway.cli.consoles import twin
-from spillway.cli.output import columns, current
+from spillway.cli.output import current
+from spillway.cli.wrap import INDENT, bounded, print_items_on, print_wrapped, text_of
 
 _UNBOUNDED = 1 << 16
 
@@ -38,15 +39,6 @@ def _needed(console: Console, renderable: RenderableType) -> int:
     return Measurement.get(console, options, renderable).maximum
 
 
-def _text(markup: object) -> Text:
-    return markup if isinstance(markup, Text) else Text.from_markup(str(markup))
-
-
-def bounded() -> bool:
-    """Whether output must fit a width the user gave (a terminal's, or ``COLUMNS``)."""
-    return current().stdout_is_tty or columns() is not None
-
-
 def print_wide(renderable: Table | Tree, narrow: Table | None = None) -> None:
     """Print ``renderable`` at least as wide as its identifiers need. A table's title and caption are
     printed as lines of their own (never squeezed into the table's width). ``narrow``: the same rows in
@@ -59,7 +51,7 @@ def print_wide(renderable: Table | Tree, narrow: Table | None = None) -> None:
         if narrow is not None:
             narrow.title = narrow.caption = None
     if title:
-        console.print(_text(title), style="table.title", soft_wrap=True)
+        console.print(text_of(title), style="table.title", soft_wrap=True)
     needed = _needed(console, renderable)
     if needed <= console.width:
         console.print(renderable)
@@ -71,7 +63,7 @@ def print_wide(renderable: Table | Tree, narrow: Table | None = None) -> None:
     else:
         twin(console, needed).print(renderable)
     if caption:
-        console.print(_text(caption), style="table.caption", soft_wrap=True)
+        console.print(text_of(caption), style="table.caption", soft_wrap=True)
 
 
 def _fitted(console: Console, table: Table, narrow: Table | None) -> None:
@@ -102,7 +94,7 @@ def _wrap_tree(tree: Tree, width: int) -> int:
     stack: list[tuple[Tree, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
-        label = _text(node.label)
+        label = text_of(node.label)
         room = max(width - depth * _GUIDE, 1)
         lines = [part for line in label.split("\n") for part in line.divide(divide_line(line.plain, room, fold=False))]
         for line in lines:
@@ -114,14 +106,13 @@ def _wrap_tree(tree: Tree, width: int) -> int:
 
 
 _GUIDE = 4  # a tree's guide per level ("├── ")
-_INDENT = 4
 
 
 def _paragraphs(console: Console, table: Table) -> None:
     """One paragraph per row: the first column's value, then every other identifier column as ``name
     value`` (left out when empty), wrapped between items, never inside one; the prose columns as ``name:
     value`` wrapped at spaces, indented."""
-    names = [_text(c.header).plain.strip() for c in table.columns]
+    names = [text_of(c.header).plain.strip() for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
     for row in range(table.row_count):
         items: list[Text] = []
@@ -132,7 +123,7 @@ def _paragraphs(console: Console, table: Table) -> None:
             if not isinstance(value, (str, Text)):
                 blocks.append((name, value))
                 continue
-            text = _text(value)
+            text = text_of(value)
             if text.plain.strip() in ("", "-"):
                 continue
             if i == 0:
@@ -141,63 +132,9 @@ def _paragraphs(console: Console, table: Table) -> None:
                 items.extend(Text(f"{name} ") + part for part in text.split("\n"))
             else:
                 prose.append(Text(f"{name}: ") + text)
-        _print_items(console, items)
+        print_items_on(console, items)
         for text in prose:
-            _print_wrapped(console, text, _INDENT)
+            print_wrapped(console, text, INDENT)
         for name, value in blocks:
-            console.print(Text(" " * _INDENT + f"{name}:"), soft_wrap=True)
-            console.print(Padding(value, (0, 0, 0, 2 * _INDENT)))
-
-
-def _print_items(console: Console, items: list[Text], separator: str = "  ", indent: int = _INDENT) -> None:
-    """``items`` apart by ``separator``, a new line (``indent`` in) before an item that would cross the
-    width: an item is never broken."""
-    line = Text()
-    for item in items:
-        if line.plain.strip() and line.cell_len + len(separator) + item.cell_len > console.width:
-            console.print(line, soft_wrap=True)
-            line = Text(" " * indent)
-        elif line.plain.strip():
-            line.append(separator)
-        line.append_text(item)
-    if line.plain.strip():
-        console.print(line, soft_wrap=True)
-
-
-def print_items(items: list[str], separator: str = " · ", indent: int = 0) -> None:
-    """``items`` (markup) on one line, or, at a width the user gave that they do not fit, on as many as
-    needed, broken between items only."""
-    console = current().out
-    texts = [_text(i) for i in items]
-    if not bounded():
-        console.print(Text(separator).join(texts), soft_wrap=True)
-        return
-    _print_items(console, texts, separator, indent)
-
-
-def print_paragraph(text: Text | str, indent: int = _INDENT) -> None:
-    """``text`` (markup when a string) wrapped at spaces to the width the user gave, words whole, every
-    line after the first ``indent`` columns in; in a pipe without ``COLUMNS`` one line as it is."""
-    console = current().out
-    whole = _text(text)
-    if not bounded():
-        console.print(whole, soft_wrap=True)
-        return
-    for line in whole.split("\n"):
-        offsets = divide_line(line.plain, max(console.width, 1), fold=False)
-        if not offsets:
-            console.print(line, soft_wrap=True)
-            continue
-        head, rest = line[: offsets[0]], line[offsets[0] :]
-        head.rstrip()
-        console.print(head, soft_wrap=True)
-        _print_wrapped(console, rest, indent)
-
-
-def _print_wrapped(console: Console, text: Text, indent: int) -> None:
-    """``text`` wrapped at spaces only, ``indent`` columns in: a word wider than the line stays whole."""
-    for line in text.split("\n"):
-        offsets = divide_line(line.plain, max(console.width - indent, 1), fold=False)
-        for part in line.divide(offsets):
-            part.rstrip()
-            console.print(Text(" " * indent) + part, soft_wrap=True)
+            console.print(Text(" " * INDENT + f"{name}:"), soft_wrap=True)
+            console.print(Padding(value, (0, 0, 0, 2 * INDENT)))
