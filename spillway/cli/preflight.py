@@ -118,7 +118,8 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
         verdict = f"[{style}]{r.verdict.value:8}[/]" if style else f"{r.verdict.value:8}"
         issue = f" [{r.flink_issue}]" if r.flink_issue else ""
         does = f" (Flink {r.flink_does.value})" if r.flink_does is not None and r.verdict != "ok" else ""
-        print_paragraph(f"{verdict} {escape(r.check)}: {escape(r.message + issue + does)}", indent=_REASON)
+        reason = cli_words(r.message) + issue + does  # an argument the library names, as the option that sets it
+        print_paragraph(f"{verdict} {escape(r.check)}: {escape(reason)}", indent=_REASON)
         if r.flink_message:
             print_paragraph(" " * _REASON + "Flink: " + escape(r.flink_message.replace("\n", " ")), indent=_REASON)
     if result.loss:
