@@ -29,13 +29,25 @@ def print_items_on(console: Console, items: list[Text], separator: str = "  ", i
     line = Text()
     for item in items:
         if line.plain.strip() and line.cell_len + len(separator) + item.cell_len > console.width:
-            console.print(line, soft_wrap=True)
+            _print_line(console, line, indent)
             line = Text(" " * indent)
         elif line.plain.strip():
             line.append(separator)
         line.append_text(item)
     if line.plain.strip():
+        _print_line(console, line, indent)
+
+
+def _print_line(console: Console, line: Text, indent: int) -> None:
+    """``line``, or, when one item made it wider than the console, wrapped at its spaces."""
+    offsets = divide_line(line.plain, max(console.width, 1), fold=False) if line.cell_len > console.width else []
+    if not offsets:
         console.print(line, soft_wrap=True)
+        return
+    head, rest = line[: offsets[0]], line[offsets[0] :]
+    head.rstrip()
+    console.print(head, soft_wrap=True)
+    print_wrapped(console, rest, indent)
 
 
 def print_items(items: list[str], separator: str = " · ", indent: int = 0) -> None:
@@ -58,14 +70,7 @@ def print_paragraph(text: Text | str, indent: int = INDENT) -> None:
         console.print(whole, soft_wrap=True)
         return
     for line in whole.split("\n"):
-        offsets = divide_line(line.plain, max(console.width, 1), fold=False)
-        if not offsets:
-            console.print(line, soft_wrap=True)
-            continue
-        head, rest = line[: offsets[0]], line[offsets[0] :]
-        head.rstrip()
-        console.print(head, soft_wrap=True)
-        print_wrapped(console, rest, indent)
+        _print_line(console, line, indent)
 
 
 def print_wrapped(console: Console, text: Text, indent: int) -> None:
