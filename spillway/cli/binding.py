@@ -12,6 +12,24 @@ from rich.markup import escape
 from spillway import api
 from spillway.cli.output import out
 
+# How an operator was found, in a reader's words (--json keeps the method's name: "binding[].method").
+HOW = {
+    "flink-id": "by Flink's own id, from the job's jar",
+    "stored-name": "by the name stored in the checkpoint",
+    "uid-hash": "by the id Flink makes from its uid",
+    "deterministic-hash": "by the id Flink makes from the job's shape (no uid)",
+    "hash-input": "as an input that went into another operator's id",
+    "vertex-id": "by the job vertex id in the plan",
+    "deduced": "as the only fit for what the checkpoint holds",
+    "indistinct": "not told apart (holds no state)",
+    "elimination": "guessed: the one operator and id left",
+    "unbound": "not found",
+}
+
+
+def how_found(method: str) -> str:
+    return HOW.get(method, method)
+
 
 def show_binding(binding: api.Binding | None) -> None:
     if binding is not None:  # without a plan there is nothing to show, and nothing to load for it
@@ -24,8 +42,12 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
         return
     exact = [b for b in rows if b["exact"]]
     methods = Counter(b["method"] for b in rows)
-    summary = ", ".join(f"{n} by {m}" for m, n in sorted(methods.items()))
-    out.print(f"[dim]plan operators bound {len(exact)}/{len(rows)} exactly ({escape(summary)})[/]")
+    from spillway.cli.wrap import print_paragraph
+
+    summary = "; ".join(f"{n} {how_found(m)}" for m, n in sorted(methods.items()))
+    print_paragraph(
+        f"[dim]plan operators found in the checkpoint for certain: {len(exact)} of {len(rows)} ({escape(summary)})[/]"
+    )
     rest = [b for b in rows if not b["exact"] and (b["in_checkpoint"] or b["method"] == "unbound")]
     if not rest:
         return
@@ -34,14 +56,16 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     from spillway.cli.wide import print_wide
 
     table = Table(title="not bound by Flink's own ids", title_justify="left")
-    for col in ("operator", "bound by", "operator id", "what would make it certain"):
-        prose = col == "what would make it certain"
+    for col in ("operator", "found", "operator id", "what would make it certain"):
+        prose = col in ("found", "what would make it certain")
         table.add_column(col, no_wrap=not prose, overflow="fold" if prose else "ellipsis")
     shared = {n for n, k in Counter(b["operator"] for b in rows).items() if k > 1}
     for b in rest:
         # a name several operators carry is shown with the form that picks this one (what --uid/-p take)
         name = b["operator"] + (b.get("plan_node") or "" if b["operator"] in shared else "")
-        table.add_row(escape(name), escape(b["method"]), escape(b["operator_id"] or "-"), escape(b["reason"]))
+        table.add_row(
+            escape(name), escape(how_found(b["method"])), escape(b["operator_id"] or "-"), escape(b["reason"])
+        )
     print_wide(table)
     template = api.uid_map_template(rows)
     if template:

@@ -10,6 +10,7 @@ from rich.tree import Tree
 
 from spillway.cli.common import human_bytes, out
 from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_items, print_paragraph
 
 if TYPE_CHECKING:
     from spillway.api.dump import DumpResult, OperatorTree
@@ -40,7 +41,7 @@ def show(result: DumpResult, as_tree: bool) -> None:
             f"{human_bytes(s.channel_bytes)} ({s.channels} ch)" if s.channels else "-",
             str(len(s.files)) if s.files else "-",
         )
-    print_wide(table)
+    print_wide(table, narrow=_narrow(result))
     if as_tree:
         for t in result.trees():
             print_wide(operator_tree(t))
@@ -58,11 +59,9 @@ def show(result: DumpResult, as_tree: bool) -> None:
         parts.append(f"type {kind}")
     if cp.properties_note:
         parts.append(f"properties kept raw ({cp.properties_note})")
-    out.print(escape(" · ".join(parts)))
+    print_items([escape(p) for p in parts])
     for r in result.rebases():
-        out.print(
-            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
-        )
+        print_paragraph(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
     unsafe = result.unsafe_paths
     if unsafe:
         out.print(
@@ -77,6 +76,34 @@ def show(result: DumpResult, as_tree: bool) -> None:
     missing = result.missing_files
     if missing:
         out.print(f"[yellow]{missing} referenced files are not reachable here[/] (run `spillway validate` for details)")
+
+
+def _narrow(result: DumpResult) -> Table:
+    """The operators for a narrow terminal: name above id, the state sizes one kind a line."""
+    cp = result.checkpoint
+    table = Table(expand=False)
+    table.add_column("operator (uid) / id", no_wrap=True)
+    table.add_column("par/max", no_wrap=True, justify="right")
+    table.add_column("finished")
+    table.add_column("state and files")
+    for s in result.summary().operators:
+        o = s.operator
+        sizes = [
+            f"{kind} {human_bytes(size)}"
+            for kind, size in (("keyed", s.keyed_bytes), ("operator", s.operator_bytes))
+            if size
+        ]
+        if s.channels:
+            sizes.append(f"channel {human_bytes(s.channel_bytes)} ({s.channels} ch)")
+        if s.files:
+            sizes.append(f"{len(s.files)} file" + ("s" if len(s.files) > 1 else ""))
+        table.add_row(
+            _operator_cell(o.name, result.plan_names.get(o.operator_id), o.uid) + "\n" + o.operator_id,
+            f"{o.parallelism}/{o.max_parallelism}",
+            s.finished_label(cp.features),
+            "\n".join(sizes) or "-",
+        )
+    return table
 
 
 def _operator_cell(name: str | None, plan_name: str | None, uid: str | None) -> str:

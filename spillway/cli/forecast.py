@@ -13,6 +13,7 @@ from spillway.api import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFF
 from spillway.cli.common import human_bytes, out
 from spillway.cli.options import Decorator, bundle, key_specs, option, repeatable
 from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_paragraph
 
 # One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
 # rescale writes (its --buffer-size). --segment-size, the forecast's first name for it, stays as a hidden alias.
@@ -100,7 +101,7 @@ def show_forecast(f: dict[str, Any]) -> None:
             escape(x["file"]),
         )
     print_wide(t)
-    out.print(
+    print_paragraph(
         f"{s['records']} records, {human_bytes(s['bytes'])} of framed elements into {len(s['channels'])} new channels"
     )
     fl = f["flink"]
@@ -133,7 +134,7 @@ def show_forecast(f: dict[str, Any]) -> None:
                 f"[red]{need} OVER[/]" if x["over_budget"] else need,
             )
     print_wide(t)
-    out.print(
+    print_paragraph(
         f"Flink: {fl['virtual_channels']} virtual channels, reads {human_bytes(fl['bytes_read'])}, of which "
         f"{human_bytes(fl['bytes_filtered'])} through its record filter (* ambiguous old subtasks), keeps "
         f"{human_bytes(fl['bytes_kept'])}; "

@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from spillway import api
 from spillway.cli.common import out
+from spillway.cli.wrap import print_items, print_paragraph
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -43,26 +44,29 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
         verdict = f"[bold yellow]no errors found, not all checked ({len(report.unchecked)} unchecked)[/]"
     else:
         verdict = "[bold green]sound[/]"
-    out.print(
-        f"{verdict} · {c['warning']} warnings · {c['info']} notes · {report.files_checked} files · "
-        f"{report.blobs_checked} channel-state blobs, {report.chunks} chunks · "
-        f"{report.channels_framed} logical channels framed ({report.handles_framed_alone} handles alone) · "
-        f"{report.records} records and {report.elements - report.records} other stream elements, "
-        f"{report.bytes_read} payload bytes"
+    print_items(
+        [
+            verdict,
+            f"{c['warning']} warnings",
+            f"{c['info']} notes",
+            f"{report.files_checked} files",
+            f"{report.blobs_checked} channel-state blobs, {report.chunks} chunks",
+            f"{report.channels_framed} logical channels framed ({report.handles_framed_alone} handles alone)",
+            f"{report.records} records and {report.elements - report.records} other stream elements, "
+            f"{report.bytes_read} payload bytes",
+        ]
     )
     for what, why, n in report.unchecked_summary():
         noun = what.replace("-", " ") + ("s" if n != 1 else "")
-        out.print(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]")
+        print_paragraph(f"[yellow]unchecked: {n} {noun}: {escape(why)}[/]")
     if report.unchecked and not report.errors:
         # "no errors found" is not "safe to restore": point at the command that answers that.
-        out.print(
+        print_paragraph(
             "[dim]to check them, give the job's plan (--plan FILE or --job JOB.jar); whether Flink will restore "
             "this checkpoint into a job: spillway preflight CHECKPOINT --plan NEW_PLAN[/]"
         )
     for r in rebased:
-        out.print(
-            f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]", soft_wrap=True
-        )
+        print_paragraph(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
 
 
 __all__ = ["SEVERITY_STYLE", "show"]

@@ -1,13 +1,16 @@
 """Tables and trees whose identifiers (operator ids, file names, paths, vertex names) are never cut,
 folded or ellipsized: identifier columns are ``no_wrap``, only prose columns wrap.
 
-A table too wide for a width the user gave (a terminal's, or ``COLUMNS``) is printed as one block per
-row instead, ``column: value`` a line, a value that does not fit beside its name on the next lines
-(like ``psql``'s expanded display): it fits the width, and identifiers stay whole. In a pipe without
-``COLUMNS`` the table keeps its shape and grows past the console (a script reads whole rows)."""
+At a width the user gave (a terminal's, or ``COLUMNS``) a table too wide for it is tried again without
+its frame (columns apart by spaces), then in the narrower shape its command offers (``narrow``), and
+only when none fits printed as one paragraph per row: the identifiers on the first lines, whole, each
+with its column's name, the prose wrapped below them. A tree's labels wrap at spaces at that width; a
+word longer than its line keeps the line long rather than being cut. In a pipe without ``COLUMNS``
+tables and trees keep their shape and grow past the console (a script reads whole rows)."""
 
 from __future__ import annotations
 
+from rich import box
 from rich._wrap import divide_line  # rich's word wrap without its folding of long words
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
@@ -17,7 +20,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from spillway.cli.consoles import twin
-from spillway.cli.output import columns, current
+from spillway.cli.output import current
+from spillway.cli.wrap import INDENT, bounded, print_items_on, print_wrapped, text_of
 
 _UNBOUNDED = 1 << 16
 
@@ -35,64 +39,102 @@ def _needed(console: Console, renderable: RenderableType) -> int:
     return Measurement.get(console, options, renderable).maximum
 
 
-def _text(markup: object) -> Text:
-    return markup if isinstance(markup, Text) else Text.from_markup(str(markup))
-
-
-def print_wide(renderable: Table | Tree) -> None:
+def print_wide(renderable: Table | Tree, narrow: Table | None = None) -> None:
     """Print ``renderable`` at least as wide as its identifiers need. A table's title and caption are
-    printed as lines of their own (never squeezed into the table's width)."""
+    printed as lines of their own (never squeezed into the table's width). ``narrow``: the same rows in
+    fewer or taller columns, for a width the full table does not fit."""
     console = current().out
     title = caption = None
     if isinstance(renderable, Table):
         title, caption = renderable.title, renderable.caption
         renderable.title = renderable.caption = None
+        if narrow is not None:
+            narrow.title = narrow.caption = None
     if title:
-        console.print(_text(title), style="table.title", soft_wrap=True)
+        console.print(text_of(title), style="table.title", soft_wrap=True)
     needed = _needed(console, renderable)
     if needed <= console.width:
         console.print(renderable)
-    elif isinstance(renderable, Table) and (current().stdout_is_tty or columns() is not None):
-        _stacked(console, renderable)
+    elif isinstance(renderable, Table) and bounded():
+        _fitted(console, renderable, narrow)
+    elif isinstance(renderable, Tree) and bounded():
+        width = _wrap_tree(renderable, console.width)
+        (console if width <= console.width else twin(console, width)).print(renderable)
     else:
         twin(console, needed).print(renderable)
     if caption:
-        console.print(_text(caption), style="table.caption", soft_wrap=True)
+        console.print(text_of(caption), style="table.caption", soft_wrap=True)
 
 
-_INDENT = 4
+def _fitted(console: Console, table: Table, narrow: Table | None) -> None:
+    for candidate in (table, narrow):
+        if candidate is None:
+            continue
+        unframed = _unframed(candidate)
+        if _needed(console, unframed) <= console.width:
+            console.print(unframed)
+            return
+    _paragraphs(console, table)
 
 
-def _stacked(console: Console, table: Table) -> None:
-    """One block per row: ``column: value`` lines; a value too wide for its line goes below, indented."""
-    names = [_text(c.header).plain.strip() for c in table.columns]
-    label_width = max((len(n) for n in names), default=0)
+def _unframed(table: Table) -> Table:
+    """``table`` without its box: a rule under the header, columns two spaces apart."""
+    table.box = box.SIMPLE_HEAD
+    table.show_edge = False
+    table.pad_edge = False
+    table.padding = (0, 1, 0, 0)
+    table.collapse_padding = True
+    return table
+
+
+def _wrap_tree(tree: Tree, width: int) -> int:
+    """Wrap every label of ``tree`` at spaces to what is left of ``width`` beside its guides (a word
+    longer than that stays whole); the width the widest line then needs."""
+    needed = width
+    stack: list[tuple[Tree, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        label = text_of(node.label)
+        room = max(width - depth * _GUIDE, 1)
+        lines = [part for line in label.split("\n") for part in line.divide(divide_line(line.plain, room, fold=False))]
+        for line in lines:
+            line.rstrip()
+        node.label = Text("\n").join(lines)
+        needed = max(needed, depth * _GUIDE + max((line.cell_len for line in lines), default=0))
+        stack.extend((child, depth + 1) for child in node.children)
+    return needed
+
+
+_GUIDE = 4  # a tree's guide per level ("├── ")
+
+
+def _paragraphs(console: Console, table: Table) -> None:
+    """One paragraph per row: the first column's value, then every other identifier column as ``name
+    value`` (left out when empty), wrapped between items, never inside one; the prose columns as ``name:
+    value`` wrapped at spaces, indented."""
+    names = [text_of(c.header).plain.strip() for c in table.columns]
     cells = [list(c.cells) for c in table.columns]
     for row in range(table.row_count):
-        console.print()
-        for name, column, whole in zip(names, cells, [c.no_wrap for c in table.columns], strict=True):
+        items: list[Text] = []
+        prose: list[Text] = []
+        blocks: list[tuple[str, RenderableType]] = []
+        for i, (name, column, whole) in enumerate(zip(names, cells, [c.no_wrap for c in table.columns], strict=True)):
             value = column[row]
             if not isinstance(value, (str, Text)):
-                console.print(f"{name}:", soft_wrap=True)
-                console.print(Padding(value, (0, 0, 0, _INDENT)))
+                blocks.append((name, value))
                 continue
-            text = _text(value)
-            label = Text(f"{name}:".ljust(label_width + 2))
-            if "\n" not in text.plain and label.cell_len + text.cell_len <= console.width:
-                console.print(label + text, soft_wrap=True)
+            text = text_of(value)
+            if text.plain.strip() in ("", "-"):
                 continue
-            console.print(f"{name}:", soft_wrap=True)
-            if whole:  # an identifier column (a vertex name has spaces too): each line whole
-                for line in text.split("\n"):
-                    console.print(Text(" " * _INDENT) + line, soft_wrap=True)
+            if i == 0:
+                items.extend(Text.assemble(part, style="bold") for part in text.split("\n"))
+            elif whole:
+                items.extend(Text(f"{name} ") + part for part in text.split("\n"))
             else:
-                _print_wrapped(console, text, _INDENT)
-
-
-def _print_wrapped(console: Console, text: Text, indent: int) -> None:
-    """``text`` wrapped at spaces only, ``indent`` columns in: a word wider than the line stays whole."""
-    for line in text.split("\n"):
-        offsets = divide_line(line.plain, max(console.width - indent, 1), fold=False)
-        for part in line.divide(offsets):
-            part.rstrip()
-            console.print(Text(" " * indent) + part, soft_wrap=True)
+                prose.append(Text(f"{name}: ") + text)
+        print_items_on(console, items)
+        for text in prose:
+            print_wrapped(console, text, INDENT)
+        for name, value in blocks:
+            console.print(Text(" " * INDENT + f"{name}:"), soft_wrap=True)
+            console.print(Padding(value, (0, 0, 0, 2 * INDENT)))

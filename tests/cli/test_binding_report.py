@@ -66,8 +66,15 @@ def test_no_uid_job_binds_by_flinks_deterministic_hash() -> None:
 
 def test_binding_in_text_output() -> None:
     fx = fixture_named("1.20.3-unaligned")
-    res = CliRunner().invoke(app, ["validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json")])
-    assert "plan operators bound" in res.output
+    args = ["validate", str(fx.checkpoint_dir), "--plan", str(fx.root / "plan.json")]
+    binding = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)["binding"]
+    flink = _flink_ids("1.20.3-unaligned")
+    exact = [b for b in binding if b["exact"] and b["operator_id"] == flink[b["operator"]]]
+    text = " ".join(CliRunner().invoke(app, args).output.split())
+    assert f"plan operators found in the checkpoint for certain: {len(exact)} of {len(binding)} (" in text
+    # the console says how in words; the method's name stays in --json only
+    methods = {b["method"] for b in binding}
+    assert methods and not any(f" by {m}" in text or f"{m})" in text for m in methods), text
 
 
 @pytest.mark.parametrize("command", ["rescale", "strip"])
@@ -98,4 +105,6 @@ def test_rescale_and_repair_report_the_binding(command: str, tmp_path) -> None:
     flink = _flink_ids("1.20.3-unaligned")
     assert binding["slow"]["exact"] and binding["slow"]["operator_id"] == flink["slow"]
     text = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
-    assert "plan operators bound" in text.output
+    assert f"plan operators found in the checkpoint for certain: {len(binding)} of {len(binding)}" in " ".join(
+        text.output.split()
+    )

@@ -626,3 +626,80 @@ def test_finished_state_cannot_come_from_bytes(tmp_path: Path) -> None:
 
 def test_every_rule_has_a_case() -> None:
     assert set(CASES) == set(RULES)
+
+
+# ------------------------------------------------------------------ faults a rule's own case does not reach
+def _segments(c: Copy) -> dict[str, set[int]]:
+    """Each file of file-merging segments -> the ends (start + size) its handles give, from Flink's own decode
+    (oracle.json): several handles share a file, each needing its first ``end`` bytes."""
+    ends: dict[str, set[int]] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "SegmentFileStateHandle":
+                ends.setdefault(node["path"].rsplit("/", 1)[-1], set()).add(node["start_pos"] + node["state_size"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(json.loads((c.root / "oracle.json").read_text()))
+    return ends
+
+
+def test_a_shared_file_cut_between_two_handles_ends_is_too_short(tmp_path: Path) -> None:
+    """Merged files that still hold what every handle but the farthest-reaching one needs: each file is as
+    short as its farthest end says, in whatever order its handles come (every shared file is cut)."""
+    c = copy_fixture("2.3.0-file-merging", tmp_path)
+    shared = {n: sorted(e) for n, e in _segments(c).items() if len(e) > 1}
+    assert len(shared) >= 2
+    for name, ends in shared.items():
+        (path,) = c.root.glob(f"checkpoints/*/taskowned/*/{name}")
+        assert path.stat().st_size == ends[-1]
+        assert ends[-1] - 1 > ends[-2]  # the cut is past every other handle's end
+        path.write_bytes(path.read_bytes()[: ends[-1] - 1])
+    findings = c.run(plan=False).findings
+    for name, ends in shared.items():
+        hits = [f for f in findings if f.rule == "file-size" and (f.file or "").endswith(name)]
+        assert [f.severity for f in hits] == ["error"], (name, [f.to_json() for f in findings])
+        assert str(ends[-1] - 1) in hits[0].message and str(ends[-1]) in hits[0].message, hits[0].message
+
+
+def test_a_handle_naming_one_chunk_twice_overlaps_itself(tmp_path: Path) -> None:
+    """One handle whose offsets list the same chunk twice, its size grown to match: the chunk is claimed twice
+    (by the same handle), which Flink would replay twice."""
+    c = copy_fixture(UNALIGNED, tmp_path)
+    path = _channel_file(c)
+    data = path.read_bytes()
+    found: Where = {}
+
+    def mutate(cp: Any) -> None:
+        op, sub, h = next(x for x in _channels(cp) if isinstance(x[2], InputChannelHandle) and len(x[2].offsets) <= 8)
+        first = h.offsets[0]
+        length = struct.unpack_from(">i", data, first)[0]  # the chunk's length field, as Flink wrote it
+        h.offsets = [first, first, *h.offsets[1:]]
+        h.state_size += 4 + length
+        found.update(operator=shown(op, c), subtask=sub.index, channel=h.label(), offset=first, file=str(path))
+
+    rewrite(c, mutate)
+    hits = [f for f in c.run().findings if f.rule == "chunk-overlap"]
+    assert [f for f in hits if _matches(f, found)], (found, [f.to_json() for f in hits])
+
+
+def test_a_watermark_of_a_records_size_is_a_record_tag_fault(tmp_path: Path) -> None:
+    """The first record's tag byte set to 2 (Watermark, a tag byte and an 8-byte long in Flink's
+    StreamElementSerializer): a known tag with the wrong length is reported as ``record-tag``."""
+    c = copy_fixture(UNALIGNED, tmp_path)
+    length: list[int] = []
+
+    def change(data: bytearray, record: int) -> int:
+        length.append(struct.unpack_from(">i", data, record)[0])
+        data[record + 4] = 2
+        return record
+
+    where, _ = _record_fault(c, change)
+    assert length[0] != 1 + 8, "a record of a watermark's size would not be damaged"
+    where["message"] = f"watermark of {length[0]} bytes, expected {1 + 8} {_in_part(c)}"
+    hits = [f for f in c.run().findings if f.rule == "record-tag"]
+    assert [f for f in hits if _matches(f, where)], (where, [f.to_json() for f in c.run().findings])

@@ -157,3 +157,40 @@ def test_preflight_of_the_job_itself_answers_restorable() -> None:
     # the counted job sets max parallelism 128 (Counted.java), which no plan shows
     answer = cp.preflight(plan, api.PreflightOptions(max_parallelism={None: 128}))
     assert answer.restorable is True and answer.to_json()["plan"] == str(plan)
+
+
+def test_analyze_into_parquet_keeps_the_records_asked_for(tmp_path: Path) -> None:
+    """``keep_records`` holds on the Parquet path too: the first N records of each channel are kept, the
+    same ones (value and place) records.parquet starts that channel with."""
+    import pyarrow.parquet as pq
+
+    cp = spillway.open(COUNTED.checkpoint_dir, plan=COUNTED.root / "jobgraph.json")
+    result = cp.analyze(api.AnalyzeOptions(parquet=tmp_path / "pq", records=True, keep_records=2))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in pq.read_table(tmp_path / "pq" / "records.parquet").to_pylist():
+        rows.setdefault(row["channel"], []).append(row)
+    counted = [c for c in result.analysis.channels if c.records]
+    assert counted
+    for c in counted:
+        kept = [(r["seq"], r["position"]["file"], r["position"]["offset"], r["value"]) for r in c.record_list]
+        written = [(r["seq"], r["file"], r["offset"], r["value"]) for r in rows[c.label]]
+        assert len(kept) == min(2, c.records) and kept == written[: len(kept)], c.label
+
+
+def test_a_forecast_comes_with_an_unknown_answer_too() -> None:
+    """Flink 2.3.0 restored the counted checkpoint rescaled with mixed inputs (recorded); without the release
+    preflight cannot tell (FLINK-38267: 1.15.4 and 2.0.0 refused it) and answers unknown, but the restore is
+    still a rescale of this job: its forecast is given, the same as when the release is named and the answer
+    is yes."""
+    from support.preflight_matrix import job_uids, load_recorded, recorded_dir
+
+    assert load_recorded("2.3.0", "mixed-inputs-rescaled")["outcome"] == "restored"
+    plan = api.read_plan(
+        recorded_dir("2.3.0", "mixed-inputs-rescaled") / "jobgraph.json", uids=job_uids("2.3.0", "counted")
+    )
+    cp = spillway.open(COUNTED.checkpoint_dir)
+    unknown = cp.preflight(plan, api.PreflightOptions(max_parallelism={None: 128}))
+    known = cp.preflight(plan, api.PreflightOptions(max_parallelism={None: 128}, flink_version="2.3.0"))
+    assert (unknown.result.restorable, known.result.restorable) == (None, True)
+    assert unknown.forecast is not None and unknown.forecast_note is None
+    assert unknown.forecast == known.forecast

@@ -234,6 +234,20 @@ def test_the_nearest_anchor_decides(tmp_path: Path) -> None:
     assert got.local_text == f"{tmp_path / JOB}/chk-3/f" and got.rebased_from == f"/x/shared/y/{JOB}"
 
 
+def test_a_file_missing_at_the_nearest_anchor_is_missing(tmp_path: Path) -> None:
+    """`…/shared/y/JOB/chk-3/f` with no chk-3/f here is missing, though the outer anchor (shared) leads to a
+    file of that name: one anchor decides, a second guess could hand over another checkpoint's file."""
+    r = _resolver(tmp_path)
+    decoy = tmp_path / JOB / "shared" / "y" / JOB / "chk-3"
+    decoy.mkdir(parents=True)
+    (decoy / "f").write_text("x")
+    written = f"/x/shared/y/{JOB}/chk-3/f"
+    got = r.resolve_path(written)
+    assert (got.problem, got.local_text, got.rebased_from) == ("file does not exist", written, None)
+    assert r.survey({f"/z/shared/y/{JOB}/chk-3/f"}) == 1
+    assert r.rebases() == []
+
+
 def test_a_file_found_nowhere_says_why(tmp_path: Path) -> None:
     r = _resolver(tmp_path)
     local = r.resolve_path(f"/flink/old/{JOB}/chk-3/missing")

@@ -284,3 +284,24 @@ def test_each_part_of_a_moved_channel_points_at_flinks_bytes(name: str) -> None:
             assert inline[hashlib.sha256(p.data).hexdigest()] == p.size == len(p.data)
         else:
             assert p.path is not None and files[p.path] == p.size and p.base == 0  # whole files (no file merging)
+
+
+def test_an_operator_the_binding_cannot_place_refuses_though_it_holds_only_coordinator_state() -> None:
+    """As above, with check-totals holding no subtask state at all but coordinator state (a source's
+    enumerator, say): a rescale would lose it just the same, so the plan is refused naming it."""
+    from spillway.model.checkpoint import ByteStreamHandle
+
+    fx = fixture_named("1.20.3-prod-counted")
+    ids = _ids("1.20.3-prod-counted")
+    ld = load_checkpoint(fx.checkpoint_dir)
+    ld.resolve_files()
+    (op,) = [o for o in ld.checkpoint.operators if o.operator_id == ids["check-totals"]["operator_id"]]
+    for sub in op.subtasks:
+        sub.managed_operator_state, sub.managed_operator_present = None, None
+    assert not any(sub.has_state() for sub in op.subtasks)
+    op.coordinator_state = ByteStreamHandle("coordinator", b"enumerator state")
+    p = {"count-per-key": 3, "forward-values": 3, "parse": 3}
+    with pytest.raises(RescaleRefused, match=rf"^cannot tell which vertex operator\(s\) {op.operator_id} belong to"):
+        build_plan(
+            ld.checkpoint, load_plan(fx.root / "plan.json"), ld.resolver, p, keys={"count-per-key": "tuple:0:long"}
+        )

@@ -17,7 +17,7 @@ from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
 from spillway.rescale.channel_writer import WrittenFile
 from spillway.rescale.execute import MoveResult
-from spillway.rescale.plan import BROADCAST, HASH
+from spillway.rescale.plan import BROADCAST, CUSTOM, HASH
 from spillway.rescale.verify import check_file, check_totals, self_check
 from spillway.storage.load import load_checkpoint
 
@@ -44,6 +44,27 @@ def test_every_misplaced_record_is_counted_across_blocks(rescaled, monkeypatch: 
         where = f"{f.name} channel (gate {ch.gate}, input channel {ch.up}) of subtask {wrong.down}"
         # Every key group has exactly one owner: all records of the channel are on the wrong subtask.
         assert f"{where}: {ch.records} records whose key group belongs to another subtask" in problems, problems
+
+
+def test_records_of_a_custom_partitioner_are_checked_for_their_subtask(rescaled) -> None:  # type: ignore[no-untyped-def]
+    """The keyed edge read as a custom partitioner that sends every record to subtask 0 (tests/support/keyfns.py):
+    the records the files hold on subtasks 1 and 2 all sit elsewhere than that partitioner says, subtask 0's
+    none."""
+    out, plan, move = rescaled
+    keyed = next(e for e in plan.edges if e.rule == HASH)
+    custom = replace(keyed, rule=CUSTOM, key=None, key_fn="support.keyfns:first_subtask")
+    as_custom = replace(plan, edges=[custom if e is keyed else e for e in plan.edges])
+    files = [f for f in _with_data(move) if f.operator_id == keyed.down_head]
+    assert {f.down for f in files} == {0, 1, 2}
+    checked = set()
+    for f in files:
+        problems, _ = check_file(out, f, as_custom)
+        for ch in (c for c in f.channels if c.records and c.gate == keyed.gate):
+            where = f"{f.name} channel (gate {ch.gate}, input channel {ch.up}) of subtask {f.down}"
+            misplaced = f"{where}: {ch.records} records whose key group belongs to another subtask"
+            assert (misplaced in problems) == (f.down != 0), (f.down, problems)
+            checked.add(f.down)
+    assert checked == {0, 1, 2}
 
 
 def test_damage_in_several_files_is_all_reported(rescaled, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
+
 from click import argument
 from rich.markup import escape
 from rich.table import Table
@@ -13,6 +16,7 @@ from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, plan_naming
 from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_paragraph
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
 job's shared/ (incremental RocksDB SST files) and taskowned/ directories, another checkpoint's
@@ -81,57 +85,89 @@ def show(report: api.FilesReport) -> None:
         where = ", ".join(f"{g} {n}" for g, n in counts.items() if n)
         out.print(
             f"[bold]{escape(cf.chk_name)}[/] (checkpoint {cf.loaded.checkpoint.checkpoint_id}, "
-            f"format V{cf.loaded.checkpoint.format_version}) {escape(cf.metadata_path)}: "
+            f"format V{cf.loaded.checkpoint.format_version}): "
             f"{len(mine)} files, {human_bytes(sum(f.size or 0 for f in mine))}" + (f" — {where}" if where else ""),
             soft_wrap=True,
         )
-    table = Table(show_edge=False, pad_edge=False)
-    if several:
-        table.add_column("area", no_wrap=True)
+        out.print(f"    {escape(cf.metadata_path)}", soft_wrap=True)
+    if report.files:
+        print_wide(_table(report, labels), narrow=_table(report, labels, narrow=True))
     else:
-        table.add_column("where", no_wrap=True)
+        out.print("no files: every handle is inline in _metadata")
+    if several:
+        _what_dropping_frees(report)
+    _warnings(report)
+
+
+def _table(report: api.FilesReport, labels: dict[str, str], narrow: bool = False) -> Table:
+    """Every file a row. ``narrow``: for a terminal the full table does not fit: no handle count, the
+    operators and their state in one column that wraps."""
+    several = len(report.checkpoints) > 1
+    table = Table(show_edge=False, pad_edge=False)
+    if not narrow:  # narrow: the file's name starts with its area
+        table.add_column("area" if several else "where", no_wrap=True)
     table.add_column("file", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("exists", no_wrap=True)
-    table.add_column("handles", justify="right", no_wrap=True)
-    if several:
-        for cf in report.checkpoints:
-            table.add_column(cf.chk_name, justify="center", no_wrap=True)
-    table.add_column("operators", no_wrap=True)
-    table.add_column("state", overflow="fold")
+    if not narrow:
+        table.add_column("exists", no_wrap=True)
+        table.add_column("handles", justify="right", no_wrap=True)
+    if several:  # checkpoint names, wrapped between them: one a line when narrow, the rest for the prose
+        one = max(len(cf.chk_name) for cf in report.checkpoints)
+        table.add_column("needed by", max_width=max(one, len("needed")) if narrow else None)
+    if narrow:
+        table.add_column("operators: state")
+    else:
+        table.add_column("operators", no_wrap=True)
+        table.add_column("state", overflow="fold")
     only = report.checkpoints[0].chk_name
     for f in sorted(
         report.files.values(), key=lambda f: (api.GROUPS.index(f.group(only)) if not several else 0, f.area)
     ):
         flag = " (outside the job directory)" if f.outside_job_dir else ""
-        row = [escape(f.area if several else f.group(only)), escape(f.display() + flag)]
-        row += [
-            "-" if f.size is None else str(f.size),
-            "yes" if f.exists else "[bold red]missing[/]",
-            str(f.handles),
-        ]
+        size = "-" if f.size is None else human_bytes(f.size)
+        row = [] if narrow else [escape(f.area if several else f.group(only))]
+        row.append(escape(f.display() + flag))
+        if narrow:
+            row.append(size if f.exists else "[bold red]missing[/]")
+        else:
+            row += [size, "yes" if f.exists else "[bold red]missing[/]", str(f.handles)]
         if several:
-            row += ["x" if i in f.checkpoints else "" for i in range(len(report.checkpoints))]
-        row += [
-            escape(", ".join(sorted(labels.get(o, o) for o in f.operators))),
-            escape(", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))),
-        ]
+            row.append(" ".join(escape(report.checkpoints[i].chk_name) for i in sorted(f.checkpoints)))
+        operators = ", ".join(sorted(labels.get(o, o) for o in f.operators))
+        state = ", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))
+        row += [escape(f"{operators}: {state}")] if narrow else [escape(operators), escape(state)]
         table.add_row(*row)
-    if report.files:
-        print_wide(table)
-    else:
-        out.print("no files: every handle is inline in _metadata")
-    if several:
-        shared = report.shared()
+    return table
+
+
+def _what_dropping_frees(report: api.FilesReport) -> None:
+    """For each checkpoint: the files no other checkpoint given needs (path in the job directory and
+    size), which dropping it leaves unreferenced; the files it shares stay for the others."""
+    shared = report.shared()
+    out.print(
+        f"shared by more than one checkpoint: {len(shared)} files, {human_bytes(sum(f.size or 0 for f in shared))}"
+    )
+    job_dir = posixpath.dirname(posixpath.dirname(report.checkpoints[0].metadata_path.replace(os.sep, "/")))
+    print_paragraph(f"paths below are in the job directory {escape(job_dir)}")
+    for i, cf in enumerate(report.checkpoints):
+        gone = report.exclusive(i)
         out.print(
-            f"shared by more than one checkpoint: {len(shared)} files, {human_bytes(sum(f.size or 0 for f in shared))}"
+            f"dropping [bold]{escape(cf.chk_name)}[/] leaves {len(gone)} files "
+            f"({human_bytes(sum(f.size or 0 for f in gone))}) unreferenced" + (":" if gone else "")
         )
-        for i, cf in enumerate(report.checkpoints):
-            gone = report.exclusive(i)
+        width = max((len(human_bytes(f.size or 0)) for f in gone), default=0)
+        for f in gone:
+            out.print(f"    {human_bytes(f.size or 0):>{width}}  {escape(f.display())}", soft_wrap=True)
+        kept = [f for f in report.of(i) if len(f.checkpoints) > 1 and f.freed_with_checkpoint]
+        if kept:
+            others = sorted({j for f in kept for j in f.checkpoints} - {i})
             out.print(
-                f"dropping {escape(cf.chk_name)} leaves {len(gone)} files "
-                f"({human_bytes(sum(f.size or 0 for f in gone))}) unreferenced"
+                f"    kept: {len(kept)} files ({human_bytes(sum(f.size or 0 for f in kept))}) also needed by "
+                + ", ".join(escape(report.checkpoints[j].chk_name) for j in others)
             )
+
+
+def _warnings(report: api.FilesReport) -> None:
     outside = [f for f in report.files.values() if not f.freed_with_checkpoint]
     if outside:
         out.print(
@@ -147,8 +183,7 @@ def show(report: api.FilesReport) -> None:
         out.print(f"[bold red]{len(missing)} referenced files are missing[/]")
     for cf in report.checkpoints:
         for r in cf.loaded.resolver.rebases():
-            out.print(
+            print_paragraph(
                 f"[dim]{escape(cf.chk_name)}: rebased {r['paths']} paths: "
-                f"{escape(str(r['from']))} -> {escape(str(r['to']))}[/]",
-                soft_wrap=True,
+                f"{escape(str(r['from']))} -> {escape(str(r['to']))}[/]"
             )

@@ -16,6 +16,7 @@ from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
 from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_paragraph
 
 # Unknown is neither a yes a deploy script may act on nor Flink's refusal: it has its own code (4).
 
@@ -107,6 +108,9 @@ def command(
     return guarded(run, json_out)
 
 
+_REASON = 9  # a reason's later lines start under its check's name, past the verdict
+
+
 def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_note: str | None) -> None:
     out.print(f"restorable: {ANSWER[result.answer.value]}")
     # one reason per paragraph, not a table: the messages and Flink's words are long and must not be cut
@@ -115,9 +119,10 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
         verdict = f"[{style}]{r.verdict.value:8}[/]" if style else f"{r.verdict.value:8}"
         issue = f" [{r.flink_issue}]" if r.flink_issue else ""
         does = f" (Flink {r.flink_does.value})" if r.flink_does is not None and r.verdict != "ok" else ""
-        out.print(f"{verdict} {escape(r.check)}: {escape(r.message + issue + does)}", soft_wrap=True)
+        reason = cli_words(r.message) + issue + does  # an argument the library names, as the option that sets it
+        print_paragraph(f"{verdict} {escape(r.check)}: {escape(reason)}", indent=_REASON)
         if r.flink_message:
-            out.print("         Flink: " + escape(r.flink_message.replace("\n", " ")), soft_wrap=True)
+            print_paragraph(" " * _REASON + "Flink: " + escape(r.flink_message.replace("\n", " ")), indent=_REASON)
     if result.loss:
         show_loss(result.loss)
     v = Table(title="the new job's vertices and the checkpoint state they get", title_justify="left")
@@ -135,7 +140,7 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
     if forecast is not None:
         show_forecast(forecast)
     if forecast_note:
-        out.print(escape(cli_words(forecast_note)), soft_wrap=True)
+        print_paragraph(escape(cli_words(forecast_note)))
 
 
 def show_loss(loss: api.PreflightLoss) -> None:

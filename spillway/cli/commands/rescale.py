@@ -18,6 +18,7 @@ from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
 from spillway.cli.repair_common import show_restore
 from spillway.cli.wide import print_wide
+from spillway.cli.wrap import print_paragraph
 
 if TYPE_CHECKING:
     from spillway.api import RescaleResult
@@ -138,7 +139,7 @@ def show_result(result: RescaleResult) -> None:
     print_wide(e)
     moved = result.moved
     if moved is not None:
-        out.print(
+        print_paragraph(
             f"{moved.records} records from {result.source_channels} old channels into "
             f"{moved.channel_files} channel files · watermarks kept {moved.markers_kept} · dropped "
             + (", ".join(f"{n} {k}" for k, n in moved.dropped.items()) or "nothing")
@@ -148,7 +149,7 @@ def show_result(result: RescaleResult) -> None:
     if result.forecast is not None:
         show_forecast(result.forecast)
     for n in result.notes:
-        out.print(f"[dim]note:[/] {escape(cli_words(n))}")
+        print_paragraph(f"[dim]note:[/] {escape(cli_words(n))}")
     if result.plan_file:
         out.print(f"plan of the rescaled job (for validate --plan): {escape(result.plan_file)}", soft_wrap=True)
     show_restore(result.restore_lines())
