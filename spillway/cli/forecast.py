@@ -10,7 +10,7 @@ from rich.table import Table
 
 from spillway import api
 from spillway.api import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE, UsageError
-from spillway.cli.common import human_bytes, out
+from spillway.cli.common import human_bytes
 from spillway.cli.options import Decorator, bundle, key_specs, option, repeatable
 from spillway.cli.wide import print_wide
 from spillway.cli.wrap import print_paragraph
