@@ -225,7 +225,8 @@ def _utf8_hash(v: str) -> int:
 
 
 _KEY_SCALARS = ("string", "int", "long", "boolean", "float", "double")  # Avro kinds read as these Java boxes
-UTF8: Scalar[Any] = Scalar("utf8", read_string, _utf8_hash)  # only hashes: Avro values are read by _Reader, not read_string
+# only hashes: Avro values are read by _Reader, not read_string
+UTF8: Scalar[Any] = Scalar("utf8", read_string, _utf8_hash)
 
 
 # ---------------------------------------------------------------- Arrow (Parquet of salvage and analyze)
