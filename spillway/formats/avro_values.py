@@ -229,7 +229,7 @@ _KEY_SCALARS = ("string", "int", "long", "boolean", "float", "double")  # Avro k
 UTF8: Scalar[Any] = Scalar("utf8", read_string, _utf8_hash)
 
 
-# ---------------------------------------------------------------- Arrow (Parquet of salvage and analyze)
+# ---------------------------------------------------------------- Arrow (value_arrow: the Parquet of salvage)
 
 
 def _arrow_type(node: AvroNode, open_records: set[int]) -> Any:
