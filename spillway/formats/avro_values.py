@@ -7,22 +7,35 @@ alone, and not in Avro's binary encoding but in DataOutput's: ``int``/``enum``/u
 bytes; ``fixed`` its bytes; ``null`` nothing; arrays and maps in blocks, each an unsigned 7-bit varint item
 count, the last block of count 0; record fields in schema order.
 
-Key specs: ``avro(SCHEMA):path.to.field`` — the field a KeySelector returns, hashed as the Java value it
-returns: a string as ``String`` (a KeySelector returning ``getId().toString()``), or with ``@utf8`` after the
-path as Avro's ``Utf8`` (a KeySelector returning the field itself; its hash differs), ``int`` as Integer,
-``long`` as Long, ``boolean``, ``float``, ``double`` as their boxes.
-A union with ``null`` is allowed on the way; a null key is refused as Flink refuses it.
+``avro(...)`` is a spec of the one grammar (``register_spec``): it nests (``tuple(long,avro(order.avsc))``) and
+its keys go through ``key_paths``: ``avro(SCHEMA):path.to.field`` — the field a KeySelector returns, hashed as
+the Java value it returns: a string as ``String`` (a KeySelector returning ``getId().toString()``), or with
+``@utf8`` after the path as Avro's ``Utf8`` (a KeySelector returning the field itself; its hash differs), ``int``
+as Integer, ``long`` as Long, ``boolean``, ``float``, ``double`` as their boxes; key functions apply to String
+keys (``avro(…):user.id|before(':')``). A union with ``null`` is allowed on the way; a null key is refused as
+Flink refuses it. In Parquet a record is a struct, an enum its symbol, a union with ``null`` its other branch,
+a union of several types (and a recursive record's nested levels) JSON text.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import struct
 from typing import Any
 
-from spillway.flink.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
 from spillway.formats.avro_schema import AvroNode, load_schema
-from spillway.formats.values import Float32, KeyExtractor, Type, ValueSpecError
+from spillway.formats.values import (
+    SCALARS,
+    Float32,
+    Scalar,
+    ScalarType,
+    SpecParser,
+    Type,
+    ValueSpecError,
+    json_data,
+    read_string,
+    register_spec,
+)
 
 MAX_DEPTH = 64  # nesting of a recursive schema's data; deeper is refused rather than recursing on
 _I32 = struct.Struct(">i")
@@ -147,27 +160,24 @@ class _Reader:
 
 
 class AvroType(Type):
-    """``avro(SCHEMA)``: one datum of the schema (a record as a dict of its fields)."""
+    """``avro(SCHEMA)``: one datum of the schema (a record as a dict of its fields). ``node`` is the part of the
+    schema this type stands for: the whole schema, or a field reached by a key path."""
 
-    def __init__(self, ref: str, schema: AvroNode) -> None:
+    def __init__(self, ref: str, schema: AvroNode, node: AvroNode | None = None) -> None:
         self.ref = ref
         self.schema = schema
+        self.node = schema if node is None else node
 
     @property
     def spec(self) -> str:
-        return f"avro({self.ref})"
+        return f"avro({self.ref})" if self.node is self.schema else self.node.describe()
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
-        return _Reader(data).read(self.schema, pos, "")
+        return _Reader(data).read(self.node, pos, "")
 
-
-def key_node(schema: AvroNode, path: list[str], spec: str) -> AvroNode:
-    """The schema of the key field at ``path``; refuses a path through anything but records (and unions of
-    null and a record) and a key type whose Java hashCode is not its content."""
-    node = schema
-    walked: list[str] = []
-    for name in path:
-        node = _not_null(node)
+    def path_field(self, spec: str, walked: list[str], name: str) -> tuple[tuple[str, str], Type]:
+        """The record field ``name`` (key_paths): through records and unions of null and a record only."""
+        node = _not_null(self.node)
         if node.kind != "record":
             at = ".".join(walked) or "the value"
             raise ValueSpecError(f"key spec {spec!r}: {at} is a {node.describe()}, not a record with field {name!r}")
@@ -175,15 +185,28 @@ def key_node(schema: AvroNode, path: list[str], spec: str) -> AvroNode:
         if found is None:
             names = ", ".join(n for n, _ in node.fields)
             raise ValueSpecError(f"key spec {spec!r}: record {node.name} has no field {name!r} (fields: {names})")
-        node = found
-        walked.append(name)
-    leaf = _not_null(node)
-    if leaf.kind not in _HASHES:
-        raise ValueSpecError(
-            f"key spec {spec!r}: a {leaf.describe()} key has no content-based Java hashCode Flink could route "
-            f"by; key by a string, int, long, boolean, float or double field"
-        )
-    return leaf
+        return ("item", name), AvroType(self.ref, self.schema, found)
+
+    def as_key(self, spec: str, as_utf8: bool) -> Type:
+        """The key field as the Java value the KeySelector returns; refuses types whose Java hashCode is not
+        their content (records, enums, arrays, maps, bytes, fixed, unions of several types)."""
+        leaf = _not_null(self.node)
+        if as_utf8 and leaf.kind != "string":
+            raise ValueSpecError(f"key spec {spec!r}: @utf8 is for string fields; this one is a {leaf.describe()}")
+        if as_utf8:
+            return ScalarType(UTF8)
+        if leaf.kind not in _KEY_SCALARS:
+            raise ValueSpecError(
+                f"key spec {spec!r}: a {leaf.describe()} key has no content-based Java hashCode Flink could route "
+                f"by; key by a string, int, long, boolean, float or double field"
+            )
+        return ScalarType(SCALARS[leaf.kind])
+
+    def arrow_type(self) -> Any:
+        return _arrow_type(self.node, set())
+
+    def arrow_value(self, value: object) -> object:
+        return _arrow_value(self.node, value, set())
 
 
 def _not_null(node: AvroNode) -> AvroNode:
@@ -191,15 +214,6 @@ def _not_null(node: AvroNode) -> AvroNode:
         return node
     rest = [b for b in node.branches if b.kind != "null"]
     return rest[0] if len(rest) == 1 else node
-
-
-def _float_hash(v: float) -> int:
-    return 0x7FC00000 if math.isnan(v) else _I32.unpack(_F32.pack(v))[0]
-
-
-def _double_hash(v: float) -> int:
-    bits = 0x7FF8000000000000 if math.isnan(v) else _I64.unpack(_F64.pack(v))[0]
-    return java_long_hash(bits)
 
 
 def _utf8_hash(v: str) -> int:
@@ -210,102 +224,81 @@ def _utf8_hash(v: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-_HASHES: dict[str, Any] = {
-    "string": java_string_hash,
-    "int": java_int_hash,
-    "long": java_long_hash,
-    "boolean": java_boolean_hash,
-    "float": _float_hash,
-    "double": _double_hash,
-    "utf8": _utf8_hash,  # not an Avro type: a string key the KeySelector returns as Avro's Utf8
-}
+_KEY_SCALARS = ("string", "int", "long", "boolean", "float", "double")  # Avro kinds read as these Java boxes
+# only hashes: Avro values are read by _Reader, not read_string
+UTF8: Scalar[Any] = Scalar("utf8", read_string, _utf8_hash)
 
 
-class AvroKeyExtractor(KeyExtractor):
-    """The whole record is decoded (so damage shows), then the key is taken at the field path."""
-
-    def __init__(self, spec: str, value_type: AvroType, path: list[str], as_utf8: bool = False) -> None:
-        self.spec = spec
-        self.value_type = value_type
-        self.field = None
-        self.strict = True
-        self.path = path
-        self.key_type = value_type
-        leaf = key_node(value_type.schema, path, spec)
-        if as_utf8 and leaf.kind != "string":
-            raise ValueSpecError(f"key spec {spec!r}: @utf8 is for string fields; this one is a {leaf.describe()}")
-        self._hash = _HASHES["utf8" if as_utf8 else leaf.kind]
-
-    def __call__(self, payload: bytes | memoryview) -> tuple[object, int]:
-        data = payload if isinstance(payload, bytes) else bytes(payload)
-        try:
-            value, end = self.value_type.read(data, 0)
-        except ValueSpecError as exc:
-            raise ValueSpecError(f"value does not fit {self.spec!r}: {exc}") from None
-        if end != len(data):
-            raise ValueSpecError(
-                f"value does not fit {self.spec!r}: {len(data) - end} bytes left over after offset {end} (a "
-                "different schema version?)"
-            )
-        key = value
-        for name in self.path:
-            if key is None:
-                break
-            assert isinstance(key, dict)  # key_node checked that the path runs through records
-            key = key[name]
-        if key is None:
-            raise ValueSpecError(f"the key of {self.spec!r} is null in this value; Flink refuses null keys")
-        return key, self._hash(key)
+# ---------------------------------------------------------------- Arrow (value_arrow: the Parquet of salvage)
 
 
-def split_avro_spec(spec: str) -> tuple[str, list[str]] | None:
-    """``avro(REF)[:a.b.c]`` -> (REF, [a, b, c]); None if ``spec`` is not an avro spec. REF may hold ``:`` and
-    ``/`` (a URL, a path); the field path is what follows the last ``)``."""
-    text = spec.strip()
-    if not text.lower().startswith("avro(") and not text.lower().startswith("avro ("):
+def _arrow_type(node: AvroNode, open_records: set[int]) -> Any:
+    import pyarrow as pa  # only when writing Parquet: the command line starts without it
+
+    kind = node.kind
+    simple = {
+        "null": pa.null(),
+        "boolean": pa.bool_(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "string": pa.string(),
+        "bytes": pa.binary(),
+        "enum": pa.string(),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "fixed":
+        return pa.binary(node.size)
+    if kind == "union":
+        other = _not_null(node)
+        return pa.string() if other is node else _arrow_type(other, open_records)
+    if kind in ("array", "map"):
+        assert node.items is not None  # every array and map has its item type
+        items = _arrow_type(node.items, open_records)
+        return pa.list_(items) if kind == "array" else pa.map_(pa.string(), items)
+    if id(node) in open_records:  # a recursive record: its nested levels as JSON text
+        return pa.string()
+    inner = open_records | {id(node)}
+    return pa.struct([(name, _arrow_type(f, inner)) for name, f in node.fields])
+
+
+def _arrow_value(node: AvroNode, value: object, open_records: set[int]) -> object:
+    if value is None:
         return None
-    open_at = text.index("(")
-    close_at = text.rfind(")")
-    if close_at < open_at:
-        raise ValueSpecError(f"value spec {spec!r}: avro( without its closing )")
-    ref = text[open_at + 1 : close_at].strip()
+    kind = node.kind
+    if kind == "union":
+        other = _not_null(node)
+        if other is node:
+            return json.dumps(json_data(value), ensure_ascii=False)
+        return _arrow_value(other, value, open_records)
+    if kind == "string":
+        assert isinstance(value, str)
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if kind == "float":
+        assert isinstance(value, float)
+        return float(value)
+    if kind == "array":
+        assert node.items is not None and isinstance(value, list)
+        return [_arrow_value(node.items, v, open_records) for v in value]
+    if kind == "map":
+        assert node.items is not None and isinstance(value, dict)
+        return [(k, _arrow_value(node.items, v, open_records)) for k, v in value.items()]
+    if kind == "record":
+        assert isinstance(value, dict)
+        if id(node) in open_records:
+            return json.dumps(json_data(value), ensure_ascii=False)
+        inner = open_records | {id(node)}
+        return {name: _arrow_value(f, value[name], inner) for name, f in node.fields}
+    return value
+
+
+def _avro(p: SpecParser) -> Type:
+    ref = p.raw_argument()
     if not ref:
-        raise ValueSpecError(f"value spec {spec!r}: name the schema: avro(FILE.avsc) or avro(http://registry/…)")
-    rest = text[close_at + 1 :].strip()
-    if not rest:
-        return ref, []
-    if not rest.startswith(":") or not rest[1:].strip():
-        raise ValueSpecError(f"value spec {spec!r}: expected :field.path after avro(…), found {rest!r}")
-    path = [p.strip() for p in rest[1:].split(".")]
-    if any(not p for p in path):
-        raise ValueSpecError(f"key spec {spec!r}: empty field name in {rest[1:]!r}")
-    return ref, path
-
-
-UTF8_SUFFIX = "@utf8"  # the KeySelector returns Avro's Utf8 (the field itself), not a String
-
-
-def parse_avro_value_spec(spec: str) -> AvroType | None:
-    found = split_avro_spec(spec)
-    if found is None:
-        return None
-    ref, path = found
-    if path:
-        raise ValueSpecError(f"value spec {spec!r}: a field path picks a key; a value spec is avro({ref}) alone")
+        raise p.fail("name the schema: avro(FILE.avsc) or avro(http://registry/…)")
     return AvroType(ref, load_schema(ref))
 
 
-def parse_avro_key_extractor(spec: str) -> AvroKeyExtractor | None:
-    found = split_avro_spec(spec)
-    if found is None:
-        return None
-    ref, path = found
-    if not path:
-        raise ValueSpecError(
-            f"key spec {spec!r}: name the key field: avro({ref}):FIELD (a nested one as outer.inner), the field "
-            "the job's KeySelector returns"
-        )
-    as_utf8 = path[-1].lower().endswith(UTF8_SUFFIX)
-    if as_utf8:
-        path[-1] = path[-1][: -len(UTF8_SUFFIX)].strip()
-    return AvroKeyExtractor(spec, AvroType(ref, load_schema(ref)), path, as_utf8)
+register_spec("avro", _avro, raw_argument=True)

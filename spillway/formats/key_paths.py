@@ -2,7 +2,7 @@
 
 Grammar (after the value spec)::
 
-    key     := spec [":" path] ("|" fn)*
+    key     := spec [":" path ["@utf8"]] ("|" fn)*      (@utf8: avro string keys returned as Avro's Utf8)
     path    := step ("." step)*            step := FIELD-NAME | FIELD-INDEX
     fn      := before('S') | after('S') | beforelast('S') | afterlast('S') | part('S', N)
              | substring(B) | substring(B, E) | lower | upper | trim | str | mod(N)
@@ -38,6 +38,7 @@ from spillway.formats.values import (
 )
 
 _INTEGERS = ("long", "int", "short", "byte")
+UTF8_SUFFIX = "utf8"  # FIELD@utf8: the KeySelector returns Avro's Utf8 (the field itself), not a String
 
 
 def _utf16(s: str) -> bytes:
@@ -166,16 +167,22 @@ def _parse_function(p: SpecParser) -> KeyFunction:
 
 # ---------------------------------------------------------------- paths
 
-Step = tuple[str, int | str]  # ("pojo" | "caseclass" | "row" | "tuple", index or name)
+Step = tuple[str, int | str]  # ("pojo" | "caseclass" | "row" | "tuple" | "item", index or name)
 
 
 def _unwrap(t: Type) -> Type:
     return t.inner if isinstance(t, NullableType) else t
 
 
-def _resolve(spec: str, t: Type, step: str) -> tuple[Step, Type]:
-    """One path step from type ``t``; fields before the picked one must have known types."""
+def _resolve(spec: str, t: Type, step: str, walked: list[str]) -> tuple[Step, Type]:
+    """One path step from type ``t`` (reached by the names in ``walked``); fields before the picked one must have
+    known types. A spec type of another module steps itself with ``path_field(spec, walked, step)``, returning
+    ``(("item", name), field type)`` for values that are dicts of their fields (avro, kryo)."""
     t = _unwrap(t)
+    own = getattr(t, "path_field", None)
+    if callable(own):
+        found: tuple[Step, Type] = own(spec, walked, step)
+        return found
     names: list[str] | None
     if isinstance(t, PojoType | CaseClassType):
         names = [n for n, _ in t.fields]
@@ -186,7 +193,8 @@ def _resolve(spec: str, t: Type, step: str) -> tuple[Step, Type]:
         types = t.fields
         kind = "row" if isinstance(t, RowType) else "tuple"
     else:
-        raise ValueSpecError(f"key spec {spec!r}: {t.spec} has no field {step!r}")
+        at = ".".join(walked) or "the value"
+        raise ValueSpecError(f"key spec {spec!r}: {at} is a {t.spec}, which has no field {step!r}")
     if step.isdigit():
         if kind == "pojo":
             raise ValueSpecError(f"key spec {spec!r}: pick a POJO field by name, not by number ({step})")
@@ -211,6 +219,9 @@ def _resolve(spec: str, t: Type, step: str) -> tuple[Step, Type]:
 
 def _step(value: object, step: Step) -> object:
     where = step[1]
+    if step[0] == "item":
+        assert isinstance(value, dict) and isinstance(where, str)  # a record of another module's spec type
+        return value[where]
     if isinstance(value, FieldsValue):
         assert isinstance(where, str)  # resolved against a pojo/caseclass type
         return value.get(where)
@@ -254,14 +265,17 @@ class PathKeyExtractor(KeyExtractor):
             raise ValueSpecError(f"value does not fit {self.spec!r}: {exc}") from None
         if self.strict and end != len(data):
             raise ValueSpecError(
-                f"value does not fit {self.spec!r}: {len(data) - end} bytes left over (more fields than the spec "
-                "names? give every field, or ? for the ones after the key)"
+                f"value does not fit {self.spec!r}: {len(data) - end} bytes left over after offset {end} (more fields "
+                "than the spec names, or another schema version? give every field, or ? for the ones after the key)"
             )
         key = value
         for i, step in enumerate(self.path):
             if key is None:
                 where = ".".join(str(s[1]) for s in self.path[:i])
-                raise ValueSpecError(f"{self.spec!r}: {where} is null in this value; the KeySelector would fail")
+                raise ValueSpecError(
+                    f"{self.spec!r}: {where} is null in this value; Flink refuses null keys (a KeySelector reading "
+                    "through it fails)"
+                )
             key = _step(key, step)
         if key is None:
             raise ValueSpecError(f"the key of {self.spec!r} is null in this value; Flink refuses null keys")
@@ -279,16 +293,37 @@ def parse_path_key(spec: str) -> KeyExtractor:
     value_type = p.type()
     path: list[Step] = []
     key_type: Type = value_type
+    walked: list[str] = []
     if p.peek() == ":":
         p.take(":")
         while True:
+            if p.peek() in (None, ".", "|", "@", ":"):
+                raise ValueSpecError(f"key spec {spec!r}: empty field name in the path after {'.'.join(walked)!r}")
             step = p.take_raw()
-            step_, key_type = _resolve(spec, key_type, step)
+            step_, key_type = _resolve(spec, key_type, step, walked)
             path.append(step_)
+            walked.append(step)
             if p.peek() != ".":
                 break
             p.take(".")
+    elif callable(getattr(value_type, "path_field", None)):
+        raise ValueSpecError(
+            f"key spec {spec!r}: name the key field: {value_type.spec}:FIELD (a nested one as outer.inner), the field "
+            "the job's KeySelector returns"
+        )
+    as_utf8 = False
+    if p.peek() == "@":
+        p.take("@")
+        word = p.take()
+        if word != UTF8_SUFFIX:
+            raise p.fail(f"@{word}: the only key marker is @{UTF8_SUFFIX} (a KeySelector returning Avro's Utf8)")
+        as_utf8 = True
     key_type = _unwrap(key_type)
+    as_key = getattr(key_type, "as_key", None)
+    if callable(as_key):  # a type of another module: the Java type its key hashes as
+        key_type = as_key(spec, as_utf8)
+    elif as_utf8:
+        raise ValueSpecError(f"key spec {spec!r}: @{UTF8_SUFFIX} is for string fields of avro(...) records")
     if isinstance(key_type, UnknownType):
         raise ValueSpecError(f"key spec {spec!r}: the key field has an unknown type (?)")
     fns: list[KeyFunction] = []

@@ -16,25 +16,36 @@ sorted by name, each as
 
 Any other field type (collections, nested classes, enums, ``Object``) is written with the class and serializer
 Kryo resolves at run time, which the bytes alone do not tell: refused, with what to pass instead.
+
+``kryo2(...)``/``kryo5(...)`` are specs of the one grammar (``register_spec``; the field list is read verbatim):
+they nest (``tuple(long,kryo5(…))``), take keys through ``key_paths`` (``kryo5(…):user|lower``) and are Arrow
+structs in Parquet (a ``char`` as a one-character string).
 """
 
 from __future__ import annotations
 
-import math
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spillway.flink.keygroups import java_boolean_hash, java_int_hash, java_long_hash, java_string_hash
-from spillway.formats.values import Float32, KeyExtractor, Type, ValueSpecError
+from spillway.formats.values import (
+    SCALARS,
+    Float32,
+    Scalar,
+    ScalarType,
+    SpecParser,
+    Type,
+    ValueSpecError,
+    register_spec,
+)
 
 KRYO_VERSIONS = {"kryo2": ">", "kryo5": "<"}  # fixed-width byte order: Flink 1.x ships Kryo 2, 2.x Kryo 5
 PRIMITIVES = ("long", "int", "short", "byte", "boolean", "double", "float", "char")
 BOXES = {"Long": "long", "Integer": "int", "Short": "short", "Byte": "byte", "Boolean": "boolean",
          "Double": "double", "Float": "float", "Character": "char", "String": "string", "string": "string"}  # fmt: skip
 _FIELD = re.compile(r"^\s*([A-Za-z_$][A-Za-z0-9_$]*)\s*:\s*([A-Za-z]+)\s*$")
-_SPEC = re.compile(r"^\s*(kryo\d*)\s*\((.*)\)\s*(?::\s*(\S*))?\s*$", re.IGNORECASE | re.DOTALL)
 
 REFUSAL = (
     "Kryo writes a field of type {type} with the class and serializer it resolves at run time (registration "
@@ -170,25 +181,11 @@ class _Reader:
         return self.fixed("d", pos, what)  # double: the last kind BOXES and PRIMITIVES allow
 
 
-def _float_hash(v: float) -> int:
-    return 0x7FC00000 if math.isnan(v) else struct.unpack(">i", struct.pack(">f", v))[0]
+def _read_char(data: bytes, pos: int) -> tuple[str, int]:
+    raise ValueSpecError("a Kryo char is read by KryoType")  # CHAR only hashes: the key is found in the record
 
 
-def _double_hash(v: float) -> int:
-    return java_long_hash(0x7FF8000000000000 if math.isnan(v) else struct.unpack(">q", struct.pack(">d", v))[0])
-
-
-HASHES: dict[str, Any] = {  # value -> its Java hashCode
-    "string": java_string_hash,
-    "long": java_long_hash,
-    "int": java_int_hash,
-    "short": java_int_hash,
-    "byte": java_int_hash,
-    "char": lambda c: ord(c),
-    "boolean": java_boolean_hash,
-    "float": _float_hash,
-    "double": _double_hash,
-}
+CHAR = Scalar("char", _read_char, lambda c: ord(c))  # Character.hashCode: the UTF-16 unit
 
 
 class KryoType(Type):
@@ -224,6 +221,27 @@ class KryoType(Type):
             out[f.name], pos = r.value(f, pos)
         return {f.name: out[f.name] for f in self.fields}, pos
 
+    def path_field(self, spec: str, walked: list[str], name: str) -> tuple[tuple[str, str], Type]:
+        """The field ``name`` as the key (key_paths); a Kryo class here has scalar fields only."""
+        field = next((f for f in self.fields if f.name == name), None)
+        if field is None:
+            raise ValueSpecError(
+                f"key spec {spec!r}: no field {name!r} (fields: {', '.join(f.name for f in self.fields)})"
+            )
+        return ("item", name), ScalarType(CHAR if field.kind == "char" else SCALARS[field.kind])
+
+    def arrow_type(self) -> Any:
+        import pyarrow as pa  # only when writing Parquet: the command line starts without it
+
+        types = {"long": pa.int64(), "int": pa.int32(), "short": pa.int16(), "byte": pa.int8(),
+                 "boolean": pa.bool_(), "double": pa.float64(), "float": pa.float32(), "char": pa.string(),
+                 "string": pa.string()}  # fmt: skip
+        return pa.struct([(f.name, types[f.kind]) for f in self.fields])
+
+    def arrow_value(self, value: object) -> object:
+        assert isinstance(value, dict)  # what read gives
+        return {n: float(v) if isinstance(v, Float32) else v for n, v in value.items()}
+
 
 def _parse_fields(spec: str, version: str, body: str) -> list[KryoField]:
     if not body.strip():
@@ -249,69 +267,20 @@ def _types() -> str:
     return "Types: " + ", ".join(PRIMITIVES) + ", String and the boxes " + ", ".join(b for b in BOXES if b[0].isupper())
 
 
-def _split(spec: str) -> tuple[KryoType, str | None] | None:
-    m = _SPEC.match(spec)
-    if m is None:
-        if spec.strip().lower().startswith("kryo"):
-            raise ValueSpecError(f"value spec {spec!r}: expected kryo2(name:type, …) or kryo5(name:type, …)")
-        return None
-    version = m.group(1).lower()
-    if version not in KRYO_VERSIONS:
-        raise ValueSpecError(
-            f"value spec {spec!r}: say which Kryo wrote the bytes: kryo2(…) for Flink 1.x jobs (Kryo 2.24, "
-            "big-endian), kryo5(…) for Flink 2.x (Kryo 5, little-endian)"
-        )
-    return KryoType(version, _parse_fields(spec, version, m.group(2))), m.group(3)
+def _kryo(version: str) -> Callable[[SpecParser], Type]:
+    def construct(p: SpecParser) -> Type:
+        return KryoType(version, _parse_fields(p.spec, version, p.raw_argument()))
+
+    return construct
 
 
-def parse_kryo_value_spec(spec: str) -> KryoType | None:
-    found = _split(spec)
-    if found is None:
-        return None
-    t, key = found
-    if key is not None:
-        raise ValueSpecError(f"value spec {spec!r}: :{key} picks a key; a value spec is {t.spec} alone")
-    return t
+def _which_kryo(p: SpecParser) -> Type:
+    raise p.fail(
+        "say which Kryo wrote the bytes: kryo2(…) for Flink 1.x jobs (Kryo 2.24, big-endian), kryo5(…) for Flink 2.x "
+        "(Kryo 5, little-endian)"
+    )
 
 
-class KryoKeyExtractor(KeyExtractor):
-    """The whole object is decoded (so a wrong field list shows), then the key field is hashed as its Java type."""
-
-    def __init__(self, spec: str, value_type: KryoType, field: KryoField) -> None:
-        self.spec = spec
-        self.value_type = value_type
-        self.field = None
-        self.strict = True
-        self.key_field = field
-        self.key_type = value_type
-        self._hash = HASHES[field.kind]
-
-    def __call__(self, payload: bytes | memoryview) -> tuple[object, int]:
-        data = payload if isinstance(payload, bytes) else bytes(payload)
-        try:
-            value, end = self.value_type.read(data, 0)
-        except ValueSpecError as exc:
-            raise ValueSpecError(f"value does not fit {self.spec!r}: {exc}") from None
-        if end != len(data):
-            raise ValueSpecError(
-                f"value does not fit {self.spec!r}: {len(data) - end} bytes left over after offset {end} (fields "
-                "missing from the spec?)"
-            )
-        assert isinstance(value, dict)  # what KryoType.read gives
-        key = value[self.key_field.name]
-        if key is None:
-            raise ValueSpecError(f"the key of {self.spec!r} is null in this value; Flink refuses null keys")
-        return key, self._hash(key)
-
-
-def parse_kryo_key_extractor(spec: str) -> KryoKeyExtractor | None:
-    found = _split(spec)
-    if found is None:
-        return None
-    t, key = found
-    if not key:
-        raise ValueSpecError(f"key spec {spec!r}: name the key field: {t.spec}:FIELD")
-    field = next((f for f in t.fields if f.name == key), None)
-    if field is None:
-        raise ValueSpecError(f"key spec {spec!r}: no field {key!r} (fields: {', '.join(f.name for f in t.fields)})")
-    return KryoKeyExtractor(spec, t, field)
+for _version in KRYO_VERSIONS:
+    register_spec(_version, _kryo(_version), raw_argument=True)
+register_spec("kryo", _which_kryo, raw_argument=True)

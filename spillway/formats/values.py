@@ -4,7 +4,8 @@ Value specs (case-insensitive, blanks ignored)::
 
     spec    := scalar | tuple(field, ...) | row(field, ...) | row(name:field, ...) | rowdata(rdtype, ...)
              | NAME(...)                     (registered: pojo, caseclass, array, objarray, list, map, nullable
-                                              in value_composites; others through ``register_spec``)
+                                              in value_composites, avro in avro_values, kryo2/kryo5 in
+                                              kryo_values; others through ``register_spec``)
     field   := spec | ?                      (? = a field of unknown type; decoding stops there)
     scalar  := string | long | int | short | byte | boolean | double | float | bytes
                (aliases: varchar, bigint, integer, smallint, tinyint, bool)
@@ -494,7 +495,7 @@ def binary_row(types: list[str], values: tuple[Any, ...], kind: int = 0) -> byte
 
 _T = TypeVar("_T")
 # identifiers keep their case for field names; keywords compare in lower case. Quoted text: 'x' or "x".
-_TOKEN = re.compile(r"""\s*('[^']*'|"[^"]*"|[A-Za-z_$][A-Za-z0-9_$]*|\?|[(),:.|]|\d+)""")
+_TOKEN = re.compile(r"""\s*('[^']*'|"[^"]*"|[A-Za-z_$][A-Za-z0-9_$]*|\?|[(),:.|@]|\d+)""")
 
 
 RAW = "\x00"  # marks a token holding the verbatim argument of a raw-argument spec (``register_spec``)
@@ -544,7 +545,7 @@ SPEC_CONSTRUCTORS: dict[str, SpecConstructor] = {}
 # specs whose argument is one verbatim text (a path, a URL), read with ``SpecParser.raw_argument``
 RAW_ARGUMENT_SPECS: set[str] = set()
 # modules that call ``register_spec`` when imported; imported before the first spec is read
-SPEC_MODULES = ["spillway.formats.value_composites"]
+SPEC_MODULES = ["spillway.formats.value_composites", "spillway.formats.avro_values", "spillway.formats.kryo_values"]
 
 
 def register_spec(name: str, constructor: SpecConstructor, raw_argument: bool = False) -> None:
@@ -701,11 +702,12 @@ class SpecParser:
 
 
 def parse_value_spec(spec: str) -> Type:
-    special = _special_value_spec(spec)
-    if special is not None:
-        return special
     p = SpecParser(spec)
     t = p.type()
+    if p.peek() == ":":
+        raise ValueSpecError(
+            f"value spec {spec!r}: a :field after the type picks a key; a value spec is {t.spec} alone"
+        )
     p.end()
     return t
 
@@ -898,10 +900,7 @@ def parse_key_extractor(spec: str) -> KeyExtractor:
     """``long`` / ``string`` / ``int`` / ``boolean`` / … (whole value), ``tuple(long,string):1``,
     ``row(long,int,string):2`` or ``tuple:0:long`` (field 0 of a tuple of any arity); fields by name or path
     and derived keys (``pojo(user:string,…):user|before(':')``) in ``key_paths``; ``avro(…)`` and ``kryo2/5(…)``
-    keys in their own modules."""
-    special = _special_key_extractor(spec)
-    if special is not None:
-        return special
+    keys through ``key_paths`` like any other spec."""
     if "|" in spec:
         return _path_key(spec)
     m = _SHORTHAND.match(spec)
@@ -940,6 +939,8 @@ def parse_key_extractor(spec: str) -> KeyExtractor:
     if ":" in spec:
         return _path_key(spec)  # a field by name
     t = parse_value_spec(spec)
+    if callable(getattr(t, "path_field", None)):
+        return _path_key(spec)  # a type of another module whose fields are picked by name (avro, kryo)
     if not isinstance(t, ScalarType):
         raise ValueSpecError(
             f"key spec {spec!r}: pick the key field with :N, e.g. {t.spec}:0 (the key of a KeySelector that returns "
@@ -981,20 +982,3 @@ def _rowdata_extractor(spec: str, t: RowDataType, indices: list[int]) -> KeyExtr
     if len(set(indices)) != len(indices):
         raise ValueSpecError(f"key spec {spec!r}: a key field is named twice")
     return RowDataKeyExtractor(spec, t, indices)
-
-
-# ---------------------------------------------------------------- specs with their own modules (avro, kryo)
-
-
-def _special_value_spec(spec: str) -> Type | None:
-    from spillway.formats.avro_values import parse_avro_value_spec
-    from spillway.formats.kryo_values import parse_kryo_value_spec
-
-    return parse_avro_value_spec(spec) or parse_kryo_value_spec(spec)
-
-
-def _special_key_extractor(spec: str) -> KeyExtractor | None:
-    from spillway.formats.avro_values import parse_avro_key_extractor
-    from spillway.formats.kryo_values import parse_kryo_key_extractor
-
-    return parse_avro_key_extractor(spec) or parse_kryo_key_extractor(spec)

@@ -30,10 +30,10 @@ HELP = """Export the in-flight records (channel state) of the chosen operators â
 one file per edge, so a job can replay what a rewrite or a restore would drop (docs/salvage.md). Each row is
 one record with where it was (operator, subtask, side, gate/channel, sequence number in replay order, file,
 offset, element tag), the checkpoint id and value_raw: the value's bytes exactly as the job's serializer wrote
-them. --value-type also decodes the value (tuples, rows, POJOs and case classes as Arrow structs, arrays and
-lists as lists, maps as maps); a record that does not fit fails the whole export, which then writes nothing.
-Watermarks and other stream events are counted, not exported. The checkpoint is only read; --out must be a
-new or empty directory.
+them. --value-type also decodes the value (tuples, rows, POJOs, case classes, Avro records and Kryo objects as
+Arrow structs, arrays and lists as lists, maps as maps); a record that does not fit fails the whole export,
+which then writes nothing. Watermarks and other stream events are counted, not exported. The checkpoint is
+only read; --out must be a new or empty directory.
 
 --value-type SPEC applies to every edge, --value-type EDGE=SPEC to one edge (repeatable; EDGE is
 UPSTREAM->DOWNSTREAM or UPSTREAM, operators as analyze names them); SPEC as for analyze --value-type
