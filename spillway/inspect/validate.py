@@ -34,7 +34,7 @@ from spillway.model.checkpoint import Checkpoint, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage import remote_copies
-from spillway.storage.blobs import prefetch_delegates
+from spillway.storage.blobs import start_delegates
 from spillway.storage.load import LoadedCheckpoint
 
 # The most bytes of one broken channel read back into memory to locate its damaged length field.
@@ -168,8 +168,11 @@ class _Validation:
     # ------------------------------------------------------------------ channel-state blobs
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
-        prefetch_delegates(self.resolver, (x.handle.delegate for x in located))  # a remote checkpoint's, in parallel
-        engine.prefetch_walks(located, self.guesses(located))
+        guesses = self.guesses(located)
+        # A remote checkpoint's files, fetched in parallel in the order the walks read them; each is walked (and
+        # its guessed channels framed) as soon as it is whole, while the next ones arrive.
+        start_delegates(self.resolver, [*engine.walk_order(located, guesses), *(x.handle.delegate for x in located)])
+        engine.prefetch_walks(located, guesses)
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use
         done = 0
