@@ -62,6 +62,9 @@ def validate(
     run = _Validation(loaded, topology, job, names, progress or (lambda what, n: None), threads, buffer_size)
     try:
         run.run()
+    except BaseException:
+        remote_copies.abandon()  # a failure or Ctrl-C: the channel-state files still arriving are not waited for
+        raise
     finally:
         run.engine.close()
     run.report.findings = sort_findings(run.report.findings)

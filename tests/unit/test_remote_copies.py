@@ -24,6 +24,7 @@ class Store:
         self.gate = threading.Event()  # the bytes arrive once it is set
         self.gate.set()
         self.failure: StorageError | None = None
+        self.stops: list[threading.Event] = []
 
     def fetch(
         self,
@@ -34,6 +35,7 @@ class Store:
     ) -> None:
         with self.lock:
             self.calls.append(list(sources))
+            self.stops.append(stop)
         for target in sources:  # as fs.fetch_files: every file at its listed size first, its bytes after
             target.write_bytes(bytes(len(self.content[target])))
         created()
@@ -120,3 +122,17 @@ def test_a_failed_fetch_fails_every_reader_with_its_error(tmp_path: Path) -> Non
         with pytest.raises(StorageError, match=r"^s3://b/broken: cannot read bytes 0-9: SlowDown$"):
             remote_copies.ensure_local(local)
     assert not local.exists() and len(store.calls) == 1
+
+
+def test_abandon_tells_every_fetch_under_way_to_stop(tmp_path: Path) -> None:
+    """After a failure or Ctrl-C elsewhere, the reads still queued are not worth finishing: the fetch is told."""
+    local = tmp_path / "slow"
+    store = Store({local: b"abc"})
+    store.gate.clear()
+    remote_copies.register(str(local), "s3://b/slow", 3, local, store.fetch)
+    [arrival] = remote_copies.start([str(local)])
+    assert not store.stops[0].is_set()
+    remote_copies.abandon()
+    assert store.stops[0].is_set()
+    store.gate.set()
+    arrival.result(10)  # this fake finishes anyway; fs.fetch_files starts no further read (test_fetch_opens)
