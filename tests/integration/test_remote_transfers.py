@@ -134,6 +134,36 @@ def test_rescale_never_reads_keyed_state(served: tuple[S3Server, Counter], tmp_p
     assert {f"s3://{k}" for k in shared} <= paths
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["preflight", "{cp}", "--plan", "{plan}", "--json"],
+        ["repair", "relocate", "{cp}", "--from", "file:/", "--to", "file:/", "--out", "{out}", "--json"],
+        ["repair", "strip-channel-state", "{cp}", "--operator", "tostr", "--plan", "{plan}", "--out", "{out}"],
+        ["repair", "drop-operator", "{cp}", "--operator", "len", "--plan", "{plan}", "--force", "--out", "{out}"],
+    ],
+    ids=lambda c: " ".join(c[: c.index("{cp}")]),
+)
+def test_preflight_and_the_repairs_never_read_keyed_state(
+    served: tuple[S3Server, Counter], command: list[str], tmp_path: Path
+) -> None:
+    """preflight and the repairs read at most _metadata and the checkpoint's own files (channel state, which they
+    check or rewrite): not a byte of the job's shared/ keyed state, whose handles they keep as they are."""
+    s3, counter = served
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    fill = {"{cp}": uri, "{plan}": str(fx.root / "jobgraph.json"), "{out}": str(tmp_path / "out")}
+    counter.reset()
+    run = spillway(*(fill.get(a, a) for a in command), "--rebase", rule, env=s3.env(), timeout=600)
+    assert run.code in (0, 1, 4), run.output  # 4: preflight's "unknown" (the plan gives names, not uids)
+    shared = {key_of(fx, p) for p in (fx.checkpoint_dir.parent / "shared").iterdir()}
+    own = {key_of(fx, p) for p in fx.checkpoint_dir.iterdir()}
+    assert key_of(fx, fx.metadata) in counter.keys_read() <= own, run.output
+    assert not counter.keys_read() & shared
+    if "{out}" in command:
+        assert (tmp_path / "out" / "_metadata").is_file(), run.output
+
+
 def normalised(run: Run, root: str, command: str) -> str:
     """The ``--json`` with the checkpoint's root (a local directory or ``s3://bucket/prefix``) as ``<ROOT>``.
     ``files`` names a file's place on this machine in ``local``, which a file in a store has not (docs/cli.md:
