@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1 << 20))  # bigger objects go to a temp file
 
-from side_by_side import baseline_checkout, spillway_cwd  # noqa: E402
+from side_by_side import baseline_checkout, process_cpu, spillway_cwd  # noqa: E402
 from synth_channel_state import PROPS, record_block, write_edge  # noqa: E402
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata  # noqa: E402
@@ -201,6 +201,7 @@ class Row:
     name: str
     code: int
     wall: float
+    cpu: float  # the command's user + system seconds (0: not measured, the bulk download runs in this process)
     rss_mib: float
     gets: int
     heads: int
@@ -231,11 +232,14 @@ def run_command(  # type: ignore[no-untyped-def]
         cwd = spillway_cwd(code)
         proc = subprocess.Popen([PY, "-m", "spillway", *args], cwd=cwd, env=env, stdout=out, stderr=errs)
         peak = 0
-        while proc.poll() is None:  # the child's own high-water mark (rusage's would start at this process's)
+        while True:  # the child's own high-water mark (rusage's would start at this process's), and its CPU time
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
             peak = max(peak, high_water_kib(proc.pid))
             time.sleep(0.05)
         wall = time.perf_counter() - t0
-    code = proc.returncode
+    code = proc.returncode = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         err = (outputs / f"{stem}.err").read_text(errors="replace")
         print(f"{name}: exit {code}: {err.strip()[-2000:]}", file=sys.stderr)
@@ -244,6 +248,7 @@ def run_command(  # type: ignore[no-untyped-def]
         name,
         code,
         wall,
+        process_cpu(usage),
         peak / 1024,
         len(counter.of("GET")),
         len(counter.of("HEAD")),
@@ -281,20 +286,22 @@ def bulk_download(s3, counter, keys: list[str], needed: int, workers: int) -> Ro
     read = counter.bytes_read()
     gets = len(counter.of("GET"))
     heads, lists = len(counter.of("HEAD")), len(counter.of("LIST"))
-    return Row(f"bulk download ({workers} in flight)", 0, wall, 0.0, gets, heads, lists, sum(read.values()), 0, needed)
+    name = f"bulk download ({workers} in flight)"
+    return Row(name, 0, wall, 0.0, 0.0, gets, heads, lists, sum(read.values()), 0, needed)
 
 
 def table(rows: list[Row]) -> str:
     out = [
-        "| command | exit | wall s | MiB needed / s | GETs | HEADs | LISTs | MiB read | MiB needed | read/needed "
-        "| keyed MiB read | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| command | exit | wall s | CPU s | MiB needed / s | GETs | HEADs | LISTs | MiB read | MiB needed "
+        "| read/needed | keyed MiB read | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     mib = 1 << 20
     for r in rows:
         ratio = r.read / r.needed if r.needed else float("nan")
         out.append(
-            f"| {r.name} | {r.code} | {r.wall:.2f} | {r.needed / mib / r.wall:.1f} | {r.gets} | {r.heads} | {r.lists} "
+            f"| {r.name} | {r.code} | {r.wall:.2f} | {f'{r.cpu:.2f}' if r.cpu else '-'} "
+            f"| {r.needed / mib / r.wall:.1f} | {r.gets} | {r.heads} | {r.lists} "
             f"| {r.read / mib:.2f} | {r.needed / mib:.2f} | {ratio:.4f} | {r.keyed_read / mib:.2f} | {r.rss_mib:.0f} |"
         )
     return "\n".join(out)
@@ -303,14 +310,15 @@ def table(rows: list[Row]) -> str:
 def rates(rows: list[Row]) -> str:
     """Each remote validate's rate against the bulk download's, the bulk time taken as the mean of the downloads
     right before and after its round (> 1: validate faster than downloading the same bytes)."""
-    out = ["| round | bulk s (before / after) | command | wall s | its rate / bulk rate |", "|---|---|---|---|---|"]
+    out = ["| round | bulk s (before / after) | command | wall s | CPU s | its rate / bulk rate |"]
+    out.append("|---|---|---|---|---|---|")
     bulks = [i for i, r in enumerate(rows) if r.name.startswith("bulk download")]
     for n, (start, end) in enumerate(itertools.pairwise(bulks), 1):
         bulk = (rows[start].wall + rows[end].wall) / 2
         for r in rows[start + 1 : end]:
             if r.name.startswith("validate") and "local disk" not in r.name:
                 out.append(
-                    f"| {n} | {rows[start].wall:.2f} / {rows[end].wall:.2f} | {r.name} | {r.wall:.2f} "
+                    f"| {n} | {rows[start].wall:.2f} / {rows[end].wall:.2f} | {r.name} | {r.wall:.2f} | {r.cpu:.2f} "
                     f"| {bulk / r.wall:.2f} |"
                 )
     return "\n".join(out)

@@ -109,6 +109,7 @@ class _Validation:
         )
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
+        self.cmap_orders: dict[str, tuple[Edge, ...]] = {}  # the output orders ``cmap`` was assembled with
         # vertex key -> the order of its outputs the framing chose, where the plan does not give it
         self.orders: dict[str, tuple[Edge, ...]] = {}
         self.order_notes: list[str] = []
@@ -174,7 +175,7 @@ class _Validation:
         guesses = self.guesses(located)
         # A remote checkpoint's files, fetched in parallel in the order the walks read them; each is walked (and
         # its guessed channels framed) as soon as it is whole, while the next ones arrive.
-        start_delegates(self.resolver, [*engine.walk_order(located, guesses), *(x.handle.delegate for x in located)])
+        start_delegates(self.resolver, engine.walk_order(located, guesses))
         engine.prefetch_walks(located, guesses)
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use
@@ -219,6 +220,7 @@ class _Validation:
                 self.cmap = logical_channels(
                     self.topology, self.job.vertices, self.cp, self.orders, plan_names=self.names
                 )
+                self.cmap_orders = dict(self.orders)
         return self.cmap
 
     def choose_output_orders(self) -> None:
@@ -228,7 +230,8 @@ class _Validation:
 
         assert self.topology is not None and self.job is not None
         self.orders, self.order_notes = choose_orders(self.topology, self.job.vertices, self.cp, self.frames_clean)
-        self.cmap = None  # assembled again with the orders chosen
+        if self.orders != self.cmap_orders:
+            self.cmap = None  # assembled again with the orders chosen
 
     def frames_clean(self, cmap: ChannelMap) -> bool:
         """Every logical channel of ``cmap`` frames without a fault (a trial: the report's counts are kept)."""

@@ -166,14 +166,21 @@ class Engine:
         return self.blobs.get(self.blob_key(h.delegate))
 
     def walk_order(self, located: list[Located], guesses: list[tuple[Parts, bool]]) -> list[StreamHandle]:
-        """The channel-state delegates in the order :meth:`walk_phases` reads their files (the order to fetch a
-        remote checkpoint's in): those of files no guessed channel lists, then the guessed channels' first
-        parts, their second parts, …; a file's later mentions change nothing."""
+        """One delegate per channel-state blob, in the order :meth:`walk_phases` reads their files (the order to
+        fetch a remote checkpoint's in): those of files no guessed channel lists, then the guessed channels' first
+        parts, their second parts, …"""
         listed = {self.blob_key(h.delegate) for parts, _ in guesses for _, h in parts}
-        order = [x.handle.delegate for x in located if self.blob_key(x.handle.delegate) not in listed]
+        order: dict[Hashable, StreamHandle] = {}
+        for x in located:
+            key = self.blob_key(x.handle.delegate)
+            if key not in listed:
+                order.setdefault(key, x.handle.delegate)
         for phase in range(max((len(parts) for parts, _ in guesses), default=0)):
-            order += [parts[phase][1].delegate for parts, _ in guesses if len(parts) > phase]
-        return order
+            for parts, _ in guesses:
+                if len(parts) > phase:
+                    delegate = parts[phase][1].delegate
+                    order.setdefault(self.blob_key(delegate), delegate)
+        return list(order.values())
 
     def prefetch_walks(self, located: list[Located], guesses: list[tuple[Parts, bool]]) -> None:
         """Open every file-backed blob now and walk its chunk chain, on the pool (or here, with one thread);
