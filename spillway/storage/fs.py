@@ -774,8 +774,9 @@ class Transfer:
     size: int
 
 
-class _Abandoned(Exception):
-    """A fetch told to stop (:func:`spillway.storage.remote_copies.abandon`): no further part is read."""
+class _Abandoned(StorageError):
+    """A fetch told to stop (:func:`spillway.storage.remote_copies.abandon`): no further part is read (one line,
+    exit 3, should anything still wait for such a file)."""
 
 
 def fetch_files(
@@ -823,7 +824,7 @@ def fetch_files(
     def read(t: Transfer, offset: int) -> None:
         try:
             if stop is not None and stop.is_set():
-                raise _Abandoned
+                raise _Abandoned(f"{t.source.uri}: not read: the command stopped reading from the store")
             if offset == 0:  # the file's first part opens it and queues the others (they share the handle)
                 inputs[t.target] = _open_input(t.source)
                 for later in range(part, t.size, part):

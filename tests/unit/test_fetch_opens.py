@@ -63,6 +63,6 @@ def test_a_stopped_fetch_reads_no_further_part_and_leaves_nothing(tmp_path: Path
     stop = threading.Event()
     stop.set()
     transfer = fs.Transfer(fs.locate(str(tmp_path / "big")), tmp_path / "out" / "big", len(data))
-    with pytest.raises(fs._Abandoned):
+    with pytest.raises(fs._Abandoned, match=r"big: not read: the command stopped reading from the store$"):
         fs.fetch_files([transfer], workers=2, part=64, stop=stop)
     assert list((tmp_path / "out").iterdir()) == []
