@@ -15,9 +15,11 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.console import Run, spillway
@@ -403,4 +405,44 @@ def test_rescale_on_the_store_equals_rescale_on_local_disk(
     if runs["there"] != runs["here"] and os.environ.get("SPILLWAY_DEBUG_PARITY"):
         Path(os.environ["SPILLWAY_DEBUG_PARITY"]).write_text(json.dumps(runs, indent=1))
     assert runs["there"] == runs["here"]
+    fs._filesystem.cache_clear()
+
+
+def test_validate_walks_the_first_file_while_the_others_are_still_being_read(
+    served: tuple[S3Server, Counter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """validate of a remote checkpoint frames each channel-state file as soon as it has arrived: with one read in
+    flight, every read after the first is held until a file has been walked, which happens only if the walk does
+    not wait for the last file (held reads would time out, and this test fail, if it did)."""
+    from spillway.formats.native import library
+    from spillway.inspect.validate_engine import Engine
+
+    assert library() is not None, "the C walker is built here (as everywhere the suite runs)"
+    s3, _ = served
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SPILLWAY_STORAGE_READS", "1")
+    fs._filesystem.cache_clear()
+    fx = fixture_named("2.3.0-one-file-per-subtask")  # three channel-state files
+    uri, rule = uploaded(s3, fx)
+    walked = threading.Event()
+    waited: list[bool] = []
+    first = threading.Lock()
+    walk_task, read_part = Engine.walk_task, fs._read_part
+
+    def walk_and_tell(self: Engine, *args: Any) -> None:
+        walked.set()
+        walk_task(self, *args)
+
+    def read_when_walked(*args: Any) -> int:
+        if not first.acquire(blocking=False):  # every read but the very first
+            waited.append(walked.wait(30))
+        return read_part(*args)
+
+    monkeypatch.setattr(Engine, "walk_task", walk_and_tell)
+    monkeypatch.setattr(fs, "_read_part", read_when_walked)
+    there = _in_process("validate", uri, "--rebase", rule, "--json")
+    assert there.code == 0, there.output
+    channel_files = len([p for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"])
+    assert len(waited) == channel_files - 1 >= 2 and all(waited)
     fs._filesystem.cache_clear()
