@@ -5,6 +5,7 @@
     python benchmarks/bench_remote.py --small         # 64 MiB keyed + ~8 MiB channel state in 40 files (a minute)
     python benchmarks/bench_remote.py --results /tmp/remote.json --no-rescale
     python benchmarks/bench_remote.py --only validate --baseline main   # main's validate, then this checkout's
+    python benchmarks/bench_remote.py --only validate --repeat 3 --baseline main --no-rescale   # 3 rounds
 
 The checkpoint (cached in ~/.cache/spillway/bench/remote-<shape>/, metadata V6 written by spillway's encoder as
 in synth_channel_state.py) is ``--edges`` all-to-all REBALANCE edges ``up-i -> down-i`` of ``--parallelism`` subtasks
@@ -24,12 +25,14 @@ reported with its wall time, peak RSS, the requests and bytes the server answere
 files: ``_metadata``; validate, analyze: ``_metadata`` + channel state; rescale: the same, never a keyed byte)
 and the keyed-state bytes it read. The baseline is an ``aws s3 cp --recursive``-style download of ``chk-1/``
 (the same bytes validate needs): boto3, one GET per object, 10 in flight (the AWS CLI's default
-``max_concurrent_requests``), into a temporary directory.
+``max_concurrent_requests``), into a temporary directory; it runs before each round (``--repeat``) and after the
+last, and each remote validate's rate is given against the mean of the two downloads around its round.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -47,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1 << 20))  # bigger objects go to a temp file
 
-from side_by_side import baseline_checkout, spillway_cwd  # noqa: E402
+from side_by_side import baseline_checkout, process_cpu, spillway_cwd  # noqa: E402
 from synth_channel_state import PROPS, record_block, write_edge  # noqa: E402
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata  # noqa: E402
@@ -198,6 +201,7 @@ class Row:
     name: str
     code: int
     wall: float
+    cpu: float  # the command's user + system seconds (0: not measured, the bulk download runs in this process)
     rss_mib: float
     gets: int
     heads: int
@@ -228,11 +232,14 @@ def run_command(  # type: ignore[no-untyped-def]
         cwd = spillway_cwd(code)
         proc = subprocess.Popen([PY, "-m", "spillway", *args], cwd=cwd, env=env, stdout=out, stderr=errs)
         peak = 0
-        while proc.poll() is None:  # the child's own high-water mark (rusage's would start at this process's)
+        while True:  # the child's own high-water mark (rusage's would start at this process's), and its CPU time
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
             peak = max(peak, high_water_kib(proc.pid))
             time.sleep(0.05)
         wall = time.perf_counter() - t0
-    code = proc.returncode
+    code = proc.returncode = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         err = (outputs / f"{stem}.err").read_text(errors="replace")
         print(f"{name}: exit {code}: {err.strip()[-2000:]}", file=sys.stderr)
@@ -241,6 +248,7 @@ def run_command(  # type: ignore[no-untyped-def]
         name,
         code,
         wall,
+        process_cpu(usage),
         peak / 1024,
         len(counter.of("GET")),
         len(counter.of("HEAD")),
@@ -277,22 +285,42 @@ def bulk_download(s3, counter, keys: list[str], needed: int, workers: int) -> Ro
         wall = time.perf_counter() - t0
     read = counter.bytes_read()
     gets = len(counter.of("GET"))
-    return Row(f"bulk download ({workers} in flight)", 0, wall, 0.0, gets, 0, 0, sum(read.values()), 0, needed)
+    heads, lists = len(counter.of("HEAD")), len(counter.of("LIST"))
+    name = f"bulk download ({workers} in flight)"
+    return Row(name, 0, wall, 0.0, 0.0, gets, heads, lists, sum(read.values()), 0, needed)
 
 
 def table(rows: list[Row]) -> str:
     out = [
-        "| command | exit | wall s | MiB needed / s | GETs | HEADs | LISTs | MiB read | MiB needed | read/needed "
-        "| keyed MiB read | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| command | exit | wall s | CPU s | MiB needed / s | GETs | HEADs | LISTs | MiB read | MiB needed "
+        "| read/needed | keyed MiB read | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     mib = 1 << 20
     for r in rows:
         ratio = r.read / r.needed if r.needed else float("nan")
         out.append(
-            f"| {r.name} | {r.code} | {r.wall:.2f} | {r.needed / mib / r.wall:.1f} | {r.gets} | {r.heads} | {r.lists} "
+            f"| {r.name} | {r.code} | {r.wall:.2f} | {f'{r.cpu:.2f}' if r.cpu else '-'} "
+            f"| {r.needed / mib / r.wall:.1f} | {r.gets} | {r.heads} | {r.lists} "
             f"| {r.read / mib:.2f} | {r.needed / mib:.2f} | {ratio:.4f} | {r.keyed_read / mib:.2f} | {r.rss_mib:.0f} |"
         )
+    return "\n".join(out)
+
+
+def rates(rows: list[Row]) -> str:
+    """Each remote validate's rate against the bulk download's, the bulk time taken as the mean of the downloads
+    right before and after its round (> 1: validate faster than downloading the same bytes)."""
+    out = ["| round | bulk s (before / after) | command | wall s | CPU s | its rate / bulk rate |"]
+    out.append("|---|---|---|---|---|---|")
+    bulks = [i for i, r in enumerate(rows) if r.name.startswith("bulk download")]
+    for n, (start, end) in enumerate(itertools.pairwise(bulks), 1):
+        bulk = (rows[start].wall + rows[end].wall) / 2
+        for r in rows[start + 1 : end]:
+            if r.name.startswith("validate") and "local disk" not in r.name:
+                out.append(
+                    f"| {n} | {rows[start].wall:.2f} / {rows[end].wall:.2f} | {r.name} | {r.wall:.2f} | {r.cpu:.2f} "
+                    f"| {bulk / r.wall:.2f} |"
+                )
     return "\n".join(out)
 
 
@@ -309,6 +337,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", metavar="COMMAND", help="run only these commands (and the bulk download)")
     ap.add_argument("--baseline", metavar="REV", help="also run each command at this revision, right before")
     ap.add_argument("--results", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds (each after its own bulk download)")
     args = ap.parse_args()
     baseline = baseline_checkout(args.baseline) if args.baseline else None
     if args.small:
@@ -351,30 +380,39 @@ def main() -> None:
             ("validate, chk-1 on local disk", ["validate", str(chk), "--plan", plan, "--json"], both),
             ("analyze", ["analyze", uri, "--plan", plan, "--json"], both),
         ]
-        # the bulk download first and last: the spread between the two is the machine's noise
-        rows: list[Row] = [bulk_download(s3, counter, sorted(own), both, args.bulk_workers)]
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        # a bulk download before every round and after the last: the spread between them is the machine's noise
+        rows: list[Row] = []
+        loads: list[tuple[float, float, float]] = []
         with tempfile.TemporaryDirectory() as tmp:
-            if not args.no_rescale:
-                rescale = ["rescale", uri, "--plan", plan, "-p", f"down-0={2 * shape.parallelism}"]
-                rescale += ["-p", f"agg-0={2 * shape.parallelism}"]
-                rescale += ["--master", "inprocess", "--out", f"{tmp}/out", "--json"]
-                commands.append(("rescale down-0, agg-0 (inprocess)", rescale, both))
-            for name, cmd, needed in commands:
-                if args.only and cmd[0] not in args.only:
-                    continue
-                if baseline is not None:  # its own --out: spillway never writes over one
-                    theirs = [f"{a}-{args.baseline}" if i and cmd[i - 1] == "--out" else a for i, a in enumerate(cmd)]
-                    row = run_command(name, theirs, env, counter, keyed, needed, base / "outputs", baseline)
-                    row.name = f"{name} @{args.baseline}"
-                    rows.append(row)
-                    print(table(rows[-1:]).splitlines()[-1], flush=True)
-                rows.append(run_command(name, cmd, env, counter, keyed, needed, base / "outputs"))
+            for n in range(args.repeat):
+                rows.append(bulk_download(s3, counter, sorted(own), both, args.bulk_workers))
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
+                loads.append(os.getloadavg())
+                if not args.no_rescale:
+                    rescale = ["rescale", uri, "--plan", plan, "-p", f"down-0={2 * shape.parallelism}"]
+                    rescale += ["-p", f"agg-0={2 * shape.parallelism}"]
+                    rescale += ["--master", "inprocess", "--out", f"{tmp}/out-{n}", "--json"]
+                    commands = [c for c in commands if c[1][0] != "rescale"] + [
+                        ("rescale down-0, agg-0 (inprocess)", rescale, both)
+                    ]
+                for name, cmd, needed in commands:
+                    if args.only and cmd[0] not in args.only:
+                        continue
+                    if baseline is not None:  # its own --out: spillway never writes over one
+                        rev = args.baseline
+                        theirs = [f"{a}-{rev}" if i and cmd[i - 1] == "--out" else a for i, a in enumerate(cmd)]
+                        row = run_command(name, theirs, env, counter, keyed, needed, base / "outputs", baseline)
+                        row.name = f"{name} @{args.baseline}"
+                        rows.append(row)
+                        print(table(rows[-1:]).splitlines()[-1], flush=True)
+                    rows.append(run_command(name, cmd, env, counter, keyed, needed, base / "outputs"))
+                    print(table(rows[-1:]).splitlines()[-1], flush=True)
         rows.append(bulk_download(s3, counter, sorted(own), both, args.bulk_workers))
-    load = os.getloadavg()
-    print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores\n")
+    loads.append(os.getloadavg())
+    print(f"\nload average (1 min) at each round's start and at the end: {' / '.join(f'{x[0]:.1f}' for x in loads)}")
+    print(f"on {os.cpu_count()} cores\n")
     print(table(rows))
+    print("\n" + rates(rows))
     if args.results:
         args.results.write_text(json.dumps([r.__dict__ for r in rows], indent=2))
     if any(r.code not in (0, 1) for r in rows):

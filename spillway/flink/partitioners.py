@@ -10,6 +10,7 @@ Flink uses for the downstream side's channel state when it rescales. The facts a
 from __future__ import annotations
 
 from enum import Enum
+from functools import lru_cache
 
 __all__ = ["Partitioner"]
 
@@ -134,6 +135,7 @@ _CLASSES = {
 }
 
 
+@lru_cache(maxsize=256)  # a plan names a handful of strategies; validate asks once per channel of large jobs
 def _classify(text: str) -> Partitioner:
     s = text.strip()
     upper = s.upper()

@@ -98,7 +98,8 @@ def logical_channels(
             if up.tail is None and up.problem:
                 skipped.append(f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {up.problem}")
                 continue
-            if not edge.all_to_all and not edge.partitioner.is_forward:
+            all_to_all = edge.all_to_all  # once per edge: a large job has many thousands of channels per edge
+            if not all_to_all and not edge.partitioner.is_forward:
                 skipped.append(
                     f"edge {up.vertex.label()!r} -> {down.vertex.label()!r}: {edge.ship_strategy} channel layout "
                     "is not reconstructed"
@@ -110,7 +111,7 @@ def logical_channels(
             outs = index_channels(up.tail, "output") if up.tail is not None else {}
             pairs = (
                 [(u, d) for d in range(down.vertex.parallelism) for u in range(up.vertex.parallelism)]
-                if edge.all_to_all
+                if all_to_all
                 else [(i, i) for i in range(min(up.vertex.parallelism, down.vertex.parallelism))]
             )
             up_label = _label(
@@ -118,8 +119,8 @@ def logical_channels(
             )  # once per edge, not per channel
             down_label = _label(down.head, down.vertex.names[:1], down.vertex.label(), plan_names)
             for u, d in pairs:
-                channel_in = 0 if not edge.all_to_all else u
-                subpartition = 0 if not edge.all_to_all else d
+                channel_in = 0 if not all_to_all else u
+                subpartition = 0 if not all_to_all else d
                 lc = LogicalChannel(
                     edge,
                     up_label,

@@ -34,7 +34,7 @@ from spillway.model.checkpoint import Checkpoint, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage import remote_copies
-from spillway.storage.blobs import prefetch_delegates
+from spillway.storage.blobs import start_delegates
 from spillway.storage.load import LoadedCheckpoint
 
 # The most bytes of one broken channel read back into memory to locate its damaged length field.
@@ -62,6 +62,9 @@ def validate(
     run = _Validation(loaded, topology, job, names, progress or (lambda what, n: None), threads, buffer_size)
     try:
         run.run()
+    except BaseException:
+        remote_copies.abandon()  # a failure or Ctrl-C: the channel-state files still arriving are not waited for
+        raise
     finally:
         run.engine.close()
     run.report.findings = sort_findings(run.report.findings)
@@ -106,6 +109,7 @@ class _Validation:
         )
         self.path_faults: dict[str, Finding] = {}  # local path or original name -> file-level error
         self.cmap: ChannelMap | None = None  # the plan's logical channels (see ``channel_map``)
+        self.cmap_orders: dict[str, tuple[Edge, ...]] = {}  # the output orders ``cmap`` was assembled with
         # vertex key -> the order of its outputs the framing chose, where the plan does not give it
         self.orders: dict[str, tuple[Edge, ...]] = {}
         self.order_notes: list[str] = []
@@ -168,8 +172,11 @@ class _Validation:
     # ------------------------------------------------------------------ channel-state blobs
     def check_blobs(self, located: list[Located]) -> None:
         engine = self.engine
-        prefetch_delegates(self.resolver, (x.handle.delegate for x in located))  # a remote checkpoint's, in parallel
-        engine.prefetch_walks(located, self.guesses(located))
+        guesses = self.guesses(located)
+        # A remote checkpoint's files, fetched in parallel in the order the walks read them; each is walked (and
+        # its guessed channels framed) as soon as it is whole, while the next ones arrive.
+        start_delegates(self.resolver, engine.walk_order(located, guesses))
+        engine.prefetch_walks(located, guesses)
         claimed: dict[Hashable, Claims] = {}  # blob key -> which handle claims each chunk
         blob_keys: dict[Hashable, None] = {}  # in order of first use
         done = 0
@@ -213,6 +220,7 @@ class _Validation:
                 self.cmap = logical_channels(
                     self.topology, self.job.vertices, self.cp, self.orders, plan_names=self.names
                 )
+                self.cmap_orders = dict(self.orders)
         return self.cmap
 
     def choose_output_orders(self) -> None:
@@ -222,7 +230,8 @@ class _Validation:
 
         assert self.topology is not None and self.job is not None
         self.orders, self.order_notes = choose_orders(self.topology, self.job.vertices, self.cp, self.frames_clean)
-        self.cmap = None  # assembled again with the orders chosen
+        if self.orders != self.cmap_orders:
+            self.cmap = None  # assembled again with the orders chosen
 
     def frames_clean(self, cmap: ChannelMap) -> bool:
         """Every logical channel of ``cmap`` frames without a fault (a trial: the report's counts are kept)."""

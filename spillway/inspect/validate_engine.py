@@ -47,6 +47,7 @@ from spillway.model.checkpoint import (
     is_byte_source,
     is_file_backed,
 )
+from spillway.storage import remote_copies
 from spillway.storage.blobs import delegate_display, delegate_key, open_delegate
 from spillway.storage.locate import FileResolver
 
@@ -164,6 +165,23 @@ class Engine:
         """The blob of a handle, once opened."""
         return self.blobs.get(self.blob_key(h.delegate))
 
+    def walk_order(self, located: list[Located], guesses: list[tuple[Parts, bool]]) -> list[StreamHandle]:
+        """One delegate per channel-state blob, in the order :meth:`walk_phases` reads their files (the order to
+        fetch a remote checkpoint's in): those of files no guessed channel lists, then the guessed channels' first
+        parts, their second parts, …"""
+        listed = {self.blob_key(h.delegate) for parts, _ in guesses for _, h in parts}
+        order: dict[Hashable, StreamHandle] = {}
+        for x in located:
+            key = self.blob_key(x.handle.delegate)
+            if key not in listed:
+                order.setdefault(key, x.handle.delegate)
+        for phase in range(max((len(parts) for parts, _ in guesses), default=0)):
+            for parts, _ in guesses:
+                if len(parts) > phase:
+                    delegate = parts[phase][1].delegate
+                    order.setdefault(self.blob_key(delegate), delegate)
+        return list(order.values())
+
     def prefetch_walks(self, located: list[Located], guesses: list[tuple[Parts, bool]]) -> None:
         """Open every file-backed blob now and walk its chunk chain, on the pool (or here, with one thread);
         open_blob takes the walks in its own order. ``guesses``: the channels the framing will most likely
@@ -181,7 +199,8 @@ class Engine:
             key = self.blob_key(delegate)
             if key in self.opened or not is_byte_source(delegate) or isinstance(delegate, ByteStreamHandle):
                 continue
-            blob = self.opened[key] = open_delegate(self.resolver, delegate)
+            # A remote checkpoint's file may still be arriving: its walk waits for it (walk_task).
+            blob = self.opened[key] = open_delegate(self.resolver, delegate, arrived=False)
             if isinstance(blob, FileBlob):
                 files[blob.fileno(), blob.base] = key, blob
                 self.walks[key] = self.futures[key] = Future()
@@ -255,6 +274,7 @@ class Engine:
             return
         future = self.futures[key]
         try:
+            remote_copies.ensure_local(blob.path)  # a remote checkpoint's file: walked once it has arrived
             found = None
             if guess is not None and phase < len(guess.files) and file in guess.files[phase]:
                 found = guess.walk_frame(phase, file, blob.size, _thread_buffer())
@@ -285,6 +305,8 @@ class Engine:
         if info.blob is None:
             return info  # a missing or unreadable file is reported by the file rules
         blob = info.blob
+        if isinstance(blob, FileBlob):
+            remote_copies.ensure_local(blob.path)  # opened while it was still arriving (prefetch_walks)
         self.recorder.report.blobs_checked += 1
         try:
             version: int | BlobError = read_version(blob)

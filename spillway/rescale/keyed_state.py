@@ -43,6 +43,7 @@ from spillway.rescale.state_files import (
     NewStateFile,
     RescaleRefused,
     describe,
+    named_by_flink,
     open_stream,
     same_bytes,
     stable_uuid,
@@ -281,7 +282,7 @@ def _merge(
                 f"{where} needs key groups of old subtasks {j0} and {j}, whose snapshot headers (registered "
                 "states and serializers) differ, so they cannot be merged into one file; rescale in Flink"
             )
-    name = stable_uuid(operator, kind, "keyed", new_parallelism, index, *(describe(blobs, h.delegate) for _, h in hits))
+    name = stable_uuid(operator, kind, "keyed", new_parallelism, index, *(named_by_flink(h.delegate) for _, h in hits))
     file = NewStateFile(name)
     file.add_range(h0.delegate, 0, header_end)
     by_kg = {kg: (s.handle.delegate, ext) for _, s in sections for kg, ext in s.extents.items()}

@@ -31,6 +31,7 @@ from spillway.rescale.state_files import (
     NewStateFile,
     RescaleRefused,
     describe,
+    named_by_flink,
     open_stream,
     same_bytes,
     stable_uuid,
@@ -237,7 +238,7 @@ def _merge(
                 "(registered states and serializers) differ, so they cannot be merged into one file; rescale in Flink"
             )
     name = stable_uuid(
-        operator, kind, "operator", new_parallelism, index, *(describe(blobs, handles[j].delegate) for j in olds)
+        operator, kind, "operator", new_parallelism, index, *(named_by_flink(handles[j].delegate) for j in olds)
     )
     file = NewStateFile(name)
     file.add_range(h0.delegate, 0, header)

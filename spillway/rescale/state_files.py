@@ -15,7 +15,13 @@ from pathlib import Path
 from spillway.errors import SpillwayError
 from spillway.formats.channel_file import Blob
 from spillway.formats.errors import CheckpointFormatError
-from spillway.model.checkpoint import RelativeFileHandle, StreamHandle, is_byte_source
+from spillway.model.checkpoint import (
+    ByteStreamHandle,
+    RelativeFileHandle,
+    StreamHandle,
+    is_byte_source,
+    is_file_backed,
+)
 from spillway.storage.blobs import DelegateBlobs, delegate_display
 
 # Copies stream through memory in slices of this size (a key group or list element can be large).
@@ -70,6 +76,14 @@ class NewStateFile:
 def stable_uuid(*parts: object) -> str:
     """A uuid-formatted name derived from ``parts`` (deterministic output for the same input)."""
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(str(p) for p in parts)))
+
+
+def named_by_flink(handle: StreamHandle) -> str:
+    """The handle's bytes as ``_metadata`` names them (the path Flink wrote, never where this run reads them
+    from): names derived from it are the same whether the checkpoint is read from local disk or a store."""
+    if isinstance(handle, ByteStreamHandle):
+        return f"inline:{handle.name}"
+    return handle.file_name if is_file_backed(handle) else "?"
 
 
 def describe(blobs: DelegateBlobs, handle: StreamHandle) -> str:

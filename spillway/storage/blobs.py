@@ -3,7 +3,7 @@ once per distinct delegate (many handles share one file). Used by validate and a
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 
 from spillway.formats.channel_file import Blob, FileBlob, InlineBlob
 from spillway.model.checkpoint import ByteStreamHandle, StreamHandle, is_file_backed
@@ -29,8 +29,10 @@ def delegate_display(resolver: FileResolver, delegate: StreamHandle) -> str:
     return delegate.file_name if is_file_backed(delegate) and not delegate.relative else "?"
 
 
-def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None:
-    """The delegate's bytes, or None when they cannot be reached (missing file, non-local path, null)."""
+def open_delegate(resolver: FileResolver, delegate: StreamHandle, *, arrived: bool = True) -> Blob | None:
+    """The delegate's bytes, or None when they cannot be reached (missing file, non-local path, null).
+    ``arrived=False``: a remote checkpoint's file is opened while its fetch is still under way (started now if
+    need be); its bytes must not be read before :func:`spillway.storage.remote_copies.ensure_local` returns."""
     if isinstance(delegate, ByteStreamHandle):
         return InlineBlob(f"inline:{delegate.name}", delegate.data)
     if not is_file_backed(delegate):
@@ -38,7 +40,10 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None
     resolved = resolver.resolve(delegate)
     if resolved is None or resolved.local is None:
         return None
-    remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: read now, not before
+    if arrived:
+        remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: read now, not before
+    elif remote_copies.start([resolved.local_text]) and not resolved.local.exists():
+        remote_copies.ensure_local(resolved.local_text)  # its fetch failed already: that error, not "missing"
     if not resolved.local.is_file():
         return None
     try:
@@ -55,14 +60,22 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle) -> Blob | None
         return None
 
 
+def _local_files(resolver: FileResolver, delegates: Iterable[StreamHandle]) -> Iterator[str]:
+    for d in delegates:
+        if is_file_backed(d) and (resolved := resolver.resolve(d)) is not None and resolved.local_text:
+            yield resolved.local_text
+
+
 def prefetch_delegates(resolver: FileResolver, delegates: Iterable[StreamHandle]) -> None:
     """Fetch every remote file among ``delegates``' now, all at once (many ranged reads in flight), rather
     than one by one as each is opened. Nothing to do for a local checkpoint."""
-    remote_copies.prefetch(
-        resolved.local_text
-        for d in delegates
-        if is_file_backed(d) and (resolved := resolver.resolve(d)) is not None and resolved.local_text
-    )
+    remote_copies.prefetch(_local_files(resolver, delegates))
+
+
+def start_delegates(resolver: FileResolver, delegates: Iterable[StreamHandle]) -> None:
+    """Like :func:`prefetch_delegates`, without waiting: the files arrive in the order of ``delegates`` while
+    the caller reads the first ones (each after :func:`spillway.storage.remote_copies.ensure_local`)."""
+    remote_copies.start(_local_files(resolver, delegates))
 
 
 class DelegateBlobs:

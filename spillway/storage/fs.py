@@ -575,8 +575,10 @@ def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
             remote_copies.register(str(local), loc.uri, size, Transfer(loc, local, size), _fetch_many)
 
 
-def _fetch_many(transfers: list[Any]) -> None:
-    fetch_files(transfers)
+def _fetch_many(
+    transfers: list[Any], created: Callable[[], None], arrived: Callable[[Any], None], stop: threading.Event
+) -> None:
+    fetch_files(transfers, created=created, arrived=arrived, stop=stop)
 
 
 def list_dir(loc: Location) -> dict[str, int]:
@@ -772,23 +774,71 @@ class Transfer:
     size: int
 
 
-def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int = PART) -> int:
+class _Abandoned(StorageError):
+    """A fetch told to stop (:func:`spillway.storage.remote_copies.abandon`): no further part is read (one line,
+    exit 3, should anything still wait for such a file)."""
+
+
+def fetch_files(
+    transfers: list[Transfer],
+    workers: int | None = None,
+    part: int = PART,
+    *,
+    created: Callable[[], None] | None = None,
+    arrived: Callable[[Transfer], None] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
     """Download ``transfers`` as ranged reads of ``part`` bytes, ``workers`` of them in flight across all files
     (memory: about ``workers × part``, whatever the sizes). Each read has its own deadline
     (:func:`transfer_allowance`) and is retried with backoff on a transient error; a file shorter than listed
     fails. Progress is reported by bytes. Every target is new (never over an existing file); when anything fails,
-    the files this call created are removed and the first error is raised. Returns the bytes transferred."""
-    from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+    the files this call created are removed and the first error is raised. Returns the bytes transferred.
+
+    The files are fetched in the order given, each opened (a HEAD on S3) in the task reading its first part, so
+    the first files are whole while the last are still being read. ``created()`` is called once every target
+    exists at its listed size (its bytes still to come), ``arrived(t)`` (on a read thread) as each is whole, so a
+    reader may start on a file long before the last arrives; ``stop``, once set, lets no further part start."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
 
     from spillway import progress
 
-    created: list[tuple[Path, os.stat_result]] = []
+    created_files: list[tuple[Path, os.stat_result]] = []
     fds: dict[Path, int] = {}
-    futures: list[Future[int]] = []
     inputs: dict[Path, Any] = {}
+    left: dict[Path, int] = {}  # parts still to read, per target
+    lock = threading.Lock()
+    results: queue.SimpleQueue[int | BaseException] = queue.SimpleQueue()
     total = sum(t.size for t in transfers)
     bar = progress.stage("reading from the store", total, "bytes")
     pool = ThreadPoolExecutor(max_workers=workers or read_workers(), thread_name_prefix="spillway-read")
+
+    def whole(t: Transfer) -> None:
+        handle = inputs.pop(t.target, None)
+        if handle is not None:
+            with contextlib.suppress(OSError, ValueError):
+                handle.close()
+        if arrived is not None:
+            arrived(t)
+
+    def read(t: Transfer, offset: int) -> None:
+        try:
+            if stop is not None and stop.is_set():
+                raise _Abandoned(f"{t.source.uri}: not read: the command stopped reading from the store")
+            if offset == 0:  # the file's first part opens it and queues the others (they share the handle)
+                inputs[t.target] = _open_input(t.source)
+                for later in range(part, t.size, part):
+                    pool.submit(read, t, later)
+            n = _read_part(t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
+            with lock:
+                left[t.target] -= 1
+                done = left[t.target] == 0
+            if done:
+                whole(t)
+            results.put(n)
+        except BaseException as exc:  # handed to the calling thread, which stops at the first
+            results.put(exc)
+
     try:
         for t in transfers:
             t.target.parent.mkdir(parents=True, exist_ok=True)
@@ -797,33 +847,32 @@ def fetch_files(transfers: list[Transfer], workers: int | None = None, part: int
             except OSError as exc:
                 raise cannot_write(t.target, exc) from None
             fds[t.target] = fd
-            created.append((t.target, os.fstat(fd)))
-        # One open (a HEAD on S3) per file, its ranged reads share it; opened in the pool: thousands of small
-        # files opened one after another cost as much as all their reads.
-        sized = [t for t in transfers if t.size]
-        for t, handle in zip(sized, pool.map(lambda t: _open_input(t.source), sized), strict=True):
-            inputs[t.target] = handle
-        futures += [
-            pool.submit(_read_part, t, inputs[t.target], fds[t.target], offset, min(part, t.size - offset))
-            for t in transfers
-            for offset in range(0, t.size, part)
-        ]
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for f in finished:
-                bar.advance(f.result())  # raises the first failure
+            created_files.append((t.target, os.fstat(fd)))
+            try:
+                os.ftruncate(fd, t.size)  # its listed size now: a reader told it has arrived sees every byte
+            except OSError as exc:
+                raise cannot_write(t.target, exc) from None
+            left[t.target] = -(-t.size // part)
+        if created is not None:
+            created()
+        parts = 0
         for t in transfers:
             if t.size == 0:
+                whole(t)
                 continue
-            if os.fstat(fds[t.target]).st_size != t.size:
-                raise StorageError(f"{t.source.uri}: cannot read it: {t.size} bytes listed, fewer arrived")
+            pool.submit(read, t, 0)
+            parts += left[t.target]
+        for _ in range(parts):
+            got = results.get()
+            if isinstance(got, BaseException):
+                raise got
+            bar.advance(got)
         return total
     except BaseException:
-        for future in futures:
-            future.cancel()
+        if stop is not None:
+            stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
-        for path, made in created:
+        for path, made in created_files:
             with contextlib.suppress(OSError):  # only the files this call made: never a file another wrote
                 now = os.stat(path, follow_symlinks=False)
                 if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):

@@ -7,8 +7,10 @@ transfer ``_metadata`` alone, ``validate`` and ``analyze`` add the channel-state
 state (usually nearly all of a checkpoint's bytes) is never transferred to be looked at.
 
 A path registered here and not yet fetched does not exist on disk: code that reads it without asking
-:func:`ensure_local` first finds no file (a loud "missing"), never a stand-in's wrong bytes. Code that only
-needs existence and size asks :func:`size_of`.
+:func:`ensure_local` first finds no file (a loud "missing"), never a stand-in's wrong bytes. While a fetch is
+under way (:func:`start`, which lets a command read each file as soon as it is whole, e.g. validate framing one
+file while the next arrive) the file exists at its listed size and is still pending: readers wait for it with
+:func:`ensure_local`. Code that only needs existence and size asks :func:`size_of`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
+
+# fetch(sources, created, arrived, stop): bring ``sources`` to their local paths, their reads in parallel; call
+# ``created()`` once every local file exists at its listed size (its bytes still to come) and ``arrived(source)``
+# as each file is whole; start no further read once ``stop`` is set; raise the first failure (leaving none of
+# its files behind).
+Fetcher = Callable[[list[Any], Callable[[], None], Callable[[Any], None], threading.Event], None]
 
 
 @dataclass(frozen=True)
@@ -29,19 +38,20 @@ class Pending:
     uri: str
     size: int
     source: Any
-    fetch: Callable[[list[Any]], None]
+    fetch: Fetcher
 
 
 _lock = threading.Lock()
-_pending: dict[str, Pending] = {}  # local path -> the remote file it stands for
+_pending: dict[str, Pending] = {}  # local path -> the remote file it stands for, until its bytes are all here
 _names: dict[str, set[str]] = {}  # local directory -> names of pending files in it
-_fetching: dict[str, threading.Lock] = {}
+_arrivals: dict[str, Future[None]] = {}  # local path -> done once its fetch has brought it whole (or failed)
+_stops: list[threading.Event] = []  # one per fetch under way: set, it reads no further part
 _uris: dict[str, str] = {}  # local path -> the remote file's URI, fetched or not (what users are shown)
 
 
-def register(local: str, uri: str, size: int, source: Any, fetch: Callable[[list[Any]], None]) -> None:
+def register(local: str, uri: str, size: int, source: Any, fetch: Fetcher) -> None:
     """``local`` stands for the remote file ``uri`` (``size`` bytes there); ``fetch([source, …])`` downloads
-    it (and others) to their local paths."""
+    it (and others) to their local paths (:data:`Fetcher`)."""
     path = os.path.abspath(local)
     with _lock:
         _uris[path] = uri
@@ -92,33 +102,88 @@ def size_of(local: str | os.PathLike[str]) -> int | None:
 
 
 def ensure_local(local: str | os.PathLike[str] | None) -> None:
-    """Fetch ``local``'s remote file now if it stands for one (once, whatever the number of threads asking)."""
+    """``local``'s remote file, if it stands for one, whole on disk: fetched now, or waited for while another
+    thread's fetch brings it (never fetched twice)."""
     if local is not None:
         prefetch([os.fspath(local)])
 
 
 def prefetch(locals_: Iterable[str | None]) -> None:
-    """Fetch every one of ``locals_`` that stands for a remote file, all at once (their reads in parallel).
-    A file being fetched by another thread is waited for, never fetched twice."""
-    paths = sorted({p for p in (os.path.abspath(x) for x in locals_ if x) if p in _pending})
-    if not paths:
-        return
-    with _lock:
-        gates = [_fetching.setdefault(p, threading.Lock()) for p in paths]
-    for gate in gates:  # in path order: two callers never wait for each other's gates in a cycle
-        gate.acquire()
+    """Every one of ``locals_`` that stands for a remote file, whole on disk: fetched all at once (their reads in
+    parallel), or waited for where a fetch is under way."""
+    waits = start(locals_)
     try:
-        todo = [_pending[p] for p in paths if p in _pending]  # others were fetched while this waited
-        by_fetcher: dict[Callable[[list[Any]], None], list[Pending]] = {}
-        for found in todo:  # one call per fetcher (equal bound methods are one): their reads run together
-            by_fetcher.setdefault(found.fetch, []).append(found)
-        for group in by_fetcher.values():
-            group[0].fetch([found.source for found in group])
+        for arrival in waits:
+            arrival.result()
+    except BaseException:
+        abandon()  # an error or Ctrl-C here: the reads still queued are not worth finishing
+        raise
+
+
+def start(locals_: Iterable[str | None]) -> list[Future[None]]:
+    """Begin fetching every one of ``locals_`` that stands for a remote file and is not being fetched yet, in the
+    order given (the caller's reading order: the first to be read arrive first), and return, for each that is
+    still to arrive, a future done when it has. The fetch runs in the background; once this returns, each file
+    being fetched exists at its local path with its listed size, and must not be read before its future is
+    done (:func:`ensure_local` waits for it)."""
+    paths = list(dict.fromkeys(os.path.abspath(x) for x in locals_ if x))
+    todo: list[tuple[str, Pending]] = []
+    waits: list[Future[None]] = []
+    with _lock:
+        for p in paths:
+            arrival = _arrivals.get(p)
+            if arrival is None:
+                found = _pending.get(p)
+                if found is None:
+                    continue  # a local file, or one already here
+                arrival = _arrivals[p] = Future()
+                todo.append((p, found))
+            if not arrival.done() or arrival.exception() is not None:
+                waits.append(arrival)
+    by_fetcher: dict[Fetcher, list[tuple[str, Pending]]] = {}
+    for p, found in todo:  # one fetch per fetcher (equal bound methods are one): their reads run together
+        by_fetcher.setdefault(found.fetch, []).append((p, found))
+    for fetcher, group in by_fetcher.items():
+        _begin(fetcher, group)
+    return waits
+
+
+def _begin(fetcher: Fetcher, group: list[tuple[str, Pending]]) -> None:
+    """Run one fetch of ``group`` in a background thread; return once its local files exist (or it failed)."""
+    by_source = {id(found.source): p for p, found in group}
+    created = threading.Event()
+    stop = threading.Event()
+
+    def arrived(source: Any) -> None:
+        p = by_source[id(source)]
         with _lock:
-            for p in paths:
-                if _pending.pop(p, None) is not None:
-                    parent, _, name = p.rpartition("/")
-                    _names.get(parent or "/", set()).discard(name)
-    finally:
-        for gate in gates:
-            gate.release()
+            if _pending.pop(p, None) is not None:
+                parent, _, name = p.rpartition("/")
+                _names.get(parent or "/", set()).discard(name)
+        _arrivals[p].set_result(None)
+
+    def run() -> None:
+        try:
+            fetcher([found.source for _, found in group], created.set, arrived, stop)
+        except BaseException as exc:  # every file not yet whole fails with it, for whoever waits on it
+            for p, _ in group:
+                if not _arrivals[p].done():
+                    _arrivals[p].set_exception(exc)
+        finally:
+            created.set()
+            with _lock:
+                _stops.remove(stop)
+
+    with _lock:
+        _stops.append(stop)
+    worker = threading.Thread(target=run, name="spillway-fetch", daemon=True)
+    worker.start()
+    created.wait()
+
+
+def abandon() -> None:
+    """Stop every fetch under way from starting further reads (after an error or an interrupt elsewhere: the
+    process is about to end, and its files are not waited for)."""
+    with _lock:
+        for stop in _stops:
+            stop.set()

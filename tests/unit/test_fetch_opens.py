@@ -29,3 +29,40 @@ def test_the_files_are_opened_together_and_arrive_whole(tmp_path: Path, monkeypa
     transfers = [fs.Transfer(fs.locate(str(tmp_path / n)), out / n, len(d)) for n, d in contents.items()]
     assert fs.fetch_files(transfers, workers=sized, part=64) == sum(len(d) for d in contents.values())
     assert {n: (out / n).read_bytes() for n in contents} == contents
+
+
+def test_each_file_is_announced_once_whole_after_all_exist_at_their_size(tmp_path: Path) -> None:
+    """created() comes once every target exists at its listed size, before any file is announced; arrived(t) comes
+    once per file, when every one of its bytes is in place (a reader may then read it while others arrive)."""
+    contents = {f"f{i}": bytes([i]) * (i * 100) for i in range(6)}  # f0 is empty; the others span parts of 64
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+    out = tmp_path / "out"
+    events: list[tuple[str, str, bytes]] = []
+    lock = threading.Lock()
+
+    def created() -> None:
+        with lock:
+            events.extend(("created", n, b"") for n in contents if (out / n).stat().st_size == len(contents[n]))
+
+    def arrived(t: fs.Transfer) -> None:
+        with lock:
+            events.append(("arrived", t.target.name, t.target.read_bytes()))
+
+    transfers = [fs.Transfer(fs.locate(str(tmp_path / n)), out / n, len(d)) for n, d in contents.items()]
+    fs.fetch_files(transfers, workers=3, part=64, created=created, arrived=arrived)
+    assert events[: len(contents)] == [("created", n, b"") for n in contents]
+    announced = events[len(contents) :]
+    assert sorted(n for _, n, _ in announced) == sorted(contents)
+    assert all(data == contents[name] for _, name, data in announced)
+
+
+def test_a_stopped_fetch_reads_no_further_part_and_leaves_nothing(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 40
+    (tmp_path / "big").write_bytes(data)
+    stop = threading.Event()
+    stop.set()
+    transfer = fs.Transfer(fs.locate(str(tmp_path / "big")), tmp_path / "out" / "big", len(data))
+    with pytest.raises(fs._Abandoned, match=r"big: not read: the command stopped reading from the store$"):
+        fs.fetch_files([transfer], workers=2, part=64, stop=stop)
+    assert list((tmp_path / "out").iterdir()) == []
