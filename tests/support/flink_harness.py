@@ -154,6 +154,11 @@ def _java(release: str, classpath: list[Path | str], log: Path | str, log_config
     ]
 
 
+def _surroundings() -> tuple[dict[str, str], str]:
+    """The environment (less pytest's per-test name) and working directory a JVM started now would inherit."""
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}, os.getcwd()
+
+
 class _RestoreServer:
     """One JVM running RestoreServer: restores of one release, one at a time (see RestoreServer.java)."""
 
@@ -168,6 +173,9 @@ class _RestoreServer:
             "spillway.fixtures.RestoreServer",
         )
         self.runs = 0
+        # what a fresh JVM would inherit (a variant may read an environment variable a test set): a restore
+        # asked for in another environment or working directory gets a JVM of its own
+        self.started_in = _surroundings()
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
@@ -229,8 +237,10 @@ def _take_server(release: str) -> _RestoreServer:
     """The release's waiting JVM, or a new one (also while another restore of the release holds the first)."""
     with _idle_lock:
         server = _idle.pop(release, None)
-    if server is not None and server.proc.poll() is None:
+    if server is not None and server.proc.poll() is None and server.started_in == _surroundings():
         return server
+    if server is not None:
+        server.close()
     return _RestoreServer(release)
 
 
