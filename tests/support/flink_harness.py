@@ -347,6 +347,7 @@ def restore(
     max_parallelism: int | None = None,
     rest_port: int | None = None,
     claim: bool = False,
+    stop_file: Path | None = None,
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
@@ -364,7 +365,8 @@ def restore(
     ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the
     scenario's own). ``rest_port`` serves the MiniCluster's REST API on 127.0.0.1:PORT while the job runs.
     ``claim`` restores in CLAIM mode (the changelog state backend cannot take the full first checkpoint that the
-    default NO_CLAIM mode asks for)."""
+    default NO_CLAIM mode asks for). ``stop_file``: once it exists (and every task is up) the run ends as restored,
+    before ``run_seconds``: a test watching the running job creates it when it has seen enough."""
     _, classes = prepare(release)
     own_workdir = workdir is None
     work = Path(tempfile.mkdtemp(prefix="spillway-restore-")) if workdir is None else Path(workdir)
@@ -409,6 +411,8 @@ def restore(
         args += ["--rest-port", str(rest_port)]
     if plan_out is not None:
         args += ["--plan-out", str(Path(plan_out).resolve())]
+    if stop_file is not None:
+        args += ["--stop-file", str(Path(stop_file).resolve())]
     t0 = time.monotonic()
     try:
         rc, output = _run_restore_check(release, args, log, log_config, work / "restore.out")
