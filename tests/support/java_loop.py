@@ -11,6 +11,7 @@ call fails or times out, so that it never mixes into what a call printed.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import queue
 import subprocess
@@ -30,6 +31,7 @@ class JavaLoop:
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+        atexit.register(self.close)  # a loop nobody closed still ends with the tests (and is waited for)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -62,6 +64,8 @@ class JavaLoop:
             printed.append(line)
 
     def close(self, kill: bool = False) -> None:
+        if self.errors.closed:
+            return
         if kill:
             self.proc.kill()
         if self.proc.stdin is not None:
