@@ -395,35 +395,28 @@ def _keyed_contents_tool(release: str) -> tuple[Path, Path]:
     classes = Path(tempfile.mkdtemp(prefix="spillway-keyed-"))
     (classes / "KeyedStateContents.java").write_text(KEYED_STATE_CONTENTS)
     subprocess.run(
-        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "KeyedStateContents.java")],
+        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "KeyedStateContents.java"), str(MAIN_LOOP)],
         check=True,
         capture_output=True,
     )
     return lib, classes
 
 
+@functools.cache
+def _keyed_contents_loop(release: str) -> JavaLoop:
+    """KeyedStateContents' runs of a release in one JVM (RocksDB's native library loaded once, too)."""
+    lib, classes = _keyed_contents_tool(release)
+    return JavaLoop(["java", "-cp", f"{classes}:{lib}/*", "MainLoop"])
+
+
 def flink_keyed_state(release: str, checkpoint: Path, operator_id: str, new_p: int, mode: str, work: Path) -> list[str]:
     """Per new subtask: key -> "count/pad hash" as Flink's RocksDB backend restores it (``mode``: "flink" assigns
     a checkpoint's handles to ``new_p`` subtasks itself, "stored" takes each subtask's stored handles)."""
-    lib, classes = _keyed_contents_tool(release)
-    res = subprocess.run(
-        [
-            "java",
-            "-cp",
-            f"{classes}:{lib}/*",
-            "KeyedStateContents",
-            str(checkpoint),
-            operator_id,
-            str(new_p),
-            mode,
-            str(work),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [line for line in res.stdout.splitlines() if line.startswith("subtask ")]
+    loop = _keyed_contents_loop(release)
+    args = [str(checkpoint), operator_id, str(new_p), mode, str(work)]
+    code, stdout = loop.call("KeyedStateContents", *args, timeout=300)
+    assert code == 0, stdout + loop.stderr()
+    return [line for line in stdout.splitlines() if line.startswith("subtask ")]
 
 
 def _operator_id(fixture: str, uid: str) -> str:
