@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import struct
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.damaged import copy_fixture
 from support.flink_harness import prepare
+from support.java_loop import SOURCE as MAIN_LOOP
+from support.java_loop import JavaLoop
 from support.oracle_channel import biggest_channel
 
 from spillway.formats.damaged_length import flink_reading, locate, recovered_buffers
@@ -25,26 +28,28 @@ SOURCE = Path(__file__).parents[1] / "fixtures" / "reader" / "ReaderCheck.java"
 
 
 @pytest.fixture(scope="module")
-def reader(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaLoop]:
+    """ReaderCheck's many runs in one JVM (each run is milliseconds; a JVM start was most of it)."""
     lib, _ = prepare(RELEASE)
     out = tmp_path_factory.mktemp("reader")
     classpath = f"{out}:{lib}/*"
-    subprocess.run(["javac", "-nowarn", "--release", "11", "-cp", classpath, "-d", str(out), str(SOURCE)], check=True)
-    return ["java", "-cp", classpath, "ReaderCheck"]
+    javac = ["javac", "-nowarn", "--release", "11", "-cp", classpath, "-d", str(out)]
+    subprocess.run([*javac, str(SOURCE), str(MAIN_LOOP)], check=True)
+    loop = JavaLoop(["java", "-cp", classpath, "MainLoop"])
+    yield loop
+    loop.close()
 
 
-def _flink(reader: list[str], data: bytes, size: int, chunks: list[int], tmp: Path) -> tuple[int, str]:
+def _flink(reader: JavaLoop, data: bytes, size: int, chunks: list[int], tmp: Path) -> tuple[int, str]:
     path = tmp / "channel.bin"
     path.write_bytes(data)
-    out = subprocess.run(
-        [*reader, str(path), str(size), *map(str, chunks)], capture_output=True, text=True, timeout=120
-    )
-    lines = out.stdout.split("\n")
-    assert lines[0].startswith("read "), out.stdout + out.stderr
+    code, stdout = reader.call("ReaderCheck", str(path), str(size), *map(str, chunks))
+    lines = stdout.split("\n")
+    assert code == 0 and lines[0].startswith("read "), stdout + reader.stderr()
     return int(lines[0].split()[1]), lines[1]
 
 
-def test_validate_says_what_flinks_reader_does(reader: list[str], tmp_path: Path) -> None:
+def test_validate_says_what_flinks_reader_does(reader: JavaLoop, tmp_path: Path) -> None:
     channel = biggest_channel(copy_fixture(f"{RELEASE}-unaligned", tmp_path))
     data = b"".join(channel.file.read_bytes()[offset : offset + n] for _, offset, n in channel.chunks)
     chunks = [n for _, _, n in channel.chunks]

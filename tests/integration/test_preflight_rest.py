@@ -86,6 +86,7 @@ def test_plan_from_a_running_jobmanager(tmp_path: Path) -> None:
     fx = fixture_named("2.3.0-unaligned")
     port = free_port()
     outcome: dict[str, Any] = {}
+    seen_enough = tmp_path / "seen-enough"  # the job keeps running until the checks below are done
 
     def run() -> None:
         outcome.update(
@@ -96,6 +97,7 @@ def test_plan_from_a_running_jobmanager(tmp_path: Path) -> None:
                 run_seconds=40,
                 workdir=tmp_path / "work",
                 rest_port=port,
+                stop_file=seen_enough,
             )
         )
 
@@ -111,6 +113,7 @@ def test_plan_from_a_running_jobmanager(tmp_path: Path) -> None:
         written = completed_checkpoint(port, job_id, time.monotonic() + 60)
         code_live, doc_live = preflight(job_url, job_url)
     finally:
+        seen_enough.touch()
         job.join(timeout=180)
     assert outcome.get("outcome") == "restored", outcome
     recorded = json.loads((fx.root / "jobgraph.json").read_text())

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from support.fixtures import fixture_named
 from support.flink_harness import prepare, restore, stage
+from support.java_loop import SOURCE as MAIN_LOOP
+from support.java_loop import JavaLoop
 
 from spillway.formats.metadata_codec import encode_metadata
 from spillway.inspect.output_check import validated_output
@@ -269,24 +271,26 @@ def _contents_tool(release: str) -> tuple[Path, Path]:
     classes = Path(tempfile.mkdtemp(prefix="spillway-opstate-"))
     (classes / "OperatorStateContents.java").write_text(OPERATOR_STATE_CONTENTS)
     subprocess.run(
-        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "OperatorStateContents.java")],
+        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "OperatorStateContents.java"), str(MAIN_LOOP)],
         check=True,
         capture_output=True,
     )
     return lib, classes
 
 
+@functools.cache
+def _contents_loop(release: str) -> JavaLoop:
+    """OperatorStateContents' runs of a release in one JVM (a run is milliseconds; a JVM start was most of it)."""
+    lib, classes = _contents_tool(release)
+    return JavaLoop(["java", "-cp", f"{classes}:{lib}/*", "MainLoop"])
+
+
 def flink_operator_state(release: str, checkpoint: Path, operator_id: str, new_p: int) -> list[str]:
     """Per new subtask: the operator state Flink restores from ``checkpoint`` at parallelism ``new_p``."""
-    lib, classes = _contents_tool(release)
-    res = subprocess.run(
-        ["java", "-cp", f"{classes}:{lib}/*", "OperatorStateContents", str(checkpoint), operator_id, str(new_p)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return [line for line in res.stdout.splitlines() if line.startswith("subtask ")]
+    loop = _contents_loop(release)
+    code, stdout = loop.call("OperatorStateContents", str(checkpoint), operator_id, str(new_p), timeout=120)
+    assert code == 0, stdout + loop.stderr()
+    return [line for line in stdout.splitlines() if line.startswith("subtask ")]
 
 
 def explain(res: dict) -> str:
@@ -391,35 +395,28 @@ def _keyed_contents_tool(release: str) -> tuple[Path, Path]:
     classes = Path(tempfile.mkdtemp(prefix="spillway-keyed-"))
     (classes / "KeyedStateContents.java").write_text(KEYED_STATE_CONTENTS)
     subprocess.run(
-        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "KeyedStateContents.java")],
+        ["javac", "-cp", f"{lib}/*", "-d", str(classes), str(classes / "KeyedStateContents.java"), str(MAIN_LOOP)],
         check=True,
         capture_output=True,
     )
     return lib, classes
 
 
+@functools.cache
+def _keyed_contents_loop(release: str) -> JavaLoop:
+    """KeyedStateContents' runs of a release in one JVM (RocksDB's native library loaded once, too)."""
+    lib, classes = _keyed_contents_tool(release)
+    return JavaLoop(["java", "-cp", f"{classes}:{lib}/*", "MainLoop"])
+
+
 def flink_keyed_state(release: str, checkpoint: Path, operator_id: str, new_p: int, mode: str, work: Path) -> list[str]:
     """Per new subtask: key -> "count/pad hash" as Flink's RocksDB backend restores it (``mode``: "flink" assigns
     a checkpoint's handles to ``new_p`` subtasks itself, "stored" takes each subtask's stored handles)."""
-    lib, classes = _keyed_contents_tool(release)
-    res = subprocess.run(
-        [
-            "java",
-            "-cp",
-            f"{classes}:{lib}/*",
-            "KeyedStateContents",
-            str(checkpoint),
-            operator_id,
-            str(new_p),
-            mode,
-            str(work),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return [line for line in res.stdout.splitlines() if line.startswith("subtask ")]
+    loop = _keyed_contents_loop(release)
+    args = [str(checkpoint), operator_id, str(new_p), mode, str(work)]
+    code, stdout = loop.call("KeyedStateContents", *args, timeout=300)
+    assert code == 0, stdout + loop.stderr()
+    return [line for line in stdout.splitlines() if line.startswith("subtask ")]
 
 
 def _operator_id(fixture: str, uid: str) -> str:

@@ -9,17 +9,29 @@ scenario's job, optionally modified by a variant, submitted with the checkpoint 
 from ``tools/flink_jars.py`` and classes from the generator's compile cache (both reused across runs; see
 tests/fixtures/generator/README.md, "Restore harness"). The checkpoint is always copied first: Flink never sees
 a path inside tests/fixtures/.
+
+One JVM per release serves the restores of a test session one after the other (``RestoreServer``,
+tests/support/java/restore/): JVM start-up and loading Flink's classes were most of a restore's cost. Each restore
+still starts and closes a MiniCluster of its own. ``SPILLWAY_RESTORE_SERVER=0`` runs every restore in a JVM of its
+own instead (to rule out that one restore affects the next).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import json
+import os
+import queue
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +45,12 @@ from support.announce import announce
 TESTS = Path(__file__).resolve().parents[1]
 GENERATE = TESTS / "fixtures" / "generator" / "generate.py"
 TIMEOUT = 120  # seconds for one RestoreCheck run (JVM start, MiniCluster, restore, --run-seconds)
+SERVER_SOURCE = Path(__file__).parent / "java" / "restore" / "RestoreServer.java"
+SERVER_DONE = "spillway-restore-done "
+# Restores one JVM serves before a fresh one takes over: bounds what closed MiniClusters leave behind in it.
+SERVER_RUNS = 40
+# JVMs kept waiting at once, one per release (each holds a few hundred MB); the least recently used one goes.
+SERVERS_KEPT = 4
 
 
 class FlinkHarnessError(RuntimeError):
@@ -91,6 +109,185 @@ def prepare(release: str) -> tuple[Path, Path]:
         except subprocess.CalledProcessError as exc:
             raise FlinkHarnessError(f"cannot fetch the jars of Flink {release}: {exc}") from None
     return lib, classes
+
+
+def _server_classes(release: str, lib: Path, classes: Path) -> Path:
+    """RestoreServer compiled against the generator's ``classes``, kept beside them in the class cache (keyed by
+    its source and the classes' directory; built in a directory of its own and renamed into place, so concurrent
+    first uses never see half-written classes)."""
+    digest = hashlib.sha256(SERVER_SOURCE.read_bytes() + str(classes.resolve()).encode()).hexdigest()[:16]
+    out = classes.parent / f"restore-server-{classes.name}-{digest}"
+    if (out / ".complete").exists():
+        return out
+    with tempfile.TemporaryDirectory(dir=classes.parent, prefix=".restore-server-") as tmp:
+        built = Path(tmp) / "classes"
+        cp = _generator().job_classpath(lib, classes)
+        cmd = ["javac", "-nowarn", "-encoding", "UTF-8", "--release", "8", "-cp", cp]
+        done = subprocess.run([*cmd, "-d", str(built), str(SERVER_SOURCE)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise FlinkHarnessError(
+                f"cannot compile {SERVER_SOURCE.name} for Flink {release}:\n{done.stdout}{done.stderr}"
+            )
+        (built / ".complete").write_text(release)
+        try:
+            built.rename(out)
+        except OSError:
+            if not (out / ".complete").exists():
+                raise
+    return out
+
+
+def _java(release: str, classpath: list[Path | str], log: Path | str, log_config: Path, main: str) -> list[str]:
+    gen = _generator()
+    return [
+        "java",
+        *gen.JVM_OPENS,
+        "-Xmx1g",
+        # a restore check is a short run, mostly start-up: the JIT's first tier alone costs a third less CPU
+        "-XX:TieredStopAtLevel=1",
+        f"-Dlog4j.configurationFile={log_config}",
+        f"-Dlog4j2.configurationFile={log_config}",
+        f"-Dspillway.log={log}",
+        *gen.read_options(gen.source_tree(release), "jvm.options"),
+        "-cp",
+        ":".join(map(str, classpath)),
+        main,
+    ]
+
+
+def _surroundings() -> tuple[dict[str, str], str]:
+    """The environment (less pytest's per-test name) and working directory a JVM started now would inherit."""
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}, os.getcwd()
+
+
+class _RestoreServer:
+    """One JVM running RestoreServer: restores of one release, one at a time (see RestoreServer.java)."""
+
+    def __init__(self, release: str) -> None:
+        lib, classes = prepare(release)
+        own = _server_classes(release, lib, classes)
+        cmd = _java(
+            release,
+            [own, classes, f"{lib}/*", *_generator().avro_jars()],
+            os.devnull,
+            classes / "log4j2.properties",
+            "spillway.fixtures.RestoreServer",
+        )
+        self.runs = 0
+        # what a fresh JVM would inherit (a variant may read an environment variable a test set): a restore
+        # asked for in another environment or working directory gets a JVM of its own
+        self.started_in = _surroundings()
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, args: list[str], log: Path, log_config: Path, console: Path) -> tuple[int, str]:
+        """RestoreCheck's exit code and the JVM's own output besides what the run printed into ``console``."""
+        fields = [str(log), str(log_config), str(console), *args]
+        if any("\t" in f or "\n" in f for f in fields):
+            raise FlinkHarnessError(f"a tab or newline in a RestoreCheck argument: {fields}")
+        assert self.proc.stdin is not None
+        self.runs += 1
+        try:
+            self.proc.stdin.write("\t".join(fields) + "\n")
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise FlinkHarnessError(f"the restore JVM is gone (rc={self.proc.poll()}): {exc}") from None
+        deadline = time.monotonic() + TIMEOUT
+        other: list[str] = []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise FlinkHarnessError(
+                    f"RestoreCheck did not finish within {TIMEOUT}s; work dir {log.parent}"
+                ) from None
+            if line is None:
+                raise FlinkHarnessError(f"the restore JVM ended (rc={self.proc.wait()}):\n{''.join(other)[-4000:]}")
+            if line.startswith(SERVER_DONE):
+                return int(line[len(SERVER_DONE) :]), "".join(other)
+            other.append(line)
+
+    def close(self, kill: bool = False) -> None:
+        """End the JVM: at the end of its input when idle, at once (``kill``) when a run may still be going on."""
+        if kill:
+            self.proc.kill()
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_idle: OrderedDict[str, _RestoreServer] = OrderedDict()
+_idle_lock = threading.Lock()
+
+
+def _take_server(release: str) -> _RestoreServer:
+    """The release's waiting JVM, or a new one (also while another restore of the release holds the first)."""
+    with _idle_lock:
+        server = _idle.pop(release, None)
+    if server is not None and server.proc.poll() is None and server.started_in == _surroundings():
+        return server
+    if server is not None:
+        server.close()
+    return _RestoreServer(release)
+
+
+def _return_server(release: str, server: _RestoreServer) -> None:
+    retired: list[_RestoreServer] = []
+    with _idle_lock:
+        if server.runs >= SERVER_RUNS or release in _idle:
+            retired.append(server)
+        else:
+            _idle[release] = server
+        while len(_idle) > SERVERS_KEPT:
+            retired.append(_idle.popitem(last=False)[1])
+    for old in retired:
+        old.close()
+
+
+@atexit.register
+def _close_servers() -> None:
+    with _idle_lock:
+        servers = list(_idle.values())
+        _idle.clear()
+    for server in servers:
+        server.close()
+
+
+def _run_restore_check(release: str, args: list[str], log: Path, log_config: Path, console: Path) -> tuple[int, str]:
+    """RestoreCheck's exit code and everything it printed."""
+    lib, classes = prepare(release)
+    if os.environ.get("SPILLWAY_RESTORE_SERVER") == "0":
+        cmd = [
+            *_java(release, [classes, f"{lib}/*", *gen.avro_jars()], log, log_config, "spillway.fixtures.RestoreCheck"),
+            *args,
+        ]
+        try:
+            res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise FlinkHarnessError(f"RestoreCheck did not finish within {TIMEOUT}s; work dir {log.parent}") from exc
+        return res.returncode, res.stdout
+    server = _take_server(release)
+    try:
+        rc, other = server.run(args, log, log_config, console)
+    except BaseException:
+        server.close(kill=True)  # a run that failed or was interrupted may still be going on in it
+        raise
+    _return_server(release, server)
+    return rc, (console.read_text(errors="replace") if console.is_file() else "") + other
 
 
 def _fixture_of(checkpoint_dir: Path) -> tuple[Path, dict] | None:
@@ -154,6 +351,7 @@ def restore(
     max_parallelism: int | None = None,
     rest_port: int | None = None,
     claim: bool = False,
+    stop_file: Path | None = None,
 ) -> dict[str, Any]:
     """Restore ``checkpoint_dir`` into FixtureJob's ``scenario`` (modified by ``variant``) on Flink ``release``.
 
@@ -171,9 +369,9 @@ def restore(
     ``max_parallelism`` sets the job's max parallelism explicitly (``env.setMaxParallelism`` after the
     scenario's own). ``rest_port`` serves the MiniCluster's REST API on 127.0.0.1:PORT while the job runs.
     ``claim`` restores in CLAIM mode (the changelog state backend cannot take the full first checkpoint that the
-    default NO_CLAIM mode asks for)."""
-    lib, classes = prepare(release)
-    gen = _generator()
+    default NO_CLAIM mode asks for). ``stop_file``: once it exists (and every task is up) the run ends as restored,
+    before ``run_seconds``: a test watching the running job creates it when it has seen enough."""
+    _, classes = prepare(release)
     own_workdir = workdir is None
     work = Path(tempfile.mkdtemp(prefix="spillway-restore-")) if workdir is None else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -187,19 +385,7 @@ def restore(
             f"logger.d{i}.name = {name}\nlogger.d{i}.level = DEBUG\n" for i, name in enumerate(debug_loggers)
         )
         log_config.write_text((classes / "log4j2.properties").read_text() + extra)
-    cmd = [
-        "java",
-        *gen.JVM_OPENS,
-        "-Xmx1g",
-        # a restore check is a short run, mostly start-up: the JIT's first tier alone costs a third less CPU
-        "-XX:TieredStopAtLevel=1",
-        f"-Dlog4j.configurationFile={log_config}",
-        f"-Dlog4j2.configurationFile={log_config}",
-        f"-Dspillway.log={log}",
-        *gen.read_options(gen.source_tree(release), "jvm.options"),
-        "-cp",
-        gen.job_classpath(lib, classes),
-        "spillway.fixtures.RestoreCheck",
+    args = [
         "--scenario",
         scenario,
         "--restore",
@@ -212,33 +398,33 @@ def restore(
         str(out),
     ]
     if variant:
-        cmd += ["--variant", variant]
+        args += ["--variant", variant]
     if parallelism:
-        cmd += ["--parallelism", str(parallelism)]
+        args += ["--parallelism", str(parallelism)]
     if allow_non_restored:
-        cmd.append("--allow-non-restored-state")
+        args.append("--allow-non-restored-state")
     if claim:
-        cmd.append("--claim")
+        args.append("--claim")
     for uid, n in (vertex_parallelism or {}).items():
-        cmd += ["--vertex-parallelism", f"{uid}={n}"]
+        args += ["--vertex-parallelism", f"{uid}={n}"]
     if until_finished:
-        cmd.append("--until-finished")
+        args.append("--until-finished")
     if max_parallelism is not None:
-        cmd += ["--max-parallelism", str(max_parallelism)]
+        args += ["--max-parallelism", str(max_parallelism)]
     if rest_port is not None:
-        cmd += ["--rest-port", str(rest_port)]
+        args += ["--rest-port", str(rest_port)]
     if plan_out is not None:
-        cmd += ["--plan-out", str(Path(plan_out).resolve())]
+        args += ["--plan-out", str(Path(plan_out).resolve())]
+    if stop_file is not None:
+        args += ["--stop-file", str(Path(stop_file).resolve())]
     t0 = time.monotonic()
     try:
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        raise FlinkHarnessError(f"RestoreCheck did not finish within {TIMEOUT}s; work dir {work}") from exc
+        rc, output = _run_restore_check(release, args, log, log_config, work / "restore.out")
     finally:
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
-    if res.returncode != 0 or not out.is_file():
-        raise FlinkHarnessError(f"RestoreCheck failed (rc={res.returncode}); log {log}; output:\n{res.stdout[-4000:]}")
+    if rc != 0 or not out.is_file():
+        raise FlinkHarnessError(f"RestoreCheck failed (rc={rc}); log {log}; output:\n{output[-4000:]}")
     result = json.loads(out.read_text())
     # RestoreCheck writes the submitted job's plans next to result.json (both flavours, from Flink itself)
     result["jobgraph_plan"] = str(work / "jobgraph.json")
