@@ -272,7 +272,13 @@ def _run_restore_check(release: str, args: list[str], log: Path, log_config: Pat
     lib, classes = prepare(release)
     if os.environ.get("SPILLWAY_RESTORE_SERVER") == "0":
         cmd = [
-            *_java(release, [classes, f"{lib}/*", *gen.avro_jars()], log, log_config, "spillway.fixtures.RestoreCheck"),
+            *_java(
+                release,
+                [classes, f"{lib}/*", *_generator().avro_jars()],
+                log,
+                log_config,
+                "spillway.fixtures.RestoreCheck",
+            ),
             *args,
         ]
         try:
