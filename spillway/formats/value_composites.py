@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from spillway.formats.modutf8 import decode_modified_utf8
 from spillway.formats.values import (
@@ -129,14 +129,15 @@ def _read_fields(
 
 
 @dataclass
-class PojoType(Type):
-    """PojoSerializer; ``fields`` in Flink's order (``java_field_order``)."""
+class _NamedFieldsType(Type):
+    """A type of named fields, shown as ``KIND(name:T,…)`` (``KIND``: the spec's name)."""
 
     fields: list[tuple[str, Type]]
+    KIND: ClassVar[str]
 
     @property
     def spec(self) -> str:
-        return f"pojo({','.join(f'{n}:{t.spec}' for n, t in self.fields)})"
+        return f"{self.KIND}({','.join(f'{n}:{t.spec}' for n, t in self.fields)})"
 
     @property
     def known(self) -> bool:
@@ -147,6 +148,13 @@ class PojoType(Type):
             if n == name:
                 return i, t
         raise ValueSpecError(f"{self.spec} has no field {name!r} (fields: {', '.join(n for n, _ in self.fields)})")
+
+
+@dataclass
+class PojoType(_NamedFieldsType):
+    """PojoSerializer; ``fields`` in Flink's order (``java_field_order``)."""
+
+    KIND: ClassVar[str] = "pojo"
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
         _need(data, pos, 1, "a POJO's flags byte")
@@ -180,24 +188,10 @@ class PojoType(Type):
 
 
 @dataclass
-class CaseClassType(Type):
+class CaseClassType(_NamedFieldsType):
     """Scala's CaseClassSerializer: like a tuple, named fields in declaration order."""
 
-    fields: list[tuple[str, Type]]
-
-    @property
-    def spec(self) -> str:
-        return f"caseclass({','.join(f'{n}:{t.spec}' for n, t in self.fields)})"
-
-    @property
-    def known(self) -> bool:
-        return all(t.known for _, t in self.fields)
-
-    def field(self, name: str) -> tuple[int, Type]:
-        for i, (n, t) in enumerate(self.fields):
-            if n == name:
-                return i, t
-        raise ValueSpecError(f"{self.spec} has no field {name!r}")
+    KIND: ClassVar[str] = "caseclass"
 
     def read(self, data: bytes, pos: int) -> tuple[object, int]:
         out, pos = _read_fields(self.fields, data, pos, markers=False, what="the case class")
