@@ -1,0 +1,171 @@
+"""The chains a binding gives a stream-graph plan (its view), for the checkpoint's own job, for a variant binding and
+for a new job's plan, held to the chains Flink built (the job vertices of ``ids.json``).
+
+A stream-graph plan does not show chain cuts (``disableChaining``, ``startNewChain``): the production jobs' plans
+chain differently from Flink by default; the checkpoint's evidence (channel state, generated ids) cuts them where
+Flink did. Expected chains, heads and ids come from each fixture's ``ids.json`` (Flink's own JobGraph)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.fixtures import Fixture, all_fixtures, fixture_named
+from support.plan_nodes import plan_to_flink_nodes
+
+from spillway.flink.deduction import DEDUCED, INDISTINCT
+from spillway.flink.operator_ids import ELIMINATION, UID_HASH, UNBOUND, bind
+from spillway.flink.stream_graph import parse_job_graph_plan
+from spillway.inspect.topology import CUT, bind_job, bind_variant, load_plan, plan_names_of
+from spillway.storage.load import load_checkpoint
+
+#: Production jobs without uids whose every chain edge the evidence decides (no edge left unknown).
+DECIDED = [
+    pytest.param(fixture_named(n), id=n)
+    for n in (
+        "1.11.4-prod-no-uid",
+        "1.13.6-prod-no-uid",
+        "1.14.6-prod-no-uid",
+        "1.15.4-prod-no-uid",
+        "1.16.3-prod-no-uid",
+        "1.18.1-prod-no-uid",
+        "1.20.3-prod-no-uid",
+    )
+]
+SHAPES_1X = [pytest.param(f, id=f.name) for f in all_fixtures() if f.info["scenario"] == "shapes" and f.release < "2"]
+#: Jobs whose checkpoint's structure binds operators no generated id does (uids set in the job, or a Sink V2 writer).
+STRUCTURE = [
+    pytest.param(f, id=f.name)
+    for f in all_fixtures()
+    if f.name in ("1.14.6-prod-finished", "1.20.3-prod") or (f.info["scenario"] == "shapes-no-uid" and f.release < "2")
+]
+
+
+def _flink_chains(fx: Fixture) -> set[frozenset[int]]:
+    """Flink's job vertices as sets of plan node ids."""
+    chains: dict[str, set[int]] = {}
+    for nid, node in plan_to_flink_nodes(fx.root).items():
+        chains.setdefault(node["vertex_id"], set()).add(nid)
+    return {frozenset(c) for c in chains.values()}
+
+
+def _flink_chained_edges(fx: Fixture) -> set[tuple[int, int]]:
+    """The stream edges inside Flink's job vertices, as plan node id pairs."""
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    plan_of = {node["id"]: nid for nid, node in plan_nodes.items()}
+    vertex_of = {node["id"]: node["vertex_id"] for node in plan_nodes.values()}
+    flink = json.loads((fx.root / "ids.json").read_text())
+    return {
+        (plan_of[e["source"]], plan_of[e["target"]])
+        for e in flink["stream_edges"]
+        if vertex_of[e["source"]] == vertex_of[e["target"]]
+    }
+
+
+def _chains(vertices: object) -> set[frozenset[int]]:
+    return {frozenset(v.node_ids) for v in vertices.values()}  # type: ignore[attr-defined]
+
+
+def _heads(fx: Fixture) -> dict[frozenset[int], str]:
+    """Flink's vertex id (its head operator's id) per chain."""
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    out: dict[frozenset[int], str] = {}
+    for chain in _flink_chains(fx):
+        out[chain] = plan_nodes[next(iter(chain))]["vertex_id"]
+    return out
+
+
+@pytest.mark.parametrize("fx", DECIDED)
+def test_the_checkpoints_evidence_rebuilds_flinks_chains(fx: Fixture) -> None:
+    topology = load_plan(fx.root / "plan.json")
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    flink = _flink_chains(fx)
+    assert _chains(topology.vertices) != flink  # the plan alone chains otherwise: the evidence decides
+    job = bind_job(topology, checkpoint)
+    assert job.view is not None
+    assert _chains(job.view.vertices) == flink
+    assert job.edges and CUT in job.edges.values()
+    assert set(job.edge_reasons) == set(job.edges)
+    # a variant of the same binding gives the same chains, the same heads, the same edge states
+    assert job.operators is not None
+    view, vertices, edges = bind_variant(topology, checkpoint, job.operators)
+    assert _chains(view.vertices) == flink
+    assert edges == job.edges
+    heads = _heads(fx)
+    stored = {o.operator_id for o in checkpoint.operators}
+    for key, v in view.vertices.items():
+        head = vertices[key].head
+        flink_head = heads[frozenset(v.node_ids)]
+        assert (head.operator_id if head else None) == (flink_head if flink_head in stored else None), v.names
+    assert topology.vertices != view.vertices  # the plan given is not changed
+
+
+@pytest.mark.parametrize("fx", [*DECIDED, *SHAPES_1X])
+def test_flinks_own_chains_given_to_a_variant_build_flinks_vertices(fx: Fixture) -> None:
+    topology = load_plan(fx.root / "plan.json")
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    binding = bind_job(topology, checkpoint).operators
+    assert binding is not None
+    view, vertices, edges = bind_variant(topology, checkpoint, binding, _flink_chained_edges(fx))
+    assert _chains(view.vertices) == _flink_chains(fx) == {frozenset(v.vertex.node_ids) for v in vertices.values()}
+    assert edges == {}  # chains given, not read off the evidence
+
+
+@pytest.mark.parametrize("fx", [*DECIDED, *STRUCTURE])
+def test_a_new_jobs_plan_keeps_its_own_chains_and_binds_only_by_flinks_rules(fx: Fixture) -> None:
+    """preflight's new job: its plan is no evidence of the checkpoint's chains, and the checkpoint's structure
+    does not say which of its operators is which (only ids computed by Flink's rules bind). A uid guessed from a
+    name is taken at its word there (preflight lists it as an assumption, ``uids unchanged``): not checked here."""
+    topology = load_plan(fx.root / "plan.json").as_new_job()
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    job = bind_job(topology, checkpoint)
+    assert job.edges == {} and job.edge_reasons == {}
+    assert job.view is not None and _chains(job.view.vertices) == _chains(topology.vertices)
+    assert job.operators is not None
+    for b in job.operators.operators:
+        assert b.method not in (DEDUCED, INDISTINCT, ELIMINATION), b
+        if b.operator_id is not None and b.method != UID_HASH:
+            assert b.node_id is not None and b.operator_id == plan_nodes[b.node_id]["operator_id"], b
+    view, _, edges = bind_variant(topology, checkpoint, job.operators)
+    assert edges == {} and _chains(view.vertices) == _chains(topology.vertices)
+
+
+def test_the_checkpoints_structure_binds_what_a_new_jobs_plan_leaves_open() -> None:
+    """The contrast of the test above: the same plans as the checkpoint's own bind some operators by structure."""
+    for param in STRUCTURE:
+        fx = param.values[0]
+        job = bind_job(load_plan(fx.root / "plan.json"), load_checkpoint(fx.checkpoint_dir).checkpoint)
+        assert job.operators is not None
+        methods = {b.method for b in job.operators.operators}
+        assert DEDUCED in methods, fx.name
+
+
+@pytest.mark.parametrize("fx", [fixture_named("1.20.3-prod-no-uid"), fixture_named("1.16.3-shapes")], ids=str)
+def test_a_job_graph_plan_has_flinks_chains_and_no_edges_to_decide(fx: Fixture) -> None:
+    job = bind_job(load_plan(fx.root / "jobgraph.json"), load_checkpoint(fx.checkpoint_dir).checkpoint)
+    assert job.edges == {} and job.edge_reasons == {}
+    flink = json.loads((fx.root / "ids.json").read_text())
+    assert job.view is not None and set(job.view.vertices) == {v["id"] for v in flink["vertices"]}
+
+
+@pytest.mark.parametrize("fx", SHAPES_1X)
+def test_plan_names_are_shown_only_for_operators_bound_exactly(fx: Fixture) -> None:
+    """A checkpoint before metadata V5 stores no names; the plan's name is shown for an id only when the binding is
+    exact. The job-graph plan with the parallelisms binds the rules branch's Map by elimination (Flink's id, a
+    guess): no name for it."""
+    flink = json.loads((fx.root / "ids.json").read_text())
+    shown_as = {n["operator_id"]: (n["name"], n.get("description")) for n in flink["stream_nodes"]}
+    map_id = next(n["operator_id"] for n in flink["stream_nodes"] if n["parallelism"] == 1 and n["name"] == "Map")
+    checkpoint = load_checkpoint(str(fx.checkpoint_dir)).checkpoint
+    parallelism = {o.operator_id: o.parallelism for o in checkpoint.operators}
+    job = parse_job_graph_plan(json.loads((fx.root / "jobgraph.json").read_text()))
+    binding = bind(job, list(parallelism), release=fx.release, checkpoint_parallelism=parallelism)
+    assert any(b.method == ELIMINATION and b.operator_id == map_id for b in binding.operators)
+    names = plan_names_of(binding, checkpoint)
+    exact = {b.operator_id for b in binding.operators if b.exact}
+    assert map_id not in names
+    assert set(names) == exact and exact
+    for op_id, name in names.items():
+        assert name in shown_as[op_id], (op_id, name)
+    assert not any(b.method == UNBOUND and b.operator_id in names for b in binding.operators)
