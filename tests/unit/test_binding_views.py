@@ -169,3 +169,22 @@ def test_plan_names_are_shown_only_for_operators_bound_exactly(fx: Fixture) -> N
     for op_id, name in names.items():
         assert name in shown_as[op_id], (op_id, name)
     assert not any(b.method == UNBOUND and b.operator_id in names for b in binding.operators)
+
+
+@pytest.mark.parametrize("fx", [pytest.param(fixture_named("1.20.3-shapes"), id="1.20.3-shapes")])
+def test_uids_given_by_plan_node_bind_those_operators_to_flinks_ids(fx: Fixture) -> None:
+    """``--uid 'NAME#N'=UID`` (the form that picks one of the nodes a default name repeats): every uid the job set
+    (ids.json), each given for its plan node, binds that node to Flink's id."""
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    uids = {f"{n['name']}#{nid}": n["uid"] for nid, n in plan_nodes.items() if n["uid"] is not None}
+    assert len(uids) > 10 and len({k.split("#")[0] for k in uids}) < len(uids)  # names repeat
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    stored = {o.operator_id for o in checkpoint.operators}
+    binding = bind_job(load_plan(fx.root / "plan.json", uids), checkpoint).operators
+    assert binding is not None
+    given = {b.node_id: b for b in binding.operators if b.node_id is not None and plan_nodes[b.node_id]["uid"]}
+    assert len(given) == len(uids)
+    for nid, b in given.items():
+        flink = plan_nodes[nid]
+        assert (b.method, b.uid, b.operator_id) == (UID_HASH, flink["uid"], flink["operator_id"]), b
+        assert b.exact == (flink["operator_id"] in stored)
