@@ -188,3 +188,32 @@ def test_uids_given_by_plan_node_bind_those_operators_to_flinks_ids(fx: Fixture)
         flink = plan_nodes[nid]
         assert (b.method, b.uid, b.operator_id) == (UID_HASH, flink["uid"], flink["operator_id"]), b
         assert b.exact == (flink["operator_id"] in stored)
+
+
+@pytest.mark.parametrize("fx", [fixture_named("1.14.6-prod-finished"), fixture_named("1.20.3-prod-finished")], ids=str)
+def test_an_indistinct_operator_shows_the_finished_flags_of_the_operator_flink_says_it_is(fx: Fixture) -> None:
+    """Stateless operators that finished alike cannot be told apart (no uids, no state): the vertex counts them as
+    known (no state whichever it is) and shows any candidate's finished flags, which are those of the operator
+    Flink's id (ids.json) names; none of them is taken as the member's identity."""
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    job = bind_job(load_plan(fx.root / "plan.json"), checkpoint)
+    assert job.operators is not None
+    by_node = {b.node_id: b for b in job.operators.operators}
+    seen = 0
+    for bound in job.vertices.values():
+        member_ids = {m.operator_id for m in bound.members}
+        for nid, shown, known in zip(bound.vertex.node_ids, bound.operators, bound.known, strict=True):
+            b = by_node[nid]
+            if b.method != INDISTINCT:
+                continue
+            seen += 1
+            flink = checkpoint.operator(plan_nodes[nid]["operator_id"])
+            assert flink is not None and flink.operator_id in b.candidates
+            assert known and shown is not None and shown.operator_id in b.candidates
+            assert ([s.finished for s in shown.subtasks], shown.fully_finished) == (
+                [s.finished for s in flink.subtasks],
+                flink.fully_finished,
+            )
+            assert shown.operator_id not in member_ids
+    assert seen == 5
