@@ -16,7 +16,7 @@ from support.plan_nodes import plan_to_flink_nodes
 from spillway.flink.deduction import DEDUCED, INDISTINCT
 from spillway.flink.operator_ids import ELIMINATION, UID_HASH, UNBOUND, bind
 from spillway.flink.stream_graph import parse_job_graph_plan
-from spillway.inspect.topology import CUT, bind_job, bind_variant, load_plan, plan_names_of
+from spillway.inspect.topology import CHAINED, CUT, UNKNOWN, bind_job, bind_variant, load_plan, plan_names_of
 from spillway.storage.load import load_checkpoint
 
 #: Production jobs without uids whose every chain edge the evidence decides (no edge left unknown).
@@ -86,6 +86,9 @@ def test_the_checkpoints_evidence_rebuilds_flinks_chains(fx: Fixture) -> None:
     assert _chains(job.view.vertices) == flink
     assert job.edges and CUT in job.edges.values()
     assert set(job.edge_reasons) == set(job.edges)
+    # each edge Flink's defaults would chain is decided as Flink decided it: chained inside a vertex, cut between
+    flink_chained = _flink_chained_edges(fx)
+    assert {e: s for e, s in job.edges.items()} == {e: CHAINED if e in flink_chained else CUT for e in job.edges}
     # a variant of the same binding gives the same chains, the same heads, the same edge states
     assert job.operators is not None
     view, vertices, edges = bind_variant(topology, checkpoint, job.operators)
@@ -217,3 +220,23 @@ def test_an_indistinct_operator_shows_the_finished_flags_of_the_operator_flink_s
             )
             assert shown.operator_id not in member_ids
     assert seen == 5
+
+
+EVERY_1X = [
+    pytest.param(f, id=f.name)
+    for f in all_fixtures()
+    if f.info["metadata_version"] < 5
+    and (f.info["scenario"].startswith(("shapes", "prod", "finished")) or f.info["scenario"].endswith("no-uid"))
+]
+
+
+@pytest.mark.parametrize("fx", EVERY_1X)
+def test_no_chain_edge_is_decided_against_flink(fx: Fixture) -> None:
+    """An edge the evidence calls chained is inside one of Flink's job vertices, one it calls cut is between two;
+    what it cannot decide stays unknown."""
+    job = bind_job(load_plan(fx.root / "plan.json"), load_checkpoint(fx.checkpoint_dir).checkpoint)
+    flink_chained = _flink_chained_edges(fx)
+    wrong = [
+        (e, state) for e, state in job.edges.items() if state != UNKNOWN and (state == CHAINED) != (e in flink_chained)
+    ]
+    assert wrong == []
