@@ -13,7 +13,9 @@ import pytest
 from support.fixtures import Fixture, all_fixtures, fixture_named
 from support.plan_nodes import plan_to_flink_nodes
 
+from spillway.api.jobs import job_plan
 from spillway.flink.deduction import DEDUCED, INDISTINCT
+from spillway.flink.job_ids import parse_job_ids
 from spillway.flink.operator_ids import ELIMINATION, UID_HASH, UNBOUND, bind
 from spillway.flink.stream_graph import parse_job_graph_plan
 from spillway.inspect.topology import CHAINED, CUT, UNKNOWN, bind_job, bind_variant, load_plan, plan_names_of
@@ -240,3 +242,34 @@ def test_no_chain_edge_is_decided_against_flink(fx: Fixture) -> None:
         (e, state) for e, state in job.edges.items() if state != UNKNOWN and (state == CHAINED) != (e in flink_chained)
     ]
     assert wrong == []
+
+
+DONE_FIXTURES = [
+    pytest.param(f, id=f.name)
+    for f in all_fixtures()
+    if f.info["scenario"].startswith(("shapes", "prod")) or f.info["scenario"].endswith("no-uid")
+]
+
+
+@pytest.mark.parametrize("fx", DONE_FIXTURES)
+def test_with_the_jobs_graph_every_vertex_has_flinks_head_tail_and_members(fx: Fixture) -> None:
+    """The job's own graph (``--job``): each vertex's head is its vertex id, its tail Flink's
+    ``getOperatorIDs()[0]`` (first in ids.json: a chain that branches, ``Window -> (Sink, Map)``, ends in its first
+    leaf), its members the vertex's operators the checkpoint holds; a stateless head or tail absent from the
+    checkpoint is known absent, not a problem."""
+    flink = json.loads((fx.root / "ids.json").read_text())
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    stored = {o.operator_id for o in checkpoint.operators}
+    job = bind_job(job_plan(parse_job_ids(flink)), checkpoint)
+    node_vertex = {n["id"]: n["vertex_id"] for n in flink["stream_nodes"]}
+    by_vertex = {v["id"]: v for v in flink["vertices"]}
+    assert len(job.vertices) == len(by_vertex)
+    for bound in job.vertices.values():
+        [vertex_id] = {node_vertex[n] for n in bound.vertex.node_ids}
+        ids = by_vertex[vertex_id]["operator_ids"]
+        tail = ids[0]
+        assert (bound.head.operator_id if bound.head else None) == (vertex_id if vertex_id in stored else None)
+        assert (bound.tail.operator_id if bound.tail else None) == (tail if tail in stored else None), bound
+        assert {m.operator_id for m in bound.members} == {i for i in ids if i in stored}
+        assert bound.problem is None and bound.complete and all(bound.known)
+        assert bound.uncertain_edges == []
