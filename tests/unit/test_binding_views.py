@@ -273,3 +273,47 @@ def test_with_the_jobs_graph_every_vertex_has_flinks_head_tail_and_members(fx: F
         assert {m.operator_id for m in bound.members} == {i for i in ids if i in stored}
         assert bound.problem is None and bound.complete and all(bound.known)
         assert bound.uncertain_edges == []
+
+
+GENERATED_FROM_INPUT = [
+    "1.12.5-prod-no-uid",
+    "1.16.3-shapes-no-uid",
+    "1.20.3-prod",
+    "1.20.3-shapes-no-uid",
+    "2.2.1-shapes",
+]
+
+
+@pytest.mark.parametrize("fx", [pytest.param(fixture_named(n), id=n) for n in GENERATED_FROM_INPUT])
+def test_a_deduced_operator_says_no_uid_exactly_when_flink_gave_it_none(fx: Fixture) -> None:
+    """An operator bound by the checkpoint's structure whose id is the one Flink generates from its single input's id
+    has no uid (ids.json: uid null), and says so; one the job gave a uid does not. Its chained out-edges are then
+    known: as many as Flink chained (ids.json: edges inside its job vertex). A stateless operator of a release that
+    writes none (1.12) is known to be absent, not open."""
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    stored = {o.operator_id for o in checkpoint.operators}
+    plan_nodes = plan_to_flink_nodes(fx.root)
+    topology = load_plan(fx.root / "plan.json")
+    assert topology.stream_graph is not None
+    binding = bind_job(topology, checkpoint).operators
+    assert binding is not None
+    chained = _flink_chained_edges(fx)
+    said = 0
+    for i, b in enumerate(binding.operators):
+        if b.method != DEDUCED:
+            continue
+        assert b.node_id is not None
+        flink = plan_nodes[b.node_id]
+        if b.operator_id is None:
+            assert flink["operator_id"] not in stored and fx.release.startswith(("1.10", "1.12"))
+            assert b.reason.startswith("not in the checkpoint: every one of the "), b.reason
+            assert b.reason.endswith(" leaves it out (a stateless operator; this release writes no state for those)")
+            said += 1
+            continue
+        generated = flink["uid"] is None and len(topology.stream_graph.in_edges(b.node_id)) == 1
+        no_uid = "; no uid: the id is the one Flink generates from its input's id (position " in b.reason
+        assert no_uid == generated, (b.name, b.reason)
+        if generated:
+            said += 1
+            assert binding.chained_outputs[i] == sum(1 for e in chained if e[0] == b.node_id), b.name
+    assert said >= 2
