@@ -59,6 +59,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_shapes_binding.py",
             "tests/unit/test_binding_value.py",
             "tests/unit/test_operator_ids.py",
+            "tests/unit/test_binding_done.py",
         ],
     ),
     # the independent key checks (the extractor against the source, the output's key groups)
@@ -207,6 +208,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         [
             "tests/unit/test_topology_binding.py",
             "tests/unit/test_topology_plans.py",
+            "tests/unit/test_binding_views.py",
+            "tests/unit/test_binding_done.py",
             "tests/unit/test_binding.py",
             "tests/unit/test_binding_production.py",
             "tests/unit/test_finished_binding.py",
