@@ -71,7 +71,10 @@ def fixture_job_jar(release: str, workdir: Path) -> Path:
     scenario on whatever environment Flink provides."""
     lib, classes = _generator_classes(release)
     own = _planjob_classes(release, lib, classes)
-    return _jar(workdir / f"fixtures-{release}.jar", "spillway.fixtures.PlanJob", [classes, own])
+    # the Avro scenarios' records need Avro at plan time too: bundled, as a job's fat jar carries its libraries
+    legacy = classes.name.startswith("java-legacy")
+    bundled = [] if legacy else [Path(p) for p in _generator().avro_jars()]
+    return _jar(workdir / f"fixtures-{release}.jar", "spillway.fixtures.PlanJob", [classes, own], bundled)
 
 
 def _planjob_classes(release: str, lib: Path, classes: Path) -> Path:
