@@ -234,6 +234,18 @@ def test_the_nearest_anchor_decides(tmp_path: Path) -> None:
     assert got.local_text == f"{tmp_path / JOB}/chk-3/f" and got.rebased_from == f"/x/shared/y/{JOB}"
 
 
+def test_an_outer_anchor_never_serves_a_file_missing_at_the_nearest(tmp_path: Path) -> None:
+    """`…/shared/…/chk-3/f` is rebased by `chk-3/f` only: a file that exists under the outer `shared/…` tail but not
+    under the nearest one is missing, not found somewhere the handle never pointed."""
+    r = _resolver(tmp_path)
+    outer = tmp_path / JOB / "shared" / "y" / JOB / "chk-3"
+    outer.mkdir(parents=True)
+    (outer / "f").write_text("x")
+    got = r.resolve_path(f"/x/shared/y/{JOB}/chk-3/f")
+    assert got.problem == "file does not exist" and got.local_text == f"/x/shared/y/{JOB}/chk-3/f"
+    assert r.rebases() == []
+
+
 def test_a_file_found_nowhere_says_why(tmp_path: Path) -> None:
     r = _resolver(tmp_path)
     local = r.resolve_path(f"/flink/old/{JOB}/chk-3/missing")

@@ -1,0 +1,97 @@
+"""Edges of validate's rules (spillway/inspect/rules/) that damage to a real checkpoint reaches: a shared file cut
+between two handles' ends, a handle that lists one chunk twice, an element of the wrong size.
+
+Expected values come from the fixtures as Flink wrote them (a file's size, a handle's chunk offsets) and from the
+rules as docs/validate.md states them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.damaged import copy_fixture, rewrite
+
+from spillway.inspect.validate import validate
+from spillway.model.checkpoint import RelativeFileHandle, channel_handles
+from spillway.storage.load import load_checkpoint
+
+MERGED = "1.20.3-file-merging"  # three handles' segments share each of its task-owned operator-state files
+UNALIGNED = "2.3.0-unaligned"
+TAG_WATERMARK = 2  # StreamElementSerializer's tag of a watermark (docs/format/stream-elements.md)
+WATERMARK_SIZE = 9  # its tag and a long
+
+
+def _shared_segment_file(chk: Path) -> Path:
+    """The smallest task-owned file: Flink merged three operators' state segments into it."""
+    owned = [p for p in (chk.parent / "taskowned").rglob("*") if p.is_file()]
+    return min(owned, key=lambda p: p.stat().st_size)
+
+
+def test_a_shared_file_cut_between_two_handles_ends_is_short(tmp_path: Path) -> None:
+    """A file is as long as the furthest end any handle needs: cut between the last two ends, it is too short for
+    the last segment, even though the other handles' segments are all still there."""
+    copy = copy_fixture(MERGED, tmp_path)
+    shared = _shared_segment_file(copy.chk)
+    full = shared.stat().st_size  # Flink wrote the last segment up to the file's end
+    cut = full - 100  # the other segments of this fixture's files end by 1644 of 1909 and 1524 of 1789 bytes
+    shared.write_bytes(shared.read_bytes()[:cut])
+    report = validate(load_checkpoint(copy.chk), None)
+    short = [f for f in report.errors if f.rule == "file-size" and f.file == str(shared)]
+    assert len(short) == 1, [f.to_json() for f in report.errors]
+    assert short[0].offset == cut
+    assert short[0].message.startswith(f"file has {cut} bytes, handles need {full} (")
+
+
+def _input_handles(cp):  # type: ignore[no-untyped-def]
+    """Channel-state handles whose chunks sit in a file, in checkpoint order."""
+    return [
+        h
+        for op in cp.operators
+        for sub in op.subtasks
+        for h in channel_handles(sub.input_channel_state) + channel_handles(sub.result_subpartition_state)
+        if isinstance(h.delegate, RelativeFileHandle)
+    ]
+
+
+def test_a_handle_listing_one_chunk_twice_claims_it_twice(tmp_path: Path) -> None:
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    picked: dict[str, object] = {}
+
+    def twice(cp) -> None:  # type: ignore[no-untyped-def]
+        # 2.x stores a subtask's channels as one merged handle: its entries are what is encoded back
+        holder, entry = next(
+            (h, c)
+            for op in cp.operators
+            for sub in op.subtasks
+            for h in sub.input_channel_state + sub.result_subpartition_state
+            for c in h.channels
+            if isinstance(h.delegate, RelativeFileHandle) and len(c.offsets) == 1
+        )
+        entry.offsets = [entry.offsets[0], entry.offsets[0]]
+        picked["offset"], picked["file"] = entry.offsets[0], holder.delegate.relative_path
+
+    rewrite(copy, twice)
+    report = copy.run(plan=False)
+    path = str(copy.chk / str(picked["file"]))
+    overlaps = [f for f in report.errors if f.rule == "chunk-overlap" and f.file == path]
+    # The chunk's length field sits at the offset the handle names; the second mention of it is the overlap.
+    assert [f.offset for f in overlaps] == [picked["offset"]], [f.to_json() for f in report.errors]
+    assert f"chunk at {picked['offset']} also claimed by " in overlaps[0].message
+
+
+def test_a_watermark_of_the_wrong_size_is_a_record_tag_error(tmp_path: Path) -> None:
+    """docs/validate.md: ``record-tag`` holds each record to a tag the release knows, *of the right size*."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    cp = copy.checkpoint()
+    h = next(h for h in _input_handles(cp) if h.side == "input" and h.state_size > 100)
+    path = copy.chk / h.delegate.relative_path
+    data = bytearray(path.read_bytes())
+    first = h.offsets[0]  # the handle's first chunk: [i32 chunk length][i32 record length][tag]...
+    assert int.from_bytes(data[first : first + 4], "big") >= 9  # the first record's length field and tag are in it
+    length = int.from_bytes(data[first + 4 : first + 8], "big")
+    assert length != WATERMARK_SIZE
+    data[first + 8] = TAG_WATERMARK
+    path.write_bytes(bytes(data))
+    report = copy.run()
+    hits = [f for f in report.errors if f.file == str(path) and f.offset == first + 4]
+    assert [f.rule for f in hits] == ["record-tag"], [f.to_json() for f in report.errors]
+    assert f"watermark of {length} bytes, expected {WATERMARK_SIZE}" in hits[0].message
