@@ -39,6 +39,15 @@ RULES_TESTS = [
 ]
 RULES = ("chunks", "common", "files", "key_groups", "plan", "records", "structure")
 
+# the one API (spillway.open -> Checkpoint, its options and results), called in-process
+API_TESTS = [
+    "tests/unit/test_api_session.py",
+    "tests/unit/test_api.py",
+    "tests/unit/test_api_dump.py",
+    "tests/unit/test_library_words.py",
+]
+API = ("session", "results", "options", "plans", "keys", "reading", "dump", "jobs", "about", "salvage", "errors")
+
 # module -> (file to mutate, the tests that exercise it; fast unit/CLI tests only)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "safe_writer": (
@@ -150,6 +159,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     **{f"rules_{name}": (f"spillway/inspect/rules/{name}.py", RULES_TESTS) for name in RULES},
+    **{f"api_{name}": (f"spillway/api/{name}.py", API_TESTS) for name in API},
     "verify": (
         "spillway/rescale/verify.py",
         [

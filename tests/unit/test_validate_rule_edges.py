@@ -7,11 +7,16 @@ rules as docs/validate.md states them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from support.damaged import copy_fixture, rewrite
+import pytest
+from support.damaged import Copy, copy_fixture, rewrite
 
 from spillway.inspect.validate import validate
-from spillway.model.checkpoint import RelativeFileHandle, channel_handles
+from spillway.model.checkpoint import RelativeFileHandle, channel_handles, is_file_backed
+from spillway.model.walk import transform_stream_handles
+from spillway.repair.common import RepairError
+from spillway.repair.session import source_damage
 from spillway.storage.load import load_checkpoint
 
 MERGED = "1.20.3-file-merging"  # three handles' segments share each of its task-owned operator-state files
@@ -95,3 +100,82 @@ def test_a_watermark_of_the_wrong_size_is_a_record_tag_error(tmp_path: Path) -> 
     hits = [f for f in report.errors if f.file == str(path) and f.offset == first + 4]
     assert [f.rule for f in hits] == ["record-tag"], [f.to_json() for f in report.errors]
     assert f"watermark of {length} bytes, expected {WATERMARK_SIZE}" in hits[0].message
+
+
+def test_a_referenced_path_that_is_a_directory_is_named_as_unreadable(tmp_path: Path) -> None:
+    """``file-exists`` covers a file that cannot be read as one: a directory where Flink wrote a state file."""
+    copy = copy_fixture(MERGED, tmp_path)
+    shared = _shared_segment_file(copy.chk)
+    shared.unlink()
+    shared.mkdir()
+    report = validate(load_checkpoint(copy.chk), None)
+    hits = [f for f in report.errors if f.file == str(shared)]
+    assert [f.rule for f in hits] == ["file-exists"], [f.to_json() for f in report.errors]
+    assert "a directory" in hits[0].message and hits[0].offset is None
+
+
+CLIMB = "../" * 40  # more than any temporary directory is deep
+
+
+def _unsafe(copy: Copy, how: list[str]) -> list[str]:
+    """Give the first ``len(how)`` file-backed handles unsafe names: ``dotdot`` climbs out of the checkpoint,
+    ``nul`` appends a NUL byte. Returns the names written."""
+    written: list[str] = []
+
+    def change(h: Any) -> Any:
+        if len(written) == len(how) or not is_file_backed(h):
+            return h
+        kind = how[len(written)]
+        name = (
+            (CLIMB + "tmp/victim" if h.relative else f"file:{copy.chk}/{CLIMB}tmp/victim")
+            if kind == "dotdot"
+            else h.file_name + "\0.bak"
+        )
+        written.append(name)
+        return h.with_file_name(name)
+
+    rewrite(copy, lambda cp: transform_stream_handles(cp, change))
+    return written
+
+
+def test_no_repair_writes_from_a_source_naming_an_unsafe_path_even_forced(tmp_path: Path) -> None:
+    """An unsafe path (``path-escape``, ``bad-path``) refuses every write, ``force`` or not, naming the first one,
+    its operator, and how many there are (docs/validate.md)."""
+    one = copy_fixture(UNALIGNED, tmp_path / "one")
+    (escaping,) = _unsafe(one, ["dotdot"])
+    with pytest.raises(RepairError) as refused:
+        source_damage(load_checkpoint(one.chk), None, force=True)
+    message = str(refused.value)
+    assert message.startswith(f"the source names an unsafe path: path-escape: {escaping}: ")
+    assert " (operator " in message and message.endswith("not even with force=True (spillway validate lists every one)")
+
+    two = copy_fixture(UNALIGNED, tmp_path / "two")
+    first, _ = _unsafe(two, ["nul", "dotdot"])
+    with pytest.raises(RepairError) as refused:
+        source_damage(load_checkpoint(two.chk), None, force=False)
+    shown = first.replace("\0", "\\x00")  # findings show a NUL escaped
+    assert str(refused.value).startswith(f"the source names 2 unsafe paths, first: bad-path: {shown}: ")
+
+
+def test_other_damage_is_written_through_when_forced(tmp_path: Path) -> None:
+    copy = copy_fixture(MERGED, tmp_path)
+    _shared_segment_file(copy.chk).unlink()
+    warnings = source_damage(load_checkpoint(copy.chk), None, force=True)
+    assert warnings and all(
+        w.startswith("source damage kept (force=True): file-exists: missing file") for w in warnings
+    )
+
+
+def test_a_channel_file_that_is_a_symlink_leading_out_escapes(tmp_path: Path) -> None:
+    """A relative file that resolves outside the checkpoint through a symlink is ``path-escape`` (docs/validate.md),
+    not merely a file that is not local; nothing outside is read."""
+    copy = copy_fixture(UNALIGNED, tmp_path / "src")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not the checkpoint's")
+    path, _ = copy.channel_files()[0]
+    path.unlink()
+    path.symlink_to(outside)
+    report = validate(load_checkpoint(copy.chk), None)
+    escapes = [f for f in report.errors if f.rule == "path-escape"]
+    assert escapes and all(path.name in (f.file or "") for f in escapes), [f.to_json() for f in report.errors]
+    assert not [f for f in report.findings if f.rule == "file-not-local"]
