@@ -13,7 +13,7 @@ import pytest
 from support.damaged import Copy, copy_fixture, rewrite
 
 from spillway.inspect.validate import validate
-from spillway.model.checkpoint import RelativeFileHandle, channel_handles, is_file_backed
+from spillway.model.checkpoint import FileHandle, RelativeFileHandle, channel_handles, is_file_backed
 from spillway.model.walk import transform_stream_handles
 from spillway.repair.common import RepairError
 from spillway.repair.session import source_damage
@@ -179,3 +179,19 @@ def test_a_channel_file_that_is_a_symlink_leading_out_escapes(tmp_path: Path) ->
     escapes = [f for f in report.errors if f.rule == "path-escape"]
     assert escapes and all(path.name in (f.file or "") for f in escapes), [f.to_json() for f in report.errors]
     assert not [f for f in report.findings if f.rule == "file-not-local"]
+
+
+def test_paths_on_a_store_not_rebased_are_each_not_local(tmp_path: Path) -> None:
+    """``file-not-local`` (a warning, docs/validate.md): a non-local path that was not rebased is not checked; every
+    such handle is named, not just the first."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    remote = ["s3://bucket/elsewhere/one", "s3://bucket/elsewhere/two"]
+    left = list(remote)
+
+    def to_store(h: Any) -> Any:
+        return FileHandle(left.pop(0), h.state_size) if left and is_file_backed(h) else h
+
+    rewrite(copy, lambda cp: transform_stream_handles(cp, to_store))
+    report = validate(load_checkpoint(copy.chk), None)
+    not_local = [f for f in report.findings if f.rule == "file-not-local"]
+    assert [(f.file, f.severity) for f in not_local] == [(r, "warning") for r in remote]
