@@ -36,6 +36,7 @@ RULES_TESTS = [
     "tests/unit/test_chunk_map.py",
     "tests/unit/test_validate_changelog_files.py",
     "tests/unit/test_validate_rule_edges.py",
+    "tests/unit/test_chunk_claims.py",
 ]
 RULES = ("chunks", "common", "files", "key_groups", "plan", "records", "structure")
 
