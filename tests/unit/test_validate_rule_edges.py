@@ -195,3 +195,48 @@ def test_paths_on_a_store_not_rebased_are_each_not_local(tmp_path: Path) -> None
     report = validate(load_checkpoint(copy.chk), None)
     not_local = [f for f in report.findings if f.rule == "file-not-local"]
     assert [(f.file, f.severity) for f in not_local] == [(r, "warning") for r in remote]
+
+
+def _single_chunk_entry(cp: Any) -> tuple[Any, Any]:
+    """(merged handle, channel entry) of the first channel whose state is one chunk in a file."""
+    return next(
+        (h, c)
+        for op in cp.operators
+        for sub in op.subtasks
+        for h in sub.input_channel_state + sub.result_subpartition_state
+        for c in h.channels
+        if isinstance(h.delegate, RelativeFileHandle) and len(c.offsets) == 1
+    )
+
+
+def test_an_offset_that_starts_no_chunk_is_named_where_it_points(tmp_path: Path) -> None:
+    """``chunk-offset`` (docs/validate.md): every offset of a handle starts a chunk of its file. One byte into a
+    chunk is not a start; two bytes before the file's end not even a length field fits."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    picked: dict[str, Any] = {}
+
+    def shift(cp: Any) -> None:
+        holder, entry = _single_chunk_entry(cp)
+        size = (copy.chk / holder.delegate.relative_path).stat().st_size
+        entry.offsets = [entry.offsets[0] + 1, size - 2]
+        picked["offsets"], picked["file"] = entry.offsets, str(copy.chk / holder.delegate.relative_path)
+
+    rewrite(copy, shift)
+    report = validate(load_checkpoint(copy.chk), None)
+    into, tail = picked["offsets"]
+    found = [(f.offset, f.message) for f in report.errors if f.rule == "chunk-offset" and f.file == picked["file"]]
+    assert (into, f"offset {into} is not the start of a chunk") in found, found
+    assert (tail, f"offset {tail} is not the start of a chunk") in found, found
+    assert any(o == tail and m.startswith(f"offset {tail}: ") for o, m in found), found
+
+
+def test_a_chunk_at_the_very_end_of_a_cut_file_is_left_to_file_size(tmp_path: Path) -> None:
+    """A file cut exactly where a handle's chunk starts: that chunk is missing because the file is short, which
+    ``file-size`` says once; no ``chunk-offset`` for it."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    path, handles = copy.channel_files()[0]
+    last = max(o for _, h in handles for o in h.offsets)  # the chunk Flink wrote last, ending the file
+    path.write_bytes(path.read_bytes()[:last])
+    report = validate(load_checkpoint(copy.chk), None)
+    assert [f.offset for f in report.errors if f.rule == "file-size" and f.file == str(path)] == [last]
+    assert not [f for f in report.errors if f.rule == "chunk-offset"], [f.to_json() for f in report.errors]
