@@ -240,3 +240,15 @@ def test_a_chunk_at_the_very_end_of_a_cut_file_is_left_to_file_size(tmp_path: Pa
     report = validate(load_checkpoint(copy.chk), None)
     assert [f.offset for f in report.errors if f.rule == "file-size" and f.file == str(path)] == [last]
     assert not [f for f in report.errors if f.rule == "chunk-offset"], [f.to_json() for f in report.errors]
+
+
+def test_a_channel_file_too_short_for_its_header_says_so(tmp_path: Path) -> None:
+    """``channel-header``: a channel-state file starts with Flink's 4-byte serialization version; 2 bytes are not
+    a header."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    path, _ = copy.channel_files()[0]
+    path.write_bytes(path.read_bytes()[:2])
+    report = validate(load_checkpoint(copy.chk), None)
+    headers = [f for f in report.errors if f.rule == "channel-header"]
+    assert [(f.file, f.offset) for f in headers] == [(str(path), 0)], [f.to_json() for f in report.errors]
+    assert headers[0].message.startswith("too short for a header: ")
