@@ -6,6 +6,7 @@ rules as docs/validate.md states them."""
 
 from __future__ import annotations
 
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,26 @@ def test_a_channel_file_too_short_for_its_header_says_so(tmp_path: Path) -> None
     headers = [f for f in report.errors if f.rule == "channel-header"]
     assert [(f.file, f.offset) for f in headers] == [(str(path), 0)], [f.to_json() for f in report.errors]
     assert headers[0].message.startswith("too short for a header: ")
+
+
+def test_a_subtask_stored_twice_and_a_handle_of_another_subtask_are_named(tmp_path: Path) -> None:
+    """``subtask-index`` (docs/validate.md): each subtask once per operator, and each channel handle of a subtask
+    says that subtask."""
+    copy = copy_fixture("1.17.2-unaligned", tmp_path)  # plain channel handles, each with its subtask index
+    picked: dict[str, Any] = {}
+
+    def damage(cp: Any) -> None:
+        op = next(
+            o for o in cp.operators if len(o.subtasks) >= 2 and channel_handles(o.subtasks[1].input_channel_state)
+        )
+        first, second = op.subtasks[0], op.subtasks[1]
+        handle = channel_handles(second.input_channel_state)[0]
+        handle.subtask_index = first.index
+        op.subtasks.append(deepcopy(first))
+        picked.update(op=op.operator_id, twice=first.index, holder=second.index)
+
+    rewrite(copy, damage)
+    report = validate(load_checkpoint(copy.chk), None)
+    found = [(f.subtask, f.message) for f in report.errors if f.rule == "subtask-index" and picked["op"] in f.operator]
+    assert (picked["twice"], f"subtask {picked['twice']} appears twice") in found, found
+    assert (picked["holder"], f"input channel handle says subtask {picked['twice']}") in found, found
