@@ -276,3 +276,23 @@ def test_a_subtask_stored_twice_and_a_handle_of_another_subtask_are_named(tmp_pa
     found = [(f.subtask, f.message) for f in report.errors if f.rule == "subtask-index" and picked["op"] in f.operator]
     assert (picked["twice"], f"subtask {picked['twice']} appears twice") in found, found
     assert (picked["holder"], f"input channel handle says subtask {picked['twice']}") in found, found
+
+
+def test_a_damaged_length_in_an_input_part_framed_alone_says_what_the_bytes_left_were(tmp_path: Path) -> None:
+    """Without a plan an input handle is framed alone: a ``record-length`` fault there is measured against that
+    part's bytes only, and says so; the finding names the part's channel."""
+    copy = copy_fixture(UNALIGNED, tmp_path)
+    cp = copy.checkpoint()
+    h = next(h for h in _input_handles(cp) if h.side == "input" and h.state_size > 100)
+    path = copy.chk / h.delegate.relative_path
+    data = bytearray(path.read_bytes())
+    first = h.offsets[0]
+    data[first + 4 : first + 8] = (0x7FFF0000).to_bytes(4, "big")  # far more than the part holds
+    path.write_bytes(bytes(data))
+    report = validate(load_checkpoint(copy.chk), None)
+    hits = [f for f in report.errors if f.rule == "record-length" and f.file == str(path) and f.offset == first + 4]
+    assert len(hits) == 1, [f.to_json() for f in report.errors]
+    assert hits[0].message.endswith(
+        "; framed without its output side, the bytes left are this part's and all output-side state's"
+    )
+    assert hits[0].channel and hits[0].subtask == h.subtask_index
