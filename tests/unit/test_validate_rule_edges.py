@@ -296,3 +296,33 @@ def test_a_damaged_length_in_an_input_part_framed_alone_says_what_the_bytes_left
         "; framed without its output side, the bytes left are this part's and all output-side state's"
     )
     assert hits[0].channel and hits[0].subtask == h.subtask_index
+
+
+def _flink_range(max_parallelism: int, parallelism: int, index: int) -> tuple[int, int]:
+    """KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex."""
+    start = (index * max_parallelism + parallelism - 1) // parallelism
+    end = ((index + 1) * max_parallelism + parallelism - 1) // parallelism - 1
+    return start, end
+
+
+def test_a_subtask_without_its_keyed_state_leaves_flinks_range_uncovered(tmp_path: Path) -> None:
+    """``key-group-gap``: the subtasks' key-group ranges tile [0, max parallelism); without one subtask's keyed
+    state, exactly the range Flink assigns that subtask is held by nobody."""
+    for index in (0, 1):
+        copy = copy_fixture("1.20.3-prod", tmp_path / str(index))
+        picked: dict[str, Any] = {}
+
+        def drop(cp: Any, index: int = index, picked: dict[str, Any] = picked) -> None:
+            op = next(
+                o
+                for o in cp.operators
+                if o.parallelism == len(o.subtasks) == 2 and all(s.managed_keyed_state for s in o.subtasks)
+            )
+            op.subtasks[index].managed_keyed_state = None
+            picked.update(op=op.operator_id, range=_flink_range(op.max_parallelism, op.parallelism, index))
+
+        rewrite(copy, drop)
+        report = validate(load_checkpoint(copy.chk), None)
+        gaps = [(f.operator, f.message) for f in report.findings if f.rule == "key-group-gap"]
+        first, last = picked["range"]
+        assert gaps == [(picked["op"], f"managed_keyed_state: no subtask holds key groups [{first}, {last}]")]
