@@ -26,6 +26,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
+# validate's rules, run in-process (click's runner or validate() itself): a console-script test runs in a
+# subprocess, which mutmut's stats run never sees
+RULES_TESTS = [
+    "tests/cli/test_validate.py",
+    "tests/cli/test_validate_rules.py",
+    "tests/cli/test_validate_boundaries.py",
+    "tests/cli/test_validate_damaged.py",
+    "tests/unit/test_chunk_map.py",
+    "tests/unit/test_validate_changelog_files.py",
+    "tests/unit/test_validate_rule_edges.py",
+    "tests/unit/test_chunk_claims.py",
+]
+RULES = ("chunks", "common", "files", "key_groups", "plan", "records", "structure")
+
+# the one API (spillway.open -> Checkpoint, its options and results), called in-process
+API_TESTS = [
+    "tests/unit/test_api_session.py",
+    "tests/unit/test_api.py",
+    "tests/unit/test_api_dump.py",
+    "tests/unit/test_library_words.py",
+]
+API = ("session", "results", "options", "plans", "keys", "reading", "dump", "jobs", "about", "salvage", "errors")
+
 # module -> (file to mutate, the tests that exercise it; fast unit/CLI tests only)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "safe_writer": (
@@ -137,6 +160,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_metadata_codec.py",
         ],
     ),
+    **{f"rules_{name}": (f"spillway/inspect/rules/{name}.py", RULES_TESTS) for name in RULES},
+    **{f"api_{name}": (f"spillway/api/{name}.py", API_TESTS) for name in API},
     "verify": (
         "spillway/rescale/verify.py",
         [

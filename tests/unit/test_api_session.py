@@ -194,3 +194,28 @@ def test_a_forecast_comes_with_an_unknown_answer_too() -> None:
     assert (unknown.result.restorable, known.result.restorable) == (None, True)
     assert unknown.forecast is not None and unknown.forecast_note is None
     assert unknown.forecast == known.forecast
+
+
+def test_parquet_output_keeps_the_records_asked_for(tmp_path: Path) -> None:
+    """``keep_records=N`` keeps the first N records of each channel whether or not channels.parquet is written."""
+    cp = spillway.open(COUNTED.checkpoint_dir, plan=COUNTED.root / "jobgraph.json")
+    result = cp.analyze(api.AnalyzeOptions(keep_records=2, parquet=tmp_path / "out"))
+    assert (tmp_path / "out" / "channels.parquet").is_file()
+    with_records = [c for c in result.analysis.channels if (c.records or 0) >= 2]
+    assert with_records and all(len(c.record_list) == 2 for c in with_records)
+    assert all(len(c.record_list) == (c.records or 0) for c in result.analysis.channels if (c.records or 0) < 2)
+
+
+def test_a_rescaled_job_gets_its_forecast_even_when_the_verdict_is_unknown() -> None:
+    """The forecast is made whenever the new job is the checkpoint's job rescaled and Flink does not refuse it:
+    without the max parallelism the counted job sets (128, which no plan shows) the verdict is unknown, and the
+    forecast is the same as with it."""
+    plan = COUNTED.root / "jobgraph.json"
+    cp = spillway.open(COUNTED.checkpoint_dir, plan=plan)
+    count, key = {"count": 3}, {"count": "tuple:0:long"}
+    unknown = cp.preflight(plan, api.PreflightOptions(parallelism=count, keys=key))
+    known = cp.preflight(plan, api.PreflightOptions(parallelism=count, keys=key, max_parallelism={None: 128}))
+    assert unknown.restorable is None and known.restorable is True
+    assert unknown.forecast is not None and unknown.forecast == known.forecast
+    assert unknown.to_json()["forecast"] == known.forecast
+    assert "recovery" in [r.check for r in unknown.result.reasons]

@@ -166,3 +166,32 @@ def test_blocks_of_several_chunks_read_back_clean(rescaled, monkeypatch: pytest.
     out, plan, move = rescaled
     monkeypatch.setattr(verify, "BLOCK", block)
     assert self_check(out, plan, move) == []
+
+
+def to_first_subtask(value: bytes, parallelism: int) -> int:
+    """A user's custom partitioner (key_fns' ``module:function`` for a CUSTOM edge): everything to subtask 0."""
+    return 0
+
+
+def test_a_custom_edge_checks_where_its_partitioner_places_each_record(rescaled) -> None:  # type: ignore[no-untyped-def]
+    """The self-check holds a CUSTOM edge's records to the user's partitioner as it holds a hash edge's to the key
+    groups: with a partitioner that sends everything to subtask 0, every record on another subtask is misplaced."""
+    out, plan, move = rescaled
+    keyed = next(e for e in plan.edges if e.rule == HASH)
+    custom = replace(keyed, rule=CUSTOM, key=None, key_fn=f"{__name__}:to_first_subtask")
+    as_custom = replace(plan, edges=[custom if e is keyed else e for e in plan.edges])
+    files = [f for f in _with_data(move) if f.operator_id == keyed.down_head]
+    assert {f.down for f in files} >= {0, 1}
+    found = 0
+    for f in files:
+        problems, _ = check_file(out, f, as_custom)
+        misplaced = [p for p in problems if p.endswith("records whose key group belongs to another subtask")]
+        expected = [
+            f"{f.name} channel (gate {ch.gate}, input channel {ch.up}) of subtask {f.down}: {ch.records} records whose "
+            "key group belongs to another subtask"
+            for ch in f.channels
+            if ch.records and ch.gate == keyed.gate and f.down != 0
+        ]
+        assert misplaced == expected, problems
+        found += len(expected)
+    assert found > 0

@@ -79,6 +79,8 @@ def test_a_byte_too_few_is_a_short_file(copy: Copy) -> None:
     [(rule, file, message)] = size_findings(copy)
     assert (rule, file) == ("file-size", str(path))
     assert message.startswith(f"file has {size} bytes, handles need {size} after its flag byte (")
+    [short] = [f for f in copy.run().findings if f.rule == "file-size"]
+    assert short.offset == size  # where the file ends: the first byte its handle needs that is not there
 
 
 def test_a_compressed_file_is_not_held_to_the_uncompressed_size(copy: Copy) -> None:
