@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spillway import notices, progress
+from spillway.errors import Message
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
@@ -21,6 +22,7 @@ from spillway.storage.locate import (
     ResolvedFile,
     job_checkpoint_dirs,
     locate_checkpoint,
+    rebase_rule,
     strip_file_scheme,
 )
 from spillway.storage.names import METADATA, is_remote
@@ -111,7 +113,7 @@ def load_checkpoint(
     loaded = LoadedCheckpoint(location, checkpoint, FileResolver(location, [*user, *copies]), len(data))
     loaded.unmatched_rebase = unmatched_rules(checkpoint, user)
     for rule in loaded.unmatched_rebase:
-        notices.warn(f"rebase rule {rule!r}: matches no path in {location.shown} (nothing was rebased by it)")
+        notices.warn(Message(rebase_rule(rule), f": matches no path in {location.shown} (nothing was rebased by it)"))
     return loaded
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spillway.errors import Message, Named
 from spillway.inspect.findings import Finding
 from spillway.model.checkpoint import (
     ChangelogFileIncrementHandle,
@@ -138,7 +139,9 @@ def unsafe_path_refusal(errors: list[Finding]) -> str | None:
     first = unsafe[0]
     where = f" (operator {first.operator})" if first.operator else ""
     count = f"{len(unsafe)} unsafe paths, first" if len(unsafe) > 1 else "an unsafe path"
-    return (
+    return Message(
         f"the source names {count}: {first.rule}: {first.message}{where}; nothing is written from such a "
-        "checkpoint, not even with force=True (spillway validate lists every one)"
+        "checkpoint, not even with ",
+        Named("force", True),
+        " (spillway validate lists every one)",
     )
