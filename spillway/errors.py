@@ -77,9 +77,41 @@ class Message(str):
             parts += [separator, text] if parts else [text]
         return cls(*parts)
 
+    def to_doc(self) -> list[object]:
+        """The parts as JSON values (text as text, a named argument as an object): for a message that must
+        cross a process boundary as text (a Spark executor's error)."""
+        return [p if isinstance(p, str) else _named_doc(p) for p in self.parts]
+
+    @classmethod
+    def from_doc(cls, doc: list[object]) -> Message:
+        return cls(*(p if isinstance(p, str) else _named_of(p) for p in doc))
+
     def words(self, say: Callable[[Named], str]) -> str:
         """The message with each named argument said by ``say`` (the plain text stays as it is)."""
         return "".join(p if isinstance(p, str) else say(p) for p in self.parts)
+
+
+def _named_doc(named: Named) -> dict[str, object]:
+    doc = {k: v for k, v in vars(named).items() if v is not None and v is not GIVE and v is not False}
+    return {**doc, "pair": list(named.pair)} if named.pair is not None else doc
+
+
+def _named_of(doc: object) -> Named:
+    if not isinstance(doc, dict) or not isinstance(doc.get("argument"), str):
+        raise ValueError(f"not a named argument: {doc!r}")
+    pair = doc.get("pair")
+    return Named(
+        doc["argument"],
+        doc.get("value", GIVE),
+        bool(doc.get("entry", False)),
+        (str(pair[0]), str(pair[1])) if isinstance(pair, list) and len(pair) == 2 else None,
+        _text_or_none(doc.get("placeholder")),
+        _text_or_none(doc.get("python")),
+    )
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def message_of(exc: BaseException) -> str:

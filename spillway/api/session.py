@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
-from spillway.errors import UsageError
+from spillway.errors import Message, UsageError, message_of
 
 if TYPE_CHECKING:
     from spillway.api.jobs import JobJar
@@ -224,7 +224,7 @@ class Checkpoint:
                     self.loaded, old_plan, new_p, dict(options.keys), dict(options.key_fns), options.buffers
                 )
             except SpillwayError as exc:
-                note = f"no restore forecast: {exc}"
+                note = Message("no restore forecast: ", message_of(exc))
             else:
                 result.reasons += forecast_reasons(forecast)
         return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)

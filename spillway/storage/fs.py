@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from spillway.errors import Message, StorageError
+from spillway.errors import Message, StorageError, message_of
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
@@ -233,7 +233,7 @@ def locate(uri: str) -> Location:
         raise StorageError(f"{uri}: cannot open the file system: {one_line(exc)}") from None
     except StorageError as exc:
         # "<store>: what went wrong" -> named by the URI the user gave
-        raise StorageError(f"{uri}: {str(exc).partition(': ')[2]}") from None
+        raise StorageError(Message(f"{uri}: ", _after_the_place(message_of(exc)))) from None
     # pyarrow names object-store paths bucket-first; other file systems by absolute path
     path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _bucketed()) else "/" + key
     return Location(text, fs, path)
@@ -246,6 +246,13 @@ def one_line(exc: BaseException) -> str:
         text = text.split(cut)[0]
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _after_the_place(said: str) -> str:
+    """What went wrong, without the place a message starts with (``<place>: ...``)."""
+    if isinstance(said, Message) and said.parts and isinstance(said.parts[0], str):
+        return Message(said.parts[0].partition(": ")[2], *said.parts[1:])
+    return said.partition(": ")[2]
 
 
 def _fail(loc: Location, what: str, exc: BaseException) -> StorageError:

@@ -123,3 +123,22 @@ def test_the_words_survive_a_pickle_as_spark_workers_send_them() -> None:
     got = pickle.loads(pickle.dumps(sent))
     assert str(got) == "s3://b/force=True: read (force=True)"
     assert in_options(message_of(got)) == "s3://b/force=True: read (--force)"
+
+
+def test_an_executor_refusal_reaches_the_driver_with_the_argument_it_names() -> None:
+    import traceback
+
+    from spillway.rescale import spark_job
+    from spillway.rescale.key_extract import java_hash_of
+    from spillway.rescale.route_error import RouteError
+
+    with pytest.raises(RouteError) as sent, spark_job._sent_as_text():
+        java_hash_of([1])  # a key function that returned a list, on an executor
+    # what the driver gets: Spark's own lines around the worker's Python traceback, as text
+    text = "org.apache.spark.SparkException: Job aborted due to stage failure\n" + "".join(
+        traceback.format_exception(sent.value)
+    )
+    got = spark_job.executor_failure(Exception(text))
+    assert type(got) is RouteError
+    assert str(got) == "key_fns[…]=... returned list; return the key's Java hashCode (int) or a str"
+    assert in_options(message_of(got)) == "--key-fn returned list; return the key's Java hashCode (int) or a str"
