@@ -212,7 +212,11 @@ def _salvage_first(
     if not is_remote(str(options.out)):
         a, b = real_path(target), real_path(out)
         if a == b or b in a.parents or a in b.parents:
-            raise UsageError(f"salvage={str(target)!r}: the salvage and the output out={str(out)!r} must not nest")
+            raise UsageError(
+                Message(
+                    f"salvage={str(target)!r}: the salvage and the output ", Named("out", str(out)), " must not nest"
+                )
+            )
     directory = None if options.dry_run or options.salvage.dry_run else target
     if directory is not None:
         refuse_inside_checkpoint(directory, loaded)
