@@ -21,7 +21,10 @@ from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.repair.relocate import relocate as relocate_paths
-from spillway.repair.session import (
+from spillway.repair.transforms import clear_finished as clear_markers
+from spillway.repair.transforms import drop_operators
+from spillway.repair.transforms import strip_channel_state as strip_channels
+from spillway.repair.workflow import (
     EdgeLoss,
     Loss,
     Outside,
@@ -32,9 +35,6 @@ from spillway.repair.session import (
     source_damage,
     source_rebases,
 )
-from spillway.repair.transforms import clear_finished as clear_markers
-from spillway.repair.transforms import drop_operators
-from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
