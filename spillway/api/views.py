@@ -10,9 +10,8 @@ from spillway.inspect.diff import CheckpointDiff
 from spillway.inspect.files import GROUPS, FilesReport
 from spillway.inspect.findings import Finding
 from spillway.inspect.finished import Verdict
-from spillway.inspect.preflight import Answer as PreflightVerdict
 from spillway.inspect.preflight import Loss as PreflightLoss
-from spillway.inspect.preflight import Result as PreflightAnswer
+from spillway.inspect.preflight import PreflightAnswer, PreflightVerdict
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import Report
 

@@ -58,11 +58,11 @@ __all__ = [
     "SCHEMA",
     "UNKNOWN",
     "WARNING",
-    "Answer",
     "FlinkDoes",
     "Loss",
+    "PreflightAnswer",
+    "PreflightVerdict",
     "Reason",
-    "Result",
     "Settings",
     "Verdict",
     "check",
@@ -72,7 +72,7 @@ __all__ = [
 SCHEMA = "spillway.preflight/2"
 
 
-class Answer(str, Enum):
+class PreflightVerdict(str, Enum):
     """The whole answer: Flink restores (yes), refuses or fails (no), restores but drops data, or unknown."""
 
     YES = "yes"
@@ -82,7 +82,7 @@ class Answer(str, Enum):
 
 
 @dataclass
-class Result:
+class PreflightAnswer:
     reasons: list[Reason]
     vertices: list[dict[str, Any]]  # the new job's vertices and what of the checkpoint each gets
     loss: Loss = field(default_factory=Loss)
@@ -96,13 +96,17 @@ class Result:
         return None if UNKNOWN in verdicts else True
 
     @property
-    def answer(self) -> Answer:
+    def answer(self) -> PreflightVerdict:
         restorable = self.restorable
         if restorable is False:
-            return Answer.NO
+            return PreflightVerdict.NO
         if restorable is None:
-            return Answer.UNKNOWN
-        return Answer.RESTORES_WITH_LOSS if any(r.verdict == LOSS for r in self.reasons) else Answer.YES
+            return PreflightVerdict.UNKNOWN
+        return (
+            PreflightVerdict.RESTORES_WITH_LOSS
+            if any(r.verdict == LOSS for r in self.reasons)
+            else PreflightVerdict.YES
+        )
 
 
 # ------------------------------------------------------------------------------------------------- the adapter
@@ -191,7 +195,7 @@ def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
 
 def check(
     topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None, loaded: LoadedCheckpoint | None = None
-) -> Result:
+) -> PreflightAnswer:
     """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
     (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""
     settings = settings or Settings()
@@ -214,10 +218,10 @@ def check(
     if loaded is not None:
         reasons += files(loaded, place, settings, job.names) or [Reason("files", OK, PASSED["files"])]
     reasons += known_bugs(checkpoint, settings)
-    return Result(reasons, vertex_table(place, checkpoint), loss)
+    return PreflightAnswer(reasons, vertex_table(place, checkpoint), loss)
 
 
-def to_doc(result: Result, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def to_doc(result: PreflightAnswer, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "verdict": result.answer.value,
@@ -260,7 +264,7 @@ def with_parallelism(topology: Topology, parallelism: dict[str, int]) -> Topolog
     return topology.rescaled({find_vertex(topology, k): n for k, n in parallelism.items()}, "plan")
 
 
-def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Topology, dict[str, int]] | None:
+def checkpoint_parallelism_plan(topology: Topology, result: PreflightAnswer) -> tuple[Topology, dict[str, int]] | None:
     """The plan at the checkpoint's parallelism and the new parallelism per vertex key, when the new job is the
     checkpoint's job rescaled (every vertex with operators in the checkpoint has one old parallelism); else None."""
     old: dict[str, int] = {}
