@@ -22,10 +22,10 @@ from spillway.formats.record_framing import FramingFault
 from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
+from spillway.inspect.rules.against_plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.chunks import handle_chunk_findings, unclaimed_finding
 from spillway.inspect.rules.common import Claims, Located
 from spillway.inspect.rules.files import missing_file, referenced_files, size_finding, unreadable_file
-from spillway.inspect.rules.plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.records import FramedChannel, Piece, ReadBack, damaged_findings, record_findings
 from spillway.inspect.rules.structure import structure_findings
 from spillway.inspect.validate_engine import Counted, Engine, Job, Parts, usable_cores
