@@ -28,9 +28,9 @@ from spillway.inspect.restore_checks import (
     UNKNOWN,
     WARNING,
     FlinkDoes,
-    Loss,
     NewVertex,
     Placement,
+    PreflightLoss,
     Reason,
     Settings,
     Verdict,
@@ -59,8 +59,8 @@ __all__ = [
     "UNKNOWN",
     "WARNING",
     "FlinkDoes",
-    "Loss",
     "PreflightAnswer",
+    "PreflightLoss",
     "PreflightVerdict",
     "Reason",
     "Settings",
@@ -85,7 +85,7 @@ class PreflightVerdict(str, Enum):
 class PreflightAnswer:
     reasons: list[Reason]
     vertices: list[dict[str, Any]]  # the new job's vertices and what of the checkpoint each gets
-    loss: Loss = field(default_factory=Loss)
+    loss: PreflightLoss = field(default_factory=PreflightLoss)
 
     @property
     def restorable(self) -> bool | None:
@@ -205,7 +205,7 @@ def check(
     job = bind_job(topology, checkpoint)  # once: placement, the FLIP-147 verdict and the files check share it
     place = place_operators(topology, checkpoint, job)
     facts = channel_facts(loaded) if loaded is not None else None
-    loss = Loss()
+    loss = PreflightLoss()
     reasons: list[Reason] = binding_notes(place)
     for name, found in (
         ("operator-mapping", mapping(place, checkpoint, settings, facts, loss)),

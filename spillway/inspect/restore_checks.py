@@ -147,7 +147,7 @@ class LostInFlight:
 
 
 @dataclass
-class Loss:
+class PreflightLoss:
     """Everything the restore drops: the ``loss`` section of the answer."""
 
     state: list[LostState] = field(default_factory=list)
@@ -278,7 +278,7 @@ def _label(op: OperatorState) -> str:
 
 
 def mapping(
-    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None, loss: Loss
+    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None, loss: PreflightLoss
 ) -> list[Reason]:
     """``Checkpoints.loadAndValidateCheckpoint``: every operator of the checkpoint must be in the new job, unless
     its state is empty or non-restored state is allowed (then Flink drops it without a word: ``loss``)."""
@@ -444,7 +444,7 @@ def cut_partners(op: OperatorState, side: str, place: Placement, cp: Checkpoint,
 
 
 def _dropped(
-    op: OperatorState, place: Placement, cp: Checkpoint, facts: ChannelFacts | None, loss: Loss
+    op: OperatorState, place: Placement, cp: Checkpoint, facts: ChannelFacts | None, loss: PreflightLoss
 ) -> list[Reason]:
     """An operator dropped with ``--allow-non-restored-state``: its state is lost, and so are its records in flight.
     Its partner on the other side of each channel may be restored into whatever is there now: where a record is
@@ -665,7 +665,7 @@ def _output_state_off_end(
     cp: Checkpoint,
     settings: Settings,
     facts: ChannelFacts | None,
-    loss: Loss,
+    loss: PreflightLoss,
 ) -> tuple[bool, list[Reason]]:
     """Output channel state of an operator a new job chains something after. Flink restores only the chain end's
     output state and checks the others only when that end holds some, or (FLINK-31963) a downstream holds input
@@ -726,11 +726,15 @@ def _output_state_off_end(
 
 
 def channel_state(
-    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None = None, loss: Loss | None = None
+    place: Placement,
+    cp: Checkpoint,
+    settings: Settings,
+    facts: ChannelFacts | None = None,
+    loss: PreflightLoss | None = None,
 ) -> list[Reason]:
     """``StateAssignmentOperation``: channel state must stay at a chain's ends, and a rescaled exchange with it
     needs a partitioner Flink can map (not FORWARD, RESCALE or BROADCAST)."""
-    loss = loss if loss is not None else Loss()
+    loss = loss if loss is not None else PreflightLoss()
     out: list[Reason] = []
     chained: list[OperatorState] = []
     branching: list[OperatorState] = []

@@ -21,9 +21,9 @@ from spillway.inspect.restore_checks import (
     REFUSED,
     UNKNOWN,
     FlinkDoes,
-    Loss,
     NewVertex,
     Placement,
+    PreflightLoss,
     Reason,
     Settings,
     channel_facts,
@@ -342,7 +342,7 @@ def test_output_state_chained_over_without_a_cut_is_a_loss() -> None:
     facts = channel_facts(loaded)
     vertices = {"c": _vertex("c", 2, outputs=[("p", 0, "REBALANCE")], chain=3), "p": _vertex("p", 2)}
     place = Placement(vertices, {op_id("src"): ("c", 1)}, [], [], {"c": 2})
-    loss = Loss()
+    loss = PreflightLoss()
     [r] = channel_state(place, loaded.checkpoint, Settings(flink_version=(1, 15, 4)), facts, loss)
     src = f"src ({op_id('src')})"
     why = "output channel state of an operator that no longer ends its chain (vertex c)"
