@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from spillway.inspect.salvage_options import SalvageOptions
     from spillway.inspect.topology import JobBinding, Topology
     from spillway.inspect.validate import Progress
-    from spillway.model.checkpoint import Checkpoint as CheckpointModel
+    from spillway.model.checkpoint import CheckpointMetadata
     from spillway.storage.load import LoadedCheckpoint
 
 
@@ -80,8 +80,8 @@ class Checkpoint:
         self.source = self.source or str(self.loaded.location.checkpoint_dir)
 
     @property
-    def model(self) -> CheckpointModel:
-        """The decoded ``_metadata`` (``spillway.model.checkpoint.Checkpoint``)."""
+    def model(self) -> CheckpointMetadata:
+        """The decoded ``_metadata`` (``spillway.model.checkpoint.CheckpointMetadata``)."""
         return self.loaded.checkpoint
 
     @property

@@ -46,7 +46,7 @@ from spillway.inspect.restore_checks import (
     vertex_table,
 )
 from spillway.inspect.topology import JobBinding, Topology, bind_job, operator_binding
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import LoadedCheckpoint
 
 __all__ = [
@@ -112,7 +112,7 @@ class PreflightAnswer:
 # ------------------------------------------------------------------------------------------------- the adapter
 
 
-def place_operators(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None) -> Placement:
+def place_operators(topology: Topology, checkpoint: CheckpointMetadata, job: JobBinding | None = None) -> Placement:
     """Where each checkpoint operator sits in the new job, as far as Flink's own ids tell.
 
     The only use of the plan-to-checkpoint binding (:func:`spillway.inspect.topology.operator_binding`): a plan
@@ -194,7 +194,10 @@ def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
 
 
 def check(
-    topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None, loaded: LoadedCheckpoint | None = None
+    topology: Topology,
+    checkpoint: CheckpointMetadata,
+    settings: Settings | None = None,
+    loaded: LoadedCheckpoint | None = None,
 ) -> PreflightAnswer:
     """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
     (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""

@@ -16,7 +16,7 @@ from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
 from spillway.inspect.topology import JobBinding, Topology, bind_job
-from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
 from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
@@ -348,7 +348,7 @@ def _names(operators: Sequence[str] | None) -> list[str] | None:
 
 
 def _external_copies(
-    loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str, io: Workspace
+    loaded: LoadedCheckpoint, checkpoint: CheckpointMetadata, old: str, new: str, io: Workspace
 ) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]], list[tuple[fs.Location, str]], dict[Path, str]]:
     """(resolved source, new destination) for absolute files: local destinations, remote URIs, remote URIs the
     store copies to itself (source in the same store), and files inside the output directory itself (source ->

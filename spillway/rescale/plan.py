@@ -19,7 +19,7 @@ from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
-from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
+from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, CheckpointMetadata, OperatorState, is_file_backed
 from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
@@ -159,7 +159,7 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
     raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id or NAME#NODE")
 
 
-def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
+def _chain_operators(cp: CheckpointMetadata, b: BoundVertex) -> list[OperatorState]:
     """The vertex's operators in the checkpoint, as the one binding has them."""
     ops: dict[str, OperatorState] = {o.operator_id: o for o in b.members}
     for o in (b.head, b.tail):
@@ -183,7 +183,7 @@ def _who_could(binding: Binding | None, ids: list[str]) -> str:
 
 
 def build_plan(
-    cp: Checkpoint,
+    cp: CheckpointMetadata,
     topology: Topology,
     resolver: FileResolver,
     parallelism: dict[str, int],

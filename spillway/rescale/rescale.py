@@ -19,7 +19,7 @@ from spillway.inspect.reports import binding_json
 from spillway.inspect.rules.files import unsafe_path_refusal
 from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.inspect.validate import Report, validate
-from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
@@ -346,7 +346,7 @@ def rescale(
     blobs = DelegateBlobs(loaded.resolver)
     output = PlannedOutput(loaded.checkpoint)
 
-    def produce(tmp: Path) -> Checkpoint:
+    def produce(tmp: Path) -> CheckpointMetadata:
         t0 = time.perf_counter()
         timings["spark_start"] = 0.0
         if master is None:

@@ -17,7 +17,7 @@ from spillway.inspect.findings import Finding
 from spillway.model.checkpoint import (
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    Checkpoint,
+    CheckpointMetadata,
     KeyedHandle,
     is_file_backed,
 )
@@ -49,7 +49,9 @@ class Referenced:
     unresolved: list[tuple[str, Finding]] = field(default_factory=list)
 
 
-def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping[str, str] | None = None) -> Referenced:
+def referenced_files(
+    cp: CheckpointMetadata, resolver: FileResolver, plan_names: Mapping[str, str] | None = None
+) -> Referenced:
     """Every file ``cp`` needs; ``plan_names`` (``JobBinding.names``) names operators stored by id only."""
     out = Referenced()
     dstl = _changelog_file_handles(cp)
@@ -82,7 +84,7 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping
     return out
 
 
-def _changelog_file_handles(cp: Checkpoint) -> set[int]:
+def _changelog_file_handles(cp: CheckpointMetadata) -> set[int]:
     """``id`` of every stream handle that names a DSTL file (a changelog increment's delegates)."""
     out: set[int] = set()
 
