@@ -129,7 +129,7 @@ class Checkpoint:
         network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
         a damaged record."""
         from spillway.inspect.validate import validate
-        from spillway.rescale.options import (  # the bounds alone: a plain validate loads no planning machinery
+        from spillway.rescale.rescale_options import (  # the bounds alone: a plain validate loads no planning machinery
             BUFFERS_PER_CHANNEL,
             DEFAULT_BUFFER_SIZE,
             FLOATING_BUFFERS_PER_GATE,

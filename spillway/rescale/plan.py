@@ -20,7 +20,7 @@ from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
 from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, CheckpointMetadata, OperatorState, is_file_backed
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
+from spillway.rescale.rescale_options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
 

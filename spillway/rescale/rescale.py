@@ -24,8 +24,8 @@ from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.rescale_options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
