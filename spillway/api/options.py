@@ -2,7 +2,7 @@
 
 The writing calls' options (``RescaleOptions``, ``RelocateOptions``, ``StripOptions``, ``ClearFinishedOptions``,
 ``DropOperatorOptions``) are defined beside the code that takes them (``spillway.rescale.rescale_options``,
-``spillway.repair.options``) and re-exported here. Each checks itself when made, so a mistake is an
+``spillway.repair.repair_options``) and re-exported here. Each checks itself when made, so a mistake is an
 ``ArgumentError`` naming the argument before any checkpoint is read. The restore forecast's network settings
 are Flink's: ``buffer_size`` is ``taskmanager.memory.segment-size`` (one network buffer), the others
 ``taskmanager.network.memory.*``.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.api.errors import ArgumentError
-from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
+from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.rescale.forecast import BufferSettings
 from spillway.rescale.rescale_options import (
     BUFFERS_PER_CHANNEL,

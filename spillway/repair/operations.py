@@ -1,5 +1,5 @@
 """The four repairs: each takes an opened checkpoint, its plan and the repair's options
-(``spillway.repair.options``), writes a new checkpoint at ``options.out`` (never over anything,
+(``spillway.repair.repair_options``), writes a new checkpoint at ``options.out`` (never over anything,
 self-checked before the rename) and returns a ``RepairResult``. ``dry_run`` writes nothing.
 An opened checkpoint calls them (``spillway.open("chk-42").strip_channel_state(StripOptions(...))``).
 """
@@ -19,8 +19,8 @@ from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
-from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.repair.relocate import relocate as relocate_paths
+from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.repair.transforms import clear_finished as clear_markers
 from spillway.repair.transforms import drop_operators
 from spillway.repair.transforms import strip_channel_state as strip_channels
