@@ -102,3 +102,10 @@ def test_a_path_that_reads_like_arguments_is_shown_as_it_is(tmp_path: Path) -> N
     run = run_cli("repair", "strip-channel-state", str(COUNTED.checkpoint_dir), "--out", str(out))
     assert run.code == 1, run.output  # a refusal to overwrite
     assert f"error: {out}: already exists; spillway never overwrites (choose a new --out)" in run.err, run.err
+
+
+def test_a_bad_salvage_argument_is_named_by_its_option(tmp_path: Path) -> None:
+    run = run_cli("salvage", str(COUNTED.checkpoint_dir), "--out", str(tmp_path / "out"), "--operator", "")
+    assert run.code == 2, run.output
+    assert run.err.startswith("error: --operator ") and "operators=" not in run.err, run.err
+    assert not (tmp_path / "out").exists()
