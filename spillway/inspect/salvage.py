@@ -391,7 +391,7 @@ def check_complete(analysis: Analysis, chosen: ChannelFilter, topology: Topology
                 if topology is None
                 else "its output-side state is not bound to the plan"
             )
-            raise SalvageError(f"{ch.label}: {why}; its records cannot be exported")
+            raise SalvageError(Message(f"{ch.label}: ", why, "; its records cannot be exported"))
 
 
 def refuse_used_directory(directory: Path) -> None:
