@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spillway.errors import Message, Named
+from spillway.errors import Message, Named, message_of
 from spillway.flink.features import FormatFeatures
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
@@ -259,7 +259,7 @@ def _state_rescaler(
         try:
             res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names), features)
         except StateRefused as exc:
-            raise RescaleRefused(f"operator {op.label(plan_names)}: {exc}") from None
+            raise RescaleRefused(Message(f"operator {op.label(plan_names)}: ", message_of(exc))) from None
         new_files.extend(res.files)
         notes.extend(f"{op.label(plan_names)}: {n}" for n in res.notes)
         return res.subtasks

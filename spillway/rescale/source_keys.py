@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from spillway.errors import Message, Named
+from spillway.errors import Message, Named, message_of
 from spillway.flink.keygroups import java_boolean_hash, java_string_hash, key_group_for_hash, operator_index
 from spillway.formats.channel_file import Blob, BlobError, FileBlob, InlineBlob, read_chunk_header
 from spillway.formats.record_reader import RecordReader
@@ -198,7 +198,7 @@ def check_source_keys(plan: RescalePlan, per_channel: int | None = SOURCE_SAMPLE
                 where = f"old channel {src.label}"
                 _check(found, key_of, render_spec, _values(pieces, per_channel), ep.old_down_p, src.down, where)
             except BlobError as exc:
-                raise RescaleRefused(f"{src.label}: channel state not readable: {exc}") from None
+                raise RescaleRefused(Message(f"{src.label}: channel state not readable: ", message_of(exc))) from None
             finally:
                 pieces.close()
         results.append(found)
@@ -273,7 +273,7 @@ def check_output_keys(directory: Path, plan: RescalePlan, files: list[WrittenFil
                         where,
                     )
                 except BlobError as exc:
-                    problems.append(f"{where}: {exc}")
+                    problems.append(Message(f"{where}: ", message_of(exc)))
                     continue
                 checked += found.checked
                 if found.example is not None:
