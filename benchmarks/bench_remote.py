@@ -56,7 +56,7 @@ from synth_channel_state import PROPS, record_block, write_edge  # noqa: E402
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata  # noqa: E402
 from spillway.model.checkpoint import (  # noqa: E402
     ByteStreamHandle,
-    Checkpoint,
+    CheckpointMetadata,
     FileHandle,
     IncrementalHandle,
     KeyGroupRange,
@@ -167,7 +167,7 @@ def synthesize(shape: Shape, base: Path) -> list[tuple[str, int]]:
         nodes.append({"id": up, "parallelism": p, "description": f"up-{e}<br/>"})
     (base / "plan.json").write_text(json.dumps({"nodes": nodes}))
     ssts_file.write_text(json.dumps(ssts))
-    (chk / "_metadata").write_bytes(encode_metadata(Checkpoint(6, 1, ops, properties_raw=PROPS)))
+    (chk / "_metadata").write_bytes(encode_metadata(CheckpointMetadata(6, 1, ops, properties_raw=PROPS)))
     return ssts
 
 

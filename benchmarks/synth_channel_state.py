@@ -23,7 +23,7 @@ from pathlib import Path
 from spillway.formats.channel_file import build_channel_file  # noqa: F401 - same layout as below
 from spillway.formats.metadata_codec import encode_metadata
 from spillway.model.checkpoint import (
-    Checkpoint,
+    CheckpointMetadata,
     InputChannelEntry,
     MergedInputChannelHandle,
     MergedResultSubpartitionHandle,
@@ -80,7 +80,7 @@ def main() -> None:
         OperatorState(DOWN, p, 128, name="down", uid="down", subtasks=list(down_subs.values())),
         OperatorState(UP, p, 128, name="up", uid="up", subtasks=list(up_subs.values())),
     ]
-    (chk / "_metadata").write_bytes(encode_metadata(Checkpoint(6, 1, ops, properties_raw=PROPS)))
+    (chk / "_metadata").write_bytes(encode_metadata(CheckpointMetadata(6, 1, ops, properties_raw=PROPS)))
     plan = {
         "nodes": [
             {

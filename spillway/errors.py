@@ -7,15 +7,117 @@ raises a subclass of ``SpillwayError``; the CLI turns any of them into one line 
 matching names.
 
 Messages speak Python: an argument the caller could give or change is named in keyword form, one form for
-every message, so a front end can say the same with its own options (the CLI: ``cli.common.in_flags``):
-``force=True``; ``plan=...`` (give it); ``keys={VERTEX: EXTRACTOR}`` (an entry to give);
-``key_fns[…]='m:f'`` (the entry that was given); ``master='yarn'`` (the value that was given).
+every message: ``force=True``; ``plan=...`` (give it); ``keys={VERTEX: EXTRACTOR}`` (an entry to give);
+``key_fns[…]='m:f'`` (the entry that was given); ``master='yarn'`` (the value that was given). A message that
+names one is a :class:`Message` whose :class:`Named` parts a front end says with its own options
+(the CLI: ``cli.common.in_options``), never by reading the text back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
+
+GIVE = ...  # ``Named.value`` when the message asks for the argument, whatever its value (``plan=...``)
+
+
+@dataclass(frozen=True)
+class Named:
+    """An argument a message names. ``value``: ``GIVE`` (give it: ``plan=...``), ``True`` (a switch:
+    ``force=True``), else the value that was given (``master='yarn'``). ``entry``: one entry of a mapping
+    argument (``key_fns[…]='m:f'``); ``pair``: an entry to give, as placeholders (``keys={VERTEX: EXTRACTOR}``);
+    ``placeholder``: a value to give (``uid_map=FILE``).
+    ``python``: the words for Python callers when they are not the keyword form (``rebase rule 'A=B'``)."""
+
+    argument: str
+    value: object = GIVE
+    entry: bool = False
+    pair: tuple[str, str] | None = None
+    placeholder: str | None = None
+    python: str | None = None
+
+    def __str__(self) -> str:
+        if self.python is not None:
+            return self.python
+        if self.pair is not None:
+            return f"{self.argument}={{{self.pair[0]}: {self.pair[1]}}}"
+        where = f"{self.argument}[…]" if self.entry else self.argument
+        if self.placeholder is not None:
+            return f"{where}={self.placeholder}"
+        return f"{where}=..." if self.value is GIVE else f"{where}={self.value!r}"
+
+
+class Message(str):
+    """A message that names arguments (:class:`Named`): as a ``str`` it is the Python words; ``parts`` keep each
+    named argument apart so a front end can say the message in its own words (:meth:`words`)."""
+
+    parts: tuple[str | Named, ...]
+
+    def __new__(cls, *parts: str | Named) -> Message:
+        flat: list[str | Named] = []
+        for part in parts:
+            flat.extend(part.parts if isinstance(part, Message) else (part,))
+        self = super().__new__(cls, "".join(str(p) for p in flat))
+        self.parts = tuple(flat)
+        return self
+
+    def __add__(self, other: str) -> Message:  # a str, and still a Message
+        return Message(self, other)
+
+    def __radd__(self, other: str) -> Message:
+        return Message(other, self)
+
+    @classmethod
+    def joined(cls, separator: str, texts: list[str]) -> Message:
+        """``separator.join(texts)``, each text that names an argument still naming it."""
+        parts: list[str] = []
+        for text in texts:
+            parts += [separator, text] if parts else [text]
+        return cls(*parts)
+
+    def to_doc(self) -> list[object]:
+        """The parts as JSON values (text as text, a named argument as an object): for a message that must
+        cross a process boundary as text (a Spark executor's error)."""
+        return [p if isinstance(p, str) else _named_doc(p) for p in self.parts]
+
+    @classmethod
+    def from_doc(cls, doc: list[object]) -> Message:
+        return cls(*(p if isinstance(p, str) else _named_of(p) for p in doc))
+
+    def words(self, say: Callable[[Named], str]) -> str:
+        """The message with each named argument said by ``say`` (the plain text stays as it is)."""
+        return "".join(p if isinstance(p, str) else say(p) for p in self.parts)
+
+
+def _named_doc(named: Named) -> dict[str, object]:
+    doc = {k: v for k, v in vars(named).items() if v is not None and v is not GIVE and v is not False}
+    return {**doc, "pair": list(named.pair)} if named.pair is not None else doc
+
+
+def _named_of(doc: object) -> Named:
+    if not isinstance(doc, dict) or not isinstance(doc.get("argument"), str):
+        raise ValueError(f"not a named argument: {doc!r}")
+    pair = doc.get("pair")
+    return Named(
+        doc["argument"],
+        doc.get("value", GIVE),
+        bool(doc.get("entry", False)),
+        (str(pair[0]), str(pair[1])) if isinstance(pair, list) and len(pair) == 2 else None,
+        _text_or_none(doc.get("placeholder")),
+        _text_or_none(doc.get("python")),
+    )
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception's message, as the :class:`Message` it was raised with if it was."""
+    first = exc.args[0] if len(exc.args) == 1 else None
+    return first if isinstance(first, Message) and str(exc) == first else str(exc)
 
 
 class ExitStatus(IntEnum):

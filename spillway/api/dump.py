@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.summary import CheckpointSummary
     from spillway.inspect.topology import Topology
-    from spillway.model.checkpoint import Checkpoint as CheckpointModel
-    from spillway.model.checkpoint import OperatorState
+    from spillway.model.checkpoint import CheckpointMetadata, OperatorState
     from spillway.storage.load import Damaged, LoadedCheckpoint
 
 PathLike = str | os.PathLike[str]
@@ -68,7 +67,7 @@ class DumpResult:
     _survey: tuple[int, int] | None = field(default=None, repr=False)
 
     @property
-    def checkpoint(self) -> CheckpointModel:
+    def checkpoint(self) -> CheckpointMetadata:
         """The decoded ``_metadata``."""
         return self.loaded.checkpoint
 

@@ -1,8 +1,8 @@
 """The options of an opened checkpoint's calls, as dataclasses (what a command's flags say, in Python's names).
 
 The writing calls' options (``RescaleOptions``, ``RelocateOptions``, ``StripOptions``, ``ClearFinishedOptions``,
-``DropOperatorOptions``) are defined beside the code that takes them (``spillway.rescale.options``,
-``spillway.repair.options``) and re-exported here. Each checks itself when made, so a mistake is an
+``DropOperatorOptions``) are defined beside the code that takes them (``spillway.rescale.rescale_options``,
+``spillway.repair.repair_options``) and re-exported here. Each checks itself when made, so a mistake is an
 ``ArgumentError`` naming the argument before any checkpoint is read. The restore forecast's network settings
 are Flink's: ``buffer_size`` is ``taskmanager.memory.segment-size`` (one network buffer), the others
 ``taskmanager.network.memory.*``.
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spillway.api.errors import ArgumentError
-from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
+from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.rescale.forecast import BufferSettings
-from spillway.rescale.options import (
+from spillway.rescale.rescale_options import (
     BUFFERS_PER_CHANNEL,
     DEFAULT_BUFFER_SIZE,
     FLOATING_BUFFERS_PER_GATE,

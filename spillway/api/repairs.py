@@ -5,8 +5,8 @@ repair's ``RepairResult`` (what changed, the loss, the restore instructions; ``t
 from __future__ import annotations
 
 from spillway.repair.common import Change
-from spillway.repair.session import EdgeLoss, Loss, RepairResult
 from spillway.repair.transforms import ChannelLoss
+from spillway.repair.workflow import EdgeLoss, Loss, RepairResult
 from spillway.rescale.plan import LostChannel
 from spillway.rescale.rescale import EdgeRoute, Moved, VertexChange
 

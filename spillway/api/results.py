@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.analyze import Analysis
     from spillway.inspect.finished import Verdict
-    from spillway.inspect.preflight import Result
+    from spillway.inspect.preflight import PreflightAnswer
     from spillway.inspect.validate import Report
     from spillway.rescale.plan import LostChannel
     from spillway.rescale.rescale import EdgeRoute, Moved, RescaleReport, VertexChange
@@ -89,7 +89,7 @@ class PreflightResult:
     ``result.reasons`` say why; ``forecast`` when the new job is the checkpoint's job rescaled
     (``forecast_note`` when it could not be made)."""
 
-    result: Result
+    result: PreflightAnswer
     checkpoint: str
     plan: str
     forecast: dict[str, Any] | None = None

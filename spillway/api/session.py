@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
-from spillway.errors import UsageError
+from spillway.errors import Message, UsageError, message_of
 
 if TYPE_CHECKING:
     from spillway.api.jobs import JobJar
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from spillway.inspect.salvage_options import SalvageOptions
     from spillway.inspect.topology import JobBinding, Topology
     from spillway.inspect.validate import Progress
-    from spillway.model.checkpoint import Checkpoint as CheckpointModel
+    from spillway.model.checkpoint import CheckpointMetadata
     from spillway.storage.load import LoadedCheckpoint
 
 
@@ -80,8 +80,8 @@ class Checkpoint:
         self.source = self.source or str(self.loaded.location.checkpoint_dir)
 
     @property
-    def model(self) -> CheckpointModel:
-        """The decoded ``_metadata`` (``spillway.model.checkpoint.Checkpoint``)."""
+    def model(self) -> CheckpointMetadata:
+        """The decoded ``_metadata`` (``spillway.model.checkpoint.CheckpointMetadata``)."""
         return self.loaded.checkpoint
 
     @property
@@ -129,7 +129,7 @@ class Checkpoint:
         network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
         a damaged record."""
         from spillway.inspect.validate import validate
-        from spillway.rescale.options import (  # the bounds alone: a plain validate loads no planning machinery
+        from spillway.rescale.rescale_options import (  # the bounds alone: a plain validate loads no planning machinery
             BUFFERS_PER_CHANNEL,
             DEFAULT_BUFFER_SIZE,
             FLOATING_BUFFERS_PER_GATE,
@@ -224,7 +224,7 @@ class Checkpoint:
                     self.loaded, old_plan, new_p, dict(options.keys), dict(options.key_fns), options.buffers
                 )
             except SpillwayError as exc:
-                note = f"no restore forecast: {exc}"
+                note = Message("no restore forecast: ", message_of(exc))
             else:
                 result.reasons += forecast_reasons(forecast)
         return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)

@@ -1,5 +1,9 @@
 """The types and pure helpers a renderer of the results needs (the CLI's tables, a program's own report),
-re-exported so it need not reach below the door: the results' parts and the binding's rows."""
+re-exported so it need not reach below the door: the results' parts and the binding's rows.
+
+These are the library's own classes, not copies: a result hands out the objects it was computed from, so
+they are for reading. Changing one is not supported (a later call on the same ``Checkpoint`` may see the
+change); only the names here are the API's promise, not their modules below the door."""
 
 from __future__ import annotations
 
@@ -10,9 +14,7 @@ from spillway.inspect.diff import CheckpointDiff
 from spillway.inspect.files import GROUPS, FilesReport
 from spillway.inspect.findings import Finding
 from spillway.inspect.finished import Verdict
-from spillway.inspect.preflight import Answer as PreflightVerdict
-from spillway.inspect.preflight import Loss as PreflightLoss
-from spillway.inspect.preflight import Result as PreflightAnswer
+from spillway.inspect.preflight import PreflightAnswer, PreflightLoss, PreflightVerdict
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import Report
 

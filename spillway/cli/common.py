@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import errno
 import json
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -14,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 
 from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
 from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
-from spillway.api.errors import ExitStatus
+from spillway.api.errors import GIVE, ExitStatus, Message, Named, message_of
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 
 __all__ = [
@@ -25,6 +23,7 @@ __all__ = [
     "fail",
     "guarded",
     "human_bytes",
+    "in_options",
     "io_message",
     "out",
 ]
@@ -58,7 +57,7 @@ def _progress() -> AbstractContextManager[None]:
         return nullcontext()
     from spillway.cli.progress import progress_bars
 
-    return progress_bars(cli_words)
+    return progress_bars(in_options)
 
 
 def show_warnings(warnings: list[str]) -> None:
@@ -68,25 +67,12 @@ def show_warnings(warnings: list[str]) -> None:
 
     for w in warnings:
         err.print(
-            f"[yellow]warning:[/] {escape(cli_words(w))}", markup=True, highlight=False, emoji=False, soft_wrap=True
+            f"[yellow]warning:[/] {escape(in_options(w))}", markup=True, highlight=False, emoji=False, soft_wrap=True
         )
 
 
-# What the library says in its own terms about a setting that is a global option here, and how the CLI says it.
-_RULE = re.compile(r"^rebase rule ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"): ")
-_TIMEOUT = "storage timeout: SPILLWAY_STORAGE_TIMEOUT"
-
-
-def cli_words(message: str) -> str:
-    """A library message in the CLI's words: ``rebase rule 'A=B': …`` -> ``--rebase A=B: …``; the storage
-    timeout -> ``--storage-timeout``; every argument named in keyword form (spillway.errors) -> its option."""
-    message = _RULE.sub(lambda m: f"--rebase {ast.literal_eval(m[1])}: ", message)
-    message = _NAMED.sub(_as_flag, message)
-    return message.replace(_TIMEOUT, "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT")
-
-
-# The option of each API argument, one name per concept across the commands: an ``ArgumentError`` about one of
-# them is shown in the option's words (guarded, in_flags).
+# The option of each API argument, one name per concept across the commands: a message naming one of them
+# (spillway.errors.Named) or an ``ArgumentError`` about one is shown in the option's words (in_options, in_flags).
 FLAGS = {
     "buffer_size": "--buffer-size",
     "buffers_per_channel": "--buffers-per-channel",
@@ -106,40 +92,41 @@ FLAGS = {
     "uids": "--uid",
     "uid_map": "--uid-map",
     "master": "--master",
+    "rebase": "--rebase",
+    # the environment variable sets it for the library and the CLI alike
+    "storage_timeout": "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT",
 }
 
-# An argument named in a message, in the library's one keyword form (spillway.errors): ``force=True``,
-# ``plan=...``, ``keys={VERTEX: EXTRACTOR}``, ``key_fns[…]='m:f'``, ``master='yarn'``. Not inside a call's
-# argument list (``spillway.open(path, plan=...)`` is Python for Python users, not advice about an option), nor
-# inside a path (``/data/out=1/chk-3``).
-_NAMED = re.compile(
-    r"(?<![\w.\-/\\=])(?<!, )(" + "|".join(FLAGS) + r")(\[…\])?="
-    r"(True\b|\.\.\.|\{[^{}]*\}|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s;,()]+)"
-)
+
+def in_options(message: str) -> str:
+    """A library message in the CLI's words: each argument it names (a ``Message``'s ``Named`` parts) as the
+    option that sets it (``force=True`` -> ``--force``, ``keys={VERTEX: EXTRACTOR}`` -> ``--key VERTEX=EXTRACTOR``,
+    ``rebase rule 'A=B'`` -> ``--rebase A=B``). Plain text, and arguments no option sets, stay as they are."""
+    return message.words(_as_option) if isinstance(message, Message) else message
 
 
-_QUOTES = ("'", '"')
-
-
-def _as_flag(named: re.Match[str]) -> str:
-    flag, value = FLAGS[named[1]], named[3]
-    if value in ("True", "..."):
+def _as_option(named: Named) -> str:
+    flag = FLAGS.get(named.argument)
+    if flag is None:
+        return str(named)
+    if named.pair is not None:
+        return f"{flag} {named.pair[0]}={named.pair[1]}"
+    if named.placeholder is not None:
+        return f"{flag} {named.placeholder}"
+    if named.value is GIVE or named.value is True:
         return flag
-    if value.startswith("{"):  # an entry: {K: V} -> K=V, as the option takes it
-        return f"{flag} {'='.join(value[1:-1].split(': ', 1))}"
-    # a value as given (``old='/x'``): as the option takes it (``--from /x``), as in_flags shows one
-    return f"{flag} {ast.literal_eval(value) if value[0] in _QUOTES else value}"
+    return f"{flag} {named.value}"
 
 
 def in_flags(exc: SpillwayError) -> str:
     """The error's message in the CLI's words: an ``ArgumentError`` about an argument that is an option here names
     the option (``buffer_size=32: …`` -> ``--buffer-size 32: …``, ``keys['count']='x': …`` -> ``--key count=x: …``)."""
     if not isinstance(exc, ArgumentError) or exc.argument not in FLAGS:
-        return cli_words(str(exc))
-    flag = FLAGS[exc.argument]
+        return in_options(message_of(exc))
+    flag, detail = FLAGS[exc.argument], in_options(exc.detail)
     if exc.value is None:
-        return f"{flag}: {exc.detail}"
-    return f"{flag} {exc.value if exc.key is None else f'{exc.key}={exc.value}'}: {exc.detail}"
+        return f"{flag}: {detail}"
+    return f"{flag} {exc.value if exc.key is None else f'{exc.key}={exc.value}'}: {detail}"
 
 
 def guarded(action: Callable[[], T], json_out: bool = False, output: object = None) -> T:

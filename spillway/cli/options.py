@@ -333,5 +333,7 @@ def salvage_options(
         default, by_edge = api.value_type_args(value_type or [])
         return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)
     except api.ArgumentError as exc:
+        if "value_type" not in exc.argument:
+            raise  # an argument that is an option of its own: guarded names it
         given = exc.value if exc.key is None else f"{exc.key}={exc.value}"
-        raise UsageError(f"--value-type {given}: {exc.detail}" if "value_type" in exc.argument else str(exc)) from None
+        raise UsageError(f"--value-type {given}: {exc.detail}") from None

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, out, show_warnings
+from spillway.cli.common import ExitStatus, emit_json, guarded, in_options, out, show_warnings
 from spillway.cli.help import command
 from spillway.cli.options import (
     Decorator,
@@ -124,7 +124,7 @@ def show_report(report: RepairResult, json_out: bool) -> int:
         table.add_column(col, no_wrap=col != "detail", overflow="fold" if col == "detail" else "ellipsis")
     for c in report.changes:
         row = [escape(c.what), "unknown" if c.count is None else str(c.count)]
-        table.add_row(*row, *([escape(cli_words(c.detail))] if detailed else []))
+        table.add_row(*row, *([escape(in_options(c.detail))] if detailed else []))
     print_wide(table)
     show_warnings(report.warnings)
     if not report.dry_run:

@@ -27,7 +27,7 @@ from spillway.formats.handles import ChannelDecode, channel_codec, decode_handle
 from spillway.formats.javaser import JavaEnum, JavaObject, JavaSerializationError, read_java_object
 from spillway.formats.metadata import METADATA_MAGIC, metadata_layout, operator_layout
 from spillway.model.checkpoint import (
-    Checkpoint,
+    CheckpointMetadata,
     CheckpointProperties,
     MasterState,
     OperatorState,
@@ -93,7 +93,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def decode_metadata(data: bytes, file: str = "_metadata") -> Checkpoint:
+def decode_metadata(data: bytes, file: str = "_metadata") -> CheckpointMetadata:
     with paused_gc():
         return _decode(data, file)
 
@@ -115,7 +115,7 @@ def fast_parser(version: int, inline: bool = True) -> Callable[[bytes], Any]:
     return compile_fast(metadata_layout(version), hooks, inline=inline)
 
 
-def _decode(data: bytes, file: str) -> Checkpoint:
+def _decode(data: bytes, file: str) -> CheckpointMetadata:
     version = read_header(data, file)
     try:
         parsed = fast_parser(version, len(data) >= INLINED_FROM)(data)
@@ -125,7 +125,7 @@ def _decode(data: bytes, file: str) -> Checkpoint:
         decoded = False
     body = parsed["body"]
     features = format_features(version, body.get("dialect"))
-    checkpoint = Checkpoint(
+    checkpoint = CheckpointMetadata(
         format_version=version,
         checkpoint_id=body["checkpoint_id"],
         operators=body["operators"] if decoded else [_operator(o, features) for o in body["operators"]],
@@ -248,7 +248,7 @@ def _snake(name: str) -> str:
 # model -> bytes
 
 
-def encode_metadata(checkpoint: Checkpoint) -> bytes:
+def encode_metadata(checkpoint: CheckpointMetadata) -> bytes:
     v = checkpoint.format_version
     try:
         features = checkpoint.features

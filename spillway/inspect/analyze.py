@@ -30,7 +30,7 @@ from spillway.inspect.output_order import choose_orders
 from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.model.checkpoint import (
     ChannelHandle,
-    Checkpoint,
+    CheckpointMetadata,
     OperatorState,
     channel_handles,
 )
@@ -115,7 +115,7 @@ RecordSink = Callable[["ChannelAnalysis", Record, "Position"], None]
 
 @dataclass
 class Analysis:
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     operators: list[OperatorAnalysis]
     channels: list[ChannelAnalysis]
     skipped: list[str]
@@ -222,7 +222,7 @@ def analyze(
         blobs.close()
 
 
-def _frames_clean(cmap: ChannelMap, blobs: DelegateBlobs, cp: Checkpoint, tags: frozenset[int]) -> bool:
+def _frames_clean(cmap: ChannelMap, blobs: DelegateBlobs, cp: CheckpointMetadata, tags: frozenset[int]) -> bool:
     """Every channel of ``cmap`` parses into whole records (a trial: nothing is counted)."""
     trial = {o.operator_id: _operator(o, cp.features) for o in cp.operators}
     return all(_channel(lc, blobs, trial, 0, None, tags=tags).problem is None for lc in cmap.channels)

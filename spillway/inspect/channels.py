@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # types only: validate without a plan loads no plan machinery
 
 from dataclasses import dataclass, field
 
-from spillway.model.checkpoint import ChannelHandle, Checkpoint, OperatorState, channel_handles
+from spillway.model.checkpoint import ChannelHandle, CheckpointMetadata, OperatorState, channel_handles
 
 
 @dataclass
@@ -76,7 +76,7 @@ class ChannelMap:
 def logical_channels(
     topology: Topology,
     bound: dict[str, BoundVertex],
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointMetadata,
     orders: Mapping[str, tuple[Edge, ...]] | None = None,
     upstream: str | None = None,
     plan_names: Mapping[str, str] | None = None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from spillway.flink import operator_ids
 from spillway.inspect.topology import BoundVertex, JobBinding, Topology, bind_job, bind_variant
-from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState
 
 #: Most assignments of the open operators tried to see whether they all give one verdict.
 MAX_ASSIGNMENTS = 2000
@@ -84,7 +84,7 @@ def classify(op: OperatorState | None) -> str:
     return PARTIALLY if any(s.finished for s in op.subtasks) else RUNNING
 
 
-def chain_operators(b: BoundVertex, checkpoint: Checkpoint) -> tuple[list[OperatorState | None], bool]:
+def chain_operators(b: BoundVertex, checkpoint: CheckpointMetadata) -> tuple[list[OperatorState | None], bool]:
     """The chain's known operators as the one binding has them (None: known to hold no state, so running);
     False when not every member is known."""
     if b.operators:
@@ -122,7 +122,7 @@ def _doubted_edges(topology: Topology, node_class: dict[int, str]) -> list[tuple
     return doubts
 
 
-def check(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None) -> Verdict:
+def check(topology: Topology, checkpoint: CheckpointMetadata, job: JobBinding | None = None) -> Verdict:
     """Flink's FLIP-147 verdict for restoring ``checkpoint`` into the job of ``topology``. When the binding leaves
     operators open, every assignment of them the checkpoint's evidence allows is tried: if all give one answer
     and the same violations, that is Flink's answer, whichever assignment is the job's. ``job``: the binding of
@@ -172,7 +172,9 @@ def check(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = N
 MAX_CHAIN_ALTERNATIVES = 64
 
 
-def _refused_however_chained(topology: Topology, checkpoint: Checkpoint, binding: operator_ids.Binding) -> bool | None:
+def _refused_however_chained(
+    topology: Topology, checkpoint: CheckpointMetadata, binding: operator_ids.Binding
+) -> bool | None:
     """Whether Flink refuses under every chaining of the edges in doubt (each chained or cut): True; False when
     some chaining gives no refusal; None when there are too many to try. A refusal found with the chains assumed
     is not Flink's answer when another chaining the plan allows restores."""
@@ -241,7 +243,7 @@ def _assignments(binding: operator_ids.Binding) -> Iterator[operator_ids.Binding
 
 def _check(
     topology: Topology,
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointMetadata,
     bound: dict[str, BoundVertex],
     binding: operator_ids.Binding | None,
 ) -> Verdict:

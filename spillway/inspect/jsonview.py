@@ -15,7 +15,7 @@ from spillway.model.checkpoint import (
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    Checkpoint,
+    CheckpointMetadata,
     EmptySegmentFileHandle,
     FileBacked,
     FileHandle,
@@ -292,7 +292,7 @@ class JsonView:
 
     def checkpoint(
         self,
-        cp: Checkpoint,
+        cp: CheckpointMetadata,
         operators: list[OperatorState] | None = None,
         subtask: int | None = None,
     ) -> dict[str, Any]:
@@ -300,7 +300,7 @@ class JsonView:
         doc["operators"] = list(self.operator_docs(cp, operators, subtask))
         return doc
 
-    def checkpoint_head(self, cp: Checkpoint) -> dict[str, Any]:
+    def checkpoint_head(self, cp: CheckpointMetadata) -> dict[str, Any]:
         """The document without its operators: ``operators`` is an empty list, in its place."""
         props = None
         if cp.properties is not None:
@@ -330,7 +330,7 @@ class JsonView:
         return doc
 
     def operator_docs(
-        self, cp: Checkpoint, operators: list[OperatorState] | None = None, subtask: int | None = None
+        self, cp: CheckpointMetadata, operators: list[OperatorState] | None = None, subtask: int | None = None
     ) -> Iterator[dict[str, Any]]:
         """The ``operators`` of the document, one at a time (a caller writing each as it comes holds
         one operator's dicts instead of the whole document's)."""

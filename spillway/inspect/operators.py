@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from spillway.errors import UsageError
-from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState
 
 
 def select_operators(
-    cp: Checkpoint, wanted: str | None, plan_names: Mapping[str, str] | None = None
+    cp: CheckpointMetadata, wanted: str | None, plan_names: Mapping[str, str] | None = None
 ) -> list[OperatorState]:
     """All operators when ``wanted`` is None; else those whose id, uid or name is ``wanted``.
 
@@ -35,7 +35,7 @@ def select_operators(
 
 
 def operator_ids(
-    cp: Checkpoint, wanted: list[str] | None, plan_names: Mapping[str, str] | None = None
+    cp: CheckpointMetadata, wanted: list[str] | None, plan_names: Mapping[str, str] | None = None
 ) -> set[str] | None:
     """Resolve several id/uid/name values to operator ids; None when none were given."""
     if not wanted:

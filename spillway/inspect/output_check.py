@@ -23,7 +23,7 @@ from spillway.inspect.findings import Finding
 from spillway.inspect.references import missing_references
 from spillway.inspect.topology import Topology
 from spillway.inspect.validate import validate
-from spillway.model.checkpoint import Checkpoint, IncrementalHandle
+from spillway.model.checkpoint import CheckpointMetadata, IncrementalHandle
 from spillway.storage.load import load_checkpoint
 from spillway.storage.safe_writer import PlannedOutput, WriteError
 
@@ -64,7 +64,7 @@ def validated_output(
     return check
 
 
-def foreign_key_groups(checkpoint: Checkpoint) -> list[str]:
+def foreign_key_groups(checkpoint: CheckpointMetadata) -> list[str]:
     """Every keyed state handle holding key groups outside the range Flink assigns its subtask (Flink's rule:
     subtask i of p owns [ceil(i * max / p), ceil((i + 1) * max / p) - 1]), unless Flink clips it on restore."""
     found: list[str] = []

@@ -19,7 +19,7 @@ from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logic
 
 if TYPE_CHECKING:
     from spillway.inspect.topology import BoundVertex, Edge, Topology, Vertex
-    from spillway.model.checkpoint import Checkpoint
+    from spillway.model.checkpoint import CheckpointMetadata
 
 __all__ = ["MAX_ORDERS", "OutputOrders", "candidate_orders", "choose_orders", "known_order", "uncertain_note"]
 
@@ -85,7 +85,7 @@ def candidate_orders(topology: Topology, b: BoundVertex) -> list[tuple[Edge, ...
 def choose_orders(
     topology: Topology,
     bound: dict[str, BoundVertex],
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointMetadata,
     frames_clean: Callable[[ChannelMap], bool],
 ) -> tuple[dict[str, tuple[Edge, ...]], list[str]]:
     """For each vertex whose output order the plan does not give, the order to pair its output state by, and the

@@ -23,11 +23,11 @@ from spillway.inspect.topology import (
     bind_job,
     stores_stateless,
 )
-from spillway.model.checkpoint import Checkpoint, OperatorState
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState
 
 
 def plan_mismatches(
-    bound: dict[str, BoundVertex], checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None
+    bound: dict[str, BoundVertex], checkpoint: CheckpointMetadata, plan_names: Mapping[str, str] | None = None
 ) -> list[tuple[str, str, str]]:
     """(rule, operator label, message) for every certain mismatch, and one warning if nothing binds."""
     found: list[tuple[str, str, str]] = []
@@ -89,7 +89,7 @@ def _renamed(name: str, operator_id: str | None, method: str, stored: str, store
 
 
 def state_mismatches(
-    topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None
+    topology: Topology, checkpoint: CheckpointMetadata, job: JobBinding | None = None
 ) -> list[tuple[str, str, str]]:
     """Certain contradictions between the plan and the state of operators bound by Flink's own ids (not by
     deduction, which only ever picks what fits): keyed state behind no keyed edge, a source reader's state on an

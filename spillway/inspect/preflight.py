@@ -28,9 +28,9 @@ from spillway.inspect.restore_checks import (
     UNKNOWN,
     WARNING,
     FlinkDoes,
-    Loss,
     NewVertex,
     Placement,
+    PreflightLoss,
     Reason,
     Settings,
     Verdict,
@@ -46,7 +46,7 @@ from spillway.inspect.restore_checks import (
     vertex_table,
 )
 from spillway.inspect.topology import JobBinding, Topology, bind_job, operator_binding
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import LoadedCheckpoint
 
 __all__ = [
@@ -58,11 +58,11 @@ __all__ = [
     "SCHEMA",
     "UNKNOWN",
     "WARNING",
-    "Answer",
     "FlinkDoes",
-    "Loss",
+    "PreflightAnswer",
+    "PreflightLoss",
+    "PreflightVerdict",
     "Reason",
-    "Result",
     "Settings",
     "Verdict",
     "check",
@@ -72,7 +72,7 @@ __all__ = [
 SCHEMA = "spillway.preflight/2"
 
 
-class Answer(str, Enum):
+class PreflightVerdict(str, Enum):
     """The whole answer: Flink restores (yes), refuses or fails (no), restores but drops data, or unknown."""
 
     YES = "yes"
@@ -82,10 +82,10 @@ class Answer(str, Enum):
 
 
 @dataclass
-class Result:
+class PreflightAnswer:
     reasons: list[Reason]
     vertices: list[dict[str, Any]]  # the new job's vertices and what of the checkpoint each gets
-    loss: Loss = field(default_factory=Loss)
+    loss: PreflightLoss = field(default_factory=PreflightLoss)
 
     @property
     def restorable(self) -> bool | None:
@@ -96,19 +96,23 @@ class Result:
         return None if UNKNOWN in verdicts else True
 
     @property
-    def answer(self) -> Answer:
+    def answer(self) -> PreflightVerdict:
         restorable = self.restorable
         if restorable is False:
-            return Answer.NO
+            return PreflightVerdict.NO
         if restorable is None:
-            return Answer.UNKNOWN
-        return Answer.RESTORES_WITH_LOSS if any(r.verdict == LOSS for r in self.reasons) else Answer.YES
+            return PreflightVerdict.UNKNOWN
+        return (
+            PreflightVerdict.RESTORES_WITH_LOSS
+            if any(r.verdict == LOSS for r in self.reasons)
+            else PreflightVerdict.YES
+        )
 
 
 # ------------------------------------------------------------------------------------------------- the adapter
 
 
-def place_operators(topology: Topology, checkpoint: Checkpoint, job: JobBinding | None = None) -> Placement:
+def place_operators(topology: Topology, checkpoint: CheckpointMetadata, job: JobBinding | None = None) -> Placement:
     """Where each checkpoint operator sits in the new job, as far as Flink's own ids tell.
 
     The only use of the plan-to-checkpoint binding (:func:`spillway.inspect.topology.operator_binding`): a plan
@@ -190,8 +194,11 @@ def _chain_leaves(topology: Topology, key: str) -> list[int] | None:
 
 
 def check(
-    topology: Topology, checkpoint: Checkpoint, settings: Settings | None = None, loaded: LoadedCheckpoint | None = None
-) -> Result:
+    topology: Topology,
+    checkpoint: CheckpointMetadata,
+    settings: Settings | None = None,
+    loaded: LoadedCheckpoint | None = None,
+) -> PreflightAnswer:
     """``loaded`` (the same checkpoint with its files) lets the checks that depend on channel-state bytes read them
     (where a dropped operator's in-flight data cuts a record); without it they answer unknown."""
     settings = settings or Settings()
@@ -201,7 +208,7 @@ def check(
     job = bind_job(topology, checkpoint)  # once: placement, the FLIP-147 verdict and the files check share it
     place = place_operators(topology, checkpoint, job)
     facts = channel_facts(loaded) if loaded is not None else None
-    loss = Loss()
+    loss = PreflightLoss()
     reasons: list[Reason] = binding_notes(place)
     for name, found in (
         ("operator-mapping", mapping(place, checkpoint, settings, facts, loss)),
@@ -214,10 +221,10 @@ def check(
     if loaded is not None:
         reasons += files(loaded, place, settings, job.names) or [Reason("files", OK, PASSED["files"])]
     reasons += known_bugs(checkpoint, settings)
-    return Result(reasons, vertex_table(place, checkpoint), loss)
+    return PreflightAnswer(reasons, vertex_table(place, checkpoint), loss)
 
 
-def to_doc(result: Result, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def to_doc(result: PreflightAnswer, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "verdict": result.answer.value,
@@ -260,7 +267,7 @@ def with_parallelism(topology: Topology, parallelism: dict[str, int]) -> Topolog
     return topology.rescaled({find_vertex(topology, k): n for k, n in parallelism.items()}, "plan")
 
 
-def checkpoint_parallelism_plan(topology: Topology, result: Result) -> tuple[Topology, dict[str, int]] | None:
+def checkpoint_parallelism_plan(topology: Topology, result: PreflightAnswer) -> tuple[Topology, dict[str, int]] | None:
     """The plan at the checkpoint's parallelism and the new parallelism per vertex key, when the new job is the
     checkpoint's job rescaled (every vertex with operators in the checkpoint has one old parallelism); else None."""
     old: dict[str, int] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from spillway.errors import SpillwayError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.walk import all_stream_handles
 from spillway.safe_io import read_regular
 from spillway.storage import remote_copies
@@ -35,7 +35,7 @@ class Reference:
     where: str  # operator, subtask and state kind, for the message
 
 
-def references(checkpoint: Checkpoint) -> Iterator[Reference]:
+def references(checkpoint: CheckpointMetadata) -> Iterator[Reference]:
     """Every file-backed handle of the checkpoint, coordinator state included."""
     for site, h in all_stream_handles(checkpoint):
         if not is_file_backed(h):

@@ -15,7 +15,7 @@ from spillway.flink.partitioners import Partitioner
 from spillway.inspect import finished
 from spillway.inspect.topology import JobBinding, Topology
 from spillway.model.checkpoint import (
-    Checkpoint,
+    CheckpointMetadata,
     InputChannelHandle,
     OperatorState,
     ResultSubpartitionHandle,
@@ -147,7 +147,7 @@ class LostInFlight:
 
 
 @dataclass
-class Loss:
+class PreflightLoss:
     """Everything the restore drops: the ``loss`` section of the answer."""
 
     state: list[LostState] = field(default_factory=list)
@@ -278,7 +278,7 @@ def _label(op: OperatorState) -> str:
 
 
 def mapping(
-    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None, loss: Loss
+    place: Placement, cp: CheckpointMetadata, settings: Settings, facts: ChannelFacts | None, loss: PreflightLoss
 ) -> list[Reason]:
     """``Checkpoints.loadAndValidateCheckpoint``: every operator of the checkpoint must be in the new job, unless
     its state is empty or non-restored state is allowed (then Flink drops it without a word: ``loss``)."""
@@ -433,7 +433,9 @@ def channel_facts(loaded: LoadedCheckpoint) -> ChannelFacts:
     return facts
 
 
-def cut_partners(op: OperatorState, side: str, place: Placement, cp: Checkpoint, facts: ChannelFacts) -> list[str]:
+def cut_partners(
+    op: OperatorState, side: str, place: Placement, cp: CheckpointMetadata, facts: ChannelFacts
+) -> list[str]:
     """Channels where a record is cut between ``op``'s channel state on ``side`` (dropped) and restored state on
     the other side. Read without the old job's plan, an input channel's data is known to end inside a record; the
     output half it lacks is some restored upstream's (when any restored operator holds output channel state)."""
@@ -444,7 +446,7 @@ def cut_partners(op: OperatorState, side: str, place: Placement, cp: Checkpoint,
 
 
 def _dropped(
-    op: OperatorState, place: Placement, cp: Checkpoint, facts: ChannelFacts | None, loss: Loss
+    op: OperatorState, place: Placement, cp: CheckpointMetadata, facts: ChannelFacts | None, loss: PreflightLoss
 ) -> list[Reason]:
     """An operator dropped with ``--allow-non-restored-state``: its state is lost, and so are its records in flight.
     Its partner on the other side of each channel may be restored into whatever is there now: where a record is
@@ -520,7 +522,7 @@ def _max_parallelism_known(settings: Settings, vertex: NewVertex) -> bool:
     return bool(settings.max_parallelism) or settings.no_max_parallelism or vertex.max_parallelism_known
 
 
-def max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> list[Reason]:
+def max_parallelism(place: Placement, cp: CheckpointMetadata, settings: Settings) -> list[Reason]:
     """``Checkpoints.loadAndValidateCheckpoint`` (a max parallelism set in the job must equal the checkpoint's)
     and ``StateAssignmentOperation`` (the new parallelism must not exceed the checkpoint's max parallelism)."""
     out: list[Reason] = []
@@ -604,7 +606,7 @@ def max_parallelism(place: Placement, cp: Checkpoint, settings: Settings) -> lis
     return out
 
 
-def keyed_exchange(place: Placement, cp: Checkpoint) -> list[Reason]:
+def keyed_exchange(place: Placement, cp: CheckpointMetadata) -> list[Reason]:
     """Keyed state is restored per key group (each subtask gets a range); a keyed operator whose vertex is fed
     by an exchange that does not route by key gets records of other subtasks' key groups, and the first one
     fails the task: Flink accepts the restore, then fails ("Key group N is not in KeyGroupRange")."""
@@ -662,10 +664,10 @@ def _output_state_off_end(
     op: OperatorState,
     v: NewVertex,
     place: Placement,
-    cp: Checkpoint,
+    cp: CheckpointMetadata,
     settings: Settings,
     facts: ChannelFacts | None,
-    loss: Loss,
+    loss: PreflightLoss,
 ) -> tuple[bool, list[Reason]]:
     """Output channel state of an operator a new job chains something after. Flink restores only the chain end's
     output state and checks the others only when that end holds some, or (FLINK-31963) a downstream holds input
@@ -726,11 +728,15 @@ def _output_state_off_end(
 
 
 def channel_state(
-    place: Placement, cp: Checkpoint, settings: Settings, facts: ChannelFacts | None = None, loss: Loss | None = None
+    place: Placement,
+    cp: CheckpointMetadata,
+    settings: Settings,
+    facts: ChannelFacts | None = None,
+    loss: PreflightLoss | None = None,
 ) -> list[Reason]:
     """``StateAssignmentOperation``: channel state must stay at a chain's ends, and a rescaled exchange with it
     needs a partitioner Flink can map (not FORWARD, RESCALE or BROADCAST)."""
-    loss = loss if loss is not None else Loss()
+    loss = loss if loss is not None else PreflightLoss()
     out: list[Reason] = []
     chained: list[OperatorState] = []
     branching: list[OperatorState] = []
@@ -888,7 +894,7 @@ def _pointwise_channel_counts(
     return out
 
 
-def finished_state(topology: Topology, cp: Checkpoint, job: JobBinding | None = None) -> list[Reason]:
+def finished_state(topology: Topology, cp: CheckpointMetadata, job: JobBinding | None = None) -> list[Reason]:
     """FLIP-147 (``VertexFinishedStateChecker``), from :func:`spillway.inspect.finished.check` (``job``: the
     plan's binding to ``cp`` when the caller holds it)."""
     if not any(o.fully_finished or any(s.finished for s in o.subtasks) for o in cp.operators):
@@ -902,7 +908,7 @@ def finished_state(topology: Topology, cp: Checkpoint, job: JobBinding | None = 
     return out
 
 
-def known_bugs(cp: Checkpoint, settings: Settings) -> list[Reason]:
+def known_bugs(cp: CheckpointMetadata, settings: Settings) -> list[Reason]:
     from spillway.model.checkpoint import SegmentFileHandle
 
     merged = any(
@@ -925,7 +931,7 @@ def known_bugs(cp: Checkpoint, settings: Settings) -> list[Reason]:
     ]
 
 
-def vertex_table(place: Placement, cp: Checkpoint) -> list[dict[str, Any]]:
+def vertex_table(place: Placement, cp: CheckpointMetadata) -> list[dict[str, Any]]:
     """Per new vertex: its parallelism, the checkpoint's, and the channel state it gets to replay."""
     rows = []
     for v in place.vertices.values():

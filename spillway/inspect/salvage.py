@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spillway.errors import SpillwayError, UsageError
+from spillway.errors import Message, Named, SpillwayError, UsageError
 from spillway.formats.record_reader import Record
 from spillway.formats.stream_elements import RECORD_TAGS, element_name
 from spillway.formats.values import (
@@ -387,11 +387,11 @@ def check_complete(analysis: Analysis, chosen: ChannelFilter, topology: Topology
             raise SalvageError(f"{ch.label}: {ch.problem}; its records cannot be exported")
         if ch.records is None:
             why = (
-                "output-side state is split into records only with the job's plan=..."
+                Message("output-side state is split into records only with the job's ", Named("plan"))
                 if topology is None
                 else "its output-side state is not bound to the plan"
             )
-            raise SalvageError(f"{ch.label}: {why}; its records cannot be exported")
+            raise SalvageError(Message(f"{ch.label}: ", why, "; its records cannot be exported"))
 
 
 def refuse_used_directory(directory: Path) -> None:

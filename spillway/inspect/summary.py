@@ -8,7 +8,7 @@ from spillway.flink.features import FormatFeatures
 from spillway.model.checkpoint import (
     FILE_BACKED_TYPES,
     ByteStreamHandle,
-    Checkpoint,
+    CheckpointMetadata,
     OperatorState,
     StreamLeaf,
     stream_size,
@@ -90,5 +90,5 @@ class CheckpointSummary:
         return sum(getattr(o, attr) for o in self.operators)
 
 
-def summarize(checkpoint: Checkpoint, operators: list[OperatorState] | None = None) -> CheckpointSummary:
+def summarize(checkpoint: CheckpointMetadata, operators: list[OperatorState] | None = None) -> CheckpointSummary:
     return CheckpointSummary([summarize_operator(o) for o in (operators or checkpoint.operators)])

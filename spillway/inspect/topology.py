@@ -35,7 +35,7 @@ from spillway.flink.stream_graph import (
     parse_stream_plan,
 )
 from spillway.model.checkpoint import (
-    Checkpoint,
+    CheckpointMetadata,
     InputChannelHandle,
     OperatorState,
     ResultSubpartitionHandle,
@@ -376,7 +376,7 @@ class JobBinding:
         return [e for e, state in self.edges.items() if state == UNKNOWN]
 
 
-def operator_facts(checkpoint: Checkpoint) -> list[operator_ids.OperatorFacts]:
+def operator_facts(checkpoint: CheckpointMetadata) -> list[operator_ids.OperatorFacts]:
     """What binding can use of each checkpoint operator."""
     out = []
     for o in checkpoint.operators:
@@ -421,15 +421,15 @@ def operator_facts(checkpoint: Checkpoint) -> list[operator_ids.OperatorFacts]:
     return out
 
 
-def stores_stateless(checkpoint: Checkpoint) -> bool:
+def stores_stateless(checkpoint: CheckpointMetadata) -> bool:
     """Whether this checkpoint keeps operators without state (1.11, 1.13+ do; 1.10 and 1.12 leave them out).
     Only certain when one is seen: a job whose every operator has state looks the same either way."""
     return any(not any(s.has_state() for s in o.subtasks) and o.coordinator_state is None for o in checkpoint.operators)
 
 
-def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
+def bind_job(topology: Topology, checkpoint: CheckpointMetadata) -> JobBinding:
     """The binding of ``topology`` to ``checkpoint``: a value; compute it once per command and pass it on
-    (``spillway.api.Checkpoint.job_binding`` does).
+    (``spillway.api.CheckpointMetadata.job_binding`` does).
 
     Neither argument is changed. For a stream-graph plan the chains are re-derived from the evidence (see
     :func:`_chain_edges`); :attr:`JobBinding.view` is the plan with those chains, and its vertices are the keys of
@@ -455,7 +455,7 @@ def bind_job(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
     return JobBinding(binding, vertices, edges, reasons, facts_by_id, view, names)
 
 
-def plan_names_of(binding: operator_ids.Binding | None, checkpoint: Checkpoint) -> dict[str, str]:
+def plan_names_of(binding: operator_ids.Binding | None, checkpoint: CheckpointMetadata) -> dict[str, str]:
     """Operator id -> the plan's name, for the checkpoint's operators the binding binds exactly that store no name
     (before metadata V5): the names to show."""
     out: dict[str, str] = {}
@@ -467,7 +467,7 @@ def plan_names_of(binding: operator_ids.Binding | None, checkpoint: Checkpoint) 
 
 
 def _operator_binding(
-    topology: Topology, checkpoint: Checkpoint, facts: list[operator_ids.OperatorFacts] | None
+    topology: Topology, checkpoint: CheckpointMetadata, facts: list[operator_ids.OperatorFacts] | None
 ) -> operator_ids.Binding | None:
     plan: StreamGraph | JobGraphPlan | None = topology.stream_graph or topology.job_graph
     if plan is None:
@@ -569,7 +569,7 @@ def _tail_position(v: JobVertexPlan) -> int:
 
 def bind_variant(
     topology: Topology,
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointMetadata,
     binding: operator_ids.Binding,
     chained: set[tuple[int, int]] | None = None,
 ) -> tuple[Topology, dict[str, BoundVertex], dict[tuple[int, int], str]]:
@@ -591,7 +591,7 @@ def bind_variant(
 
 def _bound_vertices(
     topology: Topology,
-    checkpoint: Checkpoint,
+    checkpoint: CheckpointMetadata,
     binding: operator_ids.Binding | None,
     edges: dict[tuple[int, int], str],
 ) -> dict[str, BoundVertex]:
@@ -695,7 +695,7 @@ def _bound_vertices(
     return out
 
 
-def _side_empty(b: operator_ids.BoundOperator | None, checkpoint: Checkpoint, side: str) -> bool:
+def _side_empty(b: operator_ids.BoundOperator | None, checkpoint: CheckpointMetadata, side: str) -> bool:
     """Whichever id an unbound operator is, it holds no channel state on ``side``: then its channels' halves on
     that side are empty under every consistent assignment, and nothing is lost by not knowing which it is."""
     if b is None or not b.candidates:
@@ -709,11 +709,11 @@ def _side_empty(b: operator_ids.BoundOperator | None, checkpoint: Checkpoint, si
     return True
 
 
-def bind(topology: Topology, checkpoint: Checkpoint) -> dict[str, BoundVertex]:
+def bind(topology: Topology, checkpoint: CheckpointMetadata) -> dict[str, BoundVertex]:
     """Each vertex's head (input-state holder), tail (output-state holder) and operators (:func:`bind_job`)."""
     return bind_job(topology, checkpoint).vertices
 
 
-def operator_binding(topology: Topology, checkpoint: Checkpoint) -> operator_ids.Binding | None:
+def operator_binding(topology: Topology, checkpoint: CheckpointMetadata) -> operator_ids.Binding | None:
     """How each operator of the plan binds to the checkpoint (method, id, evidence) (:func:`bind_job`)."""
     return bind_job(topology, checkpoint).operators

@@ -22,15 +22,15 @@ from spillway.formats.record_framing import FramingFault
 from spillway.formats.stream_elements import tags_for_format_version
 from spillway.inspect.channels import ChannelKey, ChannelMap, channel_key, logical_channels
 from spillway.inspect.findings import Finding, sort_findings
+from spillway.inspect.rules.against_plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.chunks import handle_chunk_findings, unclaimed_finding
 from spillway.inspect.rules.common import Claims, Located
 from spillway.inspect.rules.files import missing_file, referenced_files, size_finding, unreadable_file
-from spillway.inspect.rules.plan import placement_findings, plan_findings, topology_notes
 from spillway.inspect.rules.records import FramedChannel, Piece, ReadBack, damaged_findings, record_findings
 from spillway.inspect.rules.structure import structure_findings
 from spillway.inspect.validate_engine import Counted, Engine, Job, Parts, usable_cores
 from spillway.inspect.validate_report import Recorder, Report, Unchecked
-from spillway.model.checkpoint import Checkpoint, channel_handles
+from spillway.model.checkpoint import CheckpointMetadata, channel_handles
 from spillway.model.paths import named_path_problems, shown_path
 from spillway.safe_io import NotARegularFile, check_regular, open_regular
 from spillway.storage import remote_copies
@@ -71,7 +71,7 @@ def validate(
     return run.report
 
 
-def _channel_state(cp: Checkpoint, plan_names: Mapping[str, str]) -> list[Located]:
+def _channel_state(cp: CheckpointMetadata, plan_names: Mapping[str, str]) -> list[Located]:
     """Every channel handle, input side first in each subtask."""
     out = []
     for op in cp.operators:
@@ -406,7 +406,7 @@ class _Validation:
 __all__ = ["Progress", "Report", "Unchecked", "validate"]
 
 
-def _bind(topology: Topology, checkpoint: Checkpoint) -> JobBinding:
+def _bind(topology: Topology, checkpoint: CheckpointMetadata) -> JobBinding:
     from spillway.inspect.topology import bind_job
 
     return bind_job(topology, checkpoint)

@@ -747,7 +747,7 @@ def channel_handles(handles: Sequence[ChannelState]) -> list[ChannelHandle]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Checkpoint structure
+# CheckpointMetadata structure
 
 
 @dataclass(slots=True)
@@ -822,7 +822,7 @@ class CheckpointProperties:
 
 
 @dataclass(slots=True)
-class Checkpoint:
+class CheckpointMetadata:
     format_version: int
     checkpoint_id: int
     operators: list[OperatorState]

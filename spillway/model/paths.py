@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from spillway.model.checkpoint import (
-    Checkpoint,
+    CheckpointMetadata,
     Handle,
     IncrementalHandle,
     OperatorStreamHandle,
@@ -121,13 +121,13 @@ class PathSite:
         return f"{shown_path(self.path)}: {self.problem.reason}"
 
 
-def checkpoint_path_problems(checkpoint: Checkpoint) -> list[PathSite]:
+def checkpoint_path_problems(checkpoint: CheckpointMetadata) -> list[PathSite]:
     """Every unsafe path the checkpoint names, in handle order: each file-backed handle's path, each
     incremental handle's local file names, each file-merging handle's directories."""
     return list(_problems(checkpoint))
 
 
-def unsafe_names(checkpoint: Checkpoint) -> list[tuple[str, PathProblem]]:
+def unsafe_names(checkpoint: CheckpointMetadata) -> list[tuple[str, PathProblem]]:
     """Each distinct unsafe path the checkpoint names, once (cheaper than ``checkpoint_path_problems``:
     no handle sites), files first."""
     absolute, relative = file_names(checkpoint, coordinator=True)
@@ -141,13 +141,13 @@ def unsafe_names(checkpoint: Checkpoint) -> list[tuple[str, PathProblem]]:
     return out
 
 
-def named_path_problems(checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None) -> list[PathSite]:
+def named_path_problems(checkpoint: CheckpointMetadata, plan_names: Mapping[str, str] | None = None) -> list[PathSite]:
     """The unsafe paths a checkpoint names besides its files (RocksDB local file names, file-merging
     directories): those no resolver is asked about. ``plan_names``: a bound plan's (``JobBinding.names``)."""
     return list(_named_problems(checkpoint, plan_names))
 
 
-def _problems(checkpoint: Checkpoint) -> Iterator[PathSite]:
+def _problems(checkpoint: CheckpointMetadata) -> Iterator[PathSite]:
     for site, h in all_stream_handles(checkpoint):
         if is_file_backed(h) and (problem := path_problem(h.file_name, h.relative)) is not None:
             op = site.operator
@@ -156,7 +156,7 @@ def _problems(checkpoint: Checkpoint) -> Iterator[PathSite]:
     yield from _named_problems(checkpoint)
 
 
-def _named_problems(checkpoint: Checkpoint, plan_names: Mapping[str, str] | None = None) -> Iterator[PathSite]:
+def _named_problems(checkpoint: CheckpointMetadata, plan_names: Mapping[str, str] | None = None) -> Iterator[PathSite]:
     for op in checkpoint.operators:
         for sub in op.subtasks:
             for kind, top in subtask_handles(sub):

@@ -17,7 +17,7 @@ from spillway.model.checkpoint import (
     STREAM_LEAF_TYPES,
     AnyChannelHandle,
     ByteStreamHandle,
-    Checkpoint,
+    CheckpointMetadata,
     Children,
     FileMergingDirs,
     Handle,
@@ -116,7 +116,7 @@ def _collect(handle: Handle, role: str, out: list[tuple[str, StreamLeaf]]) -> No
             _collect(child, child_role, out)
 
 
-def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, StreamLeaf]]:
+def all_stream_handles(checkpoint: CheckpointMetadata) -> Iterator[tuple[HandleSite, StreamLeaf]]:
     """Every leaf stream handle with where it sits (coordinator state included)."""
     for op in checkpoint.operators:
         if op.coordinator_state is not None:
@@ -127,7 +127,7 @@ def all_stream_handles(checkpoint: Checkpoint) -> Iterator[tuple[HandleSite, Str
                     yield HandleSite(op, sub, kind, role), h
 
 
-def leaf_stream_handles(checkpoint: Checkpoint, coordinator: bool = False) -> list[StreamLeaf]:
+def leaf_stream_handles(checkpoint: CheckpointMetadata, coordinator: bool = False) -> list[StreamLeaf]:
     """Every leaf stream handle of every subtask (and, if asked, of coordinator state), without site
     bookkeeping — the fast path for whole-checkpoint scans such as file resolution."""
     out: list[StreamLeaf] = []
@@ -168,7 +168,7 @@ def subtask_leaves(sub: SubtaskState, out: list[StreamLeaf]) -> None:
                 _leaves(h, out)
 
 
-def file_names(checkpoint: Checkpoint, coordinator: bool = False) -> tuple[set[str], set[str]]:
+def file_names(checkpoint: CheckpointMetadata, coordinator: bool = False) -> tuple[set[str], set[str]]:
     """(absolute, relative): the names of every file the handles point into, each once."""
     absolute: set[str] = set()
     relative: set[str] = set()
@@ -230,7 +230,7 @@ def map_stream_leaves(handle: H, fn: LeafFn) -> H:
     return handle.with_children(new)
 
 
-def transform_stream_handles(checkpoint: Checkpoint, fn: LeafFn) -> None:
+def transform_stream_handles(checkpoint: CheckpointMetadata, fn: LeafFn) -> None:
     """Replace, in place, every leaf stream handle ``h`` reachable from the checkpoint by ``fn(h)``.
 
     ``fn`` sees leaf stream handles only (file, relative, inline, segment…); the handles holding them
@@ -258,7 +258,7 @@ def transform_stream_handles(checkpoint: Checkpoint, fn: LeafFn) -> None:
 MERGING_DIR_FIELDS = ("task_owned_dir", "shared_dir")
 
 
-def merging_dirs(checkpoint: Checkpoint) -> Iterator[FileMergingDirs]:
+def merging_dirs(checkpoint: CheckpointMetadata) -> Iterator[FileMergingDirs]:
     """The directory records of file-merging operator state (its task-owned and shared directories: paths too,
     though no handle opens them), each as the model holds it (a writer may set its fields)."""
     for op in checkpoint.operators:

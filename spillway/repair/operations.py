@@ -1,5 +1,5 @@
 """The four repairs: each takes an opened checkpoint, its plan and the repair's options
-(``spillway.repair.options``), writes a new checkpoint at ``options.out`` (never over anything,
+(``spillway.repair.repair_options``), writes a new checkpoint at ``options.out`` (never over anything,
 self-checked before the rename) and returns a ``RepairResult``. ``dry_run`` writes nothing.
 An opened checkpoint calls them (``spillway.open("chk-42").strip_channel_state(StripOptions(...))``).
 """
@@ -11,17 +11,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spillway import progress
-from spillway.errors import UsageError
+from spillway.errors import Message, Named, UsageError
 from spillway.inspect.analyze import analyze
 from spillway.inspect.finished import check, classify
 from spillway.inspect.operators import operator_ids
 from spillway.inspect.topology import JobBinding, Topology, bind_job
-from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.walk import leaf_stream_handles
 from spillway.repair.common import Change, RepairError, RepairPlan
-from spillway.repair.options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
 from spillway.repair.relocate import relocate as relocate_paths
-from spillway.repair.session import (
+from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
+from spillway.repair.transforms import clear_finished as clear_markers
+from spillway.repair.transforms import drop_operators
+from spillway.repair.transforms import strip_channel_state as strip_channels
+from spillway.repair.workflow import (
     EdgeLoss,
     Loss,
     Outside,
@@ -32,9 +35,6 @@ from spillway.repair.session import (
     source_damage,
     source_rebases,
 )
-from spillway.repair.transforms import clear_finished as clear_markers
-from spillway.repair.transforms import drop_operators
-from spillway.repair.transforms import strip_channel_state as strip_channels
 from spillway.safe_io import real_path
 from spillway.storage import fs, remote_copies
 from spillway.storage.claim import Claim
@@ -67,9 +67,12 @@ def relocate(
             # Nothing rewritten while paths remain: the "moved" copy would still point at the old place.
             # A script moving a checkpoint must not go on as if it had moved: refuse (exit 1), write nothing.
             raise RepairError(
-                f"old={old!r}: none of the {result.untouched} absolute paths in {loaded.location.shown} lies at "
-                "or below it; nothing to relocate, nothing written (a path or URI names the same place in any "
-                "spelling: /x, file:/x, file:///x)"
+                Message(
+                    Named("old", old),
+                    f": none of the {result.untouched} absolute paths in {loaded.location.shown} lies at "
+                    "or below it; nothing to relocate, nothing written (a path or URI names the same place in any "
+                    "spelling: /x, file:/x, file:///x)",
+                )
             )
         copies = relative_copies(loaded, result.checkpoint)
         local, remote, in_store, inside = (
@@ -84,7 +87,9 @@ def relocate(
             rp.changes.append(Change(f"paths rewritten in {kind}", n, f"{old} -> {new}"))
         if not result.rewritten:
             # Every file is relative to the checkpoint (or inline): the copy stands alone wherever it goes.
-            rp.warnings.append(f"no absolute path in the checkpoint: nothing to rewrite for old={old!r}")
+            rp.warnings.append(
+                Message("no absolute path in the checkpoint: nothing to rewrite for ", Named("old", old))
+            )
         if result.made_relative:
             rp.changes.append(Change("file handles made relative", result.made_relative))
         if copies:
@@ -144,8 +149,12 @@ def strip_channel_state(
         ids = operator_ids(loaded.checkpoint, _names(options.operators), _plan_names(job))
         if ids is not None and plan is None:
             raise RepairError(
-                "stripping some operators needs the job's plan=...: each channel's other half sits on the operator "
-                "at the other end of the edge, and dropping one half only would break record framing on restore"
+                Message(
+                    "stripping some operators needs the job's ",
+                    Named("plan"),
+                    ": each channel's other half sits on the operator at the other end of the edge, and dropping "
+                    "one half only would break record framing on restore",
+                )
             )
         salvaged = None
         if options.salvage is None:
@@ -166,7 +175,7 @@ def strip_channel_state(
         rp.changes.append(Change("logical channels dropped", len(result.losses)))
         dropped = result.records_dropped
         unknown = (
-            "unknown: output-side state without plan=..."
+            Message("unknown: output-side state without ", Named("plan"))
             if plan is None
             else "unknown: output-side state of channels the plan does not bind"
         )
@@ -203,7 +212,11 @@ def _salvage_first(
     if not is_remote(str(options.out)):
         a, b = real_path(target), real_path(out)
         if a == b or b in a.parents or a in b.parents:
-            raise UsageError(f"salvage={str(target)!r}: the salvage and the output out={str(out)!r} must not nest")
+            raise UsageError(
+                Message(
+                    f"salvage={str(target)!r}: the salvage and the output ", Named("out", str(out)), " must not nest"
+                )
+            )
     directory = None if options.dry_run or options.salvage.dry_run else target
     if directory is not None:
         refuse_inside_checkpoint(directory, loaded)
@@ -226,7 +239,11 @@ def clear_finished(
         ids = operator_ids(cp, _names(options.operators), names)
         if ids is None:
             if verdict is None:
-                raise UsageError("name the operators to clear (operators=...) or give the new job's plan=...")
+                raise UsageError(
+                    Message(
+                        "name the operators to clear (", Named("operators"), ") or give the new job's ", Named("plan")
+                    )
+                )
             if verdict.restorable:
                 raise RepairError(
                     "Flink's finished-state checks would accept this checkpoint for that plan: nothing to clear"
@@ -239,16 +256,23 @@ def clear_finished(
             }
             if not ids:
                 raise RepairError(
-                    "cannot tell which operators belong to the refused vertices (metadata before "
-                    "V5 stores no names): name them with operators=..."
+                    Message(
+                        "cannot tell which operators belong to the refused vertices (metadata before "
+                        "V5 stores no names): name them with ",
+                        Named("operators"),
+                    )
                 )
         not_finished = [o.label(names) for o in cp.operators if o.operator_id in ids and classify(o) == "ALL_RUNNING"]
         if not_finished:
             raise RepairError(f"not finished, nothing to clear: {', '.join(not_finished)}")
         if verdict is not None and verdict.restorable and not force:
             raise RepairError(
-                "Flink would accept these finished markers for that plan; clearing them makes the "
-                "operators run again from scratch (force=True if that is what you want)"
+                Message(
+                    "Flink would accept these finished markers for that plan; clearing them makes the "
+                    "operators run again from scratch (",
+                    Named("force", True),
+                    " if that is what you want)",
+                )
             )
         new, changed = clear_markers(cp, ids, names)
         rp = RepairPlan(PlannedOutput(new, relative_copies(loaded, new)))
@@ -282,8 +306,11 @@ def drop_operator(
         if has_channels:
             if plan is None:
                 raise RepairError(
-                    "the operator holds channel state: the job's plan=... is needed to drop the other half of "
-                    "each of its channels too"
+                    Message(
+                        "the operator holds channel state: the job's ",
+                        Named("plan"),
+                        " is needed to drop the other half of each of its channels too",
+                    )
                 )
             stripped = strip_channels(cp, analyze(loaded, plan, job=job), ids)
             cp = stripped.checkpoint
@@ -321,7 +348,7 @@ def _names(operators: Sequence[str] | None) -> list[str] | None:
 
 
 def _external_copies(
-    loaded: LoadedCheckpoint, checkpoint: Checkpoint, old: str, new: str, io: Workspace
+    loaded: LoadedCheckpoint, checkpoint: CheckpointMetadata, old: str, new: str, io: Workspace
 ) -> tuple[list[tuple[Path, Path]], list[tuple[Path, str]], list[tuple[fs.Location, str]], dict[Path, str]]:
     """(resolved source, new destination) for absolute files: local destinations, remote URIs, remote URIs the
     store copies to itself (source in the same store), and files inside the output directory itself (source ->
@@ -383,7 +410,9 @@ def _stage_external(pairs: list[tuple[Path, Path]], new: str, claim: Claim) -> S
     root = Path(strip_file_scheme(new) or new)
     if any(dest == root for _, dest in pairs):
         root = root.parent  # ``new`` names a file itself
-    bar = progress.stage("copying data (copy_data=True)", sum(source.stat().st_size for source, _ in pairs))
+    bar = progress.stage(
+        Message("copying data (", Named("copy_data", True), ")"), sum(source.stat().st_size for source, _ in pairs)
+    )
     return StagedCopies.stage(pairs, root, claim, bar.advance)
 
 

@@ -13,20 +13,20 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, StreamHandle, StreamLeaf, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, RelativeFileHandle, StreamHandle, StreamLeaf, is_file_backed
 from spillway.model.walk import MERGING_DIR_FIELDS, merging_dirs, transform_stream_handles
 from spillway.storage.rules import PathRule
 
 
 @dataclass
 class RelocateResult:
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     rewritten: dict[str, int] = field(default_factory=dict)  # handle kind -> paths rewritten
     made_relative: int = 0
     untouched: int = 0  # absolute paths that did not start with the old prefix
 
 
-def relocate(cp: Checkpoint, old: str, new: str, relative_under: str | None = None) -> RelocateResult:
+def relocate(cp: CheckpointMetadata, old: str, new: str, relative_under: str | None = None) -> RelocateResult:
     """Rewrite ``old`` → ``new`` at the start of every path. With ``relative_under`` (the new
     checkpoint directory as Flink would write it, e.g. ``file:/ckpt/job/chk-5``), files directly in
     that directory become relative handles (metadata V3+ only)."""

@@ -1,4 +1,4 @@
-"""Checkpoint rewrites that remove state: channel state (whole logical channels), finished markers,
+"""CheckpointMetadata rewrites that remove state: channel state (whole logical channels), finished markers,
 whole operators. Each works on a deep copy and says exactly what it removed.
 
 Channel state is removed a whole logical channel at a time — the downstream's input half *and* the
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from spillway.inspect.analyze import Analysis
 from spillway.inspect.channels import ChannelKey
-from spillway.model.checkpoint import ChannelState, Checkpoint, KeepChannel, OperatorState, channel_handles
+from spillway.model.checkpoint import ChannelState, CheckpointMetadata, KeepChannel, OperatorState, channel_handles
 from spillway.repair.common import RepairError
 
 
@@ -31,7 +31,7 @@ class ChannelLoss:
 
 @dataclass
 class StripResult:
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     losses: list[ChannelLoss] = field(default_factory=list)
     handles_removed: int = 0
 
@@ -46,7 +46,7 @@ class StripResult:
         return sum(loss.bytes for loss in self.losses)
 
 
-def strip_channel_state(cp: Checkpoint, analysis: Analysis, operator_ids: set[str] | None) -> StripResult:
+def strip_channel_state(cp: CheckpointMetadata, analysis: Analysis, operator_ids: set[str] | None) -> StripResult:
     """Drop every logical channel that touches one of ``operator_ids`` (all channels when None)."""
     chosen = [
         ch
@@ -91,8 +91,8 @@ def _without(op: OperatorState, handles: list[H], keys: set[ChannelKey], remove_
 
 
 def clear_finished(
-    cp: Checkpoint, operator_ids: set[str], plan_names: Mapping[str, str] | None = None
-) -> tuple[Checkpoint, list[str]]:
+    cp: CheckpointMetadata, operator_ids: set[str], plan_names: Mapping[str, str] | None = None
+) -> tuple[CheckpointMetadata, list[str]]:
     """Turn FLIP-147 markers of the chosen operators into running state with nothing stored; ``plan_names``
     (``JobBinding.names``) names them in the changes."""
     out = copy.deepcopy(cp)
@@ -111,7 +111,7 @@ def clear_finished(
     return out, changed
 
 
-def drop_operators(cp: Checkpoint, operator_ids: set[str]) -> Checkpoint:
+def drop_operators(cp: CheckpointMetadata, operator_ids: set[str]) -> CheckpointMetadata:
     missing = operator_ids - {o.operator_id for o in cp.operators}
     if missing:
         raise RepairError(f"no operator {sorted(missing)} in the checkpoint")

@@ -11,7 +11,7 @@ from typing import TypeVar
 from spillway.flink.features import FormatFeatures
 from spillway.model.checkpoint import (
     ChannelState,
-    Checkpoint,
+    CheckpointMetadata,
     InputChannelEntry,
     InputChannelHandle,
     InputChannelState,
@@ -51,8 +51,8 @@ def _new_input_handles(f: WrittenFile, features: FormatFeatures) -> list[InputCh
 
 
 def assemble(
-    source: Checkpoint, plan: RescalePlan, files: list[WrittenFile], rescale_state: StateRescaler
-) -> Checkpoint:
+    source: CheckpointMetadata, plan: RescalePlan, files: list[WrittenFile], rescale_state: StateRescaler
+) -> CheckpointMetadata:
     cp = copy.deepcopy(source)
     ops = {o.operator_id: o for o in cp.operators}
     drop_in: dict[str, set[int]] = {}  # head operator -> gates whose input state is rebuilt

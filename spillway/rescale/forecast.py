@@ -25,8 +25,8 @@ from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import HEADER_SIZE, read_chunk_header
 from spillway.rescale.channel_reader import open_part
 from spillway.rescale.channel_writer import target_file_name
-from spillway.rescale.options import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE
 from spillway.rescale.plan import EdgePlan, RescalePlan, SourceChannel
+from spillway.rescale.rescale_options import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE
 
 # The router (and with it numpy, ~0.1-0.25 s of import) is imported by forecast() only: the CLI imports
 # this module for BufferSettings and its defaults in every command, validate and dump included.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spillway.errors import Message, Named
 from spillway.flink.keygroups import java_string_hash, key_group_for_hash, operator_index
 from spillway.flink.keygroups_vectorized import int_hash_codes, long_hash_codes, operator_indices_for_hashes
 from spillway.formats.values import (
@@ -35,13 +36,13 @@ VectorTargets = Callable[[np.ndarray, int], "np.ndarray | None"]
 def load_key_fn(spec: str) -> Callable[..., object]:
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise RouteError(f"key_fns[…]={spec!r}: expected module:function")
+        raise RouteError(Message(Named("key_fns", spec, entry=True), ": expected module:function"))
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        raise RouteError(f"key_fns[…]={spec!r}: {exc}") from None
+        raise RouteError(Message(Named("key_fns", spec, entry=True), f": {exc}")) from None
     if not callable(fn):
-        raise RouteError(f"key_fns[…]={spec!r} is not callable")
+        raise RouteError(Message(Named("key_fns", spec, entry=True), " is not callable"))
     return fn
 
 
@@ -53,7 +54,12 @@ def java_hash_of(key: object) -> int:
         return key
     if isinstance(key, str):
         return java_string_hash(key)
-    raise RouteError(f"key_fns[…]=... returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
+    raise RouteError(
+        Message(
+            Named("key_fns", entry=True),
+            f" returned {type(key).__name__}; return the key's Java hashCode (int) or a str",
+        )
+    )
 
 
 def target_function(ep: EdgePlan) -> Callable[[memoryview], int] | None:
@@ -80,7 +86,12 @@ def target_function(ep: EdgePlan) -> Callable[[memoryview], int] | None:
         def custom(payload: memoryview) -> int:
             t = fn(bytes(payload), ep.new_down_p)
             if not isinstance(t, int) or not 0 <= t < ep.new_down_p:
-                raise RouteError(f"key_fns[…]={ep.key_fn!r} returned {t!r}, not a subtask in [0, {ep.new_down_p})")
+                raise RouteError(
+                    Message(
+                        Named("key_fns", ep.key_fn, entry=True),
+                        f" returned {t!r}, not a subtask in [0, {ep.new_down_p})",
+                    )
+                )
             return t
 
         return custom

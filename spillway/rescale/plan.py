@@ -13,14 +13,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spillway.errors import SpillwayError, UsageError
+from spillway.errors import Message, Named, SpillwayError, UsageError
 from spillway.flink.operator_ids import Binding, uid_hash
 from spillway.flink.partitioners import Partitioner
 from spillway.formats.channel_file import LENGTH_SIZE
 from spillway.inspect.channels import ChannelKey, LogicalChannel, channel_key, logical_channels
 from spillway.inspect.topology import BoundVertex, Edge, JobBinding, Topology, Vertex, bind_job
-from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, Checkpoint, OperatorState, is_file_backed
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE, check_buffers
+from spillway.model.checkpoint import ByteStreamHandle, ChannelHandle, CheckpointMetadata, OperatorState, is_file_backed
+from spillway.rescale.rescale_options import DEFAULT_BUFFER_SIZE, check_buffers
 from spillway.storage import remote_copies
 from spillway.storage.locate import FileResolver
 
@@ -159,7 +159,7 @@ def resolve_vertex(topology: Topology, bound: dict[str, BoundVertex], name: str)
     raise UsageError(f"{name!r} names {len(hits)} vertices; use a vertex id or NAME#NODE")
 
 
-def _chain_operators(cp: Checkpoint, b: BoundVertex) -> list[OperatorState]:
+def _chain_operators(cp: CheckpointMetadata, b: BoundVertex) -> list[OperatorState]:
     """The vertex's operators in the checkpoint, as the one binding has them."""
     ops: dict[str, OperatorState] = {o.operator_id: o for o in b.members}
     for o in (b.head, b.tail):
@@ -183,7 +183,7 @@ def _who_could(binding: Binding | None, ids: list[str]) -> str:
 
 
 def build_plan(
-    cp: Checkpoint,
+    cp: CheckpointMetadata,
     topology: Topology,
     resolver: FileResolver,
     parallelism: dict[str, int],
@@ -250,8 +250,13 @@ def build_plan(
         raise RescaleRefused(
             f"cannot tell which vertex operator(s) {', '.join(unplaced)} belong to"
             + _who_could(job.operators, [o.operator_id for o in cp.operators if o.label(names) in unplaced])
-            + ". Give the uid of one of them (uids={NAME: UID} or uid_map=FILE), or pass the job-graph plan "
-            "(REST /jobs/<job-id>/plan)"
+            + Message(
+                ". Give the uid of one of them (",
+                Named("uids", pair=("NAME", "UID")),
+                " or ",
+                Named("uid_map", placeholder="FILE"),
+                "), or pass the job-graph plan (REST /jobs/<job-id>/plan)",
+            )
         )
 
     _refuse_an_open_output_order(view, bound, rescaled_keys)
@@ -309,15 +314,21 @@ def build_plan(
         # A missing extractor is a missing argument (exit 2), not a refusal: the rescale can be done.
         if ep.rule == HASH and not (ep.key or ep.key_fn):
             raise UsageError(
-                f"edge {ep.label} is a keyBy (HASH) edge with records in flight and its downstream is rescaled: "
-                f"give keys={{VERTEX: EXTRACTOR}} (e.g. long, string, tuple:0:long, row(long,string):1) or "
-                f"key_fns={{VERTEX: module:function}} for the downstream vertex, so each record's key group can be "
-                "computed"
+                Message(
+                    f"edge {ep.label} is a keyBy (HASH) edge with records in flight and its downstream is rescaled: "
+                    "give ",
+                    Named("keys", pair=("VERTEX", "EXTRACTOR")),
+                    " (e.g. long, string, tuple:0:long, row(long,string):1) or ",
+                    Named("key_fns", pair=("VERTEX", "module:function")),
+                    " for the downstream vertex, so each record's key group can be computed",
+                )
             )
         if ep.rule == CUSTOM and not ep.key_fn:
             raise UsageError(
-                f"edge {ep.label} uses a custom partitioner with records in flight: give key_fns="
-                "{VERTEX: module:function(payload, parallelism) -> target subtask}"
+                Message(
+                    f"edge {ep.label} uses a custom partitioner with records in flight: give ",
+                    Named("key_fns", pair=("VERTEX", "module:function(payload, parallelism) -> target subtask")),
+                )
             )
         if Partitioner.of(ep.strategy).is_pointwise:
             raise RescaleRefused(f"edge {ep.label} is pointwise ({ep.strategy}) yet carries channel state")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import Message, Named, message_of
 from spillway.flink.features import FormatFeatures
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
@@ -18,13 +19,13 @@ from spillway.inspect.reports import binding_json
 from spillway.inspect.rules.files import unsafe_path_refusal
 from spillway.inspect.topology import JobBinding, Topology, bind_job
 from spillway.inspect.validate import Report, validate
-from spillway.model.checkpoint import Checkpoint, OperatorState, RelativeFileHandle, SubtaskState
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState, RelativeFileHandle, SubtaskState
 from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
 from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.rescale_options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.state_files import NewStateFile
 from spillway.rescale.verify import check_totals, self_check
@@ -74,16 +75,24 @@ def refuse_damaged(errors: list[Finding], force: bool) -> None:
         return
     first = errors[0]
     raise RescaleRefused(
-        f"the source has {len(errors)} validate errors"
+        Message(f"the source has {len(errors)} validate errors")
         + (
-            " that force=True cannot leave out (it drops only damaged channel state on the edges being moved)"
+            Message(
+                " that ",
+                Named("force", True),
+                " cannot leave out (it drops only damaged channel state on the edges being moved)",
+            )
             if force
             else ""
         )
         + f", first: {_where(first)}"
         + (f" (operator {first.operator})" if first.operator else "")
         + "; rescaling it would move damaged data (spillway validate shows them all"
-        + ("" if force else "; force=True leaves out the damaged logical channels and lists what is lost")
+        + (
+            ""
+            if force
+            else Message("; ", Named("force", True), " leaves out the damaged logical channels and lists what is lost")
+        )
         + ")"
     )
 
@@ -216,8 +225,11 @@ def _after_write(report: RescaleReport, topology: Topology, out: Path, final_pre
     report.external_files = outside
     if outside:
         report.notes.append(
-            f"WARNING: the new checkpoint still reads {len(outside)} files outside itself (e.g. {outside[0]}): "
-            "keep them where they are, or move everything with spillway repair relocate and copy_data=True"
+            Message(
+                f"WARNING: the new checkpoint still reads {len(outside)} files outside itself (e.g. {outside[0]}): "
+                "keep them where they are, or move everything with spillway repair relocate and ",
+                Named("copy_data", True),
+            )
         )
 
 
@@ -247,7 +259,7 @@ def _state_rescaler(
         try:
             res = rescale_operator_state_and_keyed(op, new_p, blobs, op.label(plan_names), features)
         except StateRefused as exc:
-            raise RescaleRefused(f"operator {op.label(plan_names)}: {exc}") from None
+            raise RescaleRefused(Message(f"operator {op.label(plan_names)}: ", message_of(exc))) from None
         new_files.extend(res.files)
         notes.extend(f"{op.label(plan_names)}: {n}" for n in res.notes)
         return res.subtasks
@@ -321,7 +333,9 @@ def rescale(
     timings = report.timings
     timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
-        raise RescaleRefused("nothing to do: each vertex in parallelism=... already runs at that parallelism")
+        raise RescaleRefused(
+            Message("nothing to do: each vertex in ", Named("parallelism"), " already runs at that parallelism")
+        )
     refuse_wrong_extractors(plan)  # the source says whether keys/key_fns give the job's key: before writing
     timings["key_check"] = time.perf_counter() - started - timings["plan"]
     if dry_run:
@@ -332,7 +346,7 @@ def rescale(
     blobs = DelegateBlobs(loaded.resolver)
     output = PlannedOutput(loaded.checkpoint)
 
-    def produce(tmp: Path) -> Checkpoint:
+    def produce(tmp: Path) -> CheckpointMetadata:
         t0 = time.perf_counter()
         timings["spark_start"] = 0.0
         if master is None:
@@ -344,8 +358,13 @@ def rescale(
 
             if importlib.util.find_spec("pyspark") is None:
                 raise RescaleRefused(
-                    f"master={master!r} needs pyspark, which is not installed: pip install 'spillway[spark]' "
-                    "(or run in this process with master='inprocess')"
+                    Message(
+                        Named("master", master),
+                        " needs pyspark, which is not installed: pip install 'spillway[spark]' "
+                        "(or run in this process with ",
+                        Named("master", "inprocess"),
+                        ")",
+                    )
                 )
             from spillway.rescale.spark_job import run_spark
 
@@ -357,7 +376,7 @@ def rescale(
         problems += key_problems
         timings["output_key_check"] = time.perf_counter() - t_keys
         if problems:
-            raise WriteError("self-check: " + "; ".join(problems[:5]))
+            raise WriteError(Message("self-check: ", Message.joined("; ", problems[:5])))
         t1 = time.perf_counter()
         report.move = move
         new_files: list[NewStateFile] = []

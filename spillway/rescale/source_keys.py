@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from spillway.errors import Message, Named, message_of
 from spillway.flink.keygroups import java_boolean_hash, java_string_hash, key_group_for_hash, operator_index
 from spillway.formats.channel_file import Blob, BlobError, FileBlob, InlineBlob, read_chunk_header
 from spillway.formats.record_reader import RecordReader
@@ -41,9 +42,9 @@ def _load_function(spec: str) -> Callable[..., object]:
     try:
         fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise RescaleRefused(f"key_fns[…]={spec!r}: {exc}") from None
+        raise RescaleRefused(Message(Named("key_fns", spec, entry=True), f": {exc}")) from None
     if not callable(fn):
-        raise RescaleRefused(f"key_fns[…]={spec!r} is not callable")
+        raise RescaleRefused(Message(Named("key_fns", spec, entry=True), " is not callable"))
     return fn
 
 
@@ -56,10 +57,15 @@ def _java_hash(key: object) -> int:
     if isinstance(key, str):
         return java_string_hash(key)
     # the function is broken, whatever the records: the same words as the router's
-    raise RescaleRefused(f"key_fns[…]=... returned {type(key).__name__}; return the key's Java hashCode (int) or a str")
+    raise RescaleRefused(
+        Message(
+            Named("key_fns", entry=True),
+            f" returned {type(key).__name__}; return the key's Java hashCode (int) or a str",
+        )
+    )
 
 
-def key_function(ep: EdgePlan) -> tuple[KeyOf, str, str]:
+def key_function(ep: EdgePlan) -> tuple[KeyOf, Message, str]:
     """(value -> (key, hashCode), how the user named it, value spec used to render an example)."""
     if ep.key_fn:
         fn = _load_function(ep.key_fn)
@@ -69,16 +75,18 @@ def key_function(ep: EdgePlan) -> tuple[KeyOf, str, str]:
             try:
                 key = fn(value)
             except Exception as exc:  # a user function: any failure is a refusal, never a traceback
-                raise RescaleRefused(f"key_fns[…]={spec!r} failed: {type(exc).__name__}: {exc}") from None
+                raise RescaleRefused(
+                    Message(Named("key_fns", spec, entry=True), f" failed: {type(exc).__name__}: {exc}")
+                ) from None
             return key, _java_hash(key)
 
-        return by_fn, f"key_fns[…]={ep.key_fn!r}", "auto"
+        return by_fn, Message(Named("key_fns", ep.key_fn, entry=True)), "auto"
     try:
         extractor: KeyExtractor = parse_key_extractor(ep.key or "")
     except ValueSpecError as exc:
-        raise RescaleRefused(f"edge {ep.label}: keys[…]={ep.key!r}: {exc}") from None
+        raise RescaleRefused(Message(f"edge {ep.label}: ", Named("keys", ep.key, entry=True), f": {exc}")) from None
     shown = extractor.value_type.spec if extractor.value_type.known else "auto"
-    return extractor, f"keys[…]={ep.key!r}", shown
+    return extractor, Message(Named("keys", ep.key, entry=True)), shown
 
 
 @dataclass
@@ -107,7 +115,7 @@ class EdgeKeys:
     """What one edge's check found."""
 
     edge: EdgePlan
-    named: str  # "keys[…]='long'" / "key_fns[…]='m:f'" (spillway.errors' keyword form)
+    named: Message  # keys[…]='long' / key_fns[…]='m:f': the argument that gave the extractor
     checked: int = 0
     mismatched: int = 0
     example: Misplaced | None = None
@@ -190,7 +198,7 @@ def check_source_keys(plan: RescalePlan, per_channel: int | None = SOURCE_SAMPLE
                 where = f"old channel {src.label}"
                 _check(found, key_of, render_spec, _values(pieces, per_channel), ep.old_down_p, src.down, where)
             except BlobError as exc:
-                raise RescaleRefused(f"{src.label}: channel state not readable: {exc}") from None
+                raise RescaleRefused(Message(f"{src.label}: channel state not readable: ", message_of(exc))) from None
             finally:
                 pieces.close()
         results.append(found)
@@ -212,18 +220,28 @@ def refuse_wrong_extractors(plan: RescalePlan, per_channel: int | None = SOURCE_
     wrong = [f for f in check_source_keys(plan, per_channel) if f.mismatched]
     if not wrong:
         return
-    lines = []
+    lines: list[str] = []
     for f in wrong:
         ep = f.edge
         assert f.example is not None
         lines.append(
-            f"edge {ep.label}: under {f.named}, {f.mismatched} of {f.checked} checked in-flight records sit on a "
-            f"subtask that does not own their key group (Flink placed them by the job's real key, so the key "
-            f"extractor is likely wrong); e.g. {f.example.describe(ep.old_down_p)}"
+            Message(
+                f"edge {ep.label}: under ",
+                f.named,
+                f", {f.mismatched} of {f.checked} checked in-flight records sit on a "
+                f"subtask that does not own their key group (Flink placed them by the job's real key, so the key "
+                f"extractor is likely wrong); e.g. {f.example.describe(ep.old_down_p)}",
+            )
         )
     raise RescaleRefused(
-        "; ".join(lines) + ". Give the job's real key (keys={VERTEX: EXTRACTOR} or key_fns="
-        "{VERTEX: module:function}; spillway analyze --decode N shows the records)"
+        Message(
+            Message.joined("; ", lines),
+            ". Give the job's real key (",
+            Named("keys", pair=("VERTEX", "EXTRACTOR")),
+            " or ",
+            Named("key_fns", pair=("VERTEX", "module:function")),
+            "; spillway analyze --decode N shows the records)",
+        )
     )
 
 
@@ -255,13 +273,17 @@ def check_output_keys(directory: Path, plan: RescalePlan, files: list[WrittenFil
                         where,
                     )
                 except BlobError as exc:
-                    problems.append(f"{where}: {exc}")
+                    problems.append(Message(f"{where}: ", message_of(exc)))
                     continue
                 checked += found.checked
                 if found.example is not None:
                     problems.append(
-                        f"{where}: {found.mismatched} of {found.checked} records not on the subtask owning their key "
-                        f"group under {named}, e.g. {found.example.describe(ep.new_down_p)}"
+                        Message(
+                            f"{where}: {found.mismatched} of {found.checked} records not on the subtask owning "
+                            "their key group under ",
+                            named,
+                            f", e.g. {found.example.describe(ep.new_down_p)}",
+                        )
                     )
         finally:
             blob.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import os
 import pickle
 import re
@@ -35,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from spillway import progress
+from spillway.errors import Message, message_of
 from spillway.rescale import spark_cds
 from spillway.rescale.execute import MoveResult, SourceReport, finish_report
 from spillway.rescale.layout import Piece, PieceResult, create_files, plan_files, sum_pieces, write_piece
@@ -179,20 +181,27 @@ def _route_task(plan_bytes: bytes, directory: str) -> Any:
 
     def route(slices: Iterator[list[int]]) -> Iterator[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
-        for sids in slices:
-            for sid in sids:
-                src = plan.sources[sid]
-                refs, stats = stage_source(src, plan.edges[src.edge], directory)
-                report = finish_report(src, stats, copies=sum(r.records for r in refs))
-                yield (
-                    report.to_doc(),
-                    [
-                        (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc)
-                        for r in refs
-                    ],
-                )
+        with _sent_as_text():
+            yield from _routed(plan, slices, directory)
 
     return route
+
+
+def _routed(
+    plan: RescalePlan, slices: Iterator[list[int]], directory: str
+) -> Iterator[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
+    for sids in slices:
+        for sid in sids:
+            src = plan.sources[sid]
+            refs, stats = stage_source(src, plan.edges[src.edge], directory)
+            report = finish_report(src, stats, copies=sum(r.records for r in refs))
+            yield (
+                report.to_doc(),
+                [
+                    (r.tkey, r.down, r.gate, r.up, r.sid, r.seq, r.file, r.offset, r.length, r.records, r.crc)
+                    for r in refs
+                ],
+            )
 
 
 def _write_task(directory: str, buffer_size: int, plan_bytes: bytes) -> Any:
@@ -200,9 +209,10 @@ def _write_task(directory: str, buffer_size: int, plan_bytes: bytes) -> Any:
 
     def write(pieces: Iterator[Piece]) -> Iterator[tuple[str, dict[int, list[int]], list[str]]]:
         plan: RescalePlan = pickle.loads(plan_bytes)
-        for piece in pieces:
-            res = write_piece(directory, piece, buffer_size, plan)
-            yield res.name, res.channels, res.problems
+        with _sent_as_text():
+            for piece in pieces:
+                res = write_piece(directory, piece, buffer_size, plan)
+                yield res.name, res.channels, res.problems
 
     return write
 
@@ -220,6 +230,30 @@ def _absolute(plan: RescalePlan) -> RescalePlan:
     return replace(plan, sources=sources)
 
 
+# Spark hands the driver an executor's error as text only: a refusal's message (spillway.errors.Message) rides
+# along on a line of its own, so the driver raises it with the arguments it names kept apart.
+_SENT = "spillway-message: "
+
+
+@contextlib.contextmanager
+def _sent_as_text() -> Iterator[None]:
+    try:
+        yield
+    except (RouteError, RescaleRefused) as exc:
+        said = message_of(exc)
+        if not isinstance(said, Message):
+            raise
+        raise type(exc)(f"{said}\n{_SENT}{json.dumps(said.to_doc())}") from None
+
+
+def _received(lines: list[str], text: str) -> str:
+    """The message an executor sent (:func:`_sent_as_text`), else ``text`` as Spark gave it."""
+    for line in lines:
+        if line.startswith(_SENT):
+            return Message.from_doc(json.loads(line[len(_SENT) :]))
+    return text
+
+
 def executor_failure(exc: Exception) -> Exception:
     """The one-line error for a failed Spark job: the Python exception an executor raised (a refusal such
     as ``RouteError`` keeps its type), else Spark's own first line."""
@@ -230,9 +264,9 @@ def executor_failure(exc: Exception) -> Exception:
     name, _, message = last.partition(": ")
     kind = name.rsplit(".", 1)[-1]
     if kind == "RouteError":
-        return RouteError(message)
+        return RouteError(_received(lines, message))
     if kind == "RescaleRefused":
-        return RescaleRefused(message)
+        return RescaleRefused(_received(lines, message))
     where = f" (Spark's log: {spark_log})" if spark_log else ""
     return WriteError(f"the Spark job failed: {last}{where}")
 

@@ -45,7 +45,7 @@ def rescale_operator_state_and_keyed(
 ) -> OperatorRescale:
     """Redistribute ``op``'s managed/raw keyed state and managed/raw operator state to ``new_parallelism``;
     ``label``: how the operator is shown (default ``op.label()``); ``features``: the checkpoint's format
-    (``Checkpoint.features``), which decides whether a new subtask may get several incremental snapshots."""
+    (``CheckpointMetadata.features``), which decides whether a new subtask may get several incremental snapshots."""
     label = label or op.label()
     if not 0 < new_parallelism <= op.max_parallelism:
         raise RescaleRefused(

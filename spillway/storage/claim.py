@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from spillway import notices
-from spillway.errors import ExitStatus
+from spillway.errors import ExitStatus, Message, Named
 from spillway.storage.guard import OutputIOError, WriteError, cannot_write, make_missing_dirs
 
 _ATTEMPTS = 5
@@ -332,7 +332,7 @@ def _unlink_if_same(lock: Path, fd: int) -> None:
 
 def _refuse_existing(out: Path) -> None:
     if os.path.lexists(out):
-        raise WriteError(f"{out}: already exists; spillway never overwrites (choose a new out=...)")
+        raise WriteError(Message(f"{out}: already exists; spillway never overwrites (choose a new ", Named("out"), ")"))
 
 
 def _read_all(fd: int) -> bytes:

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from spillway.errors import StorageError
+from spillway.errors import Message, StorageError, message_of
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
 from spillway.model.checkpoint import is_file_backed
@@ -55,7 +55,7 @@ from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError, checkpoint_dirs_in, find_metadata_in
 from spillway.storage.names import METADATA, is_remote, scheme_of
 from spillway.storage.rules import PathRule, location_of
-from spillway.storage.timeouts import TIMEOUT_ENV, timeout
+from spillway.storage.timeouts import TIMEOUT_SETTING, timeout
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -125,7 +125,7 @@ def bounded(uri: str, what: str, deadline: float, call: Callable[..., T], *args:
     try:
         return _within(deadline, call, *args)
     except _NoAnswer:
-        raise StorageError(f"{uri}: {what}: no answer within {deadline:g} s (storage timeout: {TIMEOUT_ENV})") from None
+        raise StorageError(Message(f"{uri}: {what}: no answer within {deadline:g} s (", TIMEOUT_SETTING, ")")) from None
 
 
 def _remote_call(loc: Location, what: str, call: Callable[..., T], *args: Any) -> T:
@@ -233,7 +233,7 @@ def locate(uri: str) -> Location:
         raise StorageError(f"{uri}: cannot open the file system: {one_line(exc)}") from None
     except StorageError as exc:
         # "<store>: what went wrong" -> named by the URI the user gave
-        raise StorageError(f"{uri}: {str(exc).partition(': ')[2]}") from None
+        raise StorageError(Message(f"{uri}: ", _after_the_place(message_of(exc)))) from None
     # pyarrow names object-store paths bucket-first; other file systems by absolute path
     path = f"{authority}/{key}".rstrip("/") if isinstance(fs, _bucketed()) else "/" + key
     return Location(text, fs, path)
@@ -248,10 +248,17 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _after_the_place(said: str) -> str:
+    """What went wrong, without the place a message starts with (``<place>: ...``)."""
+    if isinstance(said, Message) and said.parts and isinstance(said.parts[0], str):
+        return Message(said.parts[0].partition(": ")[2], *said.parts[1:])
+    return said.partition(": ")[2]
+
+
 def _fail(loc: Location, what: str, exc: BaseException) -> StorageError:
     detail = "does not exist" if isinstance(exc, FileNotFoundError) else one_line(exc)
     if _CLIENT_TIMEOUT.search(detail):  # the client gave up on its own: say which setting bounds it
-        detail += f" (storage timeout: {TIMEOUT_ENV})"
+        return StorageError(Message(f"{loc.uri}: {what}: {detail} (", TIMEOUT_SETTING, ")"))
     return StorageError(f"{loc.uri}: {what}: {detail}")
 
 
@@ -320,8 +327,12 @@ def _chunks(loc: Location, what: str) -> Iterable[bytes]:
             except _NoAnswer:
                 late = True
                 raise StorageError(
-                    f"{loc.uri}: {what}: not all {size} bytes within {allowance:g} s, the time one file of "
-                    f"this size is given (storage timeout: {TIMEOUT_ENV}, and a second per started MiB)"
+                    Message(
+                        f"{loc.uri}: {what}: not all {size} bytes within {allowance:g} s, the time one file of "
+                        "this size is given (",
+                        TIMEOUT_SETTING,
+                        ", and a second per started MiB)",
+                    )
                 ) from None
             if not chunk:
                 return
@@ -924,5 +935,5 @@ def _read_range(loc: Location, source: Any, offset: int, n: int, what: str) -> b
         return bytes(_within(allowance, source.read_at, n, offset))
     except _NoAnswer:
         raise StorageError(
-            f"{loc.uri}: {what}: no answer within {allowance:g} s (storage timeout: {TIMEOUT_ENV})"
+            Message(f"{loc.uri}: {what}: no answer within {allowance:g} s (", TIMEOUT_SETTING, ")")
         ) from None

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from spillway import notices, progress
+from spillway.errors import Message
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint, RelativeFileHandle, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, RelativeFileHandle, is_file_backed
 from spillway.model.walk import MERGING_DIR_FIELDS, file_names, file_path_of, leaf_stream_handles, merging_dirs
 from spillway.safe_io import read_regular
 from spillway.storage import remote_copies
@@ -21,6 +22,7 @@ from spillway.storage.locate import (
     ResolvedFile,
     job_checkpoint_dirs,
     locate_checkpoint,
+    rebase_rule,
     strip_file_scheme,
 )
 from spillway.storage.names import METADATA, is_remote
@@ -29,7 +31,7 @@ from spillway.storage.names import METADATA, is_remote
 @dataclass
 class LoadedCheckpoint:
     location: CheckpointLocation
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     resolver: FileResolver
     size: int
     unmatched_rebase: list[str] = field(default_factory=list)  # --rebase rules that apply to no path
@@ -111,18 +113,18 @@ def load_checkpoint(
     loaded = LoadedCheckpoint(location, checkpoint, FileResolver(location, [*user, *copies]), len(data))
     loaded.unmatched_rebase = unmatched_rules(checkpoint, user)
     for rule in loaded.unmatched_rebase:
-        notices.warn(f"rebase rule {rule!r}: matches no path in {location.shown} (nothing was rebased by it)")
+        notices.warn(Message(rebase_rule(rule), f": matches no path in {location.shown} (nothing was rebased by it)"))
     return loaded
 
 
-def _absolute_names(checkpoint: Checkpoint) -> set[str]:
+def _absolute_names(checkpoint: CheckpointMetadata) -> set[str]:
     """Every absolute file path the checkpoint's handles name."""
     return {
         h.file_name for h in leaf_stream_handles(checkpoint, coordinator=True) if is_file_backed(h) and not h.relative
     }
 
 
-def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
+def unmatched_rules(checkpoint: CheckpointMetadata, rules: list[Rebase]) -> list[str]:
     """The rules (as ``OLD=NEW``) that apply to none of the absolute paths the checkpoint names."""
     if not rules:
         return []
@@ -135,7 +137,7 @@ def unmatched_rules(checkpoint: Checkpoint, rules: list[Rebase]) -> list[str]:
     return [str(r) for r in left]
 
 
-def file_merging_dirs(checkpoint: Checkpoint) -> list[str]:
+def file_merging_dirs(checkpoint: CheckpointMetadata) -> list[str]:
     """The directories file-merging operator state names (paths too, though no handle opens them)."""
     return [getattr(dirs, name) for dirs in merging_dirs(checkpoint) for name in MERGING_DIR_FIELDS]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from spillway.errors import UsageError
+from spillway.errors import Message, Named, UsageError
 from spillway.model.checkpoint import FILE_BACKED_TYPES, Handle
 from spillway.model.paths import PathProblem, path_problem
 from spillway.safe_io import real_path
@@ -146,6 +146,11 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
     return CheckpointLocation(Path(meta), note)
 
 
+def rebase_rule(text: str) -> Named:
+    """A rebase rule as messages name it: ``rebase rule 'A=B'`` (the front end: its option and the rule)."""
+    return Named("rebase", text, python=f"rebase rule {text!r}")
+
+
 @dataclass(frozen=True)
 class Rebase(PathRule):
     """A rebase rule ``OLD=NEW`` (OLD and NEW: a path or a URI; matched on any spelling of OLD's
@@ -158,7 +163,7 @@ class Rebase(PathRule):
     def parse(cls, text: str, internal: bool = False) -> Rebase:
         old, sep, new = text.partition("=")
         if not sep or not old or not new:
-            raise LocateError(f"rebase rule {text!r}: expected OLD_PREFIX=NEW_PREFIX")
+            raise LocateError(Message(rebase_rule(text), ": expected OLD_PREFIX=NEW_PREFIX"))
         return cls(old, new, internal)
 
 

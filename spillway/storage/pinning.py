@@ -17,7 +17,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 
-from spillway.model.checkpoint import Checkpoint, StreamHandle, StreamLeaf, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, StreamHandle, StreamLeaf, is_file_backed
 from spillway.model.walk import MERGING_DIR_FIELDS, merging_dirs, transform_stream_handles
 from spillway.storage.load import LoadedCheckpoint
 
@@ -26,7 +26,7 @@ from spillway.storage.load import LoadedCheckpoint
 class Pinned:
     """The checkpoint with its moved paths pinned, and which prefixes were rewritten (old -> new, paths)."""
 
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     prefixes: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
@@ -41,7 +41,7 @@ class Pinned:
         ]
 
 
-def pin_found_paths(checkpoint: Checkpoint, loaded: LoadedCheckpoint) -> Pinned:
+def pin_found_paths(checkpoint: CheckpointMetadata, loaded: LoadedCheckpoint) -> Pinned:
     """A copy of ``checkpoint`` whose absolute file paths that ``loaded`` found only by automatic rebasing name
     the files where they are now (the ``file:`` spelling of the original is kept)."""
     out = copy.deepcopy(checkpoint)
@@ -70,7 +70,7 @@ def pin_found_paths(checkpoint: Checkpoint, loaded: LoadedCheckpoint) -> Pinned:
     return pinned
 
 
-def _pin_merging_dirs(checkpoint: Checkpoint, prefixes: dict[tuple[str, str], int]) -> None:
+def _pin_merging_dirs(checkpoint: CheckpointMetadata, prefixes: dict[tuple[str, str], int]) -> None:
     """File-merging operator state names its shared and task-owned directories too: moved like its files."""
     for dirs in merging_dirs(checkpoint):
         for attr in MERGING_DIR_FIELDS:

@@ -16,8 +16,8 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from spillway.errors import StorageError, UsageError
-from spillway.storage.timeouts import TIMEOUT_ENV, timeout
+from spillway.errors import Message, StorageError, UsageError
+from spillway.storage.timeouts import TIMEOUT_SETTING, timeout
 
 if TYPE_CHECKING:
     import http.client
@@ -72,7 +72,7 @@ def _get(url: str, seconds: float | None) -> dict[str, Any]:
     worker.join(seconds)
     if worker.is_alive():
         exchange.abort()
-        raise RestUnreachable(f"{url}: no complete answer within {seconds:g} s (storage timeout: {TIMEOUT_ENV})")
+        raise RestUnreachable(Message(f"{url}: no complete answer within {seconds:g} s (", TIMEOUT_SETTING, ")"))
     if exchange.error is not None:
         raise exchange.error
     try:

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from spillway import progress
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.claim import LEFT_NOTHING, Claim, claimed, terminate_as_exit
 from spillway.storage.guard import WRITE_ERRNOS, Guard, OutputIOError, WriteError, cannot_write, plain_parts
 from spillway.storage.names import METADATA
@@ -38,7 +38,7 @@ __all__ = ["OutputIOError", "PlannedOutput", "WriteError", "write_checkpoint"]
 class PlannedOutput:
     """What to write: the new metadata plus files to copy (source path -> path relative to the output)."""
 
-    checkpoint: Checkpoint
+    checkpoint: CheckpointMetadata
     copies: dict[Path, str] = field(default_factory=dict)
     # Absolute prefix the new metadata uses for the output directory (for the self-check's rebasing).
     final_prefix: str | None = None
@@ -48,7 +48,7 @@ def write_checkpoint(
     plan: PlannedOutput,
     out: Path,
     check: Callable[[Path, PlannedOutput], R],
-    produce: Callable[[Path], Checkpoint | None] | None = None,
+    produce: Callable[[Path], CheckpointMetadata | None] | None = None,
     claim: Claim | None = None,
 ) -> R:
     """Write, self-check, rename; returns what ``check`` returned.
@@ -79,7 +79,7 @@ def _write_or_undo(
     plan: PlannedOutput,
     claim: Claim,
     check: Callable[[Path, PlannedOutput], R],
-    produce: Callable[[Path], Checkpoint | None] | None,
+    produce: Callable[[Path], CheckpointMetadata | None] | None,
 ) -> R:
     """:func:`_write`; on any failure everything the claim holds is removed, and a failed write names the
     output path it was for."""
@@ -103,7 +103,7 @@ def _write(
     plan: PlannedOutput,
     claim: Claim,
     check: Callable[[Path, PlannedOutput], R],
-    produce: Callable[[Path], Checkpoint | None] | None,
+    produce: Callable[[Path], CheckpointMetadata | None] | None,
 ) -> R:
     tmp, out = claim.staging, claim.out
     guard = Guard(tmp, shown=out, sync=False)  # _fsync_tree syncs it all, then the directories

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 
-from spillway.errors import ArgumentError, UsageError
+from spillway.errors import ArgumentError, Named, UsageError
 
 TIMEOUT_ENV = "SPILLWAY_STORAGE_TIMEOUT"
+# The setting, as a message names it (a front end says how its users set it).
+TIMEOUT_SETTING = Named("storage_timeout", python=f"storage timeout: {TIMEOUT_ENV}")
 DEFAULT_TIMEOUT = 30.0
 _timeout: float | None = None  # set_timeout; None: the environment or the default
 

@@ -138,13 +138,13 @@ def test_a_failing_self_check_leaves_nothing_at_any_final_name_under_to(
     from click.testing import CliRunner
 
     from spillway.cli.app import app
-    from spillway.repair import session
+    from spillway.repair import workflow
     from spillway.storage.guard import WriteError
 
     src = local_job(tmp_path, FX)
     to = tmp_path / "new" / JOB
     seen: list[set[Path]] = []
-    real = session.validated_output
+    real = workflow.validated_output
 
     def failing(*args: object, **kwargs: object) -> object:
         check = real(*args, **kwargs)  # type: ignore[arg-type]
@@ -156,7 +156,7 @@ def test_a_failing_self_check_leaves_nothing_at_any_final_name_under_to(
 
         return refuse
 
-    monkeypatch.setattr(session, "validated_output", failing)
+    monkeypatch.setattr(workflow, "validated_output", failing)
     res = CliRunner().invoke(app, _relocate(src, tmp_path / "o" / CHK, to))
     assert res.exit_code == 1 and "refused by the test" in res.output, res.output
     assert seen and seen[0], "the check ran with the copies staged"

@@ -93,3 +93,19 @@ def test_stripping_chosen_operators_without_a_plan_names_plan_or_plan(tmp_path: 
         "--out", str(tmp_path / "cli"),
     )  # fmt: skip
     assert run.code == 1 and "stripping some operators needs the job's --plan: " in run.err
+
+
+def test_a_path_that_reads_like_arguments_is_shown_as_it_is(tmp_path: Path) -> None:
+    # an output directory whose name reads like keyword arguments, given by the user: not advice to rewrite
+    out = tmp_path / "job plan=... force=True"
+    out.mkdir()
+    run = run_cli("repair", "strip-channel-state", str(COUNTED.checkpoint_dir), "--out", str(out))
+    assert run.code == 1, run.output  # a refusal to overwrite
+    assert f"error: {out}: already exists; spillway never overwrites (choose a new --out)" in run.err, run.err
+
+
+def test_a_bad_salvage_argument_is_named_by_its_option(tmp_path: Path) -> None:
+    run = run_cli("salvage", str(COUNTED.checkpoint_dir), "--out", str(tmp_path / "out"), "--operator", "")
+    assert run.code == 2, run.output
+    assert run.err.startswith("error: --operator ") and "operators=" not in run.err, run.err
+    assert not (tmp_path / "out").exists()

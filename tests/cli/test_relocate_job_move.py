@@ -19,7 +19,7 @@ from spillway.cli.app import app
 from spillway.inspect.validate import validate
 from spillway.model.checkpoint import is_file_backed
 from spillway.model.walk import leaf_stream_handles
-from spillway.repair import session
+from spillway.repair import workflow
 from spillway.storage import guard
 from spillway.storage.load import load_checkpoint
 from spillway.storage.relative import relative_names
@@ -119,7 +119,7 @@ def _refusing_check(*args: object, **kwargs: object):
 @pytest.mark.parametrize("name", ["1.10.3-aligned", "1.10.3-rocksdb-incremental", "2.3.0-rocksdb-incremental"])
 def test_a_failed_self_check_undoes_every_copy(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fx = fixture_named(name)
-    monkeypatch.setattr(session, "validated_output", _refusing_check)
+    monkeypatch.setattr(workflow, "validated_output", _refusing_check)
     new_job = tmp_path / "new" / fx.info["job_id"]
     code, output = _move(fx, new_job)
     assert code == 1 and "injected failure" in output, output
@@ -176,7 +176,7 @@ def test_files_already_at_the_destination_with_the_same_bytes_are_kept_and_not_u
     new_job = tmp_path / "new" / fx.info["job_id"]
     shutil.copytree(fx.checkpoint_dir.parent / "shared", new_job / "shared")  # a previous move's shared files
     kept = _digest(new_job)
-    monkeypatch.setattr(session, "validated_output", _refusing_check)
+    monkeypatch.setattr(workflow, "validated_output", _refusing_check)
     code, _ = _move(fx, new_job)
     assert code == 1
     assert _digest(new_job) == kept, "files this run did not write are not deleted"

@@ -15,7 +15,7 @@ from support.fixtures import fixture_named
 from support.flink_harness import restore
 from support.preflight_matrix import CASES, case_uids, data_check, load_recorded, preflight_settings
 
-from spillway.inspect.preflight import FAILS, REFUSED, Answer, check
+from spillway.inspect.preflight import FAILS, REFUSED, PreflightVerdict, check
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -87,12 +87,12 @@ def test_live_restore_matches_the_recording_and_preflight(release: str, case: st
         if data is not None:
             assert data == recorded["data"], data
         lost = (data is not None and not data["complete"]) or c.allow_non_restored
-        assert result.answer == (Answer.RESTORES_WITH_LOSS if lost else Answer.YES), reasons
+        assert result.answer == (PreflightVerdict.RESTORES_WITH_LOSS if lost else PreflightVerdict.YES), reasons
         if data is not None and lost:
             # what preflight lists as lost is where the records went: check's state and its in-flight input
             assert {x.label.split(" ")[0] for x in result.loss.state} == {"check"}, reasons
     elif res["stage"] == "restore":
-        assert result.answer == Answer.NO, reasons
+        assert result.answer == PreflightVerdict.NO, reasons
         # Flink's words (after the restore path it names, which differs per run) are among preflight's
         tail = res["error"].split(". ", 1)[-1] if res["error"].startswith("Failed to rollback") else res["error"]
         messages = [r.flink_message or "" for r in result.reasons if r.verdict == REFUSED]
@@ -100,11 +100,11 @@ def test_live_restore_matches_the_recording_and_preflight(release: str, case: st
             tail = tail.split("[")[0]
         assert any(tail in m for m in messages), (tail, messages)
     elif "Key group" in (res["error"] or ""):
-        assert result.answer == Answer.NO, reasons
+        assert result.answer == PreflightVerdict.NO, reasons
         assert [r.check for r in result.reasons if r.verdict == FAILS] == ["keyed-exchange"], reasons
     else:
         # accepted, then failed reading a record cut between dropped and restored channel state: not a yes
-        assert result.answer == Answer.UNKNOWN, reasons
+        assert result.answer == PreflightVerdict.UNKNOWN, reasons
         assert {r.check for r in result.reasons if r.verdict == "unknown"} <= {"channel-state-chained"}, reasons
 
 

@@ -228,7 +228,7 @@ def test_files_and_diff_on_s3(s3: pafs.S3FileSystem, in_bucket_a: str) -> None:
 def test_moving_a_whole_job_into_a_bucket(s3: pafs.S3FileSystem, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Flink 1.10 writes absolute files into its own chk-N: moved with the job they land inside the output,
     are published with it, and the result validates from the bucket; a failed self-check leaves nothing."""
-    from spillway.repair import session
+    from spillway.repair import workflow
     from spillway.storage.safe_writer import WriteError
 
     fx = fixture_named(name)
@@ -247,7 +247,7 @@ def test_moving_a_whole_job_into_a_bucket(s3: pafs.S3FileSystem, name: str, monk
 
         return check
 
-    monkeypatch.setattr(session, "validated_output", refuse)
+    monkeypatch.setattr(workflow, "validated_output", refuse)
     code, output = move(f"{prefix}-failed")
     assert code == 1 and "injected failure" in output, output
     assert not [k for k in objects(s3, "bucket-b") if k.startswith(f"{prefix}-failed/")]

@@ -15,7 +15,7 @@ from typing import Any
 
 from spillway.inspect.finished import Verdict, check
 from spillway.inspect.topology import Topology, load_plan
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "finished-variants"
 
@@ -98,7 +98,7 @@ def agrees(verdict: Verdict, flink: dict[str, Any], topology: Topology | None = 
 
 
 def check_variant(
-    release: str, variant: str, checkpoint: Checkpoint, jobgraph: Path, plan: Path, flink: dict[str, Any]
+    release: str, variant: str, checkpoint: CheckpointMetadata, jobgraph: Path, plan: Path, flink: dict[str, Any]
 ) -> dict[tuple[str, bool], Verdict]:
     """Flink's outcome is the variant's expected one, and spillway, on both plan flavours with and without the
     job's uids, is never wrong when certain; certain with the job graph, and with the stream graph plus uids

@@ -132,7 +132,7 @@ def test_argument_errors_speak_python(make: Any, argument: str, words: str) -> N
 
 
 def test_key_extractors_are_checked_as_for_rescale() -> None:
-    # one check (spillway.rescale.options.check_key_specs) for the forecast and the rescale alike
+    # one check (spillway.rescale.rescale_options.check_key_specs) for the forecast and the rescale alike
     for make in (api.ForecastOptions, lambda p, **k: api.RescaleOptions(p, dry_run=True, **k)):
         with pytest.raises(api.ArgumentError, match=r"^keys\['count'\]='tuple:x': value spec 'tuple:x': unknown type"):
             make({"count": 3}, keys={"count": "tuple:x"})

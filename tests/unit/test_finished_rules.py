@@ -20,13 +20,13 @@ from support.fixtures import fixture_named
 from spillway.flink.stream_graph import StreamGraph
 from spillway.inspect.finished import FULLY, PARTIALLY, RUNNING, UNKNOWN, check
 from spillway.inspect.topology import Topology, load_plan, parse_plan
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import load_checkpoint
 
 RELEASES = ["1-15-4", "2-3-0"]
 
 
-def _checkpoint(release: str) -> Checkpoint:
+def _checkpoint(release: str) -> CheckpointMetadata:
     return load_checkpoint(fixture_named(f"{release.replace('-', '.')}-finished").checkpoint_dir).checkpoint
 
 

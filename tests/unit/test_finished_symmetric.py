@@ -23,7 +23,7 @@ from support.plan_nodes import plan_to_flink_nodes
 import spillway.inspect.finished as finished
 from spillway.inspect.finished import PARTIALLY, RUNNING, _refused_however_chained, check
 from spillway.inspect.topology import bind_job, load_plan, operator_binding
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import load_checkpoint
 
 PLANS = [pytest.param(r, p, id=f"{r}-{p}") for r in RELEASES for p in ("plan.json", "jobgraph.json")]
@@ -40,7 +40,7 @@ ASSIGNMENTS = {
 }
 
 
-def _checkpoint(release: str) -> Checkpoint:
+def _checkpoint(release: str) -> CheckpointMetadata:
     return load_checkpoint(fixture_named(f"{release}-finished-symmetric").checkpoint_dir).checkpoint
 
 

@@ -15,17 +15,17 @@ from support.fixtures import fixture_named
 from support.written import moved_job
 
 from spillway.formats.metadata_codec import decode_metadata, encode_metadata
-from spillway.model.checkpoint import Checkpoint, is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.walk import all_stream_handles, transform_stream_handles
 from spillway.storage.load import load_checkpoint
 from spillway.storage.pinning import pin_found_paths
 
 
-def _names(cp: Checkpoint, relative: bool = False) -> list[str]:
+def _names(cp: CheckpointMetadata, relative: bool = False) -> list[str]:
     return sorted(h.file_name for _, h in all_stream_handles(cp) if is_file_backed(h) and h.relative == relative)
 
 
-def _dirs(cp: Checkpoint) -> list[str]:
+def _dirs(cp: CheckpointMetadata) -> list[str]:
     return sorted(
         text
         for op in cp.operators

@@ -20,7 +20,7 @@ from support.fixtures import fixture_named
 
 from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 from spillway.inspect.topology import bind, operator_binding, parse_plan
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import load_checkpoint
 
 FX = "2.3.0-unaligned"  # Source: seq (uid src) -> tostr =HASH=> slow (keyed) -REBALANCE-> len -> sink (uid sink)
@@ -33,7 +33,7 @@ def _flink_ids() -> dict[str, str]:
     return {n["name"]: n["operator_id"] for n in ids["stream_nodes"]}
 
 
-def _checkpoint(name: str = FX) -> Checkpoint:
+def _checkpoint(name: str = FX) -> CheckpointMetadata:
     return load_checkpoint(fixture_named(name).checkpoint_dir).checkpoint
 
 
@@ -45,7 +45,7 @@ def _doc(flavour: str, fixture: str = FX, edit: Callable[[dict[str, dict[str, An
 
 
 def _findings(
-    doc: Any, checkpoint: Checkpoint | None = None
+    doc: Any, checkpoint: CheckpointMetadata | None = None
 ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     cp = checkpoint or _checkpoint()
     topology = parse_plan(doc)

@@ -21,7 +21,17 @@ from support.preflight_matrix import (
     recorded_dir,
 )
 
-from spillway.inspect.preflight import FAILS, LOSS, REFUSED, UNKNOWN, Answer, FlinkDoes, Result, Settings, check
+from spillway.inspect.preflight import (
+    FAILS,
+    LOSS,
+    REFUSED,
+    UNKNOWN,
+    FlinkDoes,
+    PreflightAnswer,
+    PreflightVerdict,
+    Settings,
+    check,
+)
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -51,22 +61,22 @@ UNDECIDED = {
 ROWS = recorded()
 
 
-def run(release: str, case: str, flavour: str, uids: bool) -> Result:
+def run(release: str, case: str, flavour: str, uids: bool) -> PreflightAnswer:
     """preflight on the recorded submitted plan, with what the job's user knows (preflight_settings)."""
     return preflight_row(release, case, flavour, uids)
 
 
-def flink_answer(release: str, case: str) -> Answer:
+def flink_answer(release: str, case: str) -> PreflightVerdict:
     """What Flink did, as preflight's answer: refused or failed is no; restored is yes, unless the restored job's
     output missed records or state (checked to the end: flink.json "data") or the restore dropped an operator's
     state (--allow-non-restored-state with that operator gone)."""
     flink = load_recorded(release, case)
     if flink["outcome"] != "restored":
-        return Answer.NO
+        return PreflightVerdict.NO
     data = flink.get("data")
     if data is not None:
-        return Answer.YES if data["complete"] else Answer.RESTORES_WITH_LOSS
-    return Answer.RESTORES_WITH_LOSS if CASES[case].allow_non_restored else Answer.YES
+        return PreflightVerdict.YES if data["complete"] else PreflightVerdict.RESTORES_WITH_LOSS
+    return PreflightVerdict.RESTORES_WITH_LOSS if CASES[case].allow_non_restored else PreflightVerdict.YES
 
 
 def flink_check(flink: dict[str, Any]) -> str:
@@ -116,22 +126,22 @@ def test_preflight_agrees_with_flink(release: str, case: str) -> None:
         refused = [r for r in result.reasons if r.verdict in (REFUSED, FAILS)]
         unknown = [r for r in result.reasons if r.verdict == UNKNOWN]
         where = (flavour, [r.to_doc() for r in refused + unknown], flink["error"], flink.get("data"))
-        if result.answer == Answer.UNKNOWN:
+        if result.answer == PreflightVerdict.UNKNOWN:
             # never unknown without a named reason the evidence does not decide
             assert {r.check for r in unknown} <= (CUT | UNDECIDED.get(case, set())), where
-            assert expected != Answer.YES or {r.check for r in unknown} <= CUT, where
+            assert expected != PreflightVerdict.YES or {r.check for r in unknown} <= CUT, where
             continue
         assert result.answer == expected, where
-        if expected == Answer.RESTORES_WITH_LOSS:
+        if expected == PreflightVerdict.RESTORES_WITH_LOSS:
             assert result.loss and all(
                 r.flink_does == FlinkDoes.RESTORES_AND_DROPS for r in result.reasons if r.verdict == LOSS
             )
-        elif expected == Answer.NO and flink["outcome"] == "refused" and case not in UNDECIDED:
+        elif expected == PreflightVerdict.NO and flink["outcome"] == "refused" and case not in UNDECIDED:
             name = flink_check(flink)
             mine = [r for r in refused if r.check == name]
             assert mine and all(r.flink_does == FlinkDoes.REFUSES for r in mine), where
             assert any(same_message(flink["error"], r.flink_message or "") for r in mine), where
-        elif expected == Answer.NO and "Key group" in (flink["error"] or ""):
+        elif expected == PreflightVerdict.NO and "Key group" in (flink["error"] or ""):
             # accepted, then failed on the first record of another subtask's key group
             assert [r.check for r in refused] == ["keyed-exchange"], where
             assert refused[0].verdict == FAILS and refused[0].flink_does == FlinkDoes.FAILS_AFTER_START, where
@@ -144,7 +154,7 @@ def test_without_uids_never_contradicts_flink(release: str, case: str) -> None:
     expected = flink_answer(release, case)
     for flavour in ("jobgraph.json", "plan.json"):
         answer = run(release, case, flavour, uids=False).answer
-        assert answer in (expected, Answer.UNKNOWN), (flavour, answer, expected)
+        assert answer in (expected, PreflightVerdict.UNKNOWN), (flavour, answer, expected)
 
 
 # The FLIP-147 restore proofs (tests/fixtures/finished-variants/: "a chain changed after tasks finished" and more)

@@ -8,13 +8,24 @@ from dataclasses import replace
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, load_recorded, preflight_settings, recorded_dir
 
-from spillway.inspect.preflight import LOSS, REFUSED, UNKNOWN, Answer, FlinkDoes, Result, check, to_doc
+from spillway.inspect.preflight import (
+    LOSS,
+    REFUSED,
+    UNKNOWN,
+    FlinkDoes,
+    PreflightAnswer,
+    PreflightVerdict,
+    check,
+    to_doc,
+)
 from spillway.inspect.restore_checks import flink_31963_fixed
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
 
-def _run(release: str, case: str, version: tuple[int, int, int] | None, fixture_release: str | None = None) -> Result:
+def _run(
+    release: str, case: str, version: tuple[int, int, int] | None, fixture_release: str | None = None
+) -> PreflightAnswer:
     """preflight on the recorded job-graph plan of (release, case), the fixture checkpoint of ``fixture_release``
     (default: the same release), as restored by ``version``."""
     src = fixture_release or release
@@ -35,10 +46,10 @@ def test_output_state_off_a_chains_end_depends_on_the_release() -> None:
         "refused",
     ]
     refused = _run("1.15.4", "chained-after-channel-state", (1, 20, 3), "1.15.4")
-    assert refused.answer == Answer.NO
+    assert refused.answer == PreflightVerdict.NO
     assert [r.check for r in refused.reasons if r.verdict == REFUSED] == ["channel-state-chained"]
     accepted = _run("1.15.4", "chained-after-channel-state", (1, 15, 4))
-    assert accepted.answer == Answer.UNKNOWN  # cut record: Flink fails or misreads, never a yes
+    assert accepted.answer == PreflightVerdict.UNKNOWN  # cut record: Flink fails or misreads, never a yes
     unsure = [r for r in accepted.reasons if r.verdict == UNKNOWN]
     assert [r.check for r in unsure] == ["channel-state-chained"]
     assert unsure[0].flink_does == FlinkDoes.FAILS_AFTER_START
@@ -47,7 +58,7 @@ def test_output_state_off_a_chains_end_depends_on_the_release() -> None:
     assert [(x.side, x.bytes > 0) for x in accepted.loss.in_flight] == [("output", True)], count
     # the release not given: Flink from FLINK-31963 on refuses, before it drops: unknown
     without = _run("1.15.4", "chained-after-channel-state", None)
-    assert without.answer == Answer.UNKNOWN
+    assert without.answer == PreflightVerdict.UNKNOWN
     assert any(r.flink_issue == "FLINK-31963" for r in without.reasons if r.verdict == UNKNOWN)
 
 
@@ -68,7 +79,7 @@ def test_max_parallelism_from_the_jobs_own_graph_is_exact() -> None:
     loaded = load_checkpoint(fixture_named(f"{release}-unaligned").checkpoint_dir)
     plan = load_plan(recorded_dir(release, case) / "jobgraph.json", case_uids(release, case))
     settings = preflight_settings(release, case, "x")
-    assert check(plan, loaded.checkpoint, settings, loaded).answer == Answer.UNKNOWN
+    assert check(plan, loaded.checkpoint, settings, loaded).answer == PreflightVerdict.UNKNOWN
     # what the job's own graph carries: every vertex's max parallelism as the job sets it
     plan = replace(
         plan,
@@ -76,13 +87,13 @@ def test_max_parallelism_from_the_jobs_own_graph_is_exact() -> None:
         vertices={k: replace(v, max_parallelism=256) for k, v in plan.vertices.items()},
     )
     result = check(plan, loaded.checkpoint, settings, loaded)
-    assert result.answer == Answer.NO
+    assert result.answer == PreflightVerdict.NO
     words = flink["error"].split("Max parallelism mismatch")[1]
     assert any(words in (r.flink_message or "") for r in result.reasons if r.verdict == REFUSED)
     # the job's graph saying it sets none: Flink adopts the checkpoint's (the unaligned job sets none and restored)
     plan = replace(plan, vertices={k: replace(v, max_parallelism=None) for k, v in plan.vertices.items()})
     assert load_recorded(release, "same")["outcome"] == "restored"
-    assert check(plan, loaded.checkpoint, settings, loaded).answer != Answer.NO
+    assert check(plan, loaded.checkpoint, settings, loaded).answer != PreflightVerdict.NO
 
 
 def test_dropped_state_is_listed_with_its_kinds_and_bytes() -> None:
@@ -91,7 +102,7 @@ def test_dropped_state_is_listed_with_its_kinds_and_bytes() -> None:
     flink = load_recorded("2.0.0", "check-uid-changed-allowed")
     assert flink["outcome"] == "restored" and flink["data"]["complete"] is False
     result = _run("2.0.0", "check-uid-changed-allowed", (2, 0, 0))
-    assert result.answer == Answer.RESTORES_WITH_LOSS and result.restorable is True
+    assert result.answer == PreflightVerdict.RESTORES_WITH_LOSS and result.restorable is True
     [state] = result.loss.state
     assert state.label.startswith("check ") and state.bytes > 0
     # the 2.0.0 checkpoint holds check's operator state ("seen") and no channel state of check's
@@ -137,7 +148,7 @@ def test_a_name_only_mapping_names_each_operator_and_the_assumption() -> None:
     loaded = load_checkpoint(fixture_named("2.3.0-counted").checkpoint_dir)
     plan = load_plan(recorded_dir("2.3.0", "uid-changed") / "plan.json")
     result = check(plan, loaded.checkpoint, preflight_settings("2.3.0", "uid-changed", "x"), loaded)
-    assert result.answer == Answer.UNKNOWN
+    assert result.answer == PreflightVerdict.UNKNOWN
     [assumed] = [r for r in result.reasons if r.verdict == UNKNOWN and r.check == "operator-mapping"]
     count = next(o for o in loaded.checkpoint.operators if o.name == "count")
     assert f"'count' = count ({count.operator_id})" in assumed.message
@@ -150,6 +161,6 @@ def test_a_plan_operator_without_a_known_id_is_a_binding_note() -> None:
     uids = {"Source: seq": "src", "sink: Writer": "sink"}  # the job-graph plan's vertex ids name the others
     plan = load_plan(recorded_dir("2.3.0", "added-operator") / "jobgraph.json", uids)
     result = check(plan, loaded.checkpoint, preflight_settings("2.3.0", "added-operator", "x"), loaded)
-    assert result.answer == Answer.YES
+    assert result.answer == PreflightVerdict.YES
     notes = [r.message for r in result.reasons if r.check == "binding"]
     assert len(notes) == 1 and "'added'" in notes[0]

@@ -18,7 +18,7 @@ from support.fixtures import Fixture, fixture_named
 
 from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
-from spillway.model.checkpoint import Checkpoint, channel_handles
+from spillway.model.checkpoint import CheckpointMetadata, channel_handles
 from spillway.repair.common import RepairError
 from spillway.repair.transforms import ChannelLoss, StripResult, clear_finished, drop_operators, strip_channel_state
 from spillway.storage.load import load_checkpoint
@@ -39,7 +39,7 @@ def _flink_handles(fx: Fixture, name: str, key: str) -> int:
     return sum(len(h.get("channels", [h])) for s in op["subtasks"] for h in s[key])
 
 
-def _handles(cp: Checkpoint, operator_id: str) -> tuple[int, int]:
+def _handles(cp: CheckpointMetadata, operator_id: str) -> tuple[int, int]:
     op = cp.operator(operator_id)
     assert op is not None
     return (

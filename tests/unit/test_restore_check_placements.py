@@ -21,9 +21,9 @@ from spillway.inspect.restore_checks import (
     REFUSED,
     UNKNOWN,
     FlinkDoes,
-    Loss,
     NewVertex,
     Placement,
+    PreflightLoss,
     Reason,
     Settings,
     channel_facts,
@@ -35,14 +35,14 @@ from spillway.inspect.restore_checks import (
     pointwise_channels,
 )
 from spillway.inspect.topology import load_plan
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import LoadedCheckpoint, load_checkpoint
 
 INDEX_OUT = "Index 1 out of bounds for length 1"  # Flink's failure on 2.0.0, pointwise-same-parallelism
 
 
 @cache
-def counted() -> Checkpoint:
+def counted() -> CheckpointMetadata:
     return load_checkpoint(fixture_named("2.0.0-counted").checkpoint_dir).checkpoint
 
 
@@ -233,7 +233,7 @@ def _damaged(tmp_path: Path, damage: str) -> tuple[LoadedCheckpoint, Path]:
     return load_checkpoint(copy.chk), state
 
 
-def _everything_placed(cp: Checkpoint, but: str | None = None) -> Placement:
+def _everything_placed(cp: CheckpointMetadata, but: str | None = None) -> Placement:
     where = {o.operator_id: (o.operator_id, 0) for o in cp.operators if o.uid != but}
     return Placement({}, where, [], [])
 
@@ -342,7 +342,7 @@ def test_output_state_chained_over_without_a_cut_is_a_loss() -> None:
     facts = channel_facts(loaded)
     vertices = {"c": _vertex("c", 2, outputs=[("p", 0, "REBALANCE")], chain=3), "p": _vertex("p", 2)}
     place = Placement(vertices, {op_id("src"): ("c", 1)}, [], [], {"c": 2})
-    loss = Loss()
+    loss = PreflightLoss()
     [r] = channel_state(place, loaded.checkpoint, Settings(flink_version=(1, 15, 4)), facts, loss)
     src = f"src ({op_id('src')})"
     why = "output channel state of an operator that no longer ends its chain (vertex c)"

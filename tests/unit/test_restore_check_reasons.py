@@ -20,8 +20,8 @@ from spillway.inspect.preflight import (
     REFUSED,
     UNKNOWN,
     WARNING,
-    Answer,
     FlinkDoes,
+    PreflightVerdict,
     Reason,
     Settings,
     check,
@@ -92,7 +92,7 @@ def test_a_removed_stateless_operator_is_skipped_as_flink_does() -> None:
     [skip] = [r for r in result.reasons if r.check == "operator-mapping"]
     assert (skip.verdict, skip.operator) == (OK, sink)
     assert skip.message == f"sink ({sink}) is not in the new job but holds no state: Flink skips it"
-    assert result.answer == Answer.YES
+    assert result.answer == PreflightVerdict.YES
 
 
 def test_a_removed_stateful_operator_is_refused_with_flinks_message() -> None:
@@ -419,7 +419,7 @@ def test_state_of_an_unbound_operator_is_unknown_while_plan_operators_have_no_id
     flink = load_recorded(release, "added-no-uid")
     assert flink["outcome"] == "refused"
     result = preflight_row(release, "added-no-uid")
-    assert result.answer == Answer.UNKNOWN
+    assert result.answer == PreflightVerdict.UNKNOWN
     notes = [r for r in result.reasons if r.check == "binding"]
     assert [n.message.split(": ", 1)[0] for n in notes] == ["plan operator without a known Flink id"]
     assert notes[0].message.startswith("plan operator without a known Flink id: 'added': ")
@@ -530,7 +530,7 @@ def test_a_max_parallelism_given_for_one_vertex_is_checked_on_its_operators_only
             "checkpoint's only where the job sets none"
         )
     result = check(plan, loaded.checkpoint, Settings(max_parallelism={count: 128}, flink_version=(2, 0, 0)), loaded)
-    assert result.answer == Answer.YES
+    assert result.answer == PreflightVerdict.YES
 
 
 def test_a_name_only_mapping_is_said_word_for_word() -> None:

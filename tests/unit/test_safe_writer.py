@@ -15,7 +15,7 @@ from support.fixtures import Fixture, fixture_named
 
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage import claim, guard, safe_writer
 from spillway.storage.claim import OutputBusy, claim_output
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
@@ -24,7 +24,7 @@ FX = fixture_named("2.3.0-unaligned")
 OTHER = fixture_named("1.20.3-unaligned")
 
 
-def _checkpoint(fx: Fixture = FX) -> Checkpoint:
+def _checkpoint(fx: Fixture = FX) -> CheckpointMetadata:
     return decode_metadata(fx.metadata.read_bytes(), str(fx.metadata))
 
 
@@ -189,7 +189,7 @@ def test_a_missing_copy_source_leaves_nothing(tmp_path: Path) -> None:
 def test_produce_writes_data_and_may_replace_the_metadata(tmp_path: Path) -> None:
     plan = PlannedOutput(_checkpoint())
 
-    def produce(tmp: Path) -> Checkpoint:
+    def produce(tmp: Path) -> CheckpointMetadata:
         (tmp / "channel").write_bytes(_channel_file(OTHER).read_bytes())
         return _checkpoint(OTHER)
 

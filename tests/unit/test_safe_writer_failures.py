@@ -19,7 +19,7 @@ import pytest
 from support.fixtures import fixture_named
 
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.notices import collecting
 from spillway.storage import claim, guard
 from spillway.storage.locate import locate_checkpoint
@@ -30,7 +30,7 @@ REPO = Path(__file__).parents[2]
 PARTIAL = re.compile(r"^\.(?P<out>.+)\.spillway-[0-9a-f]{8}\.partial$")
 
 
-def _checkpoint() -> Checkpoint:
+def _checkpoint() -> CheckpointMetadata:
     return decode_metadata(FX.metadata.read_bytes(), str(FX.metadata))
 
 

@@ -24,7 +24,7 @@ from spillway.inspect.topology import (
     parse_plan,
     stores_stateless,
 )
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import load_checkpoint
 
 FX = "2.3.0-unaligned"
@@ -37,7 +37,7 @@ def _ids() -> dict[str, str]:
 
 
 @cache
-def _checkpoint(name: str = FX) -> Checkpoint:
+def _checkpoint(name: str = FX) -> CheckpointMetadata:
     return load_checkpoint(fixture_named(name).checkpoint_dir).checkpoint
 
 

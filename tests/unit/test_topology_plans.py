@@ -30,7 +30,7 @@ from spillway.inspect.topology import (
     operator_binding,
     parse_plan,
 )
-from spillway.model.checkpoint import Checkpoint
+from spillway.model.checkpoint import CheckpointMetadata
 from spillway.storage.load import load_checkpoint
 
 # One or two per release line and flavour of job: with and without uids, 1.x (ids only) and 2.x (names stored),
@@ -53,7 +53,7 @@ def _ids(fx: Fixture) -> dict[str, Any]:
     return doc
 
 
-def _checkpoint(fx: Fixture) -> Checkpoint:
+def _checkpoint(fx: Fixture) -> CheckpointMetadata:
     return load_checkpoint(fx.checkpoint_dir).checkpoint
 
 
@@ -61,7 +61,7 @@ def _flink_vertices(fx: Fixture) -> dict[str, dict[str, Any]]:
     return {v["id"]: v for v in _ids(fx)["vertices"]}
 
 
-def _in_checkpoint(cp: Checkpoint, operator_id: str) -> str | None:
+def _in_checkpoint(cp: CheckpointMetadata, operator_id: str) -> str | None:
     return operator_id if cp.operator(operator_id) is not None else None
 
 

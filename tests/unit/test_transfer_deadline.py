@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from spillway.cli.common import cli_words
-from spillway.errors import StorageError
+from spillway.cli.common import in_options
+from spillway.errors import StorageError, message_of
 from spillway.storage import fs, timeouts
 
 MIB = 1 << 20
@@ -93,7 +93,7 @@ def test_a_dripping_file_fails_at_its_allowance_not_per_read(
     took = time.monotonic() - start
     assert str(failure.value).startswith("gs://bkt/job/chk-1/_metadata: ")
     assert f"not all {MIB} bytes within 4 s" in str(failure.value)
-    assert "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT, " in cli_words(str(failure.value))  # the setting
+    assert "(--storage-timeout or SPILLWAY_STORAGE_TIMEOUT, " in in_options(message_of(failure.value))  # the setting
     assert 4 <= took < 5.5, took
     assert not (tmp_path / "copy").exists()  # no partial copy passes for the file
 

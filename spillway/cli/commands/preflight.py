@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, cli_words, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, in_options, out
 from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
@@ -119,7 +119,7 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
         verdict = f"[{style}]{r.verdict.value:8}[/]" if style else f"{r.verdict.value:8}"
         issue = f" [{r.flink_issue}]" if r.flink_issue else ""
         does = f" (Flink {r.flink_does.value})" if r.flink_does is not None and r.verdict != "ok" else ""
-        reason = cli_words(r.message) + issue + does  # an argument the library names, as the option that sets it
+        reason = in_options(r.message) + issue + does  # an argument the library names, as the option that sets it
         print_paragraph(f"{verdict} {escape(r.check)}: {escape(reason)}", indent=_REASON)
         if r.flink_message:
             print_paragraph(" " * _REASON + "Flink: " + escape(r.flink_message.replace("\n", " ")), indent=_REASON)
@@ -140,7 +140,7 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
     if forecast is not None:
         show_forecast(forecast)
     if forecast_note:
-        print_paragraph(escape(cli_words(forecast_note)))
+        print_paragraph(escape(in_options(forecast_note)))
 
 
 def show_loss(loss: api.PreflightLoss) -> None:

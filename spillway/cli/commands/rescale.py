@@ -12,7 +12,7 @@ from rich.table import Table
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, UsageError, cli_words, emit_json, err, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json, err, guarded, in_options, out
 from spillway.cli.forecast import buffers_per_channel_option, floating_buffers_option, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
@@ -149,7 +149,7 @@ def show_result(result: RescaleResult) -> None:
     if result.forecast is not None:
         show_forecast(result.forecast)
     for n in result.notes:
-        print_paragraph(f"[dim]note:[/] {escape(cli_words(n))}")
+        print_paragraph(f"[dim]note:[/] {escape(in_options(n))}")
     if result.plan_file:
         out.print(f"plan of the rescaled job (for validate --plan): {escape(result.plan_file)}", soft_wrap=True)
     show_restore(result.restore_lines())

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spillway.errors import Message, Named
 from spillway.inspect.findings import Finding
 from spillway.model.checkpoint import (
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    Checkpoint,
+    CheckpointMetadata,
     KeyedHandle,
     is_file_backed,
 )
@@ -48,7 +49,9 @@ class Referenced:
     unresolved: list[tuple[str, Finding]] = field(default_factory=list)
 
 
-def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping[str, str] | None = None) -> Referenced:
+def referenced_files(
+    cp: CheckpointMetadata, resolver: FileResolver, plan_names: Mapping[str, str] | None = None
+) -> Referenced:
     """Every file ``cp`` needs; ``plan_names`` (``JobBinding.names``) names operators stored by id only."""
     out = Referenced()
     dstl = _changelog_file_handles(cp)
@@ -81,7 +84,7 @@ def referenced_files(cp: Checkpoint, resolver: FileResolver, plan_names: Mapping
     return out
 
 
-def _changelog_file_handles(cp: Checkpoint) -> set[int]:
+def _changelog_file_handles(cp: CheckpointMetadata) -> set[int]:
     """``id`` of every stream handle that names a DSTL file (a changelog increment's delegates)."""
     out: set[int] = set()
 
@@ -138,7 +141,9 @@ def unsafe_path_refusal(errors: list[Finding]) -> str | None:
     first = unsafe[0]
     where = f" (operator {first.operator})" if first.operator else ""
     count = f"{len(unsafe)} unsafe paths, first" if len(unsafe) > 1 else "an unsafe path"
-    return (
+    return Message(
         f"the source names {count}: {first.rule}: {first.message}{where}; nothing is written from such a "
-        "checkpoint, not even with force=True (spillway validate lists every one)"
+        "checkpoint, not even with ",
+        Named("force", True),
+        " (spillway validate lists every one)",
     )

@@ -9,10 +9,10 @@ from spillway.inspect.channels import channel_key
 from spillway.inspect.findings import Finding
 from spillway.inspect.rules.common import Flagged
 from spillway.inspect.rules.key_groups import key_group_findings
-from spillway.model.checkpoint import Checkpoint, OperatorState, SubtaskState, channel_handles
+from spillway.model.checkpoint import CheckpointMetadata, OperatorState, SubtaskState, channel_handles
 
 
-def structure_findings(cp: Checkpoint, plan_names: Mapping[str, str] | None = None) -> Iterator[Flagged]:
+def structure_findings(cp: CheckpointMetadata, plan_names: Mapping[str, str] | None = None) -> Iterator[Flagged]:
     """Every metadata-level fault, operator by operator; ``plan_names``: a bound plan's (``JobBinding.names``)."""
     for op in cp.operators:
         label = op.label(plan_names)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spillway.errors import Message, Named
 from spillway.inspect.findings import Finding
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.reports import binding_json
@@ -120,10 +121,14 @@ def source_damage(
     listed = [f"{f.rule}: {f.message}" + (f" ({f.file})" if f.file else "") for f in errors]
     if not force:
         raise RepairError(
-            f"the source has {len(errors)} validate errors, first: {listed[0]}; a repair would carry the "
-            "damage along or hide it (spillway validate shows them all; force=True writes anyway and lists them)"
+            Message(
+                f"the source has {len(errors)} validate errors, first: {listed[0]}; a repair would carry the "
+                "damage along or hide it (spillway validate shows them all; ",
+                Named("force", True),
+                " writes anyway and lists them)",
+            )
         )
-    return [f"source damage kept (force=True): {text}" for text in listed]
+    return [Message("source damage kept (", Named("force", True), f"): {text}") for text in listed]
 
 
 def source_rebases(loaded: LoadedCheckpoint, user_rules: list[str] | None) -> list[str]:
@@ -186,8 +191,11 @@ def _plan_check(rp: RepairPlan, io: Workspace, topology: Topology) -> Callable[[
                 f"(first: {old[0].rule}: {old[0].message}, operator {old[0].operator})"
             )
         return [
-            f"validate found {len(new)} errors in the output under plan=..., first: {f.rule}: {f.message} "
-            f"(operator {f.operator}, subtask {f.subtask}, channel {f.channel})"
+            Message(
+                f"validate found {len(new)} errors in the output under ",
+                Named("plan"),
+                f", first: {f.rule}: {f.message} (operator {f.operator}, subtask {f.subtask}, channel {f.channel})",
+            )
             for f in new[:1]
         ]
 

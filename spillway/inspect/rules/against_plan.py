@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from spillway.inspect.channels import ChannelMap
 from spillway.inspect.findings import Finding
 from spillway.inspect.rules.common import Flagged, Located
-from spillway.model.checkpoint import Checkpoint, InputChannelHandle, ResultSubpartitionHandle
+from spillway.model.checkpoint import CheckpointMetadata, InputChannelHandle, ResultSubpartitionHandle
 
 UNCERTAIN = (
     "holds channel state and is not bound to a plan operator for certain, so its channels are not checked against "
@@ -22,7 +22,7 @@ UNCERTAIN = (
 )
 
 
-def plan_findings(topology: Topology, job: JobBinding, cp: Checkpoint) -> Iterator[Finding]:
+def plan_findings(topology: Topology, job: JobBinding, cp: CheckpointMetadata) -> Iterator[Finding]:
     from spillway.inspect.plan_check import plan_mismatches, state_mismatches
 
     """Whether the plan describes this checkpoint at all (``plan-mismatch``, ``plan-unbound``)."""
@@ -46,7 +46,7 @@ def topology_notes(cmap: ChannelMap | None, outputs: int) -> Iterator[Finding]:
 def placement_findings(
     topology: Topology,
     bound: dict[str, BoundVertex],
-    cp: Checkpoint,
+    cp: CheckpointMetadata,
     located: list[Located],
     binding: Binding | None,
     orders: Mapping[str, tuple[Edge, ...]] | None = None,
