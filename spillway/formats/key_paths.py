@@ -1,4 +1,4 @@
-"""Keys picked by field name or path and keys derived from a field without Python (docs/format/value-specs.md).
+"""Keys picked by field name or path and keys derived from a field without Python (docs/format/object-values.md).
 
 Grammar (after the value spec)::
 

@@ -1,4 +1,4 @@
-"""Value specs for Flink's object serializers (docs/format/value-specs.md): ``pojo(...)`` (PojoSerializer, also Java
+"""Value specs for Flink's object serializers (docs/format/object-values.md): ``pojo(...)`` (PojoSerializer, also Java
 records from Flink 1.19), ``caseclass(...)`` (Scala's CaseClassSerializer), ``array(T)`` / ``objarray(T)``,
 ``list(T)``, ``map(K,V)`` and ``nullable(T)`` (NullableSerializer). Registered with ``values.register_spec``.
 
