@@ -17,7 +17,7 @@ from spillway.inspect.validate import validate
 from spillway.model.checkpoint import FileHandle, RelativeFileHandle, channel_handles, is_file_backed
 from spillway.model.walk import transform_stream_handles
 from spillway.repair.common import RepairError
-from spillway.repair.session import source_damage
+from spillway.repair.workflow import source_damage
 from spillway.storage.load import load_checkpoint
 
 MERGED = "1.20.3-file-merging"  # three handles' segments share each of its task-owned operator-state files
