@@ -35,6 +35,7 @@ from spillway.formats.values import (
     Type,
     UnknownType,
     ValueSpecError,
+    register_path_keys,
 )
 
 _INTEGERS = ("long", "int", "short", "byte")
@@ -354,3 +355,6 @@ def parse_path_key(spec: str) -> KeyExtractor:
         if isinstance(key_type, TupleType) and not all(isinstance(f, ScalarType) for f in key_type.fields):
             raise ValueSpecError(f"key spec {spec!r}: a tuple key needs scalar fields")
     return PathKeyExtractor(spec, value_type, path, key_type, fns)
+
+
+register_path_keys(parse_path_key)

@@ -544,8 +544,16 @@ SpecConstructor = Callable[["SpecParser"], Type]
 SPEC_CONSTRUCTORS: dict[str, SpecConstructor] = {}
 # specs whose argument is one verbatim text (a path, a URL), read with ``SpecParser.raw_argument``
 RAW_ARGUMENT_SPECS: set[str] = set()
-# modules that call ``register_spec`` when imported; imported before the first spec is read
-SPEC_MODULES = ["spillway.formats.value_composites", "spillway.formats.avro_values", "spillway.formats.kryo_values"]
+# Modules that extend the grammar when imported (``register_spec``, ``register_path_keys``). They build on this
+# module, so it names them rather than importing them, and loads them before the first spec is read.
+SPEC_MODULES = [
+    "spillway.formats.value_composites",
+    "spillway.formats.avro_values",
+    "spillway.formats.kryo_values",
+    "spillway.formats.key_paths",
+]
+# the parser of keys by field name or path and of derived keys (``key_paths``), once that module is loaded
+PATH_KEYS: list[Callable[[str], KeyExtractor]] = []
 
 
 def register_spec(name: str, constructor: SpecConstructor, raw_argument: bool = False) -> None:
@@ -560,6 +568,11 @@ def register_spec(name: str, constructor: SpecConstructor, raw_argument: bool = 
     SPEC_CONSTRUCTORS[key] = constructor
     if raw_argument:
         RAW_ARGUMENT_SPECS.add(key)
+
+
+def register_path_keys(parser: Callable[[str], KeyExtractor]) -> None:
+    """Make ``parser`` read the key specs this module leaves to it: fields by name or path, derived keys."""
+    PATH_KEYS[:] = [parser]
 
 
 def _load_spec_modules() -> None:
@@ -891,9 +904,8 @@ _INDEXED = re.compile(r"^(.*\))\s*:\s*(\d+(?:\s*,\s*\d+)*)\s*$", re.DOTALL)
 
 
 def _path_key(spec: str) -> KeyExtractor:
-    from spillway.formats.key_paths import parse_path_key  # fields by name, nested paths, derived keys
-
-    return parse_path_key(spec)
+    _load_spec_modules()
+    return PATH_KEYS[0](spec)
 
 
 def parse_key_extractor(spec: str) -> KeyExtractor:
