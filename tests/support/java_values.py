@@ -23,8 +23,8 @@ from support.flink_harness import _generator, prepare
 
 GENERATOR = Path(__file__).resolve().parents[1] / "fixtures" / "generator"
 TREE = GENERATOR / "java-values"
-# the Avro layout encoder the generator's Avro jobs use too
-SHARED = [GENERATOR / "java" / "src" / "spillway" / "fixtures" / "AvroLayoutEncoder.java"]
+# the generator's classes the oracles use too: the Avro layout encoder of its Avro jobs, its JSON writer
+SHARED = [GENERATOR / "java" / "src" / "spillway" / "fixtures" / n for n in ("AvroLayoutEncoder.java", "Json.java")]
 PYSPARK_JARS = Path(pyspark.__file__).parent / "jars"
 AVRO_JARS = ("avro-1.12.1.jar", "jackson-core-*.jar", "jackson-databind-*.jar", "jackson-annotations-*.jar")
 
