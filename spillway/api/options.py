@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spillway.api.errors import ArgumentError
 from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
@@ -27,6 +28,9 @@ from spillway.rescale.rescale_options import (
     check_key_specs,
     check_parallelism,
 )
+
+if TYPE_CHECKING:
+    from spillway.inspect.salvage_options import ValueTypes
 
 PathLike = str | os.PathLike[str]
 
@@ -62,20 +66,35 @@ class ForecastOptions:
 class AnalyzeOptions:
     """``keep_records``: the first N records of each channel kept (and shown in ``to_json()`` as ``value_type``
     says); ``parquet``: a directory for ``channels.parquet`` (``records``: and ``records.parquet``, streamed);
-    ``forecast``: a restore forecast at a new parallelism (needs the plan)."""
+    ``forecast``: a restore forecast at a new parallelism (needs the plan). ``value_type`` (``auto``, ``hex`` or
+    a value spec) applies to every edge, ``value_types`` (``{"UP->DOWN" or "UP": spec}``, as for salvage) to
+    the edges they name; a value spec also decodes the records in ``records.parquet`` (``auto`` and ``hex``
+    leave them raw bytes)."""
 
     keep_records: int = 0
     value_type: str = "auto"
     parquet: PathLike | None = None
     records: bool = False
     forecast: ForecastOptions | None = None
+    value_types: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.keep_records < 0:
             raise ArgumentError("keep_records", self.keep_records, "must not be negative")
         check_value_type(self.value_type)
+        self.decoded_as()
         if self.records and self.parquet is None:
             raise ArgumentError("records", None, "needs parquet (the directory to write records.parquet in)")
+
+    def decoded_as(self) -> ValueTypes:
+        """The value spec of each edge's records: ``value_types`` first, then ``value_type`` unless auto or hex."""
+        from spillway.inspect.salvage_options import ValueTypes
+
+        default = None if self.value_type in DISPLAY_MODES else self.value_type
+        return ValueTypes(default, tuple(self.value_types.items()))
+
+
+DISPLAY_MODES = ("auto", "hex")  # value_type words that show values without decoding them with a spec
 
 
 def check_value_type(spec: str) -> None:

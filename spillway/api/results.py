@@ -77,7 +77,7 @@ class AnalyzeResult:
         from spillway.inspect.reports import analyze_json
 
         o = self.options
-        doc = analyze_json(self.analysis, self.verdict, o.keep_records, o.value_type, self.binding)
+        doc = analyze_json(self.analysis, self.verdict, o.keep_records, o.value_type, self.binding, o.decoded_as())
         if self.forecast is not None:
             doc["forecast"] = self.forecast
         return doc

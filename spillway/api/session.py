@@ -177,9 +177,13 @@ class Checkpoint:
                 options.records,
                 keep_records=options.keep_records,
                 job=self.job_binding,
+                value_types=options.decoded_as(),
             )
         else:
+            from spillway.inspect.salvage_options import check_edge_names
+
             analysis = analyze(self.loaded, self.plan, keep_records=options.keep_records, job=self.job_binding)
+            check_edge_names(options.decoded_as(), analysis)
         return AnalyzeResult(analysis, options, self.verdict(), forecast, self.binding, written)
 
     def files(self) -> FilesReport:

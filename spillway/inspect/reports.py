@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # binding_json (dump, files, diff) needs none of validate's a
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.analyze import Analysis, ChannelAnalysis, EdgeSummary
     from spillway.inspect.finished import Verdict
+    from spillway.inspect.salvage_options import ValueTypes
     from spillway.inspect.validate import Report
 
 
@@ -140,9 +141,19 @@ def edge_json(e: EdgeSummary) -> dict[str, Any]:
 
 
 def analyze_json(
-    a: Analysis, verdict: Verdict | None, decode: int, value_type: str, binding: Binding | None = None
+    a: Analysis,
+    verdict: Verdict | None,
+    decode: int,
+    value_type: str,
+    binding: Binding | None = None,
+    value_types: ValueTypes | None = None,
 ) -> dict[str, Any]:
-    """The ``spillway.analyze/1`` document (docs/analyze.md)."""
+    """The ``spillway.analyze/1`` document (docs/analyze.md). Kept records show as ``value_types`` says for their
+    edge, else as ``value_type``."""
+
+    def shown_as(c: ChannelAnalysis) -> str:
+        return (value_types and value_types.for_edge(c.upstream, c.downstream)) or value_type
+
     return {
         "schema": "spillway.analyze/1",
         "format_version": a.checkpoint.format_version,
@@ -162,7 +173,7 @@ def analyze_json(
             for o in a.operators
         ],
         "edges": [edge_json(e) for e in _edges(a)],
-        "channels": [channel_json(c, decode, value_type) for c in a.channels],
+        "channels": [channel_json(c, decode, shown_as(c)) for c in a.channels],
         "restore_verdict": None
         if verdict is None
         else {

@@ -7,10 +7,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spillway.errors import ArgumentError
+from spillway.errors import ArgumentError, UsageError
 from spillway.formats.values import ValueSpecError, parse_value_spec
+
+if TYPE_CHECKING:
+    from spillway.inspect.analyze import Analysis
 
 PathLike = str | os.PathLike[str]
 
@@ -35,13 +38,18 @@ class ValueTypes:
 
     def for_edge(self, up: Mapping[str, Any], down: Mapping[str, Any]) -> str | None:
         """The spec of the records on the edge ``up`` -> ``down`` (``{"operator": name, "operator_id": id}``)."""
+        key = self.edge_key(up, down)
+        return self.default if key is None else dict(self.by_edge)[key]
+
+    def edge_key(self, up: Mapping[str, Any], down: Mapping[str, Any]) -> str | None:
+        """The first ``by_edge`` key naming the edge ``up`` -> ``down``; None when none does."""
         ups = {up["operator"], up["operator_id"]} - {None}
         downs = {down["operator"], down["operator_id"]} - {None}
-        for key, spec in self.by_edge:
+        for key, _ in self.by_edge:
             left, arrow, right = (k.strip() for k in key.partition("->"))
             if left in ups and (not arrow or right in downs):
-                return spec
-        return self.default
+                return key
+        return None
 
     def unused(self, ends: list[tuple[set[str], set[str]]]) -> list[str]:
         """Keys that matched none of the edges ``ends`` (each: upstream names/ids, downstream names/ids)."""
@@ -102,3 +110,22 @@ def value_type_args(values: Sequence[str]) -> tuple[str | None, dict[str, str]]:
         else:
             by_edge[edge.strip()] = spec
     return default, by_edge
+
+
+def check_edge_names(value_types: ValueTypes | None, analysis: Analysis) -> None:
+    """Refuse a value spec for an edge that none of the channels in flight is on: a misspelled name would
+    otherwise leave its records undecoded without a word."""
+    if value_types is None:
+        return
+    ends = [(_names(c.upstream), _names(c.downstream)) for c in analysis.channels]
+    unused = value_types.unused(ends)
+    if unused:
+        shown = sorted({f"{c.upstream['operator']}->{c.downstream['operator']}" for c in analysis.channels})
+        raise UsageError(
+            f"value spec for {', '.join(unused)}: no edge with data in flight is called so "
+            f"(edges: {', '.join(shown) or 'none'})"
+        )
+
+
+def _names(end: Mapping[str, Any]) -> set[str]:
+    return {end["operator"], end["operator_id"]} - {None}

@@ -25,7 +25,9 @@ With --plan, also the verdict Flink's restore-time finished-state checks would g
 map (upstream subtask x downstream subtask, shaded by in-flight bytes) and the watermarks in flight
 (shown when both ends have at most {HEATMAP_AUTO_MAX} subtasks; --heatmap always, --no-heatmap never).
 
---value-type SPEC says how --decode shows values (what does not fit shows as hex):
+--value-type SPEC says how --decode shows values (what does not fit shows as hex) and, with --parquet DIR
+--records, decodes the records into records.parquet too (column decoded; auto and hex leave them raw);
+--value-type EDGE=SPEC does so for one edge (UP->DOWN or UP; repeatable; column decoded[EDGE]):
 
   auto: string, long, int or boolean, whichever fits exactly; hex: raw bytes
 
@@ -60,6 +62,8 @@ Examples:
 
   spillway analyze chk-42 --plan plan.json --parquet out/ --records
 
+  spillway analyze chk-42 --plan plan.json --parquet out/ --records --value-type 'parse->count=tuple(long,long)'
+
   spillway analyze chk-42 --plan plan.json -p count=4 --key count=tuple:0:long
 
 -p/--parallelism VERTEX=N (repeatable, needs --plan) adds a restore forecast for that parallelism: what
@@ -74,7 +78,11 @@ spillway rescale --help). Re-routed keyBy edges need --key or --key-fn for the d
 @option("--plan", metavar="FILE", help="Flink plan JSON (job-graph or stream-graph).")
 @flag("--json", "json_out", help="Emit JSON (schema spillway.analyze/1).")
 @option("--decode", type=int, metavar="N", default=0, help="Show the first N records per channel.")
-@option("--value-type", metavar="SPEC", default="auto", help="How --decode shows values: auto, hex or a value spec.")
+@repeatable(
+    "--value-type",
+    metavar="SPEC|EDGE=SPEC",
+    help="How --decode shows values (auto, hex or a value spec) and --records decodes them; of EDGE; repeatable.",
+)
 @option("--parquet", metavar="DIR", help="Write channels.parquet (and records.parquet).")
 @flag("--records", help="With --parquet: one row per record too (streamed to disk).")
 @option(
@@ -91,7 +99,7 @@ def command(
     plan: str | None,
     json_out: bool,
     decode: int,
-    value_type: str,
+    value_type: list[str] | None,
     parquet: str | None,
     records: bool,
     heatmap: bool | None,
@@ -100,10 +108,7 @@ def command(
     new_parallelism: list[str] | None,
     forecasting: Forecast,
 ) -> int:
-    try:
-        api.check_value_type(value_type)
-    except api.ArgumentError as exc:
-        raise click.BadParameter(exc.detail, param_hint="--value-type") from None
+    shown, by_edge = value_types(value_type)
 
     def run() -> int:
         new_p = [*(parallelism or []), *(new_parallelism or [])]
@@ -119,7 +124,7 @@ def command(
             keys, fns = forecasting.keys()
             buffers = forecasting.buffers()
             forecast = api.ForecastOptions(counts(new_p, "-p/--parallelism"), keys, fns, buffers)
-        options = api.AnalyzeOptions(decode, value_type, parquet, records, forecast)
+        options = api.AnalyzeOptions(decode, shown, parquet, records, forecast, by_edge)
         cp = naming.open(path, plan)
         result = cp.analyze(options)
         if json_out:
@@ -128,13 +133,24 @@ def command(
             for p in result.written:
                 out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
             show_binding(result.binding)
-            show(result.analysis, result.verdict, decode, value_type, heatmap)
+            show(result.analysis, result.verdict, decode, options, heatmap)
             if result.forecast is not None:
                 show_forecast(result.forecast)
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
 
     return guarded(run, json_out)
+
+
+def value_types(given: list[str] | None) -> tuple[str, dict[str, str]]:
+    """``--value-type`` values as the API's ``(value_type, value_types)``, checked: a mistake is a usage error."""
+    try:
+        default, by_edge = api.value_type_args(given or [])
+        api.AnalyzeOptions(value_type=default or "auto", value_types=by_edge)
+    except api.ArgumentError as exc:
+        where = "" if exc.key is None else f"{exc.key}={exc.value}: "
+        raise click.BadParameter(where + exc.detail, param_hint="--value-type") from None
+    return default or "auto", by_edge
 
 
 BAR = "█"
@@ -210,7 +226,11 @@ def watermark_map(e: api.EdgeSummary) -> Table:
 
 
 def show(
-    a: api.Analysis, verdict: api.Verdict | None, decode: int, value_type: str, heatmap: bool | None = None
+    a: api.Analysis,
+    verdict: api.Verdict | None,
+    decode: int,
+    options: api.AnalyzeOptions,
+    heatmap: bool | None = None,
 ) -> None:
     ops = Table(title="operators", title_justify="left")
     for col in ("operator", "operator id", "finished", "in-flight bytes", "records", "per subtask"):
@@ -259,9 +279,11 @@ def show(
             else:
                 out.print(f"[dim]no watermarks in flight on {escape(e.upstream)} → {escape(e.downstream)}[/]")
     if decode:
+        decoded_as = options.decoded_as()
         for c in a.channels:
             if not c.record_list:
                 continue
+            value_type = decoded_as.for_edge(c.upstream, c.downstream) or options.value_type
             out.print(f"[bold]{escape(c.label)}[/]")
             for r in c.record_list[:decode]:
                 ts = " ts=none" if r["timestamp"] is None else f" ts={r['timestamp']}"
