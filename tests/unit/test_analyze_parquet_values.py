@@ -14,15 +14,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from support.avro_counted import SCHEMA, written_by_the_job
 from support.fixtures import fixture_named
 
 import spillway
 from spillway import api
 from spillway.cli.app import app
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
-SCHEMA = FIXTURES / "avro" / "event.avsc"  # AvroCounted.SCHEMA_JSON
-KEYS = 32  # Counted.KEYS, AvroCounted's users
+KEYS = 32  # Counted.KEYS
 N = 200_000  # Counted.N
 EVENT = (  # PojoCounted.Event, as test_salvage decodes it
     "pojo(user:string,seq:long,bucket:int,meta:pojo(origin:string,shard:int,stamp:long),tags:array(string),"
@@ -84,16 +83,6 @@ def test_case_classes_in_records_parquet_are_the_pairs_the_job_logged(tmp_path: 
     assert [r["decoded[parse->group]"] for r in keyed] == [log[r["decoded[parse->group]"]["seq"]] for r in keyed]
 
 
-def written_by_avro_counted(v: int) -> dict[str, object]:
-    """AvroCounted's record for v (AvroCounted.genericRecord / specificRecord)."""
-    return {
-        "user": {"id": f"user-{v % KEYS}", "tier": None if v % 3 == 0 else v % 5},
-        "v": v,
-        "tags": [f"t{v % 4}"] * (v % 3),
-        "score": None if v % 2 == 0 else v / 4.0,
-    }
-
-
 @pytest.mark.parametrize("name", ["2.3.0-counted-avro-specific", "2.3.0-counted-avro-generic"])
 def test_avro_records_through_the_api_are_what_the_job_wrote(name: str, tmp_path: Path) -> None:
     fx = fixture_named(name)
@@ -105,7 +94,7 @@ def test_avro_records_through_the_api_are_what_the_job_wrote(name: str, tmp_path
     assert len(keyed) > 500
     for r in keyed:
         value = r["decoded[parse->count]"]
-        assert value == written_by_avro_counted(value["v"]), r
+        assert value == written_by_the_job(value["v"]), r
 
 
 def test_tuples_and_scalars_by_edge_and_for_every_other_edge(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.avro_counted import written_by_the_job
 
 from spillway.cli.app import app
 from spillway.formats.avro_schema import load_schema
@@ -30,16 +31,6 @@ CASES = [f"{release}-counted-avro-{kind}" for release in ("1.20.3", "2.3.0") for
 
 def checkpoint(name: str) -> Path:
     return next((FIXTURES / name).glob("checkpoints/*/chk-*"))
-
-
-def written_by_the_job(v: int) -> dict[str, object]:
-    """AvroCounted's record for v."""
-    return {
-        "user": {"id": f"user-{v % KEYS}", "tier": None if v % 3 == 0 else v % 5},
-        "v": v,
-        "tags": [f"t{v % 4}"] * (v % 3),
-        "score": None if v % 2 == 0 else v / 4.0,
-    }
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from support.avro_counted import written_by_the_job
 
 from spillway.cli.app import app
 from spillway.formats.values import decode_value, parse_key_extractor
@@ -20,16 +21,6 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 SCHEMA = FIXTURES / "avro" / "event.avsc"
 KEYS = 32
 RELEASES = ("1.20.3", "2.3.0")
-
-
-def written_by_the_job(v: int) -> dict[str, object]:
-    """AvroCounted's record for v."""
-    return {
-        "user": {"id": f"user-{v % KEYS}", "tier": None if v % 3 == 0 else v % 5},
-        "v": v,
-        "tags": [f"t{v % 4}"] * (v % 3),
-        "score": None if v % 2 == 0 else v / 4.0,
-    }
 
 
 def flink_oracle(release: str) -> dict[str, Any]:
