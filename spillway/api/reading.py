@@ -8,14 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from spillway.api.jobs import JobJar
 from spillway.api.options import PreflightOptions
-from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, rebase_rules
 from spillway.api.results import PreflightResult, ReportResult
 from spillway.api.session import Checkpoint, new_job_plan
 from spillway.api.session import open as open_checkpoint
-from spillway.errors import UsageError
-from spillway.storage.new_files import write_new_file as write_new_file
+from spillway.errors import ArgumentError, UsageError
+from spillway.inspect.job_plans import PathLike, read_plan
+from spillway.storage.job_jar import JobJar
+from spillway.storage.locate import RebaseRules as Rebase
+from spillway.storage.locate import rebase_rules
 
 if TYPE_CHECKING:
     from spillway.inspect.diff import CheckpointDiff
@@ -38,8 +39,8 @@ def files(
     and one whose ``_metadata`` does not decode is left out (``.damaged``, and a warning). ``.exclusive(i)``:
     what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()`` is ``spillway.files/1``. With ``plan``
     the operators it binds exactly in each checkpoint are named by it (each checkpoint binds a plan of its own)."""
-    from spillway.api.progress import warn
     from spillway.inspect.files import checkpoint_files, collect_files
+    from spillway.notices import warn
     from spillway.storage.load import LoadedCheckpoint
 
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
@@ -116,7 +117,8 @@ def check_restore(
     options = options or PreflightOptions()
     source = None if _is_plan(new_plan) else str(new_plan.path if isinstance(new_plan, JobJar) else new_plan)
     if isinstance(new_plan, JobJar):
-        from spillway.api.jobs import ids, job_plan, max_parallelism_set
+        from spillway.inspect.job_plans import job_plan, max_parallelism_set
+        from spillway.storage.job_jar import ids
 
         if uids or uid_map:
             raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
@@ -125,6 +127,8 @@ def check_restore(
             options = replace(options, max_parallelism=max_parallelism_set(found))
         new_plan = job_plan(found)
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
+    from spillway.storage.rest import job_checkpoint
+
     opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
     return opened.preflight(topology, replace(options, parallelism={}), source=source)
 
@@ -150,8 +154,6 @@ def report(
         options = replace(options, parallelism={})
         source = None if _is_plan(new_plan) else str(new_plan)
     elif options is not None and options != PreflightOptions():
-        from spillway.api.errors import ArgumentError
-
         raise ArgumentError("options", None, "only with new_plan (they describe the new job)")
     if isinstance(checkpoint, Checkpoint):
         opened = checkpoint
