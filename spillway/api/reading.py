@@ -22,13 +22,12 @@ if TYPE_CHECKING:
     from spillway.inspect.diff import CheckpointDiff
     from spillway.inspect.files import FilesReport
     from spillway.inspect.topology import Topology
-    from spillway.storage.load import LoadedCheckpoint
 
 Opened = Checkpoint | PathLike
 
 
 def files(
-    checkpoints: LoadedCheckpoint | Opened | Sequence[LoadedCheckpoint | Opened],
+    checkpoints: Opened | Sequence[Opened],
     *,
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
@@ -41,37 +40,25 @@ def files(
     the operators it binds exactly in each checkpoint are named by it (each checkpoint binds a plan of its own)."""
     from spillway.inspect.files import checkpoint_files, collect_files
     from spillway.notices import warn
-    from spillway.storage.load import LoadedCheckpoint
 
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
     items = checkpoints if isinstance(checkpoints, Sequence) and not isinstance(checkpoints, str) else [checkpoints]
-    if all(not isinstance(i, (Checkpoint, LoadedCheckpoint)) for i in items):
-        report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
+    if any(isinstance(i, Checkpoint) for i in items):
+        opened = [i if isinstance(i, Checkpoint) else _open(i, None, rebase) for i in items]
+        report = collect_files([(c.source, c.loaded) for c in opened])
     else:
-        report = collect_files([_pair(i, rebase) for i in items])
+        report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
     if first is not None:  # each checkpoint binds a plan of its own (the binding rebuilds the plan's chains)
         for i, cf in enumerate(report.checkpoints):
-            topology = first if i == 0 else first.unbound_copy()
-            job = Checkpoint(cf.loaded, topology, cf.source).job_binding
-            cf.plan_names = job.names if job is not None else {}
+            cf.plan_names = Checkpoint(cf.loaded, first if i == 0 else first.unbound_copy()).plan_names
     for d in report.damaged:
         warn(f"{d.checkpoint}: damaged, left out: {d.error}")
     return report
 
 
-def _pair(item: LoadedCheckpoint | Opened, rebase: Rebase) -> tuple[str, LoadedCheckpoint]:
-    from spillway.storage.load import LoadedCheckpoint, load_checkpoint
-
-    if isinstance(item, Checkpoint):
-        return item.source, item.loaded
-    if isinstance(item, LoadedCheckpoint):
-        return str(item.location.checkpoint_dir), item
-    return str(item), load_checkpoint(item, rebase_rules(rebase))
-
-
 def diff(
-    a: LoadedCheckpoint | Opened,
-    b: LoadedCheckpoint | Opened,
+    a: Opened,
+    b: Opened,
     *,
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
@@ -80,19 +67,10 @@ def diff(
 ) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``): ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``. With ``plan`` both sides are named by it (say, before and after a rescale)."""
-    from spillway.storage.load import LoadedCheckpoint
-
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
-
-    def opened(x: LoadedCheckpoint | Opened, topology: Topology | None) -> Checkpoint:
-        if isinstance(x, Checkpoint):
-            return x
-        if isinstance(x, LoadedCheckpoint):
-            return Checkpoint(x, topology)
-        return _open(x, topology, rebase)
-
-    side_a = opened(a, first)  # the same plan names both sides, each bound on its own copy
-    side_b = opened(b, first.unbound_copy() if first is not None else None)
+    side_a = a if isinstance(a, Checkpoint) else _open(a, first, rebase)
+    # the same plan names both sides, each bound on its own copy
+    side_b = b if isinstance(b, Checkpoint) else _open(b, first.unbound_copy() if first is not None else None, rebase)
     return side_a.diff(side_b)
 
 

@@ -7,7 +7,7 @@ repairs all see the same operators — as the CLI does, which calls these same m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -57,21 +57,6 @@ def open(
     topology = read_plan(plan, uids=uids, uid_map=uid_map)
     rules = rebase_rules(rebase)
     return Checkpoint(load_checkpoint(path, rules), topology, str(path))
-
-
-def _stages() -> Callable[[str, int], None]:
-    """The validator's progress callback as stages of ``spillway.progress`` (silent without a listener)."""
-    from spillway.progress import Stage, stage
-
-    stages: dict[str, Stage] = {}
-
-    def advance(what: str, n: int) -> None:
-        if n < 0:  # a new stage of -n units; its unit is the description's last word
-            stages[what] = stage(what, -n, what.rsplit(" ", 1)[-1])
-        elif what in stages:
-            stages[what].update(n)
-
-    return advance
 
 
 @dataclass
@@ -131,10 +116,11 @@ class Checkpoint:
     def validate(self, progress: Progress | None = None, buffer_size: int | None = None) -> ValidateResult:
         """Every check of ``spillway validate``: sound when no error is found and nothing left unchecked.
         ``progress(what, n)``: ``n < 0`` starts stage ``what`` of ``-n`` units, ``n >= 0`` is its position
-        (default: the stages of ``spillway.progress``, silent without a listener). ``buffer_size``: Flink's
+        (default: ``spillway.progress.stages()``, silent without a listener). ``buffer_size``: Flink's
         network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
         a damaged record."""
         from spillway.inspect.validate import validate
+        from spillway.progress import stages
         from spillway.rescale.rescale_options import (  # the bounds alone: a plain validate loads no planning machinery
             BUFFERS_PER_CHANNEL,
             DEFAULT_BUFFER_SIZE,
@@ -145,7 +131,7 @@ class Checkpoint:
         size = DEFAULT_BUFFER_SIZE if buffer_size is None else buffer_size
         check_buffers(size, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
-        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding, buffer_size=size)
+        report = validate(self.loaded, self.plan, progress or stages(), job=self.job_binding, buffer_size=size)
         return ValidateResult(self.loaded, report, binding)
 
     def verdict(self) -> Verdict | None:
