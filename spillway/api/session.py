@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
-from spillway.errors import ArgumentError, Message, UsageError, message_of
+from spillway.errors import ArgumentError, UsageError
 from spillway.inspect.job_plans import PathLike, read_plan
 
 if TYPE_CHECKING:
@@ -198,26 +198,13 @@ class Checkpoint:
         ``http://HOST:PORT/jobs/JOB_ID`` or a ``Topology`` (``spillway.api.read_plan(path, uids=...)`` gives it the
         uids it cannot show); ``source``: where it came from, for ``to_json()`` (default: ``new_plan`` itself)."""
         from spillway.api.options import PreflightOptions
-        from spillway.errors import SpillwayError
-        from spillway.inspect.preflight import check, checkpoint_parallelism_plan, forecast_reasons
-        from spillway.rescale.rescale import forecast_rescale
+        from spillway.inspect.preflight import check
+        from spillway.rescale.rescale import restore_forecast
 
         options = options or PreflightOptions()
         topology = new_job_plan(new_plan, options)
         result = check(topology, self.model, _settings(options, self.source), self.loaded)
-        forecast: dict[str, Any] | None = None
-        note = None
-        rescaled = checkpoint_parallelism_plan(topology, result) if result.restorable is not False else None
-        if rescaled is not None:
-            old_plan, new_p = rescaled
-            try:
-                forecast = forecast_rescale(
-                    self.loaded, old_plan, new_p, dict(options.keys), dict(options.key_fns), options.buffers
-                )
-            except SpillwayError as exc:
-                note = Message("no restore forecast: ", message_of(exc))
-            else:
-                result.reasons += forecast_reasons(forecast)
+        forecast, note = restore_forecast(self.loaded, topology, result, options.keys, options.key_fns, options.buffers)
         return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)
 
     def report(

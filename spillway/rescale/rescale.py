@@ -8,9 +8,9 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spillway.errors import Message, Named, message_of
+from spillway.errors import Message, Named, SpillwayError, message_of
 from spillway.flink.features import FormatFeatures
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
@@ -36,6 +36,9 @@ from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.pinning import pin_found_paths
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
+
+if TYPE_CHECKING:
+    from spillway.inspect.preflight import PreflightAnswer
 
 
 def _where(f: Finding) -> str:
@@ -530,3 +533,27 @@ def forecast_rescale(
         raise RescaleRefused("nothing to forecast: every vertex named keeps its current parallelism")
     refuse_wrong_extractors(plan)
     return forecast(plan, buffers)
+
+
+def restore_forecast(
+    loaded: LoadedCheckpoint,
+    topology: Topology,
+    answer: PreflightAnswer,
+    keys: Mapping[str, str],
+    key_fns: Mapping[str, str],
+    buffers: BufferSettings,
+) -> tuple[dict[str, Any] | None, Message | None]:
+    """Preflight's restore forecast: when the new job (``topology``) is the checkpoint's job rescaled and the
+    restore is not refused, the forecast (its warnings added to ``answer.reasons``), else None; and why no
+    forecast could be made (a missing key extractor, …) instead of failing the answer."""
+    from spillway.inspect.preflight import checkpoint_parallelism_plan, forecast_reasons
+
+    rescaled = checkpoint_parallelism_plan(topology, answer) if answer.restorable is not False else None
+    if rescaled is None:
+        return None, None
+    try:
+        found = forecast_rescale(loaded, rescaled[0], rescaled[1], dict(keys), dict(key_fns), buffers)
+    except SpillwayError as exc:
+        return None, Message("no restore forecast: ", message_of(exc))
+    answer.reasons += forecast_reasons(found)
+    return found, None
