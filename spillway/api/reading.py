@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from spillway.api.options import PreflightOptions
 from spillway.api.results import PreflightResult, ReportResult
-from spillway.api.session import Checkpoint, new_job_plan
+from spillway.api.session import Checkpoint, new_job_plan, plan_source
 from spillway.api.session import open as open_checkpoint
-from spillway.errors import ArgumentError, UsageError
+from spillway.errors import ArgumentError
 from spillway.inspect.job_plans import PathLike, read_plan
 from spillway.storage.job_jar import JobJar
 from spillway.storage.locate import RebaseRules as Rebase
@@ -93,22 +93,12 @@ def check_restore(
     be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
     plan); ``uids``/``uid_map`` name uids of the new plan. ``.restorable``: True / False / None (unknown)."""
     options = options or PreflightOptions()
-    source = None if _is_plan(new_plan) else str(new_plan.path if isinstance(new_plan, JobJar) else new_plan)
-    if isinstance(new_plan, JobJar):
-        from spillway.inspect.job_plans import job_plan, max_parallelism_set
-        from spillway.storage.job_jar import ids
-
-        if uids or uid_map:
-            raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
-        found = ids(new_plan)
-        if not options.max_parallelism:  # what the job's code sets, unless the caller says otherwise
-            options = replace(options, max_parallelism=max_parallelism_set(found))
-        new_plan = job_plan(found)
+    # the new job's plan (a jar's sets the max parallelism its code sets), checked before any storage is touched
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
     from spillway.storage.rest import job_checkpoint
 
     opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
-    return opened.preflight(topology, replace(options, parallelism={}), source=source)
+    return opened.preflight(topology, replace(options, parallelism={}), source=plan_source(new_plan))
 
 
 def report(
@@ -130,7 +120,7 @@ def report(
         options = options or PreflightOptions()
         new_job = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
         options = replace(options, parallelism={})
-        source = None if _is_plan(new_plan) else str(new_plan)
+        source = plan_source(new_plan)
     elif options is not None and options != PreflightOptions():
         raise ArgumentError("options", None, "only with new_plan (they describe the new job)")
     if isinstance(checkpoint, Checkpoint):
@@ -139,9 +129,3 @@ def report(
         own = read_plan(plan, uids=uids, uid_map=uid_map) if plan is not None or new_plan is None else None
         opened = open_checkpoint(checkpoint, plan=own, rebase=rebase)
     return opened.report(new_job, options, source=source)
-
-
-def _is_plan(plan: object) -> bool:
-    from spillway.inspect.topology import Topology
-
-    return isinstance(plan, Topology)

@@ -205,7 +205,7 @@ class Checkpoint:
         topology = new_job_plan(new_plan, options)
         result = check(topology, self.model, _settings(options, self.source), self.loaded)
         forecast, note = restore_forecast(self.loaded, topology, result, options.keys, options.key_fns, options.buffers)
-        return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)
+        return PreflightResult(result, self.source, plan_source(new_plan, source), forecast, note)
 
     def report(
         self,
@@ -223,7 +223,7 @@ class Checkpoint:
         new_job = None
         if new_plan is not None:
             options = options or PreflightOptions()
-            new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
+            new_job = (new_job_plan(new_plan, options), _settings(options, self.source), plan_source(new_plan, source))
         doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
@@ -283,10 +283,15 @@ class Checkpoint:
         return drop_operator(self.loaded, self.plan, options, self.job_binding)
 
 
-def _source(plan: object, source: str | None) -> str:
+def plan_source(plan: object, source: str | None = None) -> str:
+    """Where a new job's plan came from, for ``to_json()``: ``source``, else a file or URL as given, a jar's path
+    ("" for a Topology)."""
     from spillway.inspect.topology import Topology
+    from spillway.storage.job_jar import JobJar
 
-    return source if source is not None else "" if isinstance(plan, Topology) else str(plan)
+    if source is not None:
+        return source
+    return "" if isinstance(plan, Topology) else str(plan.path if isinstance(plan, JobJar) else plan)
 
 
 def new_job_plan(new_plan: Topology | JobJar | PathLike, options: PreflightOptions) -> Topology:
