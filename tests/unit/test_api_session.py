@@ -102,6 +102,30 @@ def test_files_and_diff_name_operators_by_the_plan() -> None:
     assert same.identical and same.to_json()["schema"] == "spillway.diff/1"
 
 
+def _relative_files(node: Any) -> set[str]:
+    """Every relative file name in Flink's own reading of a ``_metadata`` (oracle.json)."""
+    if isinstance(node, dict):
+        found = {node["relative_path"]} if isinstance(node.get("relative_path"), str) else set()
+        return found.union(*(_relative_files(v) for v in node.values()))
+    return set().union(*(_relative_files(v) for v in node)) if isinstance(node, list) else set()
+
+
+def test_files_and_diff_take_opened_checkpoints_and_paths_alike() -> None:
+    unaligned, rescaled = fixture_named("2.3.0-unaligned"), fixture_named("2.3.0-unaligned-p3")
+    expected = _relative_files(json.loads(unaligned.oracle.read_text())["operators"])
+    opened = spillway.open(unaligned.root / "checkpoints")
+    for given in ([opened], [unaligned.root / "checkpoints"], opened):
+        doc = api.files(given).to_json()
+        assert {f["name"] for f in doc["files"]} == expected, given
+    sides = [json.loads(f.oracle.read_text()) for f in (unaligned, rescaled)]
+    expected_sides = [(o["checkpoint_id"], len(o["operators"])) for o in sides]
+    later = spillway.open(rescaled.root / "checkpoints")
+    for a, b in ((opened, rescaled.root / "checkpoints"), (unaligned.root / "checkpoints", later)):
+        doc = api.diff(a, b).to_json()
+        assert not doc["identical"]
+        assert [(doc[s]["checkpoint_id"], doc[s]["operators"]) for s in ("a", "b")] == expected_sides
+
+
 @pytest.mark.parametrize(
     ("make", "argument", "words"),
     [
