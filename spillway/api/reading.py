@@ -15,8 +15,7 @@ from spillway.api.session import open as open_checkpoint
 from spillway.errors import ArgumentError
 from spillway.inspect.job_plans import PathLike, read_plan
 from spillway.storage.job_jar import JobJar
-from spillway.storage.locate import RebaseRules as Rebase
-from spillway.storage.locate import rebase_rules
+from spillway.storage.locate import RebaseRules, rebase_rules
 
 if TYPE_CHECKING:
     from spillway.inspect.diff import CheckpointDiff
@@ -32,7 +31,7 @@ def files(
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> FilesReport:
     """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its ``chk-N``,
     and one whose ``_metadata`` does not decode is left out (``.damaged``, and a warning). ``.exclusive(i)``:
@@ -44,7 +43,7 @@ def files(
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
     items = checkpoints if isinstance(checkpoints, Sequence) and not isinstance(checkpoints, str) else [checkpoints]
     if any(isinstance(i, Checkpoint) for i in items):
-        opened = [i if isinstance(i, Checkpoint) else _open(i, None, rebase) for i in items]
+        opened = [i if isinstance(i, Checkpoint) else open_checkpoint(i, rebase=rebase) for i in items]
         report = collect_files([(c.source, c.loaded) for c in opened])
     else:
         report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
@@ -63,21 +62,16 @@ def diff(
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``): ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``. With ``plan`` both sides are named by it (say, before and after a rescale)."""
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
-    side_a = a if isinstance(a, Checkpoint) else _open(a, first, rebase)
+    side_a = a if isinstance(a, Checkpoint) else open_checkpoint(a, plan=first, rebase=rebase)
     # the same plan names both sides, each bound on its own copy
-    side_b = b if isinstance(b, Checkpoint) else _open(b, first.unbound_copy() if first is not None else None, rebase)
+    second = first.unbound_copy() if first is not None else None
+    side_b = b if isinstance(b, Checkpoint) else open_checkpoint(b, plan=second, rebase=rebase)
     return side_a.diff(side_b)
-
-
-def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoint:
-    from spillway.storage.load import load_checkpoint
-
-    return Checkpoint(load_checkpoint(path, rebase_rules(rebase)), topology, str(path))
 
 
 def check_restore(
@@ -87,7 +81,7 @@ def check_restore(
     *,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> PreflightResult:
     """``spillway preflight``: would Flink restore ``checkpoint`` into the job of ``new_plan``? ``checkpoint`` may
     be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
@@ -97,7 +91,9 @@ def check_restore(
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
     from spillway.storage.rest import job_checkpoint
 
-    opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
+    opened = (
+        checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(job_checkpoint(checkpoint), rebase=rebase)
+    )
     return opened.preflight(topology, replace(options, parallelism={}), source=plan_source(new_plan))
 
 
@@ -107,7 +103,7 @@ def report(
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
     new_plan: Topology | JobJar | PathLike | None = None,
     options: PreflightOptions | None = None,
 ) -> ReportResult:
