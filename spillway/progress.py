@@ -8,7 +8,7 @@ stage gets the stage object itself, not the variable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
@@ -54,3 +54,17 @@ def listening(sink: Sink | None) -> Iterator[None]:
         yield
     finally:
         _sink.reset(token)
+
+
+def stages() -> Callable[[str, int], None]:
+    """A ``progress(what, n)`` callback as stages: ``n < 0`` starts stage ``what`` of ``-n`` units (its unit is
+    the description's last word), ``n >= 0`` is its position. Silent without a listener."""
+    started: dict[str, Stage] = {}
+
+    def advance(what: str, n: int) -> None:
+        if n < 0:
+            started[what] = stage(what, -n, what.rsplit(" ", 1)[-1])
+        elif what in started:
+            started[what].update(n)
+
+    return advance

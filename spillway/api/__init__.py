@@ -6,8 +6,9 @@ the command does, a program can do with the same calls (docs/api.md).
     result = cp.validate()                      # ValidateResult; result.to_json() is spillway.validate/1
     print(cp.binding)                           # how the plan's operators were bound (deduced once, shared)
 
-Names are loaded on first use, so ``import spillway.api`` costs nothing until a call needs its module.
-Every failure is a ``SpillwayError`` whose ``exit_code`` is what the CLI exits with.
+Each name below is defined once, in the module that owns it, and loaded on first use: ``import spillway.api``
+costs nothing until a call needs its module. Every failure is a ``SpillwayError`` whose ``exit_code`` is what
+the CLI exits with. The types a result hands out are the objects it was computed from: for reading.
 """
 
 from __future__ import annotations
@@ -15,119 +16,63 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> submodule of spillway.api that defines it (or re-exports it from the layers below).
-_EXPORTS: dict[str, str] = {
-    # the checkpoint object and what its calls take and return
-    "open": "session",
-    "Checkpoint": "session",
-    "AnalyzeOptions": "options",
-    "RescaleOptions": "options",
-    "RelocateOptions": "options",
-    "StripOptions": "options",
-    "ClearFinishedOptions": "options",
-    "DropOperatorOptions": "options",
-    "DEFAULT_BUFFER_SIZE": "options",
-    "RESCALE_SCHEMA": "options",
-    "check_key_specs": "options",
-    "ForecastOptions": "options",
-    "PreflightOptions": "options",
-    "BufferSettings": "options",
-    "buffer_settings": "options",
-    "check_value_type": "options",
-    "BUFFERS_PER_CHANNEL": "options",
-    "FLOATING_BUFFERS_PER_GATE": "options",
-    "ValidateResult": "results",
-    "AnalyzeResult": "results",
-    "PreflightResult": "results",
-    "ReportResult": "results",
-    # calls over paths: several checkpoints, a running job's, a page about one; plans
-    "files": "reading",
-    "diff": "reading",
-    "check_restore": "reading",
-    "report": "reading",
-    "write_new_file": "reading",  # a page or a file for the user: never over an existing one unless asked
-    "read_plan": "plans",
-    "ids": "jobs",  # Flink's own graph of a job's jar
-    "ids_each": "jobs",  # of several jars, one JVM per Flink release
-    "job_plan": "jobs",
-    "JobJar": "jobs",
-    "JobIds": "jobs",
-    "ids_json": "jobs",
-    "rebase_rules": "plans",
-    # this installation: spillway's version and what it runs on
-    "version": "about",
-    "VersionInfo": "about",
-    # Flink's key -> key group -> subtask math
-    "keygroup": "keys",
-    "KeyGroup": "keys",
-    "KEY_TYPES": "keys",
-    # dump
-    "dump_checkpoint": "dump",
-    "DumpView": "dump",
-    "DumpResult": "dump",
-    "OperatorTree": "dump",
-    # a process that is one command (the CLI): its settings, made before the command runs
-    "freeze_after_pauses": "process",
-    "set_storage_timeout": "process",
-    # what the writing calls return (a repair's result is defined beside the repairs)
-    "RescaleResult": "results",
-    "RepairResult": "repairs",
-    "Change": "repairs",
-    "ChannelLoss": "repairs",
-    "EdgeLoss": "repairs",
-    "Loss": "repairs",
-    "EdgeRoute": "repairs",
-    "LostChannel": "repairs",
-    "Moved": "repairs",
-    "VertexChange": "repairs",
-    # salvage: in-flight records exported for a job to replay (alone, or before strip-channel-state drops them)
-    "SalvageOptions": "salvage",
-    "SalvageReport": "salvage",
-    "SalvageError": "salvage",
-    "value_type_args": "salvage",
-    # what renderers of the results need
-    "Analysis": "views",
-    "Binding": "views",
-    "ChannelAnalysis": "views",
-    "CheckpointDiff": "views",
-    "EdgeSummary": "views",
-    "FilesReport": "views",
-    "Finding": "views",
-    "GROUPS": "views",
-    "OperatorAnalysis": "views",
-    "PreflightAnswer": "views",
-    "PreflightLoss": "views",
-    "PreflightVerdict": "views",
-    "Report": "views",
-    "Topology": "views",
-    "Verdict": "views",
-    "binding_json": "binding_rows",
-    "edges": "views",
-    "render_value": "views",
-    "uid_map_template": "binding_rows",
-    # errors, exit codes and what long work reports, for callers (and the CLI) that must not reach below the door
-    "SpillwayError": "errors",
-    "UsageError": "errors",
-    "StorageError": "errors",
-    "ArgumentError": "errors",
-    "Message": "errors",
-    "Named": "errors",
-    "message_of": "errors",
-    "ExitStatus": "errors",
-    "CATEGORIES": "errors",
-    "Stage": "progress",
-    "Sink": "progress",
-    "listening": "progress",
-    "collecting": "progress",
-    "warn": "progress",
+# module -> the names spillway.api takes from it
+_MODULES: dict[str, str] = {
+    # the checkpoint object, what its calls take and return, and the calls over paths
+    "spillway.api.session": "open Checkpoint",
+    "spillway.api.options": "AnalyzeOptions ForecastOptions PreflightOptions buffer_settings check_value_type",
+    "spillway.api.results": "ValidateResult AnalyzeResult PreflightResult ReportResult",
+    "spillway.api.reading": "files diff check_restore report",
+    "spillway.api.about": "version VersionInfo",
+    "spillway.api.process": "freeze_after_pauses set_storage_timeout",
+    "spillway.rescale.rescale_options": "RescaleOptions RESCALE_SCHEMA DEFAULT_BUFFER_SIZE BUFFERS_PER_CHANNEL "
+    "FLOATING_BUFFERS_PER_GATE check_key_specs",
+    "spillway.rescale.forecast": "BufferSettings",
+    "spillway.repair.repair_options": "RelocateOptions StripOptions ClearFinishedOptions DropOperatorOptions",
+    "spillway.inspect.salvage_options": "SalvageOptions value_type_args",
+    # what the writing calls return
+    "spillway.rescale.rescale": "RescaleResult EdgeRoute Moved VertexChange",
+    "spillway.rescale.plan": "LostChannel",
+    "spillway.repair.workflow": "RepairResult EdgeLoss Loss",
+    "spillway.repair.common": "Change",
+    "spillway.repair.transforms": "ChannelLoss",
+    "spillway.inspect.salvage": "SalvageReport SalvageError",
+    # plans, jobs' jars, path rules, dump, Flink's key -> key group -> subtask math, new files
+    "spillway.inspect.job_plans": "read_plan job_plan",
+    "spillway.storage.job_jar": "ids ids_each ids_json JobJar",
+    "spillway.flink.job_ids": "JobIds",
+    "spillway.storage.locate": "rebase_rules",
+    "spillway.storage.new_files": "write_new_file",
+    "spillway.inspect.dump": "dump_checkpoint DumpView DumpResult OperatorTree",
+    "spillway.formats.keygroup": "keygroup KeyGroup KEY_TYPES",
+    # the parts of the results a renderer needs
+    "spillway.inspect.analyze": "Analysis ChannelAnalysis EdgeSummary OperatorAnalysis edges",
+    "spillway.inspect.diff": "CheckpointDiff",
+    "spillway.inspect.files": "FilesReport GROUPS",
+    "spillway.inspect.findings": "Finding",
+    "spillway.inspect.finished": "Verdict",
+    "spillway.inspect.preflight": "PreflightAnswer PreflightVerdict",
+    "spillway.inspect.restore_checks": "PreflightLoss",
+    "spillway.inspect.topology": "Topology",
+    "spillway.inspect.validate_report": "Report",
+    "spillway.inspect.reports": "binding_json uid_map_template",
+    "spillway.flink.operator_ids": "Binding",
+    "spillway.formats.values": "render_value",
+    # errors, exit codes and what long work reports while it runs
+    "spillway.errors": "SpillwayError UsageError StorageError ArgumentError Message Named message_of ExitStatus "
+    "CATEGORIES GIVE",
+    "spillway.progress": "Stage Sink listening",
+    "spillway.notices": "collecting warn",
 }
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'spillway.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"spillway.api.{module}"), name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # next time without this hook
     return value
 

@@ -1,9 +1,7 @@
-"""The options of an opened checkpoint's calls, as dataclasses (what a command's flags say, in Python's names).
-
-The writing calls' options (``RescaleOptions``, ``RelocateOptions``, ``StripOptions``, ``ClearFinishedOptions``,
-``DropOperatorOptions``) are defined beside the code that takes them (``spillway.rescale.rescale_options``,
-``spillway.repair.repair_options``) and re-exported here. Each checks itself when made, so a mistake is an
-``ArgumentError`` naming the argument before any checkpoint is read. The restore forecast's network settings
+"""The options of an opened checkpoint's reading calls, as dataclasses (what a command's flags say, in Python's
+names); the writing calls' options are defined beside the code that takes them (``spillway.rescale.rescale_options``,
+``spillway.repair.repair_options``). Each checks itself when made, so a mistake is an ``ArgumentError`` naming the
+argument before any checkpoint is read. The restore forecast's network settings
 are Flink's: ``buffer_size`` is ``taskmanager.memory.segment-size`` (one network buffer), the others
 ``taskmanager.network.memory.*``.
 """
@@ -15,15 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spillway.api.errors import ArgumentError
-from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
+from spillway.errors import ArgumentError
 from spillway.rescale.forecast import BufferSettings
 from spillway.rescale.rescale_options import (
     BUFFERS_PER_CHANNEL,
     DEFAULT_BUFFER_SIZE,
     FLOATING_BUFFERS_PER_GATE,
-    RESCALE_SCHEMA,
-    RescaleOptions,
     check_buffers,
     check_key_specs,
     check_parallelism,
@@ -143,21 +138,4 @@ class PreflightOptions:
         return major, minor, patch[0] if patch else 0
 
 
-__all__ = [
-    "BUFFERS_PER_CHANNEL",
-    "DEFAULT_BUFFER_SIZE",
-    "FLOATING_BUFFERS_PER_GATE",
-    "RESCALE_SCHEMA",
-    "AnalyzeOptions",
-    "BufferSettings",
-    "ClearFinishedOptions",
-    "DropOperatorOptions",
-    "ForecastOptions",
-    "PreflightOptions",
-    "RelocateOptions",
-    "RescaleOptions",
-    "StripOptions",
-    "buffer_settings",
-    "check_key_specs",
-    "check_value_type",
-]
+__all__ = ["AnalyzeOptions", "ForecastOptions", "PreflightOptions", "buffer_settings", "check_value_type"]

@@ -4,10 +4,6 @@ Cheap to import: each setting loads the layer it configures only when it is call
 
 from __future__ import annotations
 
-from spillway.storage.timeouts import set_timeout as set_storage_timeout
-
-__all__ = ["freeze_after_pauses", "set_storage_timeout"]
-
 
 def freeze_after_pauses() -> None:
     """Decoded checkpoints skip the cycle collector for the rest of the process (see
@@ -15,3 +11,10 @@ def freeze_after_pauses() -> None:
     from spillway.formats.metadata_codec import freeze_after_pauses as freeze
 
     freeze()
+
+
+def set_storage_timeout(seconds: float | None) -> None:
+    """How long any remote call may take (``spillway.storage.timeouts``; None: the environment or the default)."""
+    from spillway.storage.timeouts import set_timeout
+
+    set_timeout(seconds)

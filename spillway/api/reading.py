@@ -8,97 +8,70 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from spillway.api.jobs import JobJar
 from spillway.api.options import PreflightOptions
-from spillway.api.plans import PathLike, Rebase, job_checkpoint, read_plan, rebase_rules
 from spillway.api.results import PreflightResult, ReportResult
-from spillway.api.session import Checkpoint, new_job_plan
+from spillway.api.session import Checkpoint, new_job_plan, plan_source
 from spillway.api.session import open as open_checkpoint
-from spillway.errors import UsageError
-from spillway.storage.new_files import write_new_file as write_new_file
+from spillway.errors import ArgumentError
+from spillway.inspect.job_plans import PathLike, read_plan
+from spillway.storage.job_jar import JobJar
+from spillway.storage.locate import RebaseRules, rebase_rules
 
 if TYPE_CHECKING:
     from spillway.inspect.diff import CheckpointDiff
     from spillway.inspect.files import FilesReport
     from spillway.inspect.topology import Topology
-    from spillway.storage.load import LoadedCheckpoint
 
 Opened = Checkpoint | PathLike
 
 
 def files(
-    checkpoints: LoadedCheckpoint | Opened | Sequence[LoadedCheckpoint | Opened],
+    checkpoints: Opened | Sequence[Opened],
     *,
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> FilesReport:
     """Every file the checkpoints depend on (``spillway files``); a job directory stands for all its ``chk-N``,
     and one whose ``_metadata`` does not decode is left out (``.damaged``, and a warning). ``.exclusive(i)``:
     what dropping checkpoint ``i`` leaves unreferenced; ``.to_json()`` is ``spillway.files/1``. With ``plan``
     the operators it binds exactly in each checkpoint are named by it (each checkpoint binds a plan of its own)."""
-    from spillway.api.progress import warn
     from spillway.inspect.files import checkpoint_files, collect_files
-    from spillway.storage.load import LoadedCheckpoint
+    from spillway.notices import warn
 
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
     items = checkpoints if isinstance(checkpoints, Sequence) and not isinstance(checkpoints, str) else [checkpoints]
-    if all(not isinstance(i, (Checkpoint, LoadedCheckpoint)) for i in items):
-        report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
+    if any(isinstance(i, Checkpoint) for i in items):
+        opened = [i if isinstance(i, Checkpoint) else open_checkpoint(i, rebase=rebase) for i in items]
+        report = collect_files([(c.source, c.loaded) for c in opened])
     else:
-        report = collect_files([_pair(i, rebase) for i in items])
+        report = checkpoint_files([str(i) for i in items], rebase_rules(rebase))
     if first is not None:  # each checkpoint binds a plan of its own (the binding rebuilds the plan's chains)
         for i, cf in enumerate(report.checkpoints):
-            topology = first if i == 0 else first.unbound_copy()
-            job = Checkpoint(cf.loaded, topology, cf.source).job_binding
-            cf.plan_names = job.names if job is not None else {}
+            cf.plan_names = Checkpoint(cf.loaded, first if i == 0 else first.unbound_copy()).plan_names
     for d in report.damaged:
         warn(f"{d.checkpoint}: damaged, left out: {d.error}")
     return report
 
 
-def _pair(item: LoadedCheckpoint | Opened, rebase: Rebase) -> tuple[str, LoadedCheckpoint]:
-    from spillway.storage.load import LoadedCheckpoint, load_checkpoint
-
-    if isinstance(item, Checkpoint):
-        return item.source, item.loaded
-    if isinstance(item, LoadedCheckpoint):
-        return str(item.location.checkpoint_dir), item
-    return str(item), load_checkpoint(item, rebase_rules(rebase))
-
-
 def diff(
-    a: LoadedCheckpoint | Opened,
-    b: LoadedCheckpoint | Opened,
+    a: Opened,
+    b: Opened,
     *,
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> CheckpointDiff:
     """What differs between two checkpoints (``spillway diff``): ``.identical``, ``.to_json()`` is
     ``spillway.diff/1``. With ``plan`` both sides are named by it (say, before and after a rescale)."""
-    from spillway.storage.load import LoadedCheckpoint
-
     first = read_plan(plan, uids=uids, uid_map=uid_map)  # usage errors before any checkpoint is read
-
-    def opened(x: LoadedCheckpoint | Opened, topology: Topology | None) -> Checkpoint:
-        if isinstance(x, Checkpoint):
-            return x
-        if isinstance(x, LoadedCheckpoint):
-            return Checkpoint(x, topology)
-        return _open(x, topology, rebase)
-
-    side_a = opened(a, first)  # the same plan names both sides, each bound on its own copy
-    side_b = opened(b, first.unbound_copy() if first is not None else None)
+    side_a = a if isinstance(a, Checkpoint) else open_checkpoint(a, plan=first, rebase=rebase)
+    # the same plan names both sides, each bound on its own copy
+    second = first.unbound_copy() if first is not None else None
+    side_b = b if isinstance(b, Checkpoint) else open_checkpoint(b, plan=second, rebase=rebase)
     return side_a.diff(side_b)
-
-
-def _open(path: PathLike, topology: Topology | None, rebase: Rebase) -> Checkpoint:
-    from spillway.storage.load import load_checkpoint
-
-    return Checkpoint(load_checkpoint(path, rebase_rules(rebase)), topology, str(path))
 
 
 def check_restore(
@@ -108,25 +81,20 @@ def check_restore(
     *,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> PreflightResult:
     """``spillway preflight``: would Flink restore ``checkpoint`` into the job of ``new_plan``? ``checkpoint`` may
     be a running job's ``http://HOST:PORT/jobs/JOB_ID`` (its latest completed checkpoint), ``new_plan`` too (its
     plan); ``uids``/``uid_map`` name uids of the new plan. ``.restorable``: True / False / None (unknown)."""
     options = options or PreflightOptions()
-    source = None if _is_plan(new_plan) else str(new_plan.path if isinstance(new_plan, JobJar) else new_plan)
-    if isinstance(new_plan, JobJar):
-        from spillway.api.jobs import ids, job_plan, max_parallelism_set
-
-        if uids or uid_map:
-            raise UsageError("uids and uid_map: a job's jar shows every uid itself; give neither with it")
-        found = ids(new_plan)
-        if not options.max_parallelism:  # what the job's code sets, unless the caller says otherwise
-            options = replace(options, max_parallelism=max_parallelism_set(found))
-        new_plan = job_plan(found)
+    # the new job's plan (a jar's sets the max parallelism its code sets), checked before any storage is touched
     topology = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
-    opened = checkpoint if isinstance(checkpoint, Checkpoint) else _open(job_checkpoint(checkpoint), None, rebase)
-    return opened.preflight(topology, replace(options, parallelism={}), source=source)
+    from spillway.storage.rest import job_checkpoint
+
+    opened = (
+        checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(job_checkpoint(checkpoint), rebase=rebase)
+    )
+    return opened.preflight(topology, replace(options, parallelism={}), source=plan_source(new_plan))
 
 
 def report(
@@ -135,7 +103,7 @@ def report(
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
     new_plan: Topology | JobJar | PathLike | None = None,
     options: PreflightOptions | None = None,
 ) -> ReportResult:
@@ -148,10 +116,8 @@ def report(
         options = options or PreflightOptions()
         new_job = new_job_plan(read_plan(new_plan, uids=uids, uid_map=uid_map) or new_plan, options)
         options = replace(options, parallelism={})
-        source = None if _is_plan(new_plan) else str(new_plan)
+        source = plan_source(new_plan)
     elif options is not None and options != PreflightOptions():
-        from spillway.api.errors import ArgumentError
-
         raise ArgumentError("options", None, "only with new_plan (they describe the new job)")
     if isinstance(checkpoint, Checkpoint):
         opened = checkpoint
@@ -159,9 +125,3 @@ def report(
         own = read_plan(plan, uids=uids, uid_map=uid_map) if plan is not None or new_plan is None else None
         opened = open_checkpoint(checkpoint, plan=own, rebase=rebase)
     return opened.report(new_job, options, source=source)
-
-
-def _is_plan(plan: object) -> bool:
-    from spillway.inspect.topology import Topology
-
-    return isinstance(plan, Topology)

@@ -1,14 +1,8 @@
 """What the calls of an opened checkpoint return: typed results, each with one ``to_json()`` — the versioned
 document ``spillway <command> --json`` prints (``spillway.validate/1``, ``spillway.analyze/1``,
-``spillway.preflight/2``, ``spillway.report/1``, ``spillway.rescale/1``, ``spillway.repair/1``). ``files()`` and
-``diff()`` return ``FilesReport`` and ``CheckpointDiff``, whose ``to_json()`` is ``spillway.files/1`` and
-``spillway.diff/1``.
-
-A writing call (``rescale`` and the repairs) never modifies the checkpoint it was opened on: it writes a new one
-under a temporary name, self-checks it and renames it into place (a ``dry_run`` writes nothing), and says after
-a write exactly how to restore it (``restore``, ``restore_lines()``). A repair's result (``RepairResult``,
-defined beside the repairs) says what changed, its warnings, the loss (strip-channel-state, drop-operator) and
-the binding."""
+``spillway.preflight/2``, ``spillway.report/1``). ``files()`` and ``diff()`` return ``FilesReport`` and
+``CheckpointDiff`` (``spillway.files/1``, ``spillway.diff/1``); the writing calls return the ``RescaleResult``
+and ``RepairResult`` defined beside the code that writes (``spillway.rescale/1``, ``spillway.repair/1``)."""
 
 from __future__ import annotations
 
@@ -23,8 +17,6 @@ if TYPE_CHECKING:
     from spillway.inspect.finished import Verdict
     from spillway.inspect.preflight import PreflightAnswer
     from spillway.inspect.validate import Report
-    from spillway.rescale.plan import LostChannel
-    from spillway.rescale.rescale import EdgeRoute, Moved, RescaleReport, VertexChange
     from spillway.storage.load import LoadedCheckpoint
 
 
@@ -130,83 +122,3 @@ class ReportResult:
 
 
 __all__ = ["AnalyzeResult", "PreflightResult", "ReportResult", "ValidateResult"]
-
-
-@dataclass
-class RescaleResult:
-    """What a rescale wrote (or, with ``dry_run``, would write). ``to_json()`` is ``spillway.rescale/1``."""
-
-    report: RescaleReport
-    dry_run: bool
-
-    @property
-    def out(self) -> str | None:
-        return None if self.report.out is None else str(self.report.out)
-
-    @property
-    def vertices(self) -> list[VertexChange]:
-        return self.report.vertices
-
-    @property
-    def edges(self) -> list[EdgeRoute]:
-        return self.report.edges
-
-    @property
-    def source_channels(self) -> int:
-        """Old logical channels read."""
-        return len(self.report.plan.sources)
-
-    @property
-    def moved(self) -> Moved | None:
-        """Records, channel files, watermarks kept and what was dropped; None in a dry run (see ``forecast``)."""
-        return self.report.moved
-
-    @property
-    def lost_channels(self) -> list[LostChannel]:
-        """The damaged logical channels left out (``force``): the restored job never sees their records."""
-        return list(self.report.plan.lost)
-
-    @property
-    def lost_bytes(self) -> int:
-        return self.report.lost_bytes
-
-    @property
-    def lost_records(self) -> int:
-        """Records of the lost channels where counted (``lost_uncounted_bytes``: the bytes of the others)."""
-        return self.report.lost_records
-
-    @property
-    def lost_uncounted_bytes(self) -> int:
-        return self.report.lost_uncounted_bytes
-
-    @property
-    def notes(self) -> list[str]:
-        return self.report.plan.notes + self.report.notes
-
-    @property
-    def plan_file(self) -> str | None:
-        """The rescaled job's plan, written beside the new ``_metadata`` (for ``validate``)."""
-        return self.report.plan_file
-
-    @property
-    def binding(self) -> list[dict[str, Any]] | None:
-        """How the plan's operators were bound (the rows every JSON report carries)."""
-        return self.report.binding
-
-    @property
-    def forecast(self) -> dict[str, Any] | None:
-        """Dry run: what would move, and what Flink's own restore-time rescaling would do instead."""
-        return self.report.forecast
-
-    @property
-    def restore(self) -> dict[str, Any] | None:
-        """How to restore the new checkpoint (path, release line, parallelism per operator); None in a dry run."""
-        return self.report.restore
-
-    def restore_lines(self) -> list[str]:
-        from spillway.inspect.restore_instructions import restore_lines
-
-        return [] if self.report.restore is None else restore_lines(self.report.restore)
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.report.to_doc(), "dry_run": self.dry_run}

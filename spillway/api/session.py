@@ -7,18 +7,17 @@ repairs all see the same operators — as the CLI does, which calls these same m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spillway.api.plans import PathLike, Rebase, read_plan, rebase_rules
 from spillway.api.results import AnalyzeResult, PreflightResult, ReportResult, ValidateResult
-from spillway.errors import Message, UsageError, message_of
+from spillway.errors import ArgumentError, UsageError
+from spillway.inspect.job_plans import PathLike, read_plan
 
 if TYPE_CHECKING:
-    from spillway.api.jobs import JobJar
     from spillway.api.options import AnalyzeOptions, PreflightOptions
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.diff import CheckpointDiff
@@ -30,7 +29,13 @@ if TYPE_CHECKING:
     from spillway.inspect.topology import JobBinding, Topology
     from spillway.inspect.validate import Progress
     from spillway.model.checkpoint import CheckpointMetadata
+    from spillway.repair.repair_options import ClearFinishedOptions, DropOperatorOptions, RelocateOptions, StripOptions
+    from spillway.repair.workflow import RepairResult
+    from spillway.rescale.rescale import RescaleResult
+    from spillway.rescale.rescale_options import RescaleOptions
+    from spillway.storage.job_jar import JobJar
     from spillway.storage.load import LoadedCheckpoint
+    from spillway.storage.locate import RebaseRules
 
 
 def open(
@@ -39,7 +44,7 @@ def open(
     plan: Topology | JobJar | PathLike | None = None,
     uids: Mapping[str, str] | None = None,
     uid_map: PathLike | None = None,
-    rebase: Rebase = None,
+    rebase: RebaseRules = None,
 ) -> Checkpoint:
     """Locate (job dir → newest chk-N, chk-N dir, ``_metadata``; local or a pyarrow.fs URI) and decode one
     checkpoint. ``plan``: the job's plan (either flavour: ``getExecutionPlan()``/``flink info`` or the REST
@@ -47,25 +52,11 @@ def open(
     (``uids`` win); ``rebase``: ``{old_prefix: new_prefix}`` path rewrites. The plan is read before the
     checkpoint, so a bad plan fails before any storage is touched."""
     from spillway.storage.load import load_checkpoint
+    from spillway.storage.locate import rebase_rules
 
     topology = read_plan(plan, uids=uids, uid_map=uid_map)
     rules = rebase_rules(rebase)
     return Checkpoint(load_checkpoint(path, rules), topology, str(path))
-
-
-def _stages() -> Callable[[str, int], None]:
-    """The validator's progress callback as stages of ``spillway.api.progress`` (silent without a listener)."""
-    from spillway.progress import Stage, stage
-
-    stages: dict[str, Stage] = {}
-
-    def advance(what: str, n: int) -> None:
-        if n < 0:  # a new stage of -n units; its unit is the description's last word
-            stages[what] = stage(what, -n, what.rsplit(" ", 1)[-1])
-        elif what in stages:
-            stages[what].update(n)
-
-    return advance
 
 
 @dataclass
@@ -125,10 +116,11 @@ class Checkpoint:
     def validate(self, progress: Progress | None = None, buffer_size: int | None = None) -> ValidateResult:
         """Every check of ``spillway validate``: sound when no error is found and nothing left unchecked.
         ``progress(what, n)``: ``n < 0`` starts stage ``what`` of ``-n`` units, ``n >= 0`` is its position
-        (default: the stages of ``spillway.api.progress``, silent without a listener). ``buffer_size``: Flink's
+        (default: ``spillway.progress.stages()``, silent without a listener). ``buffer_size``: Flink's
         network buffer size (``taskmanager.memory.segment-size``, default 32 KiB), for what Flink would do with
         a damaged record."""
         from spillway.inspect.validate import validate
+        from spillway.progress import stages
         from spillway.rescale.rescale_options import (  # the bounds alone: a plain validate loads no planning machinery
             BUFFERS_PER_CHANNEL,
             DEFAULT_BUFFER_SIZE,
@@ -139,7 +131,7 @@ class Checkpoint:
         size = DEFAULT_BUFFER_SIZE if buffer_size is None else buffer_size
         check_buffers(size, BUFFERS_PER_CHANNEL, FLOATING_BUFFERS_PER_GATE)
         binding = self.binding  # bound before the checks, as the CLI shows the binding first
-        report = validate(self.loaded, self.plan, progress or _stages(), job=self.job_binding, buffer_size=size)
+        report = validate(self.loaded, self.plan, progress or stages(), job=self.job_binding, buffer_size=size)
         return ValidateResult(self.loaded, report, binding)
 
     def verdict(self) -> Verdict | None:
@@ -151,7 +143,6 @@ class Checkpoint:
     def analyze(self, options: AnalyzeOptions | None = None) -> AnalyzeResult:
         """``spillway analyze``: in-flight data per channel in replay order, finished states; with a plan also
         Flink's restore verdict and the binding; ``options.forecast`` adds the restore forecast."""
-        from spillway.api.errors import ArgumentError
         from spillway.api.options import AnalyzeOptions
         from spillway.inspect.analyze import analyze
 
@@ -211,27 +202,14 @@ class Checkpoint:
         ``http://HOST:PORT/jobs/JOB_ID`` or a ``Topology`` (``spillway.api.read_plan(path, uids=...)`` gives it the
         uids it cannot show); ``source``: where it came from, for ``to_json()`` (default: ``new_plan`` itself)."""
         from spillway.api.options import PreflightOptions
-        from spillway.errors import SpillwayError
-        from spillway.inspect.preflight import check, checkpoint_parallelism_plan, forecast_reasons
-        from spillway.rescale.rescale import forecast_rescale
+        from spillway.inspect.preflight import check
+        from spillway.rescale.rescale import restore_forecast
 
         options = options or PreflightOptions()
         topology = new_job_plan(new_plan, options)
         result = check(topology, self.model, _settings(options, self.source), self.loaded)
-        forecast: dict[str, Any] | None = None
-        note = None
-        rescaled = checkpoint_parallelism_plan(topology, result) if result.restorable is not False else None
-        if rescaled is not None:
-            old_plan, new_p = rescaled
-            try:
-                forecast = forecast_rescale(
-                    self.loaded, old_plan, new_p, dict(options.keys), dict(options.key_fns), options.buffers
-                )
-            except SpillwayError as exc:
-                note = Message("no restore forecast: ", message_of(exc))
-            else:
-                result.reasons += forecast_reasons(forecast)
-        return PreflightResult(result, self.source, _source(new_plan, source), forecast, note)
+        forecast, note = restore_forecast(self.loaded, topology, result, options.keys, options.key_fns, options.buffers)
+        return PreflightResult(result, self.source, plan_source(new_plan, source), forecast, note)
 
     def report(
         self,
@@ -249,39 +227,38 @@ class Checkpoint:
         new_job = None
         if new_plan is not None:
             options = options or PreflightOptions()
-            new_job = (new_job_plan(new_plan, options), _settings(options, self.source), _source(new_plan, source))
+            new_job = (new_job_plan(new_plan, options), _settings(options, self.source), plan_source(new_plan, source))
         doc = report_document(self.loaded, self.plan, self.source, new_job, self.job_binding)
         return ReportResult(doc, render_html(doc, generator=f"spillway {__version__}"))
 
     def salvage(self, options: SalvageOptions, dropped_by: PreflightResult | None = None) -> SalvageReport:
-        """``spillway salvage``: in-flight records into Parquet, for a job to replay; ``dropped_by``: exactly those
-        the restore :meth:`preflight` answered about drops (api/salvage.py)."""
-        from spillway.api import salvage
+        """``spillway salvage``: the in-flight records ``options`` chooses exported into Parquet, for a job to replay
+        (docs/salvage.md); ``dropped_by``: instead exactly those the restore :meth:`preflight` answered about drops
+        (the halves of channels held by operators the new job lacks, …). ``SalvageError`` (nothing written) when a
+        chosen channel cannot be read into records or a record does not fit its spec."""
+        from spillway.inspect.operators import operator_ids
+        from spillway.inspect.salvage import refuse_inside_checkpoint, salvage
 
-        return salvage.salvage(self, options, dropped_by)
+        if dropped_by is not None and options.operators is not None:
+            raise ArgumentError("operators", None, "and dropped_by given: the restore's loss chooses the records")
+        ids = operator_ids(self.model, list(options.operators) if options.operators else None, self.plan_names)
+        halves = None if dropped_by is None else {(x.operator, x.side) for x in dropped_by.result.loss.in_flight}
+        out = None if options.dry_run else Path(options.out)
+        if out is not None:
+            refuse_inside_checkpoint(out, self.loaded)
+        return salvage(
+            self.loaded, self.plan, out, ids, options.types(), options.jsonl, self.job_binding, halves=halves
+        )
 
     # --- writing: rescale and the repairs (options in, a typed result out; the source is never modified) ---
-    if TYPE_CHECKING:
-        from spillway.api.options import (
-            ClearFinishedOptions,
-            DropOperatorOptions,
-            RelocateOptions,
-            RescaleOptions,
-            StripOptions,
-        )
-        from spillway.api.repairs import RepairResult
-        from spillway.api.results import RescaleResult
-
     def rescale(self, options: RescaleOptions) -> RescaleResult:
         """``spillway rescale``: a new checkpoint in which the vertices of ``options.parallelism`` run at their
         new parallelism, every in-flight record already on the channel Flink routes it to (needs the plan)."""
-        from spillway.api.results import RescaleResult
         from spillway.rescale.rescale import rescale_checkpoint
 
         if self.plan is None:
             raise UsageError("rescale needs the job's plan: spillway.open(path, plan=...)")
-        report = rescale_checkpoint(self.loaded, self.plan, options, self.job_binding)  # the one binding
-        return RescaleResult(report, options.dry_run)
+        return rescale_checkpoint(self.loaded, self.plan, options, self.job_binding)  # the one binding
 
     def relocate(self, options: RelocateOptions) -> RepairResult:
         """``spillway repair relocate``: every path at or below ``options.old`` moved below ``options.new``."""
@@ -310,10 +287,15 @@ class Checkpoint:
         return drop_operator(self.loaded, self.plan, options, self.job_binding)
 
 
-def _source(plan: object, source: str | None) -> str:
+def plan_source(plan: object, source: str | None = None) -> str:
+    """Where a new job's plan came from, for ``to_json()``: ``source``, else a file or URL as given, a jar's path
+    ("" for a Topology)."""
     from spillway.inspect.topology import Topology
+    from spillway.storage.job_jar import JobJar
 
-    return source if source is not None else "" if isinstance(plan, Topology) else str(plan)
+    if source is not None:
+        return source
+    return "" if isinstance(plan, Topology) else str(plan.path if isinstance(plan, JobJar) else plan)
 
 
 def new_job_plan(new_plan: Topology | JobJar | PathLike, options: PreflightOptions) -> Topology:

@@ -10,9 +10,18 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NoReturn, TypeVar
 
-from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
-from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
-from spillway.api.errors import GIVE, ExitStatus, Message, Named, message_of
+from spillway.api import (
+    CATEGORIES,
+    GIVE,
+    ArgumentError,
+    ExitStatus,
+    Message,
+    Named,
+    SpillwayError,
+    UsageError,
+    collecting,
+    message_of,
+)
 from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
 
 __all__ = [
@@ -43,7 +52,7 @@ def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = F
                 "schema": "spillway.error/1",
                 "error": message,
                 "kind": kind,
-                "category": codes.CATEGORIES.get(code, "findings"),
+                "category": CATEGORIES.get(code, "findings"),
                 "exit_code": code,
             }
         )

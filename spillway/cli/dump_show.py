@@ -13,7 +13,7 @@ from spillway.cli.wide import print_wide
 from spillway.cli.wrap import print_items, print_paragraph
 
 if TYPE_CHECKING:
-    from spillway.api.dump import DumpResult, OperatorTree
+    from spillway.api import DumpResult, OperatorTree
 
 
 _UNSAFE_SHOWN = 5  # unsafe paths listed by name; validate lists every one

@@ -1,7 +1,7 @@
 """The JSON documents of ``validate`` and ``analyze`` (versioned schemas), built from their results.
 
-``dump``'s document is built by ``spillway.inspect.jsonview``, rescale's by ``RescaleReport.to_doc``
-and repair's by ``RepairReport.to_json``: each schema in one place, none in the CLI.
+``dump``'s document is built by ``spillway.inspect.jsonview``, rescale's by ``RescaleResult.to_json``
+and repair's by ``RepairResult.to_json``: each schema in one place, none in the CLI.
 """
 
 from __future__ import annotations

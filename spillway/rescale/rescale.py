@@ -8,9 +8,9 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spillway.errors import Message, Named, message_of
+from spillway.errors import Message, Named, SpillwayError, message_of
 from spillway.flink.features import FormatFeatures
 from spillway.inspect.channels import ChannelKey
 from spillway.inspect.findings import Finding
@@ -24,7 +24,7 @@ from spillway.rescale.assemble import StateRescaler, assemble
 from spillway.rescale.channel_writer import background_fsync
 from spillway.rescale.execute import MoveResult, run_local
 from spillway.rescale.forecast import BufferSettings, forecast
-from spillway.rescale.plan import RescalePlan, RescaleRefused, build_plan
+from spillway.rescale.plan import LostChannel, RescalePlan, RescaleRefused, build_plan
 from spillway.rescale.rescale_options import DEFAULT_BUFFER_SIZE, RESCALE_SCHEMA, RescaleOptions
 from spillway.rescale.source_keys import check_output_keys, refuse_wrong_extractors
 from spillway.rescale.state_files import NewStateFile
@@ -36,6 +36,9 @@ from spillway.storage.load import LoadedCheckpoint
 from spillway.storage.pinning import pin_found_paths
 from spillway.storage.relative import relative_names
 from spillway.storage.safe_writer import PlannedOutput, WriteError, write_checkpoint
+
+if TYPE_CHECKING:
+    from spillway.inspect.preflight import PreflightAnswer
 
 
 def _where(f: Finding) -> str:
@@ -127,7 +130,9 @@ class EdgeRoute:
 
 
 @dataclass
-class RescaleReport:
+class RescaleResult:
+    """What a rescale wrote (or, with ``dry_run``, would write). ``to_json()`` is ``spillway.rescale/1``."""
+
     plan: RescalePlan
     move: MoveResult | None = None
     notes: list[str] = field(default_factory=list)
@@ -140,6 +145,17 @@ class RescaleReport:
     timings: dict[str, float] = field(default_factory=dict)
     forecast: dict[str, Any] | None = None  # dry run: what would move, and what Flink's own rescaling would do
     restore: dict[str, Any] | None = None  # written: how to restore it (restore_instructions); None in a dry run
+    dry_run: bool = False
+
+    @property
+    def source_channels(self) -> int:
+        """Old logical channels read."""
+        return len(self.plan.sources)
+
+    @property
+    def lost_channels(self) -> list[LostChannel]:
+        """The damaged logical channels left out (``force``): the restored job never sees their records."""
+        return list(self.plan.lost)
 
     @property
     def moved(self) -> Moved | None:
@@ -177,7 +193,14 @@ class RescaleReport:
     def lost_uncounted_bytes(self) -> int:
         return sum(lost.stated_bytes for lost in self.plan.lost if lost.records is None)
 
-    def to_doc(self) -> dict[str, Any]:
+    def restore_lines(self) -> list[str]:
+        """How to restore the new checkpoint, as the CLI prints it (nothing in a dry run)."""
+        from spillway.inspect.restore_instructions import restore_lines
+
+        return [] if self.restore is None else restore_lines(self.restore)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``spillway.rescale/1`` document."""
         moved = self.moved
         return {
             "schema": RESCALE_SCHEMA,
@@ -194,20 +217,21 @@ class RescaleReport:
             "channel_files": moved.channel_files if moved else None,
             "markers_kept": moved.markers_kept if moved else None,
             "dropped": moved.dropped if moved else None,
-            "notes": self.plan.notes + self.notes,
+            "notes": self.notes,
             "plan_file": self.plan_file,
             "binding": self.binding,
             "external_files": self.external_files,
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "forecast": self.forecast,
             "restore": self.restore,
+            "dry_run": self.dry_run,
         }
 
 
 PLAN_FILE = "rescaled-plan.json"
 
 
-def _after_write(report: RescaleReport, topology: Topology, out: Path, final_prefix: str) -> None:
+def _after_write(report: RescaleResult, topology: Topology, out: Path, final_prefix: str) -> None:
     """A loud note when the written output still reads files outside itself (its plan file, beside its
     _metadata, was written with it: :func:`_write_plan_file`)."""
     from spillway.model.checkpoint import is_file_backed
@@ -267,7 +291,7 @@ def _state_rescaler(
     return rescale_state
 
 
-def _write_plan_file(guard: Guard, report: RescaleReport, topology: Topology, out: Path) -> None:
+def _write_plan_file(guard: Guard, report: RescaleResult, topology: Topology, out: Path) -> None:
     """Beside the new checkpoint's _metadata, written with it: the plan of the rescaled job (so ``validate
     --plan`` works on the output)."""
     import json
@@ -309,7 +333,7 @@ def rescale(
     buffers: BufferSettings | None = None,
     damage: SourceDamage | None = None,
     job: JobBinding | None = None,
-) -> RescaleReport:
+) -> RescaleResult:
     """``master`` None runs the in-process backend (no Spark). A dry run reads the old channels and
     forecasts (``spillway.rescale.forecast``; ``buffers``: Flink's network buffer settings); it writes nothing.
     ``damage`` (``force=True``): the source's validate errors; the damaged logical channels being moved are
@@ -329,7 +353,7 @@ def rescale(
     )
     if damage is not None:
         refuse_damaged(damage.not_covered(plan.lost_keys), force=True)
-    report = RescaleReport(plan, out=out)
+    report = RescaleResult(plan, out=out, notes=list(plan.notes), dry_run=dry_run)  # the plan's notes first
     timings = report.timings
     timings["plan"] = time.perf_counter() - started
     if not plan.rescaled():
@@ -420,12 +444,12 @@ def rescale(
 
 def rescale_checkpoint(
     loaded: LoadedCheckpoint, topology: Topology, options: RescaleOptions, job: JobBinding | None = None
-) -> RescaleReport:
+) -> RescaleResult:
     """Rescale the opened checkpoint ``loaded`` (local, or the working copy of a remote one) of the job
     ``topology`` as ``options`` say, and write the result to ``options.out`` (path or URI; must not exist).
     A remote output is written and self-checked locally, then published (each object read back and
     compared, ``_metadata`` last). A source with validate errors is refused; with ``options.force`` its
-    damaged logical channels on the edges being moved are left out (``RescaleReport.plan.lost``) and any
+    damaged logical channels on the edges being moved are left out (``RescaleResult.plan.lost``) and any
     other error is still refused. A ``dry_run`` writes nothing (the report's ``out`` is then None
     without an ``out``). ``job``: ``topology`` bound to ``loaded``, when the caller holds it."""
     from spillway.storage import fs
@@ -509,3 +533,27 @@ def forecast_rescale(
         raise RescaleRefused("nothing to forecast: every vertex named keeps its current parallelism")
     refuse_wrong_extractors(plan)
     return forecast(plan, buffers)
+
+
+def restore_forecast(
+    loaded: LoadedCheckpoint,
+    topology: Topology,
+    answer: PreflightAnswer,
+    keys: Mapping[str, str],
+    key_fns: Mapping[str, str],
+    buffers: BufferSettings,
+) -> tuple[dict[str, Any] | None, Message | None]:
+    """Preflight's restore forecast: when the new job (``topology``) is the checkpoint's job rescaled and the
+    restore is not refused, the forecast (its warnings added to ``answer.reasons``), else None; and why no
+    forecast could be made (a missing key extractor, …) instead of failing the answer."""
+    from spillway.inspect.preflight import checkpoint_parallelism_plan, forecast_reasons
+
+    rescaled = checkpoint_parallelism_plan(topology, answer) if answer.restorable is not False else None
+    if rescaled is None:
+        return None, None
+    try:
+        found = forecast_rescale(loaded, rescaled[0], rescaled[1], dict(keys), dict(key_fns), buffers)
+    except SpillwayError as exc:
+        return None, Message("no restore forecast: ", message_of(exc))
+    answer.reasons += forecast_reasons(found)
+    return found, None

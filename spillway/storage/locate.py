@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -146,9 +147,34 @@ def locate_checkpoint(path: str | os.PathLike[str]) -> CheckpointLocation:
     return CheckpointLocation(Path(meta), note)
 
 
+# Path rewrites as a caller gives them, winning over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW".
+RebaseRules = Mapping[str, str] | Sequence[str] | None
+
+
 def rebase_rule(text: str) -> Named:
     """A rebase rule as messages name it: ``rebase rule 'A=B'`` (the front end: its option and the rule)."""
     return Named("rebase", text, python=f"rebase rule {text!r}")
+
+
+def rebase_rules(rebase: RebaseRules) -> list[str] | None:
+    """``rebase`` as the locator's ``OLD=NEW`` rules; a wrong shape is a ``UsageError`` in Python's words."""
+    if rebase is None:
+        return None
+    pairs: list[tuple[object, object]]
+    if isinstance(rebase, Mapping):
+        pairs = list(rebase.items())
+    elif isinstance(rebase, Sequence) and not isinstance(rebase, str):
+        pairs = [(r.partition("=")[0], r.partition("=")[2]) if isinstance(r, str) else (r, None) for r in rebase]
+    else:
+        raise UsageError(f"rebase: expected a mapping {{old_prefix: new_prefix}}, got {type(rebase).__name__}")
+    rules = []
+    for old, new in pairs:
+        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
+            raise UsageError(
+                f"rebase: {old!r}: expected non-empty prefixes, {{old_prefix: new_prefix}} or 'OLD_PREFIX=NEW_PREFIX'"
+            )
+        rules.append(f"{old}={new}")
+    return rules
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,11 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # a checkpoint with no remote file never loads concurrent.futures (and its logging)
+    from concurrent.futures import Future
 
 # fetch(sources, created, arrived, stop): bring ``sources`` to their local paths, their reads in parallel; call
 # ``created()`` once every local file exists at its listed size (its bytes still to come) and ``arrived(source)``
@@ -126,6 +128,8 @@ def start(locals_: Iterable[str | None]) -> list[Future[None]]:
     still to arrive, a future done when it has. The fetch runs in the background; once this returns, each file
     being fetched exists at its local path with its listed size, and must not be read before its future is
     done (:func:`ensure_local` waits for it)."""
+    from concurrent.futures import Future
+
     paths = list(dict.fromkeys(os.path.abspath(x) for x in locals_ if x))
     todo: list[tuple[str, Pending]] = []
     waits: list[Future[None]] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -60,6 +61,11 @@ def latest_checkpoint(job_url: str, seconds: float | None = None) -> str:
     if path.startswith("file:"):  # Flink names local checkpoints as file: URIs; the loaders take paths
         return urllib.parse.unquote(urllib.parse.urlparse(path).path)
     return path
+
+
+def job_checkpoint(path: str | os.PathLike[str]) -> str:
+    """``path`` itself, or for a running job's ``http://HOST:PORT/jobs/JOB_ID`` its latest completed checkpoint."""
+    return latest_checkpoint(str(path)) if is_job_url(str(path)) else str(path)
 
 
 def _get(url: str, seconds: float | None) -> dict[str, Any]:

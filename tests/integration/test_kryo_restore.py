@@ -41,7 +41,7 @@ def test_rescaled_by_the_kryo_key_restores_exactly_once(tmp_path: Path, release:
     report = rescale(
         loaded, plan, parallelism, out, keys={"count": f"{SPECS[release]}:user"}, master=None, rebase=rules
     )
-    assert report.to_doc()["records_moved"] > 0
+    assert report.to_json()["records_moved"] > 0
     result = restore(release, "counted-kryo", out, vertex_parallelism=parallelism, until_finished=True)
     assert result["outcome"] == "restored", result.get("error")
     assert result.get("job_status") == "FINISHED", result

@@ -29,7 +29,7 @@ def test_a_rescaled_moved_rocksdb_incremental_job_restores(tmp_path: Path) -> No
         key_fns={"slow": "support.keyfns:key_of"},
         master=None,
     )
-    doc = report.to_doc()
+    doc = report.to_json()
     assert doc["records_moved"] > 0
     assert any("where the files are now" in n for n in doc["notes"]), doc["notes"]
     assert gone.encode() not in (out / "_metadata").read_bytes()

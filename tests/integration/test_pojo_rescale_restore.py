@@ -61,7 +61,7 @@ def test_rescaled_pojo_job_restores_exactly_once(tmp_path: Path, name: str, para
     new = {"parse": parallelism, "group": parallelism} | ({"count": parallelism} if "count" in keys else {})
     out = tmp_path / "rescaled"
     report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=keys, master=None, rebase=rules)
-    doc = report.to_doc()
+    doc = report.to_json()
     assert doc["records_moved"] > 0
 
     release = name.split("-")[0]

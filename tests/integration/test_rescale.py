@@ -81,7 +81,7 @@ def test_rescale_moves_every_record_exactly_once(tmp_path: Path) -> None:
         assert before[edge]
     # untouched edge (count -> check): same bytes as before
     assert before["count->check"] == after["count->check"]
-    doc = report.to_doc()
+    doc = report.to_json()
     assert doc["records_moved"] == len(before["src->parse"]) + len(before["parse->count"])
     new = load_checkpoint(out).checkpoint
     ops = {o.uid: o for o in new.operators}
@@ -207,7 +207,7 @@ def test_spark_backend_writes_the_same_bytes_as_inprocess(tmp_path: Path) -> Non
     assert files_a == files_b
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
-    assert report.to_doc()["records_moved"] > 0
+    assert report.to_json()["records_moved"] > 0
 
 
 def test_finished_vertices_stay_finished_and_refusals_name_the_reason(tmp_path: Path) -> None:

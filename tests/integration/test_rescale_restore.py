@@ -132,7 +132,7 @@ def test_rocksdb_incremental_job_rescaled_2_to_4_restores(tmp_path: Path) -> Non
             key_fns={"slow": "support.keyfns:key_of"},
             master=None,
         )
-        assert report.to_doc()["records_moved"] > 0
+        assert report.to_json()["records_moved"] > 0
         result = restore("2.3.0", "rocksdb-incremental", out, parallelism=4, workdir=tmp_path / "run")
         assert result["outcome"] == "restored", result.get("error")
         log = Path(result["log"]).read_text(errors="replace")

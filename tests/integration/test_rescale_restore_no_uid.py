@@ -143,7 +143,7 @@ def test_stream_graph_plan_alone_rescales_and_restores_exactly_once(
     cp = open_checkpoint(checkpoint_dir(release, scenario), plan=load_plan(fixture / "plan.json"))
     report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None)).report
     assert_binding_exact(report.binding, release, scenario)
-    assert report.to_doc()["records_moved"] > 0
+    assert report.to_json()["records_moved"] > 0
     result = restore(
         release, scenario, out, vertex_parallelism=UP_HARNESS, until_finished=True, workdir=tmp_path / "run"
     )

@@ -4,6 +4,7 @@ values come from the fixtures (Flink's ids in ids.json, its loader's view in ora
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -26,9 +27,12 @@ def _flink_ids(name: str) -> dict[str, str]:
     return {n["name"]: n["operator_id"] for n in ids}
 
 
-def test_every_export_resolves_to_the_submodule_the_table_names() -> None:
+def test_every_export_resolves_to_the_module_that_defines_it() -> None:
     for name, module in api._EXPORTS.items():
-        assert getattr(api, name) is getattr(__import__(f"spillway.api.{module}", fromlist=[name]), name)
+        value = getattr(api, name)
+        assert value is getattr(importlib.import_module(module), name)
+        # defined there, not re-exported from elsewhere: each name has one home
+        assert getattr(value, "__module__", module) == module, (name, module)
     assert sorted(dir(api)) == sorted(api.__all__) == sorted(api._EXPORTS)
 
 
@@ -55,7 +59,7 @@ def test_no_export_is_shadowed_by_a_submodule_of_the_same_name() -> None:
     # replaced by the module (as spillway.rescale once was).
     submodules = {p.stem for p in (ROOT / "spillway" / "api").glob("*.py")}
     assert not submodules & set(api._EXPORTS)
-    code = "import spillway.api.keys, spillway.api; print(spillway.api.keygroup('1', 'int').key_group)"
+    code = "import spillway.api.session, spillway.api; print(spillway.api.keygroup('1', 'int').key_group)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
     )
@@ -96,6 +100,30 @@ def test_files_and_diff_name_operators_by_the_plan() -> None:
     assert named and all(flinks[i] == n for i, n in named.items())
     same = api.diff(PROD.root / "checkpoints", PROD.root / "checkpoints", plan=PROD.root / "plan.json")
     assert same.identical and same.to_json()["schema"] == "spillway.diff/1"
+
+
+def _relative_files(node: Any) -> set[str]:
+    """Every relative file name in Flink's own reading of a ``_metadata`` (oracle.json)."""
+    if isinstance(node, dict):
+        found = {node["relative_path"]} if isinstance(node.get("relative_path"), str) else set()
+        return found.union(*(_relative_files(v) for v in node.values()))
+    return set().union(*(_relative_files(v) for v in node)) if isinstance(node, list) else set()
+
+
+def test_files_and_diff_take_opened_checkpoints_and_paths_alike() -> None:
+    unaligned, rescaled = fixture_named("2.3.0-unaligned"), fixture_named("2.3.0-unaligned-p3")
+    expected = _relative_files(json.loads(unaligned.oracle.read_text())["operators"])
+    opened = spillway.open(unaligned.root / "checkpoints")
+    for given in ([opened], [unaligned.root / "checkpoints"], opened):
+        doc = api.files(given).to_json()
+        assert {f["name"] for f in doc["files"]} == expected, given
+    sides = [json.loads(f.oracle.read_text()) for f in (unaligned, rescaled)]
+    expected_sides = [(o["checkpoint_id"], len(o["operators"])) for o in sides]
+    later = spillway.open(rescaled.root / "checkpoints")
+    for a, b in ((opened, rescaled.root / "checkpoints"), (unaligned.root / "checkpoints", later)):
+        doc = api.diff(a, b).to_json()
+        assert not doc["identical"]
+        assert [(doc[s]["checkpoint_id"], doc[s]["operators"]) for s in ("a", "b")] == expected_sides
 
 
 @pytest.mark.parametrize(

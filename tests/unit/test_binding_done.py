@@ -18,7 +18,7 @@ import pytest
 from support.fixtures import Fixture, all_fixtures
 from support.plan_nodes import plan_to_flink_nodes
 
-from spillway.api.jobs import job_plan
+from spillway.api import job_plan
 from spillway.flink.job_ids import parse_job_ids
 from spillway.inspect.topology import bind_job, load_plan
 from spillway.storage.load import load_checkpoint

@@ -13,7 +13,7 @@ import pytest
 from support.fixtures import Fixture, all_fixtures, fixture_named
 from support.plan_nodes import plan_to_flink_nodes
 
-from spillway.api.jobs import job_plan
+from spillway.api import job_plan
 from spillway.flink.deduction import DEDUCED, INDISTINCT
 from spillway.flink.job_ids import parse_job_ids
 from spillway.flink.operator_ids import ELIMINATION, UID_HASH, UNBOUND, bind

@@ -67,7 +67,7 @@ def rescale_by(release: str, key: str, out: Path) -> dict:
     rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
     plan = load_plan(FIXTURES / f"{release}-counted-kryo" / "jobgraph.json")
     report = rescale(loaded, plan, {"parse": 3, "count": 3}, out, keys={"count": key}, master=None, rebase=rules)
-    return report.to_doc()
+    return report.to_json()
 
 
 @pytest.mark.parametrize("release", SPECS)

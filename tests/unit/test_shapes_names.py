@@ -78,7 +78,7 @@ def test_without_uids_the_stream_graph_plan_binds_every_operator_to_flinks_id(fx
 
 @pytest.mark.parametrize("fx", SHAPES)
 def test_a_uid_for_a_default_name_three_operators_carry_is_refused(fx: Fixture) -> None:
-    from spillway.api.plans import read_plan
+    from spillway.api import read_plan
 
     keyed = [n for n in _nodes(fx).values() if n["name"] == "KeyedProcess"]
     assert len(keyed) == 3
@@ -92,7 +92,7 @@ def test_a_uid_for_a_default_name_three_operators_carry_is_refused(fx: Fixture) 
 def test_the_job_graph_form_picks_a_chained_operator_of_a_shared_name(fx: Fixture) -> None:
     """``Map#VVVVVVVV.P`` (the job vertex id's first eight digits, the chain position) gives one of six ``Map``
     nodes its uid in a job-graph plan; it binds to Flink's id for it (ids.json)."""
-    from spillway.api.plans import read_plan
+    from spillway.api import read_plan
 
     ids = json.loads((fx.root / "ids.json").read_text())
     (parse,) = [n for n in ids["stream_nodes"] if n["uid"] == "parse-events"]

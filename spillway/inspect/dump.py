@@ -1,4 +1,4 @@
-"""``spillway.api.dump``: what ``spillway dump`` shows, for a program as for the CLI.
+"""What ``spillway dump`` shows, for a program as for the CLI (``spillway.api.dump_checkpoint``).
 
     from spillway.api import DumpView, dump_checkpoint
     result = dump_checkpoint("/checkpoints/7f3c…/chk-42", DumpView(operator="slow-count"))
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from spillway.model.walk import STATE_KINDS
 
 if TYPE_CHECKING:
-    from spillway.api.jobs import JobJar
     from spillway.flink.operator_ids import Binding
     from spillway.inspect.summary import CheckpointSummary
     from spillway.inspect.topology import Topology
     from spillway.model.checkpoint import CheckpointMetadata, OperatorState
+    from spillway.storage.job_jar import JobJar
     from spillway.storage.load import Damaged, LoadedCheckpoint
 
 PathLike = str | os.PathLike[str]
@@ -171,9 +171,10 @@ def dump_checkpoint(
     new_prefix}`` or ``OLD=NEW`` strings. Each damaged chk-N passed over is a warning (``spillway.notices``)
     and in ``damaged``. Raises ``UsageError`` for an operator no id, uid or name matches."""
     from spillway import notices
-    from spillway.api.plans import read_plan, rebase_rules
+    from spillway.inspect.job_plans import read_plan
     from spillway.inspect.operators import select_operators
     from spillway.storage.load import load_newest_readable
+    from spillway.storage.locate import rebase_rules
 
     view = view or DumpView()
     topology = read_plan(plan, uids=uids, uid_map=uid_map)  # a bad plan fails before any storage is touched

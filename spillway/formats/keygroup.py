@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from spillway.api.errors import ArgumentError
+from spillway.errors import ArgumentError
 
 KEY_TYPES = ("string", "long", "int", "short", "byte", "boolean", "double", "float")
 _INT_BITS = {"long": 64, "int": 32, "short": 16, "byte": 8}

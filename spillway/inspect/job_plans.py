@@ -1,45 +1,24 @@
-"""Plans and path rules as the API takes them: a plan file (either flavour), a running job's plan
-(``http://HOST:PORT/jobs/JOB_ID``) or a ``Topology``, with the uids it cannot show; ``rebase`` as a mapping.
+"""A job's plan from whatever the caller holds: a plan file (either flavour), a running job's plan
+(``http://HOST:PORT/jobs/JOB_ID``), a ``Topology`` or the job's jar, with the uids it cannot show.
 
 Light on purpose: ``spillway.open`` imports this module, not the analyses behind the other calls."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spillway.errors import UsageError
 
 if TYPE_CHECKING:
-    from spillway.api.jobs import JobJar
+    from spillway.flink.job_ids import JobIds
     from spillway.inspect.topology import Topology
+    from spillway.storage.job_jar import JobJar
 
 PathLike = str | os.PathLike[str]
-# Path rewrites that win over automatic rebasing: {old_prefix: new_prefix}, or "OLD=NEW" strings.
-Rebase = Mapping[str, str] | Sequence[str] | None
-
-
-def rebase_rules(rebase: Rebase) -> list[str] | None:
-    """``rebase`` as the locator's ``OLD=NEW`` rules; a wrong shape is a ``UsageError`` in Python's words."""
-    if rebase is None:
-        return None
-    pairs: list[tuple[object, object]]
-    if isinstance(rebase, Mapping):
-        pairs = list(rebase.items())
-    elif isinstance(rebase, Sequence) and not isinstance(rebase, str):
-        pairs = [(r.partition("=")[0], r.partition("=")[2]) if isinstance(r, str) else (r, None) for r in rebase]
-    else:
-        raise UsageError(f"rebase: expected a mapping {{old_prefix: new_prefix}}, got {type(rebase).__name__}")
-    rules = []
-    for old, new in pairs:
-        if not isinstance(old, str) or not isinstance(new, str) or not old or not new:
-            raise UsageError(
-                f"rebase: {old!r}: expected non-empty prefixes, {{old_prefix: new_prefix}} or 'OLD_PREFIX=NEW_PREFIX'"
-            )
-        rules.append(f"{old}={new}")
-    return rules
 
 
 def read_plan(
@@ -56,7 +35,7 @@ def read_plan(
         if uids or uid_map:
             raise UsageError("uids and uid_map need a plan")
         return None
-    from spillway.api.jobs import JobJar, job_plan
+    from spillway.storage.job_jar import JobJar
 
     if isinstance(plan, JobJar):
         if uids or uid_map:
@@ -87,11 +66,35 @@ def read_plan(
     return topology
 
 
-def job_checkpoint(path: PathLike) -> str:
-    """``path`` itself, or for a running job's ``http://HOST:PORT/jobs/JOB_ID`` its latest completed checkpoint."""
-    from spillway.storage.rest import is_job_url, latest_checkpoint
+def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
+    """The plan of the job in ``jar`` (or of ``ids`` already taken): a stream-graph plan whose every operator
+    carries Flink's own id, uid and job vertex."""
+    from spillway.inspect.topology import chained_plan
+    from spillway.storage.job_jar import JobIds, JobJar, ids
 
-    if not is_job_url(str(path)):
-        return str(path)
+    found = jar if isinstance(jar, JobIds) else ids(jar)
+    source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
+    vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
+    chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
+    topology = chained_plan(found.stream_plan(), chained, source, found.graph)
+    # The job's code says what max parallelism each vertex gets (None: it sets none, Flink derives one).
+    set_by_job = max_parallelism_set(found)
+    vertices = {
+        key: replace(v, max_parallelism=set_by_job.get(key, set_by_job.get(None)))
+        for key, v in topology.vertices.items()
+    }
+    return replace(topology, vertices=vertices, max_parallelism_known=True)
 
-    return latest_checkpoint(str(path))
+
+def max_parallelism_set(found: JobIds) -> dict[str | None, int]:
+    """The max parallelism the job sets, as preflight takes it: ``{None: N}`` job-wide (``env``), and per job
+    vertex (keyed as the job's plan keys it: its head's stream node id) where an operator sets its own."""
+    out: dict[str | None, int] = {}
+    if found.max_parallelism:
+        out[None] = found.max_parallelism
+    node_of = {n.operator_id: n for n in found.nodes}
+    for v in found.vertices:
+        head = node_of.get(v.operator_ids[0])
+        if head is not None and head.max_parallelism and head.max_parallelism != found.max_parallelism:
+            out[str(head.node_id)] = head.max_parallelism
+    return out

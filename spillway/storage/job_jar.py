@@ -1,21 +1,17 @@
-"""A job's own graph as Flink builds it from the job's jar (``spillway.ids``), and the plan it makes
-(``plan=JobJar(...)`` wherever a plan is taken): every operator with Flink's own id, so binding is exact."""
+"""A job's own graph as Flink builds it from the job's jar (``spillway.api.ids``): every operator with Flink's
+own id, so a plan made from it (``plan=JobJar(...)``, ``spillway.inspect.job_plans``) binds exactly."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spillway.errors import UsageError
 from spillway.flink.job_ids import JobIds
 
-if TYPE_CHECKING:
-    from spillway.inspect.topology import Topology
-
-__all__ = ["JobIds", "JobJar", "ids", "ids_each", "ids_json", "job_plan", "max_parallelism_set"]
+__all__ = ["JobJar", "ids", "ids_each", "ids_json"]
 
 PathLike = str | os.PathLike[str]
 
@@ -114,39 +110,6 @@ def ids_each(jobs: Sequence[JobJar]) -> list[JobIds | UsageError]:
             except ValueError as exc:
                 found[i] = UsageError(f"{jobs[i].path}: spillway's Flink helper wrote an unreadable document ({exc})")
     return [f for f in found if f is not None]
-
-
-def job_plan(jar: PathLike | JobJar | JobIds) -> Topology:
-    """The plan of the job in ``jar`` (or of ``ids`` already taken): a stream-graph plan whose every operator
-    carries Flink's own id, uid and job vertex."""
-    from spillway.inspect.topology import chained_plan
-
-    found = jar if isinstance(jar, JobIds) else ids(jar)
-    source = str(jar.path) if isinstance(jar, JobJar) else "the job's jar" if isinstance(jar, JobIds) else str(jar)
-    vertex_of = {n.node_id: n.vertex_id for n in found.nodes}
-    chained = {(e.source, e.target) for e in found.graph.edges if vertex_of[e.source] == vertex_of[e.target]}
-    topology = chained_plan(found.stream_plan(), chained, source, found.graph)
-    # The job's code says what max parallelism each vertex gets (None: it sets none, Flink derives one).
-    set_by_job = max_parallelism_set(found)
-    vertices = {
-        key: replace(v, max_parallelism=set_by_job.get(key, set_by_job.get(None)))
-        for key, v in topology.vertices.items()
-    }
-    return replace(topology, vertices=vertices, max_parallelism_known=True)
-
-
-def max_parallelism_set(found: JobIds) -> dict[str | None, int]:
-    """The max parallelism the job sets, as preflight takes it: ``{None: N}`` job-wide (``env``), and per job
-    vertex (keyed as the job's plan keys it: its head's stream node id) where an operator sets its own."""
-    out: dict[str | None, int] = {}
-    if found.max_parallelism:
-        out[None] = found.max_parallelism
-    node_of = {n.operator_id: n for n in found.nodes}
-    for v in found.vertices:
-        head = node_of.get(v.operator_ids[0])
-        if head is not None and head.max_parallelism and head.max_parallelism != found.max_parallelism:
-            out[str(head.node_id)] = head.max_parallelism
-    return out
 
 
 def ids_json(found: JobIds) -> dict[str, object]:
