@@ -2,13 +2,15 @@
 edges, one keyed by the field ``user`` and one by a key derived from it) rescaled by spillway with ``row(...)`` key
 specs restore, and the bounded job's result is exactly-once: per user and per group the count and sum of seq the
 job's definition implies (RowCounted.java: v -> user "U<v % 32>:<v % 3>", group "u<v % 32>"), and every record
-once at check. On 2.3.0 (metadata V6) and 1.20.3 (V4), each restored in the release that wrote it."""
+once at check. On 2.3.0 (metadata V6) and 1.20.3 (V4), each restored in the release that wrote it; once through
+the installed script with --key."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from support.console import spillway
 from support.fixtures import fixture_named
 from support.flink_harness import restore
 
@@ -54,7 +56,11 @@ def test_rescaled_row_job_restores_exactly_once(tmp_path: Path, name: str, paral
     report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=KEYS, master=None, rebase=rules)
     assert report.to_doc()["records_moved"] > 0
 
-    result = restore(fx.release, "row-counted", out, vertex_parallelism=new, until_finished=True)
+    assert_exactly_once(fx.release, out, new, parallelism)
+
+
+def assert_exactly_once(release: str, out: Path, new: dict[str, int], parallelism: int) -> None:
+    result = restore(release, "row-counted", out, vertex_parallelism=new, until_finished=True)
     assert result["outcome"] == "restored", result.get("error")
     assert result.get("job_status") == "FINISHED", result
     started = result["tasks_at_start"] if result.get("tasks_at_start") else result["tasks"]
@@ -66,3 +72,18 @@ def test_rescaled_row_job_restores_exactly_once(tmp_path: Path, name: str, paral
     assert sorted(line for line in lines if line.startswith("group ")) == groups
     checks = [line.split() for line in lines if line.startswith("check ")]
     assert (sum(int(c[1]) for c in checks), sum(int(c[2]) for c in checks)) == (N, N * (N - 1) // 2)
+
+
+@pytest.mark.flink
+def test_rescaled_by_the_command_line_with_row_keys_restores_exactly_once(tmp_path: Path) -> None:
+    """What a user types: the installed script with ``--key OPERATOR=row(...):FIELD[|functions]``."""
+    fx = fixture_named("1.20.3-row-counted")
+    out = tmp_path / "rescaled"
+    new = {"parse": 3, "count": 3, "group": 3}
+    run = spillway(
+        "rescale", str(fx.checkpoint_dir), "--plan", str(fx.root / "jobgraph.json"), "--out", str(out),
+        *(a for op, n in new.items() for a in ("--parallelism", f"{op}={n}")),
+        *(a for op, key in KEYS.items() for a in ("--key", f"{op}={key}")), "--master", "inprocess",
+    )  # fmt: skip
+    assert run.code == 0, run.output
+    assert_exactly_once(fx.release, out, new, 3)
