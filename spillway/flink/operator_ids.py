@@ -430,6 +430,10 @@ class Binding:
     #: The structural step fitted only by admitting keyed state behind a FORWARD edge (reinterpretAsKeyedStream):
     #: weaker evidence, as a plan that lost a keyBy fits the same way.
     forward_keyed: bool = False
+    #: The consistent assignments of the operators the structural step left open that it met (operator index into
+    #: ``operators`` -> checkpoint id, or "-": not in the checkpoint): the proof that an operator is open — two of
+    #: them give it different ids, and each fits every fact the checkpoint gives.
+    assignments: tuple[Mapping[int, str], ...] = ()
 
     def by_name(self, name: str) -> list[BoundOperator]:
         return [b for b in self.operators if b.name == name]
@@ -791,6 +795,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
     # how many out-edges Flink chained.
     solutions: int | None = None
+    assignments: list[Mapping[int, str]] = []
     loop_notes: list[str] = []
     if candidates:
         cand = candidates[0]
@@ -855,7 +860,9 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
 
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
     if facts is not None and candidates:
-        solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs)
+        solutions = _deduce(
+            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments
+        )
     else:
         changed = True
         while changed:
@@ -923,6 +930,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
         chained_outputs,
         solutions,
         forward_keyed,
+        tuple(assignments),
     )
     return binding, guessed
 
@@ -985,10 +993,12 @@ def _deduce(
     absent_allowed: bool,
     notes: list[str],
     chained_outputs: dict[int, int] | None = None,
+    met: list[Mapping[int, str]] | None = None,
 ) -> int:
     """Bind what every consistent assignment of the open operators to the open ids agrees on; returns how many
-    assignments there are. A deduced operator whose id is generated from its input's id also tells how many of its
-    out-edges Flink chained (into ``chained_outputs``, by operator index)."""
+    assignments there are, and puts those met (operator index -> id) in ``met``. A deduced operator whose id is
+    generated from its input's id also tells how many of its out-edges Flink chained (into ``chained_outputs``, by
+    operator index)."""
     by_id = {f.operator_id: f for f in facts}
     node_of = {i: nid for nid, i in cand.op_of.items()}
     open_ops = [
@@ -1043,6 +1053,9 @@ def _deduce(
         return 0
     if m.forward_keyed:
         notes.append(_FORWARD_KEYED)
+    if met is not None:
+        op_of = {nid: i for i, nid in node_of.items()}
+        met[:] = [{op_of[nid]: v for nid, v in a.items()} for a in m.assignments]
     how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s) met"
     for i in open_ops:
         op = ops[i]
