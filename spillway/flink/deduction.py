@@ -391,6 +391,7 @@ def _narrow(
     needed: set[str],
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
+    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
 ) -> None:
     """Take out of ``domains`` (in place) every (node, id) no complete matching holds, until none is left: an id
     whose generated-id partner (:func:`id_relations`) no neighbour of the node can be. In a complete matching both
@@ -402,6 +403,7 @@ def _narrow(
         related.setdefault(a, set()).add(b)
         related.setdefault(b, set()).add(a)
     placed = needed | set(known.values())
+    rel = _placed(relations, places)
     single_input = {n.id: graph.in_edges(n.id)[0].source for n in graph.nodes if len(graph.in_edges(n.id)) == 1}
     fed_alone = {n: [e.target for e in graph.out_edges(n) if e.target in single_input] for n in domains}
 
@@ -411,8 +413,8 @@ def _narrow(
     def supported(nid: int, v: str) -> bool:
         up = single_input.get(nid)
         for partner in related[v] & placed:
-            as_input = up is not None and (v, partner) in relations and holds(up, partner)
-            as_output = (partner, v) in relations and any(holds(n, partner) for n in fed_alone[nid] if n != nid)
+            as_input = up is not None and bool(rel(nid, v, partner)) and holds(up, partner)
+            as_output = any(holds(n, partner) and rel(n, partner, v) for n in fed_alone[nid] if n != nid)
             if not (as_input or as_output):
                 return False
         return True
@@ -424,6 +426,21 @@ def _narrow(
             for v in [v for v in dom if v in related and not supported(nid, v)]:
                 dom.remove(v)
                 changed = True
+
+
+def _placed(
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]], places: Mapping[int, Collection[tuple[int, int]]] | None
+) -> Callable[[int, str, str], set[tuple[int, int]]]:
+    """``rel(node, child, parent)``: the (position, chained-output count) pairs at which ``child`` is generated
+    from ``parent`` that ``node`` can have in Flink's traversal (``places``: node -> those pairs; a node not in it,
+    or no ``places``, can have any)."""
+
+    def rel(node: int, child: str, parent: str) -> set[tuple[int, int]]:
+        found = relations.get((child, parent), set())
+        allowed = places.get(node) if places is not None else None
+        return found if allowed is None else found & set(allowed)
+
+    return rel
 
 
 @dataclass(slots=True)
@@ -459,6 +476,7 @@ def solve_matching(
     known: Mapping[int, str] | None = None,
     relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
     known_facts: Sequence[OperatorFacts] = (),
+    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
 ) -> Matching:
     """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
     pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
@@ -470,7 +488,9 @@ def solve_matching(
     relation's child, has one input and takes that relation's position, which no other operator shares).
     ``known_facts``: the facts of the known nodes' ids (for the finished-state rule between neighbours: a task
     that is not a source finishes only once every channel into it has ended, so a finished downstream subtask
-    means finished upstream subtasks — all of them over an all-to-all edge, its own over a FORWARD one)."""
+    means finished upstream subtasks — all of them over an all-to-all edge, its own over a FORWARD one).
+    ``places``: node -> every (position, chained-output count) Flink's traversal can give it (None: any); a
+    relation holds between two nodes only at a place the child can have."""
     for forward_keyed in (False, True):
         every = {f.operator_id: f for f in (*known_facts, *facts)}
         m = _solve(
@@ -484,6 +504,7 @@ def solve_matching(
             known or {},
             relations or {},
             every,
+            places,
         )
         if m.count:
             return m
@@ -501,6 +522,7 @@ def _solve(
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
     every: Mapping[str, OperatorFacts],
+    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
     budget, total_budget, cap = budgets  # steps per search, over all searches; matchings counted at most
@@ -511,13 +533,14 @@ def _solve(
     owner: dict[str, int] = {v: n for n, v in known.items()}
     assigned: dict[int, str] = dict(known)
     used_pos: dict[int, int] = {}  # position -> node, for generated nodes with one possible position
+    rel = _placed(relations, places)
 
     def position(n: int) -> int | None:
         ins = graph.in_edges(n)
         if len(ins) != 1 or n not in assigned or ins[0].source not in assigned:
             return None
-        found = relations.get((assigned[n], assigned[ins[0].source]))
-        if found is None:
+        found = rel(n, assigned[n], assigned[ins[0].source])
+        if not found:
             return None
         ps = {p for p, _ in found}
         return next(iter(ps)) if len(ps) == 1 else None
@@ -547,10 +570,10 @@ def _solve(
             ups = {e.source for e in graph.in_edges(nid)}
             downs = {e.target for e in graph.out_edges(nid)}
             if mnode in ups:
-                if len(ups) != 1 or len(graph.in_edges(nid)) != 1 or (v, partner) not in relations:
+                if len(ups) != 1 or len(graph.in_edges(nid)) != 1 or not rel(nid, v, partner):
                     return False
             elif mnode in downs:
-                if len(graph.in_edges(mnode)) != 1 or (partner, v) not in relations:
+                if len(graph.in_edges(mnode)) != 1 or not rel(mnode, partner, v):
                     return False
             else:
                 return False
@@ -619,7 +642,7 @@ def _solve(
     taken: set[str] = set()
     choice: dict[int, str] = {}
     needed = set(ids)
-    _narrow(graph, domains, needed, known, relations)
+    _narrow(graph, domains, needed, known, relations, places)
 
     class _Budget(Exception):
         pass
@@ -628,7 +651,10 @@ def _solve(
         """Depth-first over the consistent matchings of ``order`` (domains ``doms``), calling ``on_match`` at each
         (``choice`` holds it); stops when it returns True. Raises _Budget past ``limit`` steps (all counted in
         ``spent``)."""
-        reach = {n: set(doms[n]) for n in order}
+        # reachable[k]: every value the nodes order[k:] may take (the order is fixed, so computed once)
+        reachable: list[set[str]] = [set() for _ in range(len(order) + 1)]
+        for k in range(len(order) - 1, -1, -1):
+            reachable[k] = reachable[k + 1] | set(doms[order[k]])
         steps = 0
 
         def feasible(rest: int) -> bool:
@@ -636,10 +662,7 @@ def _solve(
             left = needed - taken
             if len(left) > len(order) - rest:
                 return False
-            free: set[str] = set()
-            for n in order[rest:]:
-                free |= reach[n]
-            return left <= free
+            return left <= reachable[rest]
 
         def rec(k: int) -> bool:  # True: stop
             nonlocal steps

@@ -14,12 +14,14 @@ operator each plan operator is, and how sure that is. The facts, with the releas
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import struct
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import mmh3
 
@@ -853,7 +855,9 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
                 continue
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
-                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs)
+                solutions = _deduce(
+                    ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs, None, rules
+                )
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
             break
@@ -861,7 +865,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
     if facts is not None and candidates:
         solutions = _deduce(
-            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments
+            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments, rules
         )
     else:
         changed = True
@@ -994,6 +998,7 @@ def _deduce(
     notes: list[str],
     chained_outputs: dict[int, int] | None = None,
     met: list[Mapping[int, str]] | None = None,
+    rules: ChainRules | None = None,
 ) -> int:
     """Bind what every consistent assignment of the open operators to the open ids agrees on; returns how many
     assignments there are, and puts those met (operator index -> id) in ``met``. A deduced operator whose id is
@@ -1038,6 +1043,7 @@ def _deduce(
         known=known,
         relations=relations,
         known_facts=[by_id[h] for h in known.values() if h in by_id],
+        places=_places(cand, rules) if rules is not None else None,
     )
     if m.count == 0:
         notes.append(
@@ -1308,6 +1314,44 @@ def _candidates_from_job_graph(job: JobGraphPlan, ops: list[_Op]) -> list[_Candi
         graph = StreamGraph(nodes, tuple(edges), inferred_edge_order=True)
         out.append(_Candidate(graph, {number[k]: index[k] for k in keys}, {(number[a], number[b]) for a, b in chained}))
     return out
+
+
+#: Most traversals tried for :func:`_places`; past it, a node may have any place.
+_MAX_PLACE_TRAVERSALS = 4096
+
+
+def _places(cand: _Candidate, rules: ChainRules) -> Mapping[int, frozenset[tuple[int, int]]] | None:
+    """Node -> every (position, chained-output count) Flink's traversal can give it, for the generated-id
+    relations: positions over every output order a plan leaves open and whichever of the nodes with several inputs
+    carry a uid (a node without uid waits for all its inputs; that alone moves the order); counts up to the
+    out-edges the release's rules let Flink chain (what a plan hides can only cut a chain), or exactly the chains
+    known. None when there are too many traversals to try."""
+    return _graph_places(cand.graph, rules, None if cand.chained is None else frozenset(cand.chained))
+
+
+@functools.lru_cache(maxsize=16)
+def _graph_places(
+    graph: StreamGraph, rules: ChainRules, chained: frozenset[tuple[int, int]] | None
+) -> Mapping[int, frozenset[tuple[int, int]]] | None:
+    """:func:`_places` of one graph (a binding asks for the same graph's places once per pass)."""
+    variants, complete = _with_output_orders(_Candidate(graph, {}, chained))
+    waiting = [n.id for n in graph.nodes if len(graph.in_edges(n.id)) > 1]
+    if not complete or len(variants) << len(waiting) > _MAX_PLACE_TRAVERSALS:
+        return None
+    positions: dict[int, set[int]] = {n.id: set() for n in graph.nodes}
+    for variant in variants:
+        for k in range(len(waiting) + 1):
+            for with_uid in itertools.combinations(waiting, k):
+                fixed: dict[int, bytes | None] = dict.fromkeys(with_uid)
+                for nid, p in _traverse(graph, rules, fixed, chained, variant.out_order).positions.items():
+                    positions[nid].add(p)
+    chainable = chain_predicate(graph, rules, chained)
+    out: dict[int, frozenset[tuple[int, int]]] = {}
+    for nid, ps in positions.items():
+        most = sum(1 for e in graph.out_edges(nid) if chainable(e))
+        counts = [most] if chained is not None else range(most + 1)
+        out[nid] = frozenset((p, c) for p in ps for c in counts)
+    return MappingProxyType(out)
 
 
 def _hex(digest: bytes | None) -> str | None:
