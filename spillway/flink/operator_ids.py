@@ -798,6 +798,9 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # how many out-edges Flink chained.
     solutions: int | None = None
     assignments: list[Mapping[int, str]] = []
+    # Places in Flink's traversal (:func:`_places`) only on a stream graph: one rebuilt from a job-graph plan is a
+    # guess at the job's (its source order, which operator of a chain sends), so it cannot rule a place out.
+    sole = rules if graph is not None else None
     loop_notes: list[str] = []
     if candidates:
         cand = candidates[0]
@@ -856,7 +859,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
                 solutions = _deduce(
-                    ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs, None, rules
+                    ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs, None, sole
                 )
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
@@ -865,7 +868,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
     if facts is not None and candidates:
         solutions = _deduce(
-            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments, rules
+            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments, sole
         )
     else:
         changed = True
