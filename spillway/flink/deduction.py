@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -391,7 +392,7 @@ def _narrow(
     needed: set[str],
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
-    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
 ) -> None:
     """Take out of ``domains`` (in place) every (node, id) no complete matching holds, until none is left: an id
     whose generated-id partner (:func:`id_relations`) no neighbour of the node can be. In a complete matching both
@@ -429,7 +430,7 @@ def _narrow(
 
 
 def _placed(
-    relations: Mapping[tuple[str, str], set[tuple[int, int]]], places: Mapping[int, Collection[tuple[int, int]]] | None
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]], places: Mapping[int, AbstractSet[tuple[int, int]]] | None
 ) -> Callable[[int, str, str], set[tuple[int, int]]]:
     """``rel(node, child, parent)``: the (position, chained-output count) pairs at which ``child`` is generated
     from ``parent`` that ``node`` can have in Flink's traversal (``places``: node -> those pairs; a node not in it,
@@ -438,7 +439,7 @@ def _placed(
     def rel(node: int, child: str, parent: str) -> set[tuple[int, int]]:
         found = relations.get((child, parent), set())
         allowed = places.get(node) if places is not None else None
-        return found if allowed is None else found & set(allowed)
+        return found if allowed is None else {place for place in found if place in allowed}
 
     return rel
 
@@ -476,7 +477,7 @@ def solve_matching(
     known: Mapping[int, str] | None = None,
     relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
     known_facts: Sequence[OperatorFacts] = (),
-    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
 ) -> Matching:
     """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
     pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
@@ -522,7 +523,7 @@ def _solve(
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
     every: Mapping[str, OperatorFacts],
-    places: Mapping[int, Collection[tuple[int, int]]] | None = None,
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
     budget, total_budget, cap = budgets  # steps per search, over all searches; matchings counted at most
@@ -673,8 +674,10 @@ def _solve(
             if k == len(order):
                 return needed <= taken and on_match()
             nid = order[k]
+            # ids no node after this one can take: this node must take it (one at most), or nothing fits
+            must = (needed - taken) - reachable[k + 1]
             for v in doms[nid]:
-                if v != ABSENT and v in taken:
+                if (v != ABSENT and v in taken) or (must and v not in must):
                     continue
                 claimed_here: list[int] | None = []
                 if v != ABSENT:
