@@ -90,7 +90,7 @@ def test_each_operator_is_bound_decided_absent_or_proven_open(fx: Fixture) -> No
     assert None not in node_of.values()
     exact = {b.node_id: b.operator_id for b in binding.operators if b.exact}
     flinks = {nid: (h if h in stored else ABSENT) for nid, h in flink.items()}
-    # Flink's own assignment fits the facts read here: the checks below can tell a wrong one from a right one
+    # the facts read here are Flink's: its own assignment meets them
     releases_all = ABSENT not in flinks.values()
     assert _fits(flinks, checkpoint, plan, releases_all) == []
     witnesses = [{node_of[i]: v for i, v in a.items()} for a in binding.assignments]
@@ -121,3 +121,19 @@ def test_each_operator_is_bound_decided_absent_or_proven_open(fx: Fixture) -> No
 
 def test_the_counts_name_fixtures_that_exist() -> None:
     assert set(COUNTS) <= {p.values[0].name for p in DONE}
+
+
+def test_the_facts_read_here_refuse_a_wrong_assignment() -> None:
+    """Flink's assignment of 1.16.3-shapes with dedup's id (keyed state, behind keyBy) swapped with the id of the
+    Map after it (no keyed input), and with one id taken twice: each is refused."""
+    fx = next(p.values[0] for p in DONE if p.values[0].name == "1.16.3-shapes")
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    plan = json.loads((fx.root / "plan.json").read_text())
+    flink = {nid: n["operator_id"] for nid, n in plan_to_flink_nodes(fx.root).items()}
+    assert _fits(flink, checkpoint, plan, True) == []
+    dedup, after = 7, 8
+    assert [p["id"] for p in next(n for n in plan["nodes"] if n["id"] == after)["predecessors"]] == [dedup]
+    swapped = {**flink, dedup: flink[after], after: flink[dedup]}
+    assert _fits(swapped, checkpoint, plan, True) == [f"#{after}: keyed state without a keyed input"]
+    twice = {**flink, after: flink[dedup]}
+    assert _fits(twice, checkpoint, plan, True)[:1] == ["an id is taken twice"]
