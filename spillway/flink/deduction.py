@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -385,6 +386,64 @@ def compatible(graph: StreamGraph, node: StreamNode, f: OperatorFacts, *, forwar
     return None
 
 
+def _narrow(
+    graph: StreamGraph,
+    domains: dict[int, list[str]],
+    needed: set[str],
+    known: Mapping[int, str],
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]],
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
+) -> None:
+    """Take out of ``domains`` (in place) every (node, id) no complete matching holds, until none is left: an id
+    whose generated-id partner (:func:`id_relations`) no neighbour of the node can be. In a complete matching both
+    ids are placed, and two related ids sit on adjacent operators, the child with that one input (the rule the
+    search checks pair by pair): the search then meets the same matchings with fewer dead ends, so fewer run out
+    of budget."""
+    related: dict[str, set[str]] = {}
+    for a, b in relations:  # each true pair comes with its mirror: which is the child, the plan decides
+        related.setdefault(a, set()).add(b)
+        related.setdefault(b, set()).add(a)
+    placed = needed | set(known.values())
+    rel = _placed(relations, places)
+    single_input = {n.id: graph.in_edges(n.id)[0].source for n in graph.nodes if len(graph.in_edges(n.id)) == 1}
+    fed_alone = {n: [e.target for e in graph.out_edges(n) if e.target in single_input] for n in domains}
+
+    def holds(n: int, v: str) -> bool:
+        return known.get(n) == v or v in domains.get(n, ())
+
+    def supported(nid: int, v: str) -> bool:
+        up = single_input.get(nid)
+        for partner in related[v] & placed:
+            as_input = up is not None and bool(rel(nid, v, partner)) and holds(up, partner)
+            as_output = any(holds(n, partner) and rel(n, partner, v) for n in fed_alone[nid] if n != nid)
+            if not (as_input or as_output):
+                return False
+        return True
+
+    changed = True
+    while changed:
+        changed = False
+        for nid, dom in domains.items():
+            for v in [v for v in dom if v in related and not supported(nid, v)]:
+                dom.remove(v)
+                changed = True
+
+
+def _placed(
+    relations: Mapping[tuple[str, str], set[tuple[int, int]]], places: Mapping[int, AbstractSet[tuple[int, int]]] | None
+) -> Callable[[int, str, str], set[tuple[int, int]]]:
+    """``rel(node, child, parent)``: the (position, chained-output count) pairs at which ``child`` is generated
+    from ``parent`` that ``node`` can have in Flink's traversal (``places``: node -> those pairs; a node not in it,
+    or no ``places``, can have any)."""
+
+    def rel(node: int, child: str, parent: str) -> set[tuple[int, int]]:
+        found = relations.get((child, parent), set())
+        allowed = places.get(node) if places is not None else None
+        return found if allowed is None else {place for place in found if place in allowed}
+
+    return rel
+
+
 @dataclass(slots=True)
 class Matching:
     """The consistent matchings of the open plan nodes onto the open checkpoint ids."""
@@ -400,6 +459,9 @@ class Matching:
     ruled_out: dict[int, dict[str, str]] = field(default_factory=dict)
     #: Whether FORWARD inputs had to be admitted as keyed (``reinterpretAsKeyedStream``).
     forward_keyed: bool = False
+    #: The distinct consistent matchings the searches met (node id -> value): each value in ``values`` that one
+    #: of them holds is proven possible; a value only a search out of budget left is not among them.
+    assignments: list[dict[int, str]] = field(default_factory=list)
 
 
 def solve_matching(
@@ -415,6 +477,7 @@ def solve_matching(
     known: Mapping[int, str] | None = None,
     relations: Mapping[tuple[str, str], set[tuple[int, int]]] | None = None,
     known_facts: Sequence[OperatorFacts] = (),
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
 ) -> Matching:
     """Enumerate matchings of ``nodes`` onto ``facts`` in which every id is taken by exactly one node and each
     pairing is :func:`compatible` (and passes ``extra``). ``absent_allowed``: a node may be in no id (releases that
@@ -426,7 +489,9 @@ def solve_matching(
     relation's child, has one input and takes that relation's position, which no other operator shares).
     ``known_facts``: the facts of the known nodes' ids (for the finished-state rule between neighbours: a task
     that is not a source finishes only once every channel into it has ended, so a finished downstream subtask
-    means finished upstream subtasks — all of them over an all-to-all edge, its own over a FORWARD one)."""
+    means finished upstream subtasks — all of them over an all-to-all edge, its own over a FORWARD one).
+    ``places``: node -> every (position, chained-output count) Flink's traversal can give it (None: any); a
+    relation holds between two nodes only at a place the child can have."""
     for forward_keyed in (False, True):
         every = {f.operator_id: f for f in (*known_facts, *facts)}
         m = _solve(
@@ -440,6 +505,7 @@ def solve_matching(
             known or {},
             relations or {},
             every,
+            places,
         )
         if m.count:
             return m
@@ -457,6 +523,7 @@ def _solve(
     known: Mapping[int, str],
     relations: Mapping[tuple[str, str], set[tuple[int, int]]],
     every: Mapping[str, OperatorFacts],
+    places: Mapping[int, AbstractSet[tuple[int, int]]] | None = None,
 ) -> Matching:
     m = Matching(forward_keyed=forward_keyed)
     budget, total_budget, cap = budgets  # steps per search, over all searches; matchings counted at most
@@ -467,13 +534,14 @@ def _solve(
     owner: dict[str, int] = {v: n for n, v in known.items()}
     assigned: dict[int, str] = dict(known)
     used_pos: dict[int, int] = {}  # position -> node, for generated nodes with one possible position
+    rel = _placed(relations, places)
 
     def position(n: int) -> int | None:
         ins = graph.in_edges(n)
         if len(ins) != 1 or n not in assigned or ins[0].source not in assigned:
             return None
-        found = relations.get((assigned[n], assigned[ins[0].source]))
-        if found is None:
+        found = rel(n, assigned[n], assigned[ins[0].source])
+        if not found:
             return None
         ps = {p for p, _ in found}
         return next(iter(ps)) if len(ps) == 1 else None
@@ -503,10 +571,10 @@ def _solve(
             ups = {e.source for e in graph.in_edges(nid)}
             downs = {e.target for e in graph.out_edges(nid)}
             if mnode in ups:
-                if len(ups) != 1 or len(graph.in_edges(nid)) != 1 or (v, partner) not in relations:
+                if len(ups) != 1 or len(graph.in_edges(nid)) != 1 or not rel(nid, v, partner):
                     return False
             elif mnode in downs:
-                if len(graph.in_edges(mnode)) != 1 or (partner, v) not in relations:
+                if len(graph.in_edges(mnode)) != 1 or not rel(mnode, partner, v):
                     return False
             else:
                 return False
@@ -575,6 +643,7 @@ def _solve(
     taken: set[str] = set()
     choice: dict[int, str] = {}
     needed = set(ids)
+    _narrow(graph, domains, needed, known, relations, places)
 
     class _Budget(Exception):
         pass
@@ -583,7 +652,10 @@ def _solve(
         """Depth-first over the consistent matchings of ``order`` (domains ``doms``), calling ``on_match`` at each
         (``choice`` holds it); stops when it returns True. Raises _Budget past ``limit`` steps (all counted in
         ``spent``)."""
-        reach = {n: set(doms[n]) for n in order}
+        # reachable[k]: every value the nodes order[k:] may take (the order is fixed, so computed once)
+        reachable: list[set[str]] = [set() for _ in range(len(order) + 1)]
+        for k in range(len(order) - 1, -1, -1):
+            reachable[k] = reachable[k + 1] | set(doms[order[k]])
         steps = 0
 
         def feasible(rest: int) -> bool:
@@ -591,10 +663,7 @@ def _solve(
             left = needed - taken
             if len(left) > len(order) - rest:
                 return False
-            free: set[str] = set()
-            for n in order[rest:]:
-                free |= reach[n]
-            return left <= free
+            return left <= reachable[rest]
 
         def rec(k: int) -> bool:  # True: stop
             nonlocal steps
@@ -605,8 +674,10 @@ def _solve(
             if k == len(order):
                 return needed <= taken and on_match()
             nid = order[k]
+            # ids no node after this one can take: this node must take it (one at most), or nothing fits
+            must = (needed - taken) - reachable[k + 1]
             for v in doms[nid]:
-                if v != ABSENT and v in taken:
+                if (v != ABSENT and v in taken) or (must and v not in must):
                     continue
                 claimed_here: list[int] | None = []
                 if v != ABSENT:
@@ -691,6 +762,7 @@ def _solve(
                 for n, val in found.items():
                     m.values[n].add(val)
     m.count = len(solutions)
+    m.assignments = [dict(s) for s in sorted(solutions)]
     # How many there are in all (for what is said, not for what is bound): counted while cheap.
     counted = count(order, domains, min(budget * 5, max(0, spent[1] - spent[0])))
     if counted is not None:

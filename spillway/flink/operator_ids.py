@@ -14,12 +14,14 @@ operator each plan operator is, and how sure that is. The facts, with the releas
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import struct
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import mmh3
 
@@ -430,6 +432,10 @@ class Binding:
     #: The structural step fitted only by admitting keyed state behind a FORWARD edge (reinterpretAsKeyedStream):
     #: weaker evidence, as a plan that lost a keyBy fits the same way.
     forward_keyed: bool = False
+    #: The consistent assignments of the operators the structural step left open that it met (operator index into
+    #: ``operators`` -> checkpoint id, or "-": not in the checkpoint): the proof that an operator is open — two of
+    #: them give it different ids, and each fits every fact the checkpoint gives.
+    assignments: tuple[Mapping[int, str], ...] = ()
 
     def by_name(self, name: str) -> list[BoundOperator]:
         return [b for b in self.operators if b.name == name]
@@ -791,6 +797,10 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
     # the structural step: each can unlock the other. A hit also binds the inputs whose ids went into it and says
     # how many out-edges Flink chained.
     solutions: int | None = None
+    assignments: list[Mapping[int, str]] = []
+    # Places in Flink's traversal (:func:`_places`) only on a stream graph: one rebuilt from a job-graph plan is a
+    # guess at the job's (its source order, which operator of a chain sends), so it cannot rule a place out.
+    sole = rules if graph is not None else None
     loop_notes: list[str] = []
     if candidates:
         cand = candidates[0]
@@ -848,14 +858,18 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
                 continue
             if facts is not None:
                 before = sum(1 for op in ops if op.method != UNBOUND)
-                solutions = _deduce(ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs)
+                solutions = _deduce(
+                    ops, cand, facts, ckpt, claimed, claim, absent_allowed, loop_notes, chained_outputs, None, sole
+                )
                 if sum(1 for op in ops if op.method != UNBOUND) > before:
                     continue
             break
 
     # 5. structure: every assignment of the open operators to the open ids that fits the checkpoint's facts.
     if facts is not None and candidates:
-        solutions = _deduce(ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs)
+        solutions = _deduce(
+            ops, candidates[0], facts, ckpt, claimed, claim, absent_allowed, notes, chained_outputs, assignments, sole
+        )
     else:
         changed = True
         while changed:
@@ -923,6 +937,7 @@ def _bind_pass(args: _BindArgs, no_guess: frozenset[int]) -> tuple[Binding, dict
         chained_outputs,
         solutions,
         forward_keyed,
+        tuple(assignments),
     )
     return binding, guessed
 
@@ -985,10 +1000,13 @@ def _deduce(
     absent_allowed: bool,
     notes: list[str],
     chained_outputs: dict[int, int] | None = None,
+    met: list[Mapping[int, str]] | None = None,
+    rules: ChainRules | None = None,
 ) -> int:
     """Bind what every consistent assignment of the open operators to the open ids agrees on; returns how many
-    assignments there are. A deduced operator whose id is generated from its input's id also tells how many of its
-    out-edges Flink chained (into ``chained_outputs``, by operator index)."""
+    assignments there are, and puts those met (operator index -> id) in ``met``. A deduced operator whose id is
+    generated from its input's id also tells how many of its out-edges Flink chained (into ``chained_outputs``, by
+    operator index)."""
     by_id = {f.operator_id: f for f in facts}
     node_of = {i: nid for nid, i in cand.op_of.items()}
     open_ops = [
@@ -1028,6 +1046,7 @@ def _deduce(
         known=known,
         relations=relations,
         known_facts=[by_id[h] for h in known.values() if h in by_id],
+        places=_places(cand, rules) if rules is not None else None,
     )
     if m.count == 0:
         notes.append(
@@ -1043,6 +1062,9 @@ def _deduce(
         return 0
     if m.forward_keyed:
         notes.append(_FORWARD_KEYED)
+    if met is not None:
+        op_of = {nid: i for i, nid in node_of.items()}
+        met[:] = [{op_of[nid]: v for nid, v in a.items()} for a in m.assignments]
     how_many = f"{m.count}{'' if m.complete else '+'} consistent assignment(s) met"
     for i in open_ops:
         op = ops[i]
@@ -1295,6 +1317,44 @@ def _candidates_from_job_graph(job: JobGraphPlan, ops: list[_Op]) -> list[_Candi
         graph = StreamGraph(nodes, tuple(edges), inferred_edge_order=True)
         out.append(_Candidate(graph, {number[k]: index[k] for k in keys}, {(number[a], number[b]) for a, b in chained}))
     return out
+
+
+#: Most traversals tried for :func:`_places`; past it, a node may have any place.
+_MAX_PLACE_TRAVERSALS = 4096
+
+
+def _places(cand: _Candidate, rules: ChainRules) -> Mapping[int, frozenset[tuple[int, int]]] | None:
+    """Node -> every (position, chained-output count) Flink's traversal can give it, for the generated-id
+    relations: positions over every output order a plan leaves open and whichever of the nodes with several inputs
+    carry a uid (a node without uid waits for all its inputs; that alone moves the order); counts up to the
+    out-edges the release's rules let Flink chain (what a plan hides can only cut a chain), or exactly the chains
+    known. None when there are too many traversals to try."""
+    return _graph_places(cand.graph, rules, None if cand.chained is None else frozenset(cand.chained))
+
+
+@functools.lru_cache(maxsize=16)
+def _graph_places(
+    graph: StreamGraph, rules: ChainRules, chained: frozenset[tuple[int, int]] | None
+) -> Mapping[int, frozenset[tuple[int, int]]] | None:
+    """:func:`_places` of one graph (a binding asks for the same graph's places once per pass)."""
+    variants, complete = _with_output_orders(_Candidate(graph, {}, chained))
+    waiting = [n.id for n in graph.nodes if len(graph.in_edges(n.id)) > 1]
+    if not complete or len(variants) << len(waiting) > _MAX_PLACE_TRAVERSALS:
+        return None
+    positions: dict[int, set[int]] = {n.id: set() for n in graph.nodes}
+    for variant in variants:
+        for k in range(len(waiting) + 1):
+            for with_uid in itertools.combinations(waiting, k):
+                fixed: dict[int, bytes | None] = dict.fromkeys(with_uid)
+                for nid, p in _traverse(graph, rules, fixed, chained, variant.out_order).positions.items():
+                    positions[nid].add(p)
+    chainable = chain_predicate(graph, rules, chained)
+    out: dict[int, frozenset[tuple[int, int]]] = {}
+    for nid, ps in positions.items():
+        most = sum(1 for e in graph.out_edges(nid) if chainable(e))
+        counts = [most] if chained is not None else range(most + 1)
+        out[nid] = frozenset((p, c) for p in ps for c in counts)
+    return MappingProxyType(out)
 
 
 def _hex(digest: bytes | None) -> str | None:

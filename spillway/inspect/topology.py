@@ -34,6 +34,7 @@ from spillway.flink.stream_graph import (
     parse_job_graph_plan,
     parse_stream_plan,
 )
+from spillway.inspect.plan_refs import nodes_of, resolve
 from spillway.model.checkpoint import (
     CheckpointMetadata,
     InputChannelHandle,
@@ -488,12 +489,10 @@ def _operator_binding(
 def _uids_by_node(topology: Topology) -> dict[str, str]:
     """The user's uids keyed by the plan node each names (``#7``) where it names exactly one — by any name the
     plan shows for it, or ``NAME#REF`` — else by the name as given."""
-    from spillway.inspect.plan_names import plan_nodes, resolve_node
-
-    nodes = plan_nodes(topology) if topology.uids else []
+    nodes = nodes_of(topology.stream_graph, topology.job_graph, topology.vertices) if topology.uids else []
     out: dict[str, str] = {}
     for key, uid in topology.uids.items():
-        hits = resolve_node(topology, key, nodes)
+        hits = resolve(nodes, key)
         out[hits[0].ref if len(hits) == 1 else key] = uid
     return out
 

@@ -199,8 +199,8 @@ def test_an_operator_bound_by_elimination_stays_uncertain(fx: Fixture) -> None:
 def test_dedup_is_not_bound_by_its_name_which_is_legacy_dedups_uid(release: str) -> None:
     """The shapes job's ``dedup`` (uid dedup-v2) next to ``legacy-dedup`` (uid dedup), stream-graph plan, ids only
     (1.x stores no names): "dedup" as a uid hashes to legacy-dedup's id, which is not dedup's. The guess is set
-    aside; nothing else decides dedup among its keyed peers, so it stays open with Flink's id among its candidates,
-    and the reason starts with the guess set aside."""
+    aside; the checkpoint's facts and the generated ids of its neighbours then leave dedup one id, Flink's, and the
+    reason ends with the guess set aside."""
     fx = fixture_named(f"{release}-shapes")
     flink = _flink(fx)
     assert flink["legacy-dedup"]["uid"] == "dedup" and flink["dedup"]["uid"] == "dedup-v2"
@@ -209,19 +209,11 @@ def test_dedup_is_not_bound_by_its_name_which_is_legacy_dedups_uid(release: str)
     binding = operator_binding(parse_plan(json.loads((fx.root / "plan.json").read_text())), checkpoint)
     assert binding is not None
     [dedup] = binding.by_name("dedup")
-    assert (dedup.method, dedup.operator_id, dedup.exact) == (UNBOUND, None, False)
-    assert flink["dedup"]["operator_id"] in dedup.candidates and len(dedup.candidates) > 1
-    shown = ", ".join("absent" if c == "-" else c for c in sorted(dedup.candidates))
-    assert re.fullmatch(
-        re.escape(f"could be any of {shown} (")
-        + r"\d+\+? consistent assignment\(s\) met"
-        + re.escape("); give its uid (--uid dedup=UID) if it has one, ")
-        + re.escape("or the job-graph plan (REST /jobs/<job-id>/plan)"),
-        dedup.reason.split("so it is not used; ", 1)[1],
+    assert (dedup.method, dedup.operator_id, dedup.exact) == (DEDUCED, flink["dedup"]["operator_id"], True)
+    assert dedup.reason.startswith("the only checkpoint operator that fits "), dedup.reason
+    assert dedup.reason.endswith(
+        f"; its name as a uid ('dedup') hashes to {legacy}, but that is a guess the other evidence does not confirm "
+        "(a name may be another operator's uid), so it is not used"
     ), dedup.reason
-    assert dedup.reason.startswith(
-        f"its name as a uid ('dedup') hashes to {legacy}, but that is a guess the other evidence does not confirm "
-        "(a name may be another operator's uid), so it is not used; could be any of "
-    )
     # legacy-dedup's id is bound to no operator but legacy-dedup, if to any
     assert all(b.name == "legacy-dedup" for b in binding.operators if b.operator_id == legacy)
