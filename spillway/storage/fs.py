@@ -49,7 +49,7 @@ from spillway.model.checkpoint import is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
-from spillway.storage import remote_copies
+from spillway.storage import remote_copies, s3_get
 from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError, checkpoint_dirs_in, find_metadata_in
@@ -179,20 +179,38 @@ def _s3(bucket: str, seconds: float) -> pafs.FileSystem:
         "request_timeout": seconds,
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=_S3_ATTEMPTS),
     }
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint, region = _s3_place(bucket, seconds)
     if endpoint:
         scheme, sep, host = endpoint.partition("://")
         options["endpoint_override"] = (host if sep else endpoint).rstrip("/")
         options["scheme"] = scheme if sep else "https"
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if not region and not endpoint:
-        # The bucket's own region (a bucket in another region answers only with a redirect).
-        region = bounded(
-            f"s3://{bucket}", "cannot find the bucket's region", seconds + 2, pafs.resolve_s3_region, bucket
-        )
     if region:
         options["region"] = region
     return pafs.S3FileSystem(**options)
+
+
+def _s3_place(bucket: str, seconds: float) -> tuple[str | None, str | None]:
+    """The endpoint the environment names (None: AWS itself) and the region to sign for (None: the client's
+    default), as both S3 clients (pyarrow's and :mod:`spillway.storage.s3_get`) are given them."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region and not endpoint:
+        region = _bucket_region(bucket, seconds)
+    return endpoint, region or None
+
+
+@cache
+def _bucket_region(bucket: str, seconds: float) -> str:
+    """The bucket's own region (a bucket in another region answers only with a redirect)."""
+    return bounded(f"s3://{bucket}", "cannot find the bucket's region", seconds + 2, pafs.resolve_s3_region, bucket)
+
+
+def _s3_direct(bucket: str, seconds: float) -> s3_get.Access | None:
+    """How to GET ``bucket``'s objects without pyarrow (one request per read, no HEAD); None when the
+    credentials are not in the environment (pyarrow's client then finds them). Read from the environment at each
+    open, like the file system of :func:`_filesystem` when it is made."""
+    endpoint, region = _s3_place(bucket, seconds)
+    return s3_get.access_from_env(region, endpoint)
 
 
 def _hdfs(scheme: str, authority: str, seconds: float) -> pafs.FileSystem:
@@ -900,7 +918,14 @@ def fetch_files(
 
 
 def _open_input(loc: Location) -> Any:
-    """A random-access handle on ``loc`` (its ranged reads may run in parallel)."""
+    """A random-access handle on ``loc`` (its ranged reads may run in parallel). On S3 with the credentials in
+    the environment, each read is one signed ranged GET and opening sends nothing (pyarrow would send a HEAD for
+    the size, which the listing gave already)."""
+    if isinstance(loc.fs, getattr(pafs, "S3FileSystem", ())):
+        bucket, _, key = loc.path.partition("/")
+        access = _s3_direct(bucket, timeout())
+        if access is not None:
+            return s3_get.RangedObject(access, bucket, key, timeout())
     try:
         return _remote_call(loc, "cannot read it", loc.fs.open_input_file, loc.path)
     except (OSError, ValueError) as exc:

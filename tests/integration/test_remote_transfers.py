@@ -111,6 +111,11 @@ def test_validate_analyze_and_report_transfer_metadata_and_channel_state(
     assert set(read) == set(own), f"{command} read {sorted(read)}"  # nothing of shared/: no keyed state
     needed = sum(own.values())
     assert needed <= sum(read.values()) <= BUDGET * needed
+    # one request per channel-state file (each under one 8 MiB read): its GET, no HEAD (the listing gave the size)
+    channel = set(own) - {key_of(fx, fx.metadata)}
+    gets = [f"{r.bucket}/{r.key}" for r in counter.of("GET")]
+    assert {k: gets.count(k) for k in channel} == dict.fromkeys(channel, 1), command
+    assert not {f"{r.bucket}/{r.key}" for r in counter.of("HEAD")} & channel, command
     if command == "validate":
         summary = json.loads(run.out)["summary"]
         assert summary["files_checked"] == len(own) - 1 + len(list((fx.checkpoint_dir.parent / "shared").iterdir()))
@@ -233,6 +238,7 @@ def test_ranged_reads_bring_every_file_whole(
     assert {n: (tmp_path / n).read_bytes() for n in sizes} == contents
     gets = counter.of("GET")
     assert len(gets) == 6 + 1 and all(r.ranged for r in gets)  # ceil(size / part) per file, none for 0 bytes
+    assert counter.of("HEAD") == []  # the sizes are the caller's (a listing's): no request asks for them
     assert counter.bytes_read() == {f"ckpt/ranged/{n}": s for n, s in sizes.items() if s}
     fs._filesystem.cache_clear()
 
