@@ -21,9 +21,11 @@ import hmac
 import http.client
 import os
 import re
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from urllib.parse import quote, urlsplit
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()  # a GET has no body
@@ -41,6 +43,7 @@ class Access:
     access_key: str = field(repr=False)
     secret_key: str = field(repr=False)
     token: str | None = field(default=None, repr=False)
+    ca_bundle: str | None = None  # certificates to trust instead of the system's (AWS_CA_BUNDLE)
 
 
 def access_from_env(region: str | None, endpoint: str | None) -> Access | None:
@@ -57,7 +60,8 @@ def access_from_env(region: str | None, endpoint: str | None) -> Access | None:
         scheme, host = "https", f"s3.{region}.amazonaws.com"
     if scheme not in ("http", "https") or not host:
         return None
-    return Access(scheme, host, region, key, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+    token, bundle = os.environ.get("AWS_SESSION_TOKEN") or None, os.environ.get("AWS_CA_BUNDLE") or None
+    return Access(scheme, host, region, key, secret, token, bundle)
 
 
 def _hmac(key: bytes, text: str) -> bytes:
@@ -91,23 +95,29 @@ def signed_headers(
 
 
 _idle_lock = threading.Lock()
-# (scheme, host, timeout) -> open keep-alive connections no request is using: taken by one request at a time and
-# put back after a whole answer (the reads run on short-lived threads, so connections cannot be per thread)
-_idle: dict[tuple[str, str, float], list[http.client.HTTPConnection]] = {}
+# (scheme, host, certificates, timeout) -> open keep-alive connections no request is using: taken by one request at
+# a time and put back after a whole answer (the reads run on short-lived threads: connections cannot be per thread)
+_idle: dict[tuple[str, str, str | None, float], list[http.client.HTTPConnection]] = {}
+
+
+@cache
+def _tls(ca_bundle: str | None) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=ca_bundle)
 
 
 def _take(access: Access, seconds: float) -> http.client.HTTPConnection:
     with _idle_lock:
-        free = _idle.get((access.scheme, access.host, seconds))
+        free = _idle.get((access.scheme, access.host, access.ca_bundle, seconds))
         if free:
             return free.pop()
-    kind = http.client.HTTPSConnection if access.scheme == "https" else http.client.HTTPConnection
-    return kind(access.host, timeout=seconds)
+    if access.scheme == "https":
+        return http.client.HTTPSConnection(access.host, timeout=seconds, context=_tls(access.ca_bundle))
+    return http.client.HTTPConnection(access.host, timeout=seconds)
 
 
 def _give_back(access: Access, seconds: float, conn: http.client.HTTPConnection) -> None:
     with _idle_lock:
-        _idle.setdefault((access.scheme, access.host, seconds), []).append(conn)
+        _idle.setdefault((access.scheme, access.host, access.ca_bundle, seconds), []).append(conn)
 
 
 _CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
@@ -140,6 +150,9 @@ def get_range(access: Access, bucket: str, key: str, offset: int, n: int, second
         except TimeoutError:
             conn.close()
             raise TimeoutError(f"GET of s3://{bucket}/{key} timed out after {seconds:g} s") from None
+        except ssl.SSLError as exc:  # a certificate not trusted, a protocol refused: no retry changes that
+            conn.close()
+            raise OSError(f"TLS: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:  # reset, refused, closed while idle: a new connection
             conn.close()
             last = f"{type(exc).__name__}: {exc}".rstrip(": ")

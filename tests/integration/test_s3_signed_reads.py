@@ -127,3 +127,98 @@ def test_a_store_that_never_answers_fails_after_the_timeout_naming_it(
     assert "SPILLWAY_STORAGE_TIMEOUT" in said and 1 <= took < 5  # one wait of the timeout: not tried again
     assert not (tmp_path / "file").exists()
     fs._filesystem.cache_clear()
+
+
+def _certificates(where: Path) -> tuple[Path, Path, Path]:
+    """A private certificate authority and a server certificate it signed for 127.0.0.1: (ca, cert, key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    span = (now - datetime.timedelta(days=1), now + datetime.timedelta(days=1))
+
+    def cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: ec.EllipticCurvePrivateKey,
+             ca: bool) -> x509.Certificate:  # fmt: skip
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+        built = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(span[0])
+            .not_valid_after(span[1])
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+            built = built.add_extension(san, critical=False)
+        return built.sign(signer, hashes.SHA256())
+
+    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    paths = (where / "ca.pem", where / "server.pem", where / "server.key")
+    paths[0].write_bytes(cert("test ca", ca_key, "test ca", ca_key, True).public_bytes(serialization.Encoding.PEM))
+    server = cert("127.0.0.1", server_key, "test ca", ca_key, False)
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths
+
+
+def test_a_private_certificate_authority_is_trusted_through_aws_ca_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HTTPS endpoint whose certificate a private authority signed: read with ``AWS_CA_BUNDLE`` naming that
+    authority (as the AWS clients take it), refused in one line without it."""
+    import http.server
+    import ssl
+    import threading
+
+    ca, cert, key = _certificates(tmp_path)
+
+    class Ranges(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            first, last = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
+            body = DATA[first : last + 1]
+            self.send_response(206)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ranges)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"https://127.0.0.1:{server.server_address[1]}"
+        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "k"}
+        _use(monkeypatch, {**env, "AWS_SECRET_ACCESS_KEY": "s", "AWS_CA_BUNDLE": str(ca)})
+        transfer = fs.Transfer(fs.locate("s3://ckpt/tls/file"), tmp_path / "file", len(DATA))
+        assert fs.fetch_files([transfer], workers=2, part=1 << 20) == len(DATA)
+        assert (tmp_path / "file").read_bytes() == DATA
+        monkeypatch.delenv("AWS_CA_BUNDLE")
+        fs._filesystem.cache_clear()
+        again = fs.Transfer(fs.locate("s3://ckpt/tls/file"), tmp_path / "again", len(DATA))
+        with pytest.raises(StorageError) as caught:
+            fs.fetch_files([again], workers=1)
+        said = message_of(caught.value)
+        assert said.startswith("s3://ckpt/tls/file: cannot read bytes 0-") and "CERTIFICATE_VERIFY_FAILED" in said
+        assert "\n" not in said and not (tmp_path / "again").exists()
+    finally:
+        server.shutdown()
+        server.server_close()
+        fs._filesystem.cache_clear()
