@@ -134,6 +134,10 @@ def test_rescale_never_reads_keyed_state(served: tuple[S3Server, Counter], tmp_p
     shared = {key_of(fx, p) for p in (fx.checkpoint_dir.parent / "shared").iterdir()}
     assert not counter.keys_read() & shared
     assert counter.keys_read() == {key_of(fx, p) for p in fx.checkpoint_dir.iterdir()}
+    channel = {key_of(fx, p) for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"}
+    gets = [f"{r.bucket}/{r.key}" for r in counter.of("GET")]
+    assert {k: gets.count(k) for k in channel} == dict.fromkeys(channel, 1)  # one request each: no HEAD
+    assert not {f"{r.bucket}/{r.key}" for r in counter.of("HEAD")} & channel
     # the rescaled keyed state still names Flink's SST files: through the same rule they are those in the bucket
     written = spillway("files", str(out), "--rebase", rule, "--json", env=s3.env())
     assert written.code == 0, written.err
