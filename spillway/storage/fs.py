@@ -42,10 +42,11 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from spillway import progress
 from spillway.errors import Message, StorageError, message_of
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
@@ -487,6 +488,7 @@ class Materialized:
     bytes: int = 0
     note: str | None = None  # "picked the newest of 3 checkpoints: chk-12" for a job directory
     missing: int = 0  # referenced remote files that do not exist (reported by the commands, not here)
+    checkpoint: CheckpointMetadata | None = None  # _metadata decoded (once: the loader takes it from here)
 
     @property
     def metadata_uri(self) -> str:
@@ -545,10 +547,16 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
     chk = meta.parent
     local_chk = workdir / "checkpoint" / _key(chk.uri) / (chk.name or "checkpoint")
     data = read_bytes(meta)
-    checkpoint = decode_metadata(data, meta.uri)  # a damaged _metadata fails before anything is written
+    # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
+    bar = progress.stage("decoding _metadata", len(data), "bytes")
+    try:
+        checkpoint = decode_metadata(data, meta.uri)  # a damaged _metadata fails before anything is written
+        bar.update(len(data))
+    finally:
+        bar.done()
     local_chk.mkdir(parents=True, exist_ok=True)
     (local_chk / METADATA).write_bytes(data)
-    result = Materialized(chk.uri, local_chk, [], 1, len(data), note)
+    result = Materialized(chk.uri, local_chk, [], 1, len(data), note, checkpoint=checkpoint)
     relative: set[str] = set()
     absolute: set[str] = set()
     for h in leaf_stream_handles(checkpoint, coordinator=True):

@@ -519,3 +519,28 @@ def test_validate_walks_the_first_file_while_the_others_are_still_being_read(
     channel_files = len([p for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"])
     assert len(waited) == channel_files - 1 >= 2 and all(waited)
     fs._filesystem.cache_clear()
+
+
+def test_a_remote_metadata_is_decoded_once(served: tuple[S3Server, Counter], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader takes the checkpoint materialize decoded (to learn which files to stand in for) instead of
+    decoding the same _metadata again: the same checkpoint, half the decode."""
+    from spillway.storage import load
+
+    s3, _ = served
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    decoded: list[str] = []
+
+    def counted(data: bytes, file: str = "_metadata") -> Any:
+        decoded.append(file)
+        return decode_metadata(data, file)
+
+    monkeypatch.setattr(fs, "decode_metadata", counted)
+    monkeypatch.setattr(load, "decode_metadata", counted)
+    loaded = load.load_checkpoint(uri, [rule])
+    assert decoded == [f"{uri}/_metadata"]
+    assert loaded.checkpoint == decode_metadata(fx.metadata.read_bytes())  # Flink's file, decoded here
+    fs._filesystem.cache_clear()
