@@ -612,10 +612,30 @@ def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
             remote_copies.register(str(local), loc.uri, size, Transfer(loc, local, size), _fetch_many)
 
 
+_memory_lock = threading.Lock()
+_in_memory = 0  # bytes of remote files this process holds in memory (remote_copies.held), never given back
+
+
 def _fetch_many(
     transfers: list[Any], created: Callable[[], None], arrived: Callable[[Any], None], stop: threading.Event
 ) -> None:
-    fetch_files(transfers, created=created, arrived=arrived, stop=stop)
+    """Fetch ``transfers``, each into memory while the budget (:func:`memory_budget`) has room for it, the
+    others (larger, or past the budget) to disk."""
+    global _in_memory
+    memory: set[Path] = set()
+    if hasattr(os, "memfd_create"):
+        with _memory_lock:
+            room = memory_budget() - _in_memory
+            for t in transfers:
+                if 0 < t.size <= room:
+                    memory.add(t.target)
+                    room -= t.size
+                    _in_memory += t.size
+
+    def kept(t: Transfer, fd: int) -> None:
+        remote_copies.hold(str(t.target), fd)
+
+    fetch_files(transfers, created=created, arrived=arrived, stop=stop, in_memory=memory, kept=kept)
 
 
 def list_dir(loc: Location) -> dict[str, int]:
@@ -792,6 +812,21 @@ _ATTEMPTS = 3  # a ranged read failing transiently (not by a timeout) is tried t
 _BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
 
 
+MEMORY_ENV = "SPILLWAY_STORAGE_MEMORY"
+DEFAULT_MEMORY_MIB = 512  # most checkpoints' channel state fits; a larger one goes to disk past it
+
+
+def memory_budget() -> int:
+    """Bytes of a remote checkpoint's files a process may hold in memory (``SPILLWAY_STORAGE_MEMORY``, MiB,
+    default :data:`DEFAULT_MEMORY_MIB`; 0: every file on disk)."""
+    text = os.environ.get(MEMORY_ENV, "")
+    try:
+        mib = int(text) if text else DEFAULT_MEMORY_MIB
+    except ValueError:
+        raise StorageError(f"{MEMORY_ENV}={text!r}: expected a whole number of MiB") from None
+    return max(0, mib) << 20
+
+
 def read_workers() -> int:
     """How many ranged reads may be in flight (``SPILLWAY_STORAGE_READS``, default :data:`DEFAULT_WORKERS`)."""
     text = os.environ.get(WORKERS_ENV, "")
@@ -824,6 +859,8 @@ def fetch_files(
     created: Callable[[], None] | None = None,
     arrived: Callable[[Transfer], None] | None = None,
     stop: threading.Event | None = None,
+    in_memory: set[Path] | frozenset[Path] = frozenset(),
+    kept: Callable[[Transfer, int], None] | None = None,
 ) -> int:
     """Download ``transfers`` as ranged reads of ``part`` bytes, ``workers`` of them in flight across all files
     (memory: about ``workers × part``, whatever the sizes). Each read has its own deadline
@@ -834,7 +871,11 @@ def fetch_files(
     The files are fetched in the order given, each opened (a HEAD on S3) in the task reading its first part, so
     the first files are whole while the last are still being read. ``created()`` is called once every target
     exists at its listed size (its bytes still to come), ``arrived(t)`` (on a read thread) as each is whole, so a
-    reader may start on a file long before the last arrives; ``stop``, once set, lets no further part start."""
+    reader may start on a file long before the last arrives; ``stop``, once set, lets no further part start.
+
+    A transfer whose target is in ``in_memory`` goes to a new in-memory file instead (no file on disk), handed
+    to ``kept(t, fd)`` as soon as it exists at its listed size (before ``created()``): the descriptor is the
+    caller's from then on, whatever happens."""
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
@@ -876,9 +917,24 @@ def fetch_files(
         except BaseException as exc:  # handed to the calling thread, which stops at the first
             results.put(exc)
 
+    given: set[Path] = set()  # in-memory files handed to ``kept``: not this call's to close
+    made_dirs: set[Path] = set()
     try:
         for t in transfers:
-            t.target.parent.mkdir(parents=True, exist_ok=True)
+            if t.target in in_memory:
+                fd = fds[t.target] = os.memfd_create(t.target.name, os.MFD_CLOEXEC)
+                try:
+                    os.ftruncate(fd, t.size)
+                except OSError as exc:
+                    raise cannot_write(t.target, exc) from None
+                if kept is not None:
+                    kept(t, fd)
+                    given.add(t.target)
+                left[t.target] = -(-t.size // part)
+                continue
+            if t.target.parent not in made_dirs:
+                t.target.parent.mkdir(parents=True, exist_ok=True)
+                made_dirs.add(t.target.parent)
             try:
                 fd = os.open(t.target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as exc:
@@ -917,8 +973,9 @@ def fetch_files(
         raise
     finally:
         pool.shutdown(wait=True)
-        for fd in fds.values():
-            os.close(fd)
+        for target, fd in fds.items():
+            if target not in given:
+                os.close(fd)
         for handle in inputs.values():
             with contextlib.suppress(OSError, ValueError):
                 handle.close()

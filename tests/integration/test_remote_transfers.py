@@ -31,6 +31,8 @@ from support.fixtures import Fixture, fixture_named, fixture_params
 from spillway.cli.app import app
 from spillway.errors import StorageError
 from spillway.formats.metadata_codec import decode_metadata
+from spillway.model.checkpoint import is_file_backed
+from spillway.model.walk import leaf_stream_handles
 from spillway.storage import fs
 
 FIXTURE = "2.3.0-rocksdb-incremental"
@@ -543,4 +545,49 @@ def test_a_remote_metadata_is_decoded_once(served: tuple[S3Server, Counter], mon
     loaded = load.load_checkpoint(uri, [rule])
     assert decoded == [f"{uri}/_metadata"]
     assert loaded.checkpoint == decode_metadata(fx.metadata.read_bytes())  # Flink's file, decoded here
+    fs._filesystem.cache_clear()
+
+
+def test_channel_state_is_framed_from_memory_and_written_to_disk_only_when_a_path_is_needed(
+    served: tuple[S3Server, Counter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote checkpoint's channel-state file is read into memory, not into the working directory: its blob
+    has Flink's bytes while no file exists at its local path; a reader that needs the path (a Spark worker, a
+    copy) gets the file written there from memory, without a second request. With a budget of 0 MiB every
+    file goes to disk."""
+    from spillway.storage import blobs, load, remote_copies
+
+    s3, counter = served
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    fx = fixture_named("2.3.0-one-file-per-subtask")
+    uri, rule = uploaded(s3, fx)
+    flink = {p.name: p.read_bytes() for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"}
+    for budget, in_memory in (("512", True), ("0", False)):
+        monkeypatch.setenv("SPILLWAY_STORAGE_MEMORY", budget)
+        monkeypatch.setattr(fs, "_in_memory", 0)
+        loaded = load.load_checkpoint(uri, [rule])
+        handles = [h for h in leaf_stream_handles(loaded.checkpoint) if is_file_backed(h)]
+        placed = {id(h): loaded.resolver.resolve(h) for h in handles}
+        own = [h for h in handles if os.path.basename(placed[id(h)].local_text or "") in flink]
+        counter.reset()
+        seen: set[str] = set()
+        for h in own:
+            local = placed[id(h)].local_text
+            name = os.path.basename(local)
+            blob = blobs.open_delegate(loaded.resolver, h)
+            assert blob is not None
+            assert (remote_copies.held(local) is not None) == in_memory
+            assert os.path.exists(local) != in_memory, budget
+            assert blob.read_at(0, blob.size) == flink[name][h.start_pos : h.start_pos + blob.size]
+            blob.close()
+            seen.add(name)
+        assert seen == set(flink)
+        assert sorted(r.key.rsplit("/", 1)[1] for r in counter.of("GET")) == sorted(flink)  # one GET each
+        for h in own:
+            local = placed[id(h)].local_text
+            remote_copies.ensure_local(local)
+            assert Path(local).read_bytes() == flink[os.path.basename(local)] and remote_copies.held(local) is None
+        assert sorted(r.key.rsplit("/", 1)[1] for r in counter.of("GET")) == sorted(flink)  # nothing fetched again
     fs._filesystem.cache_clear()
