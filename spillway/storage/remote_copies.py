@@ -29,6 +29,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from spillway.storage.guard import cannot_write
+
 # fetch(sources, created, arrived, stop): bring ``sources`` to their local paths, their reads in parallel; call
 # ``created()`` once every local file exists at its listed size (its bytes still to come) and ``arrived(source)``
 # as each file is whole; start no further read once ``stop`` is set; raise the first failure (leaving none of
@@ -147,19 +149,26 @@ def _spill(path: str) -> None:
         fd = _held.get(path)
         if fd is None:
             return
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
         try:
             size, offset = os.fstat(fd).st_size, 0
             while offset < size:
-                data = os.pread(fd, min(8 << 20, size - offset), offset)
-                if not data:
+                chunk = os.pread(fd, min(8 << 20, size - offset), offset)
+                if not chunk:
                     break
-                os.write(out, data)
-                offset += len(data)
-        except BaseException:
+                offset += len(chunk)
+                left = memoryview(chunk)
+                while left:
+                    left = left[os.write(out, left) :]
+        except BaseException as exc:
             os.close(out)
-            os.unlink(path)
+            os.unlink(path)  # no partial file may pass for the whole
+            if isinstance(exc, OSError):
+                raise cannot_write(path, exc) from None
             raise
         os.close(out)
         with _lock:
