@@ -84,11 +84,13 @@ class InlineBlob(Blob):
 class FileBlob(Blob):
     """``size`` bytes of a local file starting at ``base`` (a whole file: base 0, size = file length)."""
 
-    def __init__(self, path: Path, base: int = 0, size: int | None = None):
+    def __init__(self, path: Path, base: int = 0, size: int | None = None, opened: io.BufferedReader | None = None):
+        """``opened``: the file's bytes from elsewhere than ``path`` (a remote file held in memory), owned by
+        the blob from now on."""
         self.path = path
         self.name = str(path)
         self.base = base
-        self._fh: io.BufferedReader = open_regular(path)  # closed by close()
+        self._fh: io.BufferedReader = opened if opened is not None else open_regular(path)  # closed by close()
         self.file_size = os.fstat(self._fh.fileno()).st_size
         self.size = self.file_size - base if size is None else size
 

@@ -274,7 +274,7 @@ class Engine:
             return
         future = self.futures[key]
         try:
-            remote_copies.ensure_local(blob.path)  # a remote checkpoint's file: walked once it has arrived
+            remote_copies.arrive(blob.path)  # a remote checkpoint's file: walked once it has arrived
             found = None
             if guess is not None and phase < len(guess.files) and file in guess.files[phase]:
                 found = guess.walk_frame(phase, file, blob.size, _thread_buffer())
@@ -306,7 +306,7 @@ class Engine:
             return info  # a missing or unreadable file is reported by the file rules
         blob = info.blob
         if isinstance(blob, FileBlob):
-            remote_copies.ensure_local(blob.path)  # opened while it was still arriving (prefetch_walks)
+            remote_copies.arrive(blob.path)  # opened while it was still arriving (prefetch_walks)
         self.recorder.report.blobs_checked += 1
         try:
             version: int | BlobError = read_version(blob)

@@ -3,6 +3,7 @@ once per distinct delegate (many handles share one file). Used by validate and a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Iterable, Iterator
 
 from spillway.formats.channel_file import Blob, FileBlob, InlineBlob
@@ -32,7 +33,7 @@ def delegate_display(resolver: FileResolver, delegate: StreamHandle) -> str:
 def open_delegate(resolver: FileResolver, delegate: StreamHandle, *, arrived: bool = True) -> Blob | None:
     """The delegate's bytes, or None when they cannot be reached (missing file, non-local path, null).
     ``arrived=False``: a remote checkpoint's file is opened while its fetch is still under way (started now if
-    need be); its bytes must not be read before :func:`spillway.storage.remote_copies.ensure_local` returns."""
+    need be); its bytes must not be read before :func:`spillway.storage.remote_copies.arrive` returns."""
     if isinstance(delegate, ByteStreamHandle):
         return InlineBlob(f"inline:{delegate.name}", delegate.data)
     if not is_file_backed(delegate):
@@ -41,17 +42,19 @@ def open_delegate(resolver: FileResolver, delegate: StreamHandle, *, arrived: bo
     if resolved is None or resolved.local is None:
         return None
     if arrived:
-        remote_copies.ensure_local(resolved.local_text)  # a remote checkpoint's file: read now, not before
-    elif remote_copies.start([resolved.local_text]) and not resolved.local.exists():
-        remote_copies.ensure_local(resolved.local_text)  # its fetch failed already: that error, not "missing"
-    if not resolved.local.is_file():
+        remote_copies.arrive(resolved.local_text)  # a remote checkpoint's file: read now, not before
+    elif remote_copies.start([resolved.local_text]) and not remote_copies.present(resolved.local):
+        remote_copies.arrive(resolved.local_text)  # its fetch failed already: that error, not "missing"
+    in_memory = remote_copies.held(resolved.local)  # a remote file's bytes, framed where they arrived
+    if in_memory is None and not resolved.local.is_file():
         return None
     try:
+        opened = None if in_memory is None else os.fdopen(os.dup(in_memory), "rb")
         if delegate.whole_file:
-            blob = FileBlob(resolved.local)
+            blob = FileBlob(resolved.local, opened=opened)
             blob.name = remote_copies.shown(blob.name)
             return blob
-        blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size)
+        blob = FileBlob(resolved.local, delegate.start_pos, delegate.state_size, opened=opened)
         blob.name = remote_copies.shown(blob.name)
         # A truncated physical file: expose what is there, so reads fail at the real end.
         blob.size = min(blob.size, max(0, blob.file_size - delegate.start_pos))
@@ -74,7 +77,7 @@ def prefetch_delegates(resolver: FileResolver, delegates: Iterable[StreamHandle]
 
 def start_delegates(resolver: FileResolver, delegates: Iterable[StreamHandle]) -> None:
     """Like :func:`prefetch_delegates`, without waiting: the files arrive in the order of ``delegates`` while
-    the caller reads the first ones (each after :func:`spillway.storage.remote_copies.ensure_local`)."""
+    the caller reads the first ones (each after :func:`spillway.storage.remote_copies.arrive`)."""
     remote_copies.start(_local_files(resolver, delegates))
 
 

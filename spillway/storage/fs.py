@@ -42,14 +42,15 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from spillway import progress
 from spillway.errors import Message, StorageError, message_of
 from spillway.formats.errors import CheckpointFormatError
 from spillway.formats.metadata_codec import decode_metadata
-from spillway.model.checkpoint import is_file_backed
+from spillway.model.checkpoint import CheckpointMetadata, is_file_backed
 from spillway.model.paths import path_problem
 from spillway.model.walk import leaf_stream_handles
 from spillway.safe_io import real_path
-from spillway.storage import remote_copies
+from spillway.storage import remote_copies, s3_get
 from spillway.storage.guard import WRITE_ERRNOS, WriteError, cannot_write
 from spillway.storage.hdfs_client import quiet_stderr, why_no_hdfs_client
 from spillway.storage.locate import LocateError, checkpoint_dirs_in, find_metadata_in
@@ -179,20 +180,38 @@ def _s3(bucket: str, seconds: float) -> pafs.FileSystem:
         "request_timeout": seconds,
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=_S3_ATTEMPTS),
     }
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint, region = _s3_place(bucket, seconds)
     if endpoint:
         scheme, sep, host = endpoint.partition("://")
         options["endpoint_override"] = (host if sep else endpoint).rstrip("/")
         options["scheme"] = scheme if sep else "https"
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if not region and not endpoint:
-        # The bucket's own region (a bucket in another region answers only with a redirect).
-        region = bounded(
-            f"s3://{bucket}", "cannot find the bucket's region", seconds + 2, pafs.resolve_s3_region, bucket
-        )
     if region:
         options["region"] = region
     return pafs.S3FileSystem(**options)
+
+
+def _s3_place(bucket: str, seconds: float) -> tuple[str | None, str | None]:
+    """The endpoint the environment names (None: AWS itself) and the region to sign for (None: the client's
+    default), as both S3 clients (pyarrow's and :mod:`spillway.storage.s3_get`) are given them."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region and not endpoint:
+        region = _bucket_region(bucket, seconds)
+    return endpoint, region or None
+
+
+@cache
+def _bucket_region(bucket: str, seconds: float) -> str:
+    """The bucket's own region (a bucket in another region answers only with a redirect)."""
+    return bounded(f"s3://{bucket}", "cannot find the bucket's region", seconds + 2, pafs.resolve_s3_region, bucket)
+
+
+def _s3_direct(bucket: str, seconds: float) -> s3_get.Access | None:
+    """How to GET ``bucket``'s objects without pyarrow (one request per read, no HEAD); None when the
+    credentials are not in the environment (pyarrow's client then finds them). Read from the environment at each
+    open, like the file system of :func:`_filesystem` when it is made."""
+    endpoint, region = _s3_place(bucket, seconds)
+    return s3_get.access_from_env(region, endpoint)
 
 
 def _hdfs(scheme: str, authority: str, seconds: float) -> pafs.FileSystem:
@@ -469,6 +488,7 @@ class Materialized:
     bytes: int = 0
     note: str | None = None  # "picked the newest of 3 checkpoints: chk-12" for a job directory
     missing: int = 0  # referenced remote files that do not exist (reported by the commands, not here)
+    checkpoint: CheckpointMetadata | None = None  # _metadata decoded (once: the loader takes it from here)
 
     @property
     def metadata_uri(self) -> str:
@@ -527,10 +547,16 @@ def materialize(uri: str, workdir: Path, rules: Iterable[PathRule] = ()) -> Mate
     chk = meta.parent
     local_chk = workdir / "checkpoint" / _key(chk.uri) / (chk.name or "checkpoint")
     data = read_bytes(meta)
-    checkpoint = decode_metadata(data, meta.uri)  # a damaged _metadata fails before anything is written
+    # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
+    bar = progress.stage("decoding _metadata", len(data), "bytes")
+    try:
+        checkpoint = decode_metadata(data, meta.uri)  # a damaged _metadata fails before anything is written
+        bar.update(len(data))
+    finally:
+        bar.done()
     local_chk.mkdir(parents=True, exist_ok=True)
     (local_chk / METADATA).write_bytes(data)
-    result = Materialized(chk.uri, local_chk, [], 1, len(data), note)
+    result = Materialized(chk.uri, local_chk, [], 1, len(data), note, checkpoint=checkpoint)
     relative: set[str] = set()
     absolute: set[str] = set()
     for h in leaf_stream_handles(checkpoint, coordinator=True):
@@ -586,10 +612,30 @@ def _stand_in(pairs: list[tuple[Location, Path]], result: Materialized) -> None:
             remote_copies.register(str(local), loc.uri, size, Transfer(loc, local, size), _fetch_many)
 
 
+_memory_lock = threading.Lock()
+_in_memory = 0  # bytes of remote files this process holds in memory (remote_copies.held), never given back
+
+
 def _fetch_many(
     transfers: list[Any], created: Callable[[], None], arrived: Callable[[Any], None], stop: threading.Event
 ) -> None:
-    fetch_files(transfers, created=created, arrived=arrived, stop=stop)
+    """Fetch ``transfers``, each into memory while the budget (:func:`memory_budget`) has room for it, the
+    others (larger, or past the budget) to disk."""
+    global _in_memory
+    memory: set[Path] = set()
+    if hasattr(os, "memfd_create"):
+        with _memory_lock:
+            room = memory_budget() - _in_memory
+            for t in transfers:
+                if 0 < t.size <= room:
+                    memory.add(t.target)
+                    room -= t.size
+                    _in_memory += t.size
+
+    def kept(t: Transfer, fd: int) -> None:
+        remote_copies.hold(str(t.target), fd)
+
+    fetch_files(transfers, created=created, arrived=arrived, stop=stop, in_memory=memory, kept=kept)
 
 
 def list_dir(loc: Location) -> dict[str, int]:
@@ -766,6 +812,21 @@ _ATTEMPTS = 3  # a ranged read failing transiently (not by a timeout) is tried t
 _BACKOFF = 0.5  # seconds before the second attempt, doubled before each next one
 
 
+MEMORY_ENV = "SPILLWAY_STORAGE_MEMORY"
+DEFAULT_MEMORY_MIB = 512  # most checkpoints' channel state fits; a larger one goes to disk past it
+
+
+def memory_budget() -> int:
+    """Bytes of a remote checkpoint's files a process may hold in memory (``SPILLWAY_STORAGE_MEMORY``, MiB,
+    default :data:`DEFAULT_MEMORY_MIB`; 0: every file on disk)."""
+    text = os.environ.get(MEMORY_ENV, "")
+    try:
+        mib = int(text) if text else DEFAULT_MEMORY_MIB
+    except ValueError:
+        raise StorageError(f"{MEMORY_ENV}={text!r}: expected a whole number of MiB") from None
+    return max(0, mib) << 20
+
+
 def read_workers() -> int:
     """How many ranged reads may be in flight (``SPILLWAY_STORAGE_READS``, default :data:`DEFAULT_WORKERS`)."""
     text = os.environ.get(WORKERS_ENV, "")
@@ -798,6 +859,8 @@ def fetch_files(
     created: Callable[[], None] | None = None,
     arrived: Callable[[Transfer], None] | None = None,
     stop: threading.Event | None = None,
+    in_memory: set[Path] | frozenset[Path] = frozenset(),
+    kept: Callable[[Transfer, int], None] | None = None,
 ) -> int:
     """Download ``transfers`` as ranged reads of ``part`` bytes, ``workers`` of them in flight across all files
     (memory: about ``workers × part``, whatever the sizes). Each read has its own deadline
@@ -808,7 +871,11 @@ def fetch_files(
     The files are fetched in the order given, each opened (a HEAD on S3) in the task reading its first part, so
     the first files are whole while the last are still being read. ``created()`` is called once every target
     exists at its listed size (its bytes still to come), ``arrived(t)`` (on a read thread) as each is whole, so a
-    reader may start on a file long before the last arrives; ``stop``, once set, lets no further part start."""
+    reader may start on a file long before the last arrives; ``stop``, once set, lets no further part start.
+
+    A transfer whose target is in ``in_memory`` goes to a new in-memory file instead (no file on disk), handed
+    to ``kept(t, fd)`` as soon as it exists at its listed size (before ``created()``): the descriptor is the
+    caller's from then on, whatever happens."""
     import queue
     from concurrent.futures import ThreadPoolExecutor
 
@@ -850,9 +917,24 @@ def fetch_files(
         except BaseException as exc:  # handed to the calling thread, which stops at the first
             results.put(exc)
 
+    given: set[Path] = set()  # in-memory files handed to ``kept``: not this call's to close
+    made_dirs: set[Path] = set()
     try:
         for t in transfers:
-            t.target.parent.mkdir(parents=True, exist_ok=True)
+            if t.target in in_memory:
+                fd = fds[t.target] = os.memfd_create(t.target.name, os.MFD_CLOEXEC)
+                try:
+                    os.ftruncate(fd, t.size)
+                except OSError as exc:
+                    raise cannot_write(t.target, exc) from None
+                if kept is not None:
+                    kept(t, fd)
+                    given.add(t.target)
+                left[t.target] = -(-t.size // part)
+                continue
+            if t.target.parent not in made_dirs:
+                t.target.parent.mkdir(parents=True, exist_ok=True)
+                made_dirs.add(t.target.parent)
             try:
                 fd = os.open(t.target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as exc:
@@ -891,8 +973,9 @@ def fetch_files(
         raise
     finally:
         pool.shutdown(wait=True)
-        for fd in fds.values():
-            os.close(fd)
+        for target, fd in fds.items():
+            if target not in given:
+                os.close(fd)
         for handle in inputs.values():
             with contextlib.suppress(OSError, ValueError):
                 handle.close()
@@ -900,7 +983,14 @@ def fetch_files(
 
 
 def _open_input(loc: Location) -> Any:
-    """A random-access handle on ``loc`` (its ranged reads may run in parallel)."""
+    """A random-access handle on ``loc`` (its ranged reads may run in parallel). On S3 with the credentials in
+    the environment, each read is one signed ranged GET and opening sends nothing (pyarrow would send a HEAD for
+    the size, which the listing gave already)."""
+    if isinstance(loc.fs, getattr(pafs, "S3FileSystem", ())):
+        bucket, _, key = loc.path.partition("/")
+        access = _s3_direct(bucket, timeout())
+        if access is not None:
+            return s3_get.RangedObject(access, bucket, key, timeout())
     try:
         return _remote_call(loc, "cannot read it", loc.fs.open_input_file, loc.path)
     except (OSError, ValueError) as exc:

@@ -82,6 +82,7 @@ def load_checkpoint(
     about); ``workdir``: where remote files are copied (default: a new :func:`remote_workdir`)."""
     user = [Rebase.parse(r) for r in rebase or []]
     copies = [Rebase.parse(r, internal=True) for r in internal or []]
+    decoded: CheckpointMetadata | None = None
     if is_remote(path):
         # An object-store checkpoint is read from a local working copy.
         from spillway.storage import fs
@@ -90,17 +91,12 @@ def load_checkpoint(
         copy = fs.materialize(str(path), workdir, user)
         location = CheckpointLocation(copy.checkpoint_dir / METADATA, copy.note, copy.metadata_uri)
         copies += [Rebase.parse(r, internal=True) for r in copy.rebase]
+        decoded = copy.checkpoint  # decoded there already: it had to know the files to stand in for
     else:
         # A local checkpoint may be named as Flink names it (file:/x, file:///x), as the repairs always took it.
         location = locate_checkpoint(strip_file_scheme(str(path)) or path)
     data = read_regular(location.metadata_path)
-    # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
-    bar = progress.stage("decoding _metadata", len(data), "bytes")
-    try:
-        checkpoint = decode_metadata(data, location.shown)
-        bar.update(len(data))
-    finally:
-        bar.done()
+    checkpoint = decoded if decoded is not None else _decoded(data, location.shown)
     if any(is_remote(r.new) for r in user) and not is_remote(path):
         # A local checkpoint whose files were moved to a store (--rebase file:/x=s3://b/x): copy them here.
         from spillway.storage import fs
@@ -115,6 +111,17 @@ def load_checkpoint(
     for rule in loaded.unmatched_rebase:
         notices.warn(Message(rebase_rule(rule), f": matches no path in {location.shown} (nothing was rebased by it)"))
     return loaded
+
+
+def _decoded(data: bytes, shown: str) -> CheckpointMetadata:
+    # One stage for the whole decode: a large _metadata (100 MB: seconds) shows a bar while it is read.
+    bar = progress.stage("decoding _metadata", len(data), "bytes")
+    try:
+        checkpoint = decode_metadata(data, shown)
+        bar.update(len(data))
+    finally:
+        bar.done()
+    return checkpoint
 
 
 def _absolute_names(checkpoint: CheckpointMetadata) -> set[str]:

@@ -6,11 +6,17 @@ how large they are, and a file's bytes are fetched the first time a command read
 transfer ``_metadata`` alone, ``validate`` and ``analyze`` add the channel-state files they frame, and keyed
 state (usually nearly all of a checkpoint's bytes) is never transferred to be looked at.
 
-A path registered here and not yet fetched does not exist on disk: code that reads it without asking
-:func:`ensure_local` first finds no file (a loud "missing"), never a stand-in's wrong bytes. While a fetch is
-under way (:func:`start`, which lets a command read each file as soon as it is whole, e.g. validate framing one
-file while the next arrive) the file exists at its listed size and is still pending: readers wait for it with
-:func:`ensure_local`. Code that only needs existence and size asks :func:`size_of`.
+A fetched file is held in memory (an anonymous in-memory file, :func:`held`), up to a budget
+(``SPILLWAY_STORAGE_MEMORY``): the channel-state readers frame it from there (:func:`arrive`), with no copy on
+disk. Past the budget, and where a reader needs a path (a Spark worker, a copy into an output), it is written
+to its local path (:func:`ensure_local`).
+
+A path registered here and not on disk (not yet fetched, or held in memory) is :func:`pending`: code that
+reads it by path without asking :func:`ensure_local` first finds no file (a loud "missing"), never a stand-in's
+wrong bytes. While a fetch is under way (:func:`start`, which lets a command read each file as soon as it is
+whole, e.g. validate framing one file while the next arrive) the file exists (on disk or in memory) at its
+listed size: readers wait for it with :func:`arrive` or :func:`ensure_local`. Code that only needs existence
+and size asks :func:`size_of`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a checkpoint with no remote file never loads concurrent.futures (and its logging)
     from concurrent.futures import Future
+
+from spillway.storage.guard import cannot_write
 
 # fetch(sources, created, arrived, stop): bring ``sources`` to their local paths, their reads in parallel; call
 # ``created()`` once every local file exists at its listed size (its bytes still to come) and ``arrived(source)``
@@ -49,6 +57,8 @@ _names: dict[str, set[str]] = {}  # local directory -> names of pending files in
 _arrivals: dict[str, Future[None]] = {}  # local path -> done once its fetch has brought it whole (or failed)
 _stops: list[threading.Event] = []  # one per fetch under way: set, it reads no further part
 _uris: dict[str, str] = {}  # local path -> the remote file's URI, fetched or not (what users are shown)
+_held: dict[str, int] = {}  # local path -> descriptor of the in-memory file holding its bytes (not on disk)
+_spilling = threading.Lock()  # one file written out of memory at a time (never twice)
 
 
 def register(local: str, uri: str, size: int, source: Any, fetch: Fetcher) -> None:
@@ -81,8 +91,25 @@ def uri_of(local: str | os.PathLike[str]) -> str | None:
 
 
 def pending(local: str | os.PathLike[str]) -> Pending | None:
-    """The remote file ``local`` stands for while it has not been fetched."""
+    """The remote file ``local`` stands for while it is not on disk (not fetched, or held in memory)."""
     return _pending.get(os.path.abspath(os.fspath(local)))
+
+
+def hold(local: str, fd: int) -> None:
+    """``local``'s bytes are (being) fetched into the in-memory file ``fd``, which this module now owns."""
+    with _lock:
+        _held[os.path.abspath(local)] = fd
+
+
+def held(local: str | os.PathLike[str]) -> int | None:
+    """The descriptor of the in-memory file holding ``local``'s bytes (None: on disk, or not a remote file).
+    Its bytes may still be arriving: read them only after :func:`arrive`."""
+    return _held.get(os.path.abspath(os.fspath(local))) if _held else None
+
+
+def present(local: str | os.PathLike[str]) -> bool:
+    """Whether ``local`` exists, on disk or in memory."""
+    return held(local) is not None or os.path.lexists(local)
 
 
 def names_in(directory: str) -> frozenset[str]:
@@ -103,11 +130,60 @@ def size_of(local: str | os.PathLike[str]) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
-def ensure_local(local: str | os.PathLike[str] | None) -> None:
-    """``local``'s remote file, if it stands for one, whole on disk: fetched now, or waited for while another
-    thread's fetch brings it (never fetched twice)."""
+def arrive(local: str | os.PathLike[str] | None) -> None:
+    """``local``'s remote file, if it stands for one, whole (in memory or on disk): fetched now, or waited for
+    while another thread's fetch brings it (never fetched twice)."""
     if local is not None:
         prefetch([os.fspath(local)])
+
+
+def ensure_local(local: str | os.PathLike[str] | None) -> None:
+    """``local``'s remote file, if it stands for one, whole on disk at ``local`` (:func:`arrive`, then written
+    out of memory if it is held there: no second transfer)."""
+    if local is not None:
+        prefetch([os.fspath(local)])
+        _spill(os.path.abspath(os.fspath(local)))
+
+
+def _spill(path: str) -> None:
+    """Write the in-memory file of ``path`` to ``path`` (a new file; a partial one is removed) and drop it."""
+    with _spilling:
+        fd = _held.get(path)
+        if fd is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
+        try:
+            size, offset = os.fstat(fd).st_size, 0
+            while offset < size:
+                chunk = os.pread(fd, min(8 << 20, size - offset), offset)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                left = memoryview(chunk)
+                while left:
+                    left = left[os.write(out, left) :]
+        except BaseException as exc:
+            os.close(out)
+            os.unlink(path)  # no partial file may pass for the whole
+            if isinstance(exc, OSError):
+                raise cannot_write(path, exc) from None
+            raise
+        os.close(out)
+        with _lock:
+            _held.pop(path, None)
+            _on_disk(path)
+        os.close(fd)  # blobs opened on it hold descriptors of their own
+
+
+def _on_disk(path: str) -> None:
+    """``path``'s bytes are all on disk now: no longer pending (called with the lock held)."""
+    if _pending.pop(path, None) is not None:
+        parent, _, name = path.rpartition("/")
+        _names.get(parent or "/", set()).discard(name)
 
 
 def prefetch(locals_: Iterable[str | None]) -> None:
@@ -161,9 +237,8 @@ def _begin(fetcher: Fetcher, group: list[tuple[str, Pending]]) -> None:
     def arrived(source: Any) -> None:
         p = by_source[id(source)]
         with _lock:
-            if _pending.pop(p, None) is not None:
-                parent, _, name = p.rpartition("/")
-                _names.get(parent or "/", set()).discard(name)
+            if p not in _held:  # held in memory: still no file at p
+                _on_disk(p)
         _arrivals[p].set_result(None)
 
     def run() -> None:

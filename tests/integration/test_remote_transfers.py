@@ -31,6 +31,8 @@ from support.fixtures import Fixture, fixture_named, fixture_params
 from spillway.cli.app import app
 from spillway.errors import StorageError
 from spillway.formats.metadata_codec import decode_metadata
+from spillway.model.checkpoint import is_file_backed
+from spillway.model.walk import leaf_stream_handles
 from spillway.storage import fs
 
 FIXTURE = "2.3.0-rocksdb-incremental"
@@ -111,6 +113,11 @@ def test_validate_analyze_and_report_transfer_metadata_and_channel_state(
     assert set(read) == set(own), f"{command} read {sorted(read)}"  # nothing of shared/: no keyed state
     needed = sum(own.values())
     assert needed <= sum(read.values()) <= BUDGET * needed
+    # one request per channel-state file (each under one 8 MiB read): its GET, no HEAD (the listing gave the size)
+    channel = set(own) - {key_of(fx, fx.metadata)}
+    gets = [f"{r.bucket}/{r.key}" for r in counter.of("GET")]
+    assert {k: gets.count(k) for k in channel} == dict.fromkeys(channel, 1), command
+    assert not {f"{r.bucket}/{r.key}" for r in counter.of("HEAD")} & channel, command
     if command == "validate":
         summary = json.loads(run.out)["summary"]
         assert summary["files_checked"] == len(own) - 1 + len(list((fx.checkpoint_dir.parent / "shared").iterdir()))
@@ -129,6 +136,10 @@ def test_rescale_never_reads_keyed_state(served: tuple[S3Server, Counter], tmp_p
     shared = {key_of(fx, p) for p in (fx.checkpoint_dir.parent / "shared").iterdir()}
     assert not counter.keys_read() & shared
     assert counter.keys_read() == {key_of(fx, p) for p in fx.checkpoint_dir.iterdir()}
+    channel = {key_of(fx, p) for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"}
+    gets = [f"{r.bucket}/{r.key}" for r in counter.of("GET")]
+    assert {k: gets.count(k) for k in channel} == dict.fromkeys(channel, 1)  # one request each: no HEAD
+    assert not {f"{r.bucket}/{r.key}" for r in counter.of("HEAD")} & channel
     # the rescaled keyed state still names Flink's SST files: through the same rule they are those in the bucket
     written = spillway("files", str(out), "--rebase", rule, "--json", env=s3.env())
     assert written.code == 0, written.err
@@ -233,6 +244,7 @@ def test_ranged_reads_bring_every_file_whole(
     assert {n: (tmp_path / n).read_bytes() for n in sizes} == contents
     gets = counter.of("GET")
     assert len(gets) == 6 + 1 and all(r.ranged for r in gets)  # ceil(size / part) per file, none for 0 bytes
+    assert counter.of("HEAD") == []  # the sizes are the caller's (a listing's): no request asks for them
     assert counter.bytes_read() == {f"ckpt/ranged/{n}": s for n, s in sizes.items() if s}
     fs._filesystem.cache_clear()
 
@@ -508,4 +520,74 @@ def test_validate_walks_the_first_file_while_the_others_are_still_being_read(
     assert there.code == 0, there.output
     channel_files = len([p for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"])
     assert len(waited) == channel_files - 1 >= 2 and all(waited)
+    fs._filesystem.cache_clear()
+
+
+def test_a_remote_metadata_is_decoded_once(served: tuple[S3Server, Counter], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader takes the checkpoint materialize decoded (to learn which files to stand in for) instead of
+    decoding the same _metadata again: the same checkpoint, half the decode."""
+    from spillway.storage import load
+
+    s3, _ = served
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    fx = fixture_named(FIXTURE)
+    uri, rule = uploaded(s3, fx)
+    decoded: list[str] = []
+
+    def counted(data: bytes, file: str = "_metadata") -> Any:
+        decoded.append(file)
+        return decode_metadata(data, file)
+
+    monkeypatch.setattr(fs, "decode_metadata", counted)
+    monkeypatch.setattr(load, "decode_metadata", counted)
+    loaded = load.load_checkpoint(uri, [rule])
+    assert decoded == [f"{uri}/_metadata"]
+    assert loaded.checkpoint == decode_metadata(fx.metadata.read_bytes())  # Flink's file, decoded here
+    fs._filesystem.cache_clear()
+
+
+def test_channel_state_is_framed_from_memory_and_written_to_disk_only_when_a_path_is_needed(
+    served: tuple[S3Server, Counter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote checkpoint's channel-state file is read into memory, not into the working directory: its blob
+    has Flink's bytes while no file exists at its local path; a reader that needs the path (a Spark worker, a
+    copy) gets the file written there from memory, without a second request. With a budget of 0 MiB every
+    file goes to disk."""
+    from spillway.storage import blobs, load, remote_copies
+
+    s3, counter = served
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    fs._filesystem.cache_clear()
+    fx = fixture_named("2.3.0-one-file-per-subtask")
+    uri, rule = uploaded(s3, fx)
+    flink = {p.name: p.read_bytes() for p in fx.checkpoint_dir.iterdir() if p.name != "_metadata"}
+    for budget, in_memory in (("512", True), ("0", False)):
+        monkeypatch.setenv("SPILLWAY_STORAGE_MEMORY", budget)
+        monkeypatch.setattr(fs, "_in_memory", 0)
+        loaded = load.load_checkpoint(uri, [rule])
+        handles = [h for h in leaf_stream_handles(loaded.checkpoint) if is_file_backed(h)]
+        placed = {id(h): loaded.resolver.resolve(h) for h in handles}
+        own = [h for h in handles if os.path.basename(placed[id(h)].local_text or "") in flink]
+        counter.reset()
+        seen: set[str] = set()
+        for h in own:
+            local = placed[id(h)].local_text
+            name = os.path.basename(local)
+            blob = blobs.open_delegate(loaded.resolver, h)
+            assert blob is not None
+            assert (remote_copies.held(local) is not None) == in_memory
+            assert os.path.exists(local) != in_memory, budget
+            assert blob.read_at(0, blob.size) == flink[name][h.start_pos : h.start_pos + blob.size]
+            blob.close()
+            seen.add(name)
+        assert seen == set(flink)
+        assert sorted(r.key.rsplit("/", 1)[1] for r in counter.of("GET")) == sorted(flink)  # one GET each
+        for h in own:
+            local = placed[id(h)].local_text
+            remote_copies.ensure_local(local)
+            assert Path(local).read_bytes() == flink[os.path.basename(local)] and remote_copies.held(local) is None
+        assert sorted(r.key.rsplit("/", 1)[1] for r in counter.of("GET")) == sorted(flink)  # nothing fetched again
     fs._filesystem.cache_clear()

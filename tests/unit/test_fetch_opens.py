@@ -66,3 +66,31 @@ def test_a_stopped_fetch_reads_no_further_part_and_leaves_nothing(tmp_path: Path
     with pytest.raises(fs._Abandoned, match=r"big: not read: the command stopped reading from the store$"):
         fs.fetch_files([transfer], workers=2, part=64, stop=stop)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_files_fetched_into_memory_leave_nothing_on_disk(tmp_path: Path) -> None:
+    """A target named in ``in_memory`` is an in-memory file handed to ``kept`` at its listed size before
+    ``created()``, holding every byte once it has arrived; no file appears at its path. The others go to disk."""
+    import os
+
+    contents = {"a": bytes(range(256)) * 5, "b": b"on disk", "c": b"z" * 70}
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+    out = tmp_path / "out"
+    transfers = [fs.Transfer(fs.locate(str(tmp_path / n)), out / n, len(d)) for n, d in contents.items()]
+    kept: dict[str, int] = {}
+    sizes_at_created: dict[str, int] = {}
+
+    def created() -> None:
+        sizes_at_created.update({n: os.fstat(fd).st_size for n, fd in kept.items()})
+
+    memory = {out / "a", out / "c"}
+    fs.fetch_files(transfers, workers=2, part=64, in_memory=memory, created=created,
+                   kept=lambda t, fd: kept.__setitem__(t.target.name, fd))  # fmt: skip
+    try:
+        assert sizes_at_created == {"a": len(contents["a"]), "c": len(contents["c"])}
+        assert {n: os.pread(fd, 10_000, 0) for n, fd in kept.items()} == {n: contents[n] for n in ("a", "c")}
+        assert sorted(p.name for p in out.iterdir()) == ["b"] and (out / "b").read_bytes() == contents["b"]
+    finally:
+        for fd in kept.values():
+            os.close(fd)
