@@ -290,6 +290,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_restore_check_placements.py",
         ],
     ),
+    # the release lines' chaining rules and the chains (job vertices) they give
+    "chaining": (
+        "spillway/flink/chaining.py",
+        [
+            "tests/unit/test_operator_ids.py",
+            "tests/unit/test_features.py",
+            "tests/unit/test_topology_plans.py",
+            "tests/unit/test_chaining_rules.py",
+        ],
+    ),
+    # the restore instructions printed after every write
+    "restore_instructions": (
+        "spillway/inspect/restore_instructions.py",
+        ["tests/unit/test_restore_instructions.py"],
+    ),
     "pinning": (
         "spillway/storage/pinning.py",
         ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],
