@@ -10,12 +10,13 @@ every release's jar), and each operator's name, id and parallelism as Flink buil
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from support.fixtures import fixture_named
 
-from spillway.flink.features import dialects, parse_release
+from spillway.flink.features import Release, dialects, parse_release
 from spillway.inspect.restore_instructions import (
     NEW_PATH_KEY,
     OLD_PATH_KEY,
@@ -134,3 +135,11 @@ def test_the_lines_for_people_say_all_of_it() -> None:
         f"  flink run -s /out/p3 …   or   {NEW}: /out/p3",
         "  parallelism per operator: count=3",
     ]
+
+
+def test_a_line_that_starts_at_1_20_takes_the_key_1_20_introduced() -> None:
+    """Every release from 1.20 on reads StateRecoveryOptions' key; a format first written by 1.20 needs no other."""
+    line = replace(_features("1.20.3-prod"), first_release=Release(1, 20), last_release=Release(1, 20))
+    assert path_key(line) == NEW
+    assert restore_instructions("/p", line, {})["notes"] == []
+    assert path_key(replace(line, first_release=Release(1, 19))) == OLD
