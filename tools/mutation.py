@@ -279,6 +279,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_restore_check_reasons.py",
             "tests/unit/test_restore_check_placements.py",
             "tests/unit/test_preflight_plan_changes.py",
+            "tests/unit/test_preflight_placement.py",
         ],
     ),
     "restore_checks": (
