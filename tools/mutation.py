@@ -289,6 +289,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_preflight_truth.py",
             "tests/unit/test_restore_check_reasons.py",
             "tests/unit/test_restore_check_placements.py",
+            "tests/unit/test_restore_check_loss.py",
         ],
     ),
     # the release lines' chaining rules and the chains (job vertices) they give
