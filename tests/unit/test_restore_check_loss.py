@@ -11,7 +11,19 @@ from functools import cache
 
 from support.fixtures import fixture_named
 
-from spillway.inspect.restore_checks import LostInFlight, PreflightLoss, state_bytes, state_kinds
+from spillway.inspect.restore_checks import (
+    LOSS,
+    UNKNOWN,
+    ChannelFacts,
+    FlinkDoes,
+    LostInFlight,
+    Placement,
+    PreflightLoss,
+    Reason,
+    _dropped,
+    state_bytes,
+    state_kinds,
+)
 from spillway.model.checkpoint import CheckpointMetadata, OperatorState
 from spillway.storage.load import load_checkpoint
 
@@ -77,3 +89,45 @@ def test_in_flight_records_add_up_unless_one_side_is_not_countable() -> None:
     loss.in_flight.append(LostInFlight("c", "src (c)", "output", 10, None, "dropped"))
     assert loss.to_doc()["in_flight_records"] is None
     assert not PreflightLoss() and loss
+
+
+def _dropping_count(facts: ChannelFacts | None) -> tuple[list[Reason], PreflightLoss]:
+    """count dropped (--allow-non-restored-state) while src, which holds output channel state, is restored."""
+    loss = PreflightLoss()
+    place = Placement({}, {op("src").operator_id: ("s", 0)}, [], [])
+    return _dropped(op("count"), place, counted(), facts, loss), loss
+
+
+def test_a_dropped_operator_with_its_channel_state_names_at_most_four_cut_channels() -> None:
+    """count's input channels end inside records whose first half is in src's restored output state: each such
+    channel is a cut; the message counts them all and names four, with an ellipsis only when there are more."""
+    count = op("count")
+    label = f"count ({count.operator_id})"
+    for cuts, shown in [(4, "c0; c1; c2; c3"), (5, "c0; c1; c2; c3; …")]:
+        facts = ChannelFacts(cut={count.operator_id: [f"c{i}" for i in range(cuts)]})
+        [r], loss = _dropping_count(facts)
+        assert (r.check, r.verdict, r.operator) == ("dropped-channel-state", UNKNOWN, count.operator_id)
+        assert r.message.startswith(
+            f"{label} is dropped with its channel state, and a record is cut between it and restored channel state "
+            f"on {cuts} channel(s) ({shown}): the restored half"
+        )
+        assert [(x.operator, x.label, x.side) for x in loss.in_flight] == [
+            (count.operator_id, label, "input"),
+            (count.operator_id, label, "output"),
+        ]
+    # no cut anywhere: a plain loss, every kind of state named
+    [r], loss = _dropping_count(ChannelFacts())
+    assert (r.check, r.verdict, r.operator) == ("operator-mapping", LOSS, count.operator_id)
+    assert r.message == (
+        f"{label} is not in the new job: Flink restores without it and drops its state (keyed, input channel, output "
+        f"channel, {state_bytes(count)} bytes) without a word (--allow-non-restored-state); see the loss section"
+    )
+    # without the channel-state files: unknown, and the task may fail after the start
+    [r], loss = _dropping_count(None)
+    assert (r.check, r.verdict, r.operator, r.flink_does) == (
+        "operator-mapping",
+        UNKNOWN,
+        count.operator_id,
+        FlinkDoes.FAILS_AFTER_START,
+    )
+    assert [x.kinds for x in loss.state] == [("keyed", "input channel", "output channel")] and loss.in_flight == []
