@@ -15,7 +15,7 @@ from support.damaged import copy_fixture
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, preflight_settings, recorded_dir
 
-from spillway.inspect.preflight import UNKNOWN, PreflightVerdict, check, place_operators
+from spillway.inspect.preflight import NOTE, UNKNOWN, PreflightVerdict, check, place_operators
 from spillway.inspect.restore_checks import REFUSED
 from spillway.inspect.topology import Topology, Vertex, bind_job, load_plan
 from spillway.storage.load import load_checkpoint
@@ -55,6 +55,12 @@ def test_without_uids_a_stream_plan_places_by_name_only_and_leaves_the_structura
     assert guess.startswith("'Source: seq': ") and "structural guess" in guess
     assert flink["Source: seq"]["operator_id"] not in place.where
     assert place.unknown == []
+    # the answer says so first, and is unknown (Flink restored this job: the answer must not be no either)
+    checkpoint = load_checkpoint(fixture_named("1.20.3-counted").checkpoint_dir).checkpoint
+    answer = check(topology, checkpoint)
+    notes = [(r.check, r.verdict, r.message) for r in answer.reasons if r.verdict == NOTE]
+    assert notes == [("binding", NOTE, f"plan operator bound by a structural guess, not Flink's rule: {guess}")]
+    assert answer.answer is PreflightVerdict.UNKNOWN
 
 
 def test_a_job_graph_plan_confirms_each_head_by_its_vertex_id() -> None:
@@ -97,8 +103,8 @@ def test_a_plan_without_a_graph_places_nothing_and_says_so() -> None:
     assert place.where == {} and place.unknown == ["the plan could not be bound to the checkpoint at all"]
     answer = check(bare, checkpoint)
     assert answer.answer is PreflightVerdict.UNKNOWN
-    assert [r.message for r in answer.reasons if r.check == "binding"] == [
-        "plan operator without a known Flink id: the plan could not be bound to the checkpoint at all"
+    assert [(r.verdict, r.message) for r in answer.reasons if r.check == "binding"] == [
+        (NOTE, "plan operator without a known Flink id: the plan could not be bound to the checkpoint at all")
     ]
     held = {
         o.operator_id
