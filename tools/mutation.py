@@ -291,6 +291,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_restore_check_placements.py",
             "tests/unit/test_restore_check_loss.py",
             "tests/unit/test_preflight_placement.py",
+            "tests/unit/test_restore_check_max_parallelism.py",
         ],
     ),
     # the release lines' chaining rules and the chains (job vertices) they give
