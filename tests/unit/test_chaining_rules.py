@@ -1,0 +1,53 @@
+"""Flink's chaining rules that look past the edge itself (StreamingJobGraphGenerator.isChainable, 1.11+):
+
+* a ``YieldingOperatorFactory`` (async I/O) is not chained when the head of its upstream's chain is a legacy
+  source (``getHeadOperator`` walks up through single, chainable inputs);
+* a ``HEAD_WITH_SOURCES`` operator is chained only behind a source operator (``SourceOperatorFactory``, 1.12+);
+  a plan does not say which kind a source is, so a plan's source (a node without inputs) counts as one.
+
+Expected values are those rules applied by hand to each small graph below (docs/format/operator-ids.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spillway.flink.chaining import edge_chainable, hasher_rules, infer_chains
+from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode
+
+
+def _line(*nodes: dict[str, Any], partitioners: tuple[str, ...] | None = None) -> StreamGraph:
+    """Nodes 1..n in a line, each feeding the next (FORWARD unless ``partitioners`` says otherwise)."""
+    built = tuple(StreamNode(**{"id": i, "name": f"n{i}", "parallelism": 2, **n}) for i, n in enumerate(nodes, 1))
+    kinds = partitioners or ("FORWARD",) * (len(nodes) - 1)
+    return StreamGraph(built, tuple(StreamEdge(i, i + 1, k) for i, k in enumerate(kinds, 1)))
+
+
+def _last_edge_chains(graph: StreamGraph, release: str) -> bool:
+    return edge_chainable(graph, graph.edges[-1], hasher_rules(release))
+
+
+def test_async_io_is_not_chained_into_a_chain_a_legacy_source_heads() -> None:
+    for maps in (1, 2):  # the head is found through one and through two chained operators
+        graph = _line({"source_kind": "legacy"}, *({} for _ in range(maps)), {"yielding": True})
+        assert not _last_edge_chains(graph, "1.11.4") and not _last_edge_chains(graph, "2.3.0")
+        assert _last_edge_chains(graph, "1.10.3")  # 1.10's hasher has no such rule
+        # everything before the async operator chains to the source
+        assert infer_chains(graph, "2.3.0") == [list(range(1, maps + 2)), [maps + 2]]
+
+
+def test_async_io_behind_a_cut_chains_to_the_chain_it_follows() -> None:
+    """legacy source -REBALANCE-> map -> async: the async operator's upstream chain is headed by the map."""
+    graph = _line({"source_kind": "legacy"}, {}, {"yielding": True}, partitioners=("REBALANCE", "FORWARD"))
+    assert _last_edge_chains(graph, "2.3.0")
+    assert infer_chains(graph, "2.3.0") == [[1], [2, 3]]
+    # behind a FLIP-27 source it chains all the way
+    flip27 = _line({"source_kind": "flip27"}, {}, {"yielding": True})
+    assert infer_chains(flip27, "2.3.0") == [[1, 2, 3]]
+
+
+def test_head_with_sources_chains_behind_a_plans_source_only() -> None:
+    behind_source = _line({}, {"chaining_strategy": "HEAD_WITH_SOURCES"})
+    assert _last_edge_chains(behind_source, "1.12.5") and _last_edge_chains(behind_source, "2.3.0")
+    behind_map = _line({}, {}, {"chaining_strategy": "HEAD_WITH_SOURCES"})
+    assert not _last_edge_chains(behind_map, "2.3.0")
+    assert infer_chains(behind_map, "2.3.0") == [[1, 2], [3]]
