@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from spillway.flink.chaining import edge_chainable, hasher_rules, infer_chains
+import pytest
+
+from spillway.flink.chaining import (
+    edge_chainable,
+    hasher_rules,
+    infer_chains,
+    release_for_format_version,
+    vertex_operator_order,
+)
+from spillway.flink.features import Release
 from spillway.flink.stream_graph import StreamEdge, StreamGraph, StreamNode
 
 
@@ -51,3 +60,21 @@ def test_head_with_sources_chains_behind_a_plans_source_only() -> None:
     behind_map = _line({}, {}, {"chaining_strategy": "HEAD_WITH_SOURCES"})
     assert not _last_edge_chains(behind_map, "2.3.0")
     assert infer_chains(behind_map, "2.3.0") == [[1, 2], [3]]
+
+
+def test_known_chains_decide_over_the_rules() -> None:
+    """Chains read off Flink's job graph (e.g. a job that called disableChaining) stand for the rules: the
+    operator order of a vertex (``JobVertex#getOperatorIDs``: tail first, head last) follows them."""
+    graph = _line({}, {}, {})
+    assert vertex_operator_order(graph, 1, "2.3.0") == [3, 2, 1]
+    assert vertex_operator_order(graph, 1, "2.3.0", chained_edges={(1, 2)}) == [2, 1]
+    assert infer_chains(graph, "2.3.0", chained_edges={(1, 2)}) == [[1, 2], [3]]
+
+
+def test_the_rules_for_a_format_version() -> None:
+    """Flink 1.0-1.2 savepoints (version 1) take the oldest rules known, those of version 2's releases (1.3-1.10);
+    version 3 is written by 1.11-1.15, 4 by 1.16-1.20."""
+    assert release_for_format_version(1) == release_for_format_version(2) == Release(1, 10)
+    assert release_for_format_version(3) == Release(1, 15) and release_for_format_version(4) == Release(1, 20)
+    with pytest.raises(ValueError, match=r"^unknown checkpoint metadata version 99$"):
+        release_for_format_version(99)
