@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from spillway.flink.chaining import (
+    RELEASE_RULES,
     edge_chainable,
     hasher_rules,
     infer_chains,
@@ -78,3 +79,9 @@ def test_the_rules_for_a_format_version() -> None:
     assert release_for_format_version(3) == Release(1, 15) and release_for_format_version(4) == Release(1, 20)
     with pytest.raises(ValueError, match=r"^unknown checkpoint metadata version 99$"):
         release_for_format_version(99)
+
+
+def test_releases_outside_the_table_take_its_nearest_line() -> None:
+    """Releases after the newest line read take its rules; releases before 1.10 were not read and take 1.10's."""
+    assert hasher_rules("3.0.0") is RELEASE_RULES[-1] and hasher_rules("2.3.0") is RELEASE_RULES[-1]
+    assert hasher_rules("0.9") is RELEASE_RULES[0] and RELEASE_RULES[0].line == "1.10"
