@@ -11,10 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from support import finished_variants
 from support.damaged import copy_fixture
 from support.fixtures import fixture_named
 from support.preflight_matrix import case_uids, preflight_settings, recorded_dir
 
+from spillway.inspect import finished
 from spillway.inspect.preflight import NOTE, UNKNOWN, PreflightVerdict, check, place_operators
 from spillway.inspect.restore_checks import REFUSED
 from spillway.inspect.topology import Topology, Vertex, bind_job, load_plan
@@ -129,3 +131,18 @@ def test_damage_in_a_1x_checkpoint_is_named_by_the_new_plans_names(tmp_path: Pat
     assert damage.verdict == REFUSED
     assert damage.message == f"file-exists: missing file (referenced by parse input_channel_state) ({state})"
     assert answer.answer is PreflightVerdict.NO
+
+
+def test_an_uncertain_flip147_verdict_is_unknown_with_its_notes() -> None:
+    """1.15.4 stores no names: without the uids, the new job's plan cannot say which vertex holds the finished
+    sources (bsrc fully, psrc partly finished: the fixture's oracle.json), so the FLIP-147 rules are not decided."""
+    release = "1.15.4"
+    plan = load_plan(finished_variants.recorded_dir(release, "fed-by-finished") / "plan.json")
+    checkpoint = load_checkpoint(fixture_named(f"{release}-finished").checkpoint_dir).checkpoint
+    verdict = finished.check(plan, checkpoint)
+    assert verdict.answer is None and verdict.notes
+    answer = check(plan, checkpoint)
+    assert [(r.verdict, r.message) for r in answer.reasons if r.check == "finished-state"] == [
+        (UNKNOWN, "; ".join(verdict.notes))
+    ]
+    assert answer.answer is PreflightVerdict.UNKNOWN

@@ -21,6 +21,7 @@ from spillway.inspect.restore_checks import (
     PreflightLoss,
     Reason,
     _dropped,
+    cut_partners,
     state_bytes,
     state_kinds,
 )
@@ -131,3 +132,22 @@ def test_a_dropped_operator_with_its_channel_state_names_at_most_four_cut_channe
         FlinkDoes.FAILS_AFTER_START,
     )
     assert [x.kinds for x in loss.state] == [("keyed", "input channel", "output channel")] and loss.in_flight == []
+
+
+def test_the_partners_of_a_cut_are_on_the_other_side_of_the_channel() -> None:
+    """A dropped operator's input channels that end inside a record matter only when some restored operator holds
+    output channel state (the record's rest); its output state's partners are the restored operators' input channels
+    that end inside a record."""
+    count, parse, src, check = op("count"), op("parse"), op("src"), op("check")
+
+    def partners(side: str, restored: list[OperatorState], cut: dict[str, list[str]]) -> list[str]:
+        place = Placement({}, {o.operator_id: ("v", 0) for o in restored}, [], [])
+        return cut_partners(count, side, place, counted(), ChannelFacts(cut=cut))
+
+    mine = {count.operator_id: ["count in"]}
+    assert partners("input", [src], mine) == ["count in"]  # src restores output state: the rest of the record
+    assert partners("input", [check], mine) == []  # check holds no channel state
+    both = {count.operator_id: ["count in"], parse.operator_id: ["parse in"], src.operator_id: ["src in"]}
+    # output side: only restored operators with input channel state (parse, not src) are partners
+    assert partners("output", [parse, src], both) == ["parse in"]
+    assert partners("output", [parse], {}) == []  # parse's input ends on a record boundary: no cut
