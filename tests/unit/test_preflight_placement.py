@@ -63,6 +63,17 @@ def test_without_uids_a_stream_plan_places_by_name_only_and_leaves_the_structura
     notes = [(r.check, r.verdict, r.message) for r in answer.reasons if r.verdict == NOTE]
     assert notes == [("binding", NOTE, f"plan operator bound by a structural guess, not Flink's rule: {guess}")]
     assert answer.answer is PreflightVerdict.UNKNOWN
+    # the source's output channel state: where it sits in the new job is not known, so neither is what Flink does
+    source = flink["Source: seq"]["operator_id"]
+    assert [(r.verdict, r.message) for r in answer.reasons if r.check == "channel-state"] == [
+        (
+            UNKNOWN,
+            f"channel state of {source}: its operator's place in the new job is not known (see operator-mapping), so "
+            "whether the state stays at a chain's end, and whether its exchange keeps as many channels, is not "
+            "checked; Flink refuses the first, and a task given a channel index its exchange no longer has fails "
+            "after start",
+        )
+    ]
 
 
 def test_a_job_graph_plan_confirms_each_head_by_its_vertex_id() -> None:
