@@ -157,3 +157,45 @@ def test_an_uncertain_flip147_verdict_is_unknown_with_its_notes() -> None:
         (UNKNOWN, "; ".join(verdict.notes))
     ]
     assert answer.answer is PreflightVerdict.UNKNOWN
+
+
+def test_each_new_vertex_lists_the_checkpoint_operators_it_gets() -> None:
+    """The counted job restored unchanged on 2.0.0 (Flink restored it): each job vertex gets the operators Flink ran
+    in it (ids.json), at the checkpoint's parallelism, with the channel-state bytes Flink wrote for them."""
+    fx = fixture_named("2.0.0-counted")
+    ids = json.loads((fx.root / "ids.json").read_text())
+    checkpoint = load_checkpoint(fx.checkpoint_dir).checkpoint
+    stored = {o.operator_id: o for o in checkpoint.operators}
+    topology = load_plan(recorded_dir("2.0.0", "same") / "jobgraph.json", case_uids("2.0.0", "same"))
+    rows = check(topology, checkpoint).vertices
+    flink: dict[str, list[str]] = {}
+    for n in ids["stream_nodes"]:
+        if n["operator_id"] in stored:
+            flink.setdefault(n["vertex_id"], []).append(n["operator_id"])
+
+    def channel_bytes(vertex: str, side: str) -> int:
+        return sum(
+            h.state_size
+            for i in flink[vertex]
+            for s in stored[i].subtasks
+            for h in (s.input_channel_state if side == "input" else s.result_subpartition_state)
+        )
+
+    assert {r["key"]: sorted(r["operators"]) for r in rows} == {k: sorted(v) for k, v in flink.items()}
+    assert [set(r) for r in rows] == [
+        {
+            "vertex",
+            "key",
+            "parallelism",
+            "checkpoint_parallelism",
+            "operators",
+            "input_channel_bytes",
+            "output_channel_bytes",
+        }
+    ] * len(rows)
+    for r in rows:
+        assert r["vertex"] == topology.vertices[r["key"]].label()
+        assert (r["parallelism"], r["checkpoint_parallelism"]) == (2, 2)
+        assert r["input_channel_bytes"] == channel_bytes(r["key"], "input")
+        assert r["output_channel_bytes"] == channel_bytes(r["key"], "output")
+    assert sum(r["input_channel_bytes"] + r["output_channel_bytes"] for r in rows) > 0
