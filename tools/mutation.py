@@ -307,7 +307,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the restore instructions printed after every write
     "restore_instructions": (
         "spillway/inspect/restore_instructions.py",
-        ["tests/unit/test_restore_instructions.py"],
+        ["tests/unit/test_restore_instruction_rules.py"],
     ),
     "pinning": (
         "spillway/storage/pinning.py",
