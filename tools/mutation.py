@@ -287,6 +287,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_restore_check_reasons.py",
             "tests/unit/test_restore_check_placements.py",
             "tests/unit/test_preflight_plan_changes.py",
+            "tests/unit/test_preflight_placement.py",
         ],
     ),
     "restore_checks": (
@@ -296,7 +297,25 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_preflight_truth.py",
             "tests/unit/test_restore_check_reasons.py",
             "tests/unit/test_restore_check_placements.py",
+            "tests/unit/test_restore_check_loss.py",
+            "tests/unit/test_preflight_placement.py",
+            "tests/unit/test_restore_check_max_parallelism.py",
         ],
+    ),
+    # the release lines' chaining rules and the chains (job vertices) they give
+    "chaining": (
+        "spillway/flink/chaining.py",
+        [
+            "tests/unit/test_operator_ids.py",
+            "tests/unit/test_features.py",
+            "tests/unit/test_topology_plans.py",
+            "tests/unit/test_chaining_rules.py",
+        ],
+    ),
+    # the restore instructions printed after every write
+    "restore_instructions": (
+        "spillway/inspect/restore_instructions.py",
+        ["tests/unit/test_restore_instruction_rules.py"],
     ),
     "pinning": (
         "spillway/storage/pinning.py",

@@ -361,3 +361,21 @@ def test_a_renamed_operator_with_another_contradiction_is_still_a_mismatch() -> 
             f"{NOT_THIS}",
         )
     ]
+
+
+def test_keyed_state_behind_a_rebalance_in_a_1x_checkpoint_is_named_by_the_plan() -> None:
+    """1.12.5 stores ids only: the job-graph plan binds slow by its vertex id (Flink's, ids.json) and the finding
+    names it as the plan does, not by that id."""
+    fx = "1.12.5-unaligned"
+    ids = json.loads((fixture_named(fx).root / "ids.json").read_text())
+    slow_id = {n["name"]: n["operator_id"] for n in ids["stream_nodes"]}["slow"]
+    _, sm = _findings(_doc("jobgraph.json", fx, _no_keyby), _checkpoint(fx))
+    assert sm == [
+        (
+            "plan-mismatch",
+            "slow",
+            "slow holds keyed state, but the plan feeds its vertex 'slow' by no keyed edge (inputs: REBALANCE): "
+            f"{NOT_THIS}",
+        )
+    ]
+    assert all(slow_id not in m for finding in sm for m in finding)

@@ -21,7 +21,7 @@ import pytest
 from support.fixtures import FIXTURES, Fixture, all_fixtures, fixture_named
 from support.plan_nodes import plan_to_flink_nodes
 
-from spillway.flink.partitioners import Partitioner
+from spillway.flink.partitioners import Partitioner, _classify
 from spillway.flink.stream_graph import (
     PlanError,
     StreamEdge,
@@ -52,6 +52,14 @@ def _ids_edges(ids: dict[str, Any]) -> Counter[tuple[str, str, str]]:
 
 
 # ------------------------------------------------------------------------------------------------ partitioners
+
+
+@pytest.fixture(autouse=True)
+def _classify_afresh() -> None:
+    """Each test reads the text itself: a classification cached by an earlier test (or by the process a mutation
+    run forks each mutant from) would hide what the classifier now says."""
+    _classify.cache_clear()
+
 
 # (printed text, isPointwise, downstream SubtaskStateMapper, upstream SubtaskStateMapper) per partitioner class.
 FLINK_PARTITIONERS = [

@@ -385,3 +385,36 @@ def test_the_release_not_given_names_flink_31963() -> None:
         "Cannot recover from unaligned checkpoint when topology changes, such that data exchanges with persisted "
         f"data are now chained.\nThe following operators contain channel state: [{op_id('src')}]"
     )
+
+
+def _parse_between(input_strategy: str, old: dict[str, int]) -> list[Reason]:
+    """parse (2 subtasks, unchanged: input channel 1 and output subpartition 1 stored) fed by ``up`` over
+    ``input_strategy`` and feeding ``down`` (2 subtasks) over RESCALE; ``old``: the checkpoint's parallelism of the
+    vertices that held operators (a vertex missing from it is new)."""
+    vertices = {
+        "up": _vertex("up", 2, outputs=[("p", 0, input_strategy)]),
+        "p": _vertex("p", 2, inputs=[("up", 0, input_strategy)], outputs=[("down", 0, "RESCALE")]),
+        "down": _vertex("down", 2, inputs=[("p", 0, "RESCALE")]),
+    }
+    place = Placement(vertices, {op_id("parse"): ("p", 0)}, [], [], old)
+    return channel_state(place, counted(), Settings(flink_version=(2, 0, 0)))
+
+
+def test_each_side_of_an_operator_is_checked_for_its_pointwise_channels() -> None:
+    """Its output side is RESCALE between unchanged parallelisms 2 -> 2: one subpartition per subtask, and index 1
+    is stored, so the task fails (Flink on 2.0.0, pointwise-same-parallelism) — whatever its input side is: an
+    all-to-all exchange, or a pointwise one from a rescaled upstream (what Flink does on that side is not this
+    test's case); and also when ``down`` is a new vertex."""
+    for strategy, old in [
+        ("REBALANCE", {"p": 2, "up": 2, "down": 2}),
+        ("RESCALE", {"p": 2, "up": 4, "down": 2}),
+        ("REBALANCE", {"p": 2, "up": 2}),
+    ]:
+        [r] = [x for x in _parse_between(strategy, old) if "its output 0" in x.message]
+        assert (r.check, r.verdict, r.operator, r.flink_message) == (
+            "channel-state-channels",
+            REFUSED,
+            op_id("parse"),
+            INDEX_OUT,
+        ), (strategy, old)
+        assert "its output 0 is RESCALE (pointwise) in the new job, with at most 1 channel(s) per subtask" in r.message

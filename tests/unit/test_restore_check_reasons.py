@@ -404,6 +404,7 @@ def test_without_the_channel_files_a_dropped_operators_channel_state_is_unknown(
     [r] = [r for r in result.reasons if r.verdict != OK]
     count = label(f"{RELEASE}-counted", "count")
     assert (r.check, r.verdict, r.flink_does) == ("operator-mapping", UNKNOWN, FlinkDoes.FAILS_AFTER_START)
+    assert r.operator == flink_ids(f"{RELEASE}-counted")["count"]
     assert r.message == (
         f"{count} is not in the new job: its state (keyed, input channel, output channel) is dropped "
         "(--allow-non-restored-state), with its channel state, while what the other side of those channels holds may "
@@ -468,7 +469,13 @@ def test_output_state_chained_over_on_1_15_4_is_dropped_and_a_record_cut() -> No
         r.message,
     )
     assert found and 1 <= len(found[1].split("; ")) <= 4, r.message
-    assert (r.check, r.verdict, r.flink_does) == ("channel-state-chained", UNKNOWN, FlinkDoes.FAILS_AFTER_START)
+    assert all(re.fullmatch(r"[0-9a-f]{32}#\d in\(\d,\d\) \(alone\) \(\d+ bytes\)", c) for c in found[1].split("; "))
+    assert (r.check, r.verdict, r.flink_does, r.operator) == (
+        "channel-state-chained",
+        UNKNOWN,
+        FlinkDoes.FAILS_AFTER_START,
+        count,
+    )
     [lost] = result.loss.in_flight
     assert (lost.operator, lost.side, lost.why, lost.records) == (count, "output", why, None) and lost.bytes > 0
 
