@@ -92,11 +92,10 @@ class Group(click.Group):
             if ctx.parent is None and "--json" in ctx.meta.get("spillway.argv", ()):
                 from spillway.api import CATEGORIES, ExitStatus
                 from spillway.cli import output
-                from spillway.cli.common import emit_json
 
                 output.use(None)  # this invocation's streams: the root callback may not have run yet
                 usage = ExitStatus.USAGE
-                emit_json(
+                output.emit_json(
                     {
                         "schema": "spillway.error/1",
                         "error": exc.format_message(),

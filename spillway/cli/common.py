@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from spillway.api import ArgumentError, SpillwayError, UsageError, collecting
 from spillway.api import errors as codes  # the exit codes' one source (spillway.errors), through the door
 from spillway.api.errors import GIVE, ExitStatus, Message, Named, message_of
-from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
+from spillway.cli.output import current, emit_json, silence_stdout
 
 __all__ = [
     "ExitStatus",
     "UsageError",
     "emit_json",
-    "err",
     "fail",
     "guarded",
     "human_bytes",
     "in_options",
     "io_message",
-    "out",
 ]
 
 T = TypeVar("T")
@@ -33,6 +29,8 @@ T = TypeVar("T")
 
 def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = False) -> NoReturn:
     from rich.markup import escape
+
+    from spillway.cli.render import err
 
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
     if json_out:
@@ -64,6 +62,8 @@ def show_warnings(warnings: list[str]) -> None:
     if not warnings:
         return
     from rich.markup import escape  # here, not at the top: a run without warnings (or --json) needs no rich
+
+    from spillway.cli.render import err
 
     for w in warnings:
         err.print(
@@ -147,12 +147,12 @@ def guarded(action: Callable[[], T], json_out: bool = False, output: object = No
     except SpillwayError as exc:
         kind = "UsageError" if isinstance(exc, ArgumentError) else type(exc).__name__  # one kind per category
         fail(in_flags(exc), exc.exit_code, kind, json_out)
-    except (BrokenPipeError, ReaderGone):
+    except BrokenPipeError:
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
         raise SystemExit(ExitStatus.OK) from None
     except KeyboardInterrupt:
-        err.print("interrupted")
+        current().stderr.write("interrupted\n")
         raise SystemExit(ExitStatus.INTERRUPTED) from None
     except OSError as exc:
         # The disk, not the checkpoint: full, read-only, refused, failing. Storage (exit 3), never "findings".
@@ -182,33 +182,6 @@ def _named(name: object) -> str:
     if name is None:
         return ""
     return os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
-
-
-def emit_json(doc: Any, items: tuple[str, Iterable[Any]] | None = None) -> None:
-    """Pretty on a terminal, compact in a pipe (the schema is the same).
-
-    ``items`` = (key, iterable): ``doc[key]`` (whose place in ``doc`` is kept) is the list of the
-    iterable's items. In a pipe they are encoded and written one at a time, so the whole list is never
-    held as objects nor as text (``dump --json`` of a 100 MB ``_metadata``: a few GB otherwise);
-    the bytes are the same as for the whole document at once."""
-    tty = current().stdout_is_tty
-    write = current().stdout.write
-    if items is not None and not tty:
-        key, values = items
-        marker = f"spillway-items-{uuid.uuid4().hex}"  # a string no document holds
-        text = json.dumps({**doc, key: marker}, separators=(",", ":"))
-        head, tail = text.split(json.dumps(marker), 1)
-        write(head + "[")
-        # Items are trees built for this document: no cycle to look for (about a tenth of the time).
-        encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-        for i, value in enumerate(values):
-            write(("," if i else "") + encode(value))
-        write("]" + tail + "\n")
-        return
-    if items is not None:
-        doc = {**doc, items[0]: list(items[1])}
-    text = json.dumps(doc, indent=2) if tty else json.dumps(doc, separators=(",", ":"))
-    write(text + "\n")
 
 
 def human_bytes(n: int) -> str:

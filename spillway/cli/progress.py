@@ -20,6 +20,7 @@ from rich.text import Text
 
 from spillway.api import Stage, listening
 from spillway.cli.output import current
+from spillway.cli.render import console
 
 
 class _Count(ProgressColumn):
@@ -74,8 +75,7 @@ class _Bars:
 def progress_bars(words: Callable[[str], str] = str) -> Iterator[None]:
     """Show the library's progress stages as bars while the block runs, if stderr is a terminal; ``words``: a
     stage's name in the front end's words (the library's name it is given)."""
-    output = current()
-    if not output.stderr_is_tty:
+    if not current().stderr_is_tty:
         yield
         return
     bars = _Bars(
@@ -84,7 +84,7 @@ def progress_bars(words: Callable[[str], str] = str) -> Iterator[None]:
             BarColumn(),
             _Count(),
             TimeElapsedColumn(),
-            console=output.err,
+            console=console("err"),
             transient=True,
         ),
         words,

@@ -1,6 +1,4 @@
-"""Decode _metadata: every operator, subtask and handle.
-
-Everything in ``_metadata``, for people (table/tree) or machines (--json)."""
+"""Decode _metadata: every operator, subtask and handle."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Key group and subtask of a key, as Flink computes them.
-
-``spillway keygroup``: Flink's exact key → key group → subtask math for one key."""
+"""Key group and subtask of a key, as Flink computes them."""
 
 from __future__ import annotations
 
@@ -9,9 +7,10 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, emit_json, guarded
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import flag, option
+from spillway.cli.render import out
 
 HELP = """Print the key group and target subtask of KEY, exactly as Flink's KeyGroupRangeAssignment computes
 them (hashCode → murmurHash → key group → operator index). --type says which Java class the KeySelector

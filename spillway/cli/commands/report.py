@@ -1,6 +1,4 @@
-"""Write a self-contained HTML page about a checkpoint.
-
-``spillway report``: one self-contained HTML page about a checkpoint, to attach to an incident."""
+"""Write a self-contained HTML page about a checkpoint."""
 
 from __future__ import annotations
 
@@ -11,9 +9,11 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, UsageError, err, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, guarded
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
+from spillway.cli.output import current
+from spillway.cli.render import err, out
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -80,7 +80,7 @@ def command(
 
         if target_name == "-":  # stdout, as for every tool that takes a FILE
             done = page()
-            out.file.write(done.html)
+            current().stdout.write(done.html)
             return _verdict(done.errors)
         target = Path(target_name)
         if target.is_dir():

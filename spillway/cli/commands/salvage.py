@@ -1,14 +1,11 @@
-"""Export in-flight records to Parquet for a job to replay.
-
-``spillway salvage``: one Parquet file per edge, each record with where it was."""
+"""Export in-flight records to Parquet for a job to replay."""
 
 from __future__ import annotations
 
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import (
     Naming,
@@ -24,7 +21,7 @@ from spillway.cli.options import (
     salvage_options,
     value_type_option,
 )
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_table
 
 HELP = """Export the in-flight records (channel state) of the chosen operators — or of all — into Parquet,
 one file per edge, so a job can replay what a rewrite or a restore would drop (docs/salvage.md). Each row is
@@ -114,22 +111,18 @@ def command(
 
 
 def show(report: api.SalvageReport, dry_run: bool) -> None:
-    table = Table(
-        title=("would export" if dry_run else "exported") + f" from checkpoint {report.checkpoint_id}",
-        title_justify="left",
-    )
-    for col in ("edge", "channels", "records", "value", "file"):
-        table.add_column(col, no_wrap=col != "file", overflow="fold")
-    for e in report.edges:
-        gate = "" if e.gate is None else f" (gate {e.gate})"
-        table.add_row(
-            escape(f"{e.upstream} -> {e.downstream}{gate}"),
+    rows = [
+        (
+            escape(f"{e.upstream} -> {e.downstream}" + ("" if e.gate is None else f" (gate {e.gate})")),
             str(len(e.channels)),
             str(e.records),
             escape(e.value_type or "raw bytes"),
             "-" if dry_run else escape(e.file),
         )
-    print_wide(table)
+        for e in report.edges
+    ]
+    title = ("would export" if dry_run else "exported") + f" from checkpoint {report.checkpoint_id}"
+    print_table(("edge", "channels", "records", "value", "file~"), rows, title)
     for p in report.written:
         out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
     others = sum(c.other_elements for c in report.channels)

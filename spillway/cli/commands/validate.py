@@ -1,6 +1,4 @@
-"""Check a checkpoint and every file it references.
-
-Prove a checkpoint sound, or locate every fault."""
+"""Check a checkpoint and every file it references."""
 
 from __future__ import annotations
 
