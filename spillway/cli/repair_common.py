@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, emit_json, guarded, in_options, show_warnings
+from spillway.cli.common import ExitStatus, emit_json, in_options, show_warnings
 from spillway.cli.help import command
 from spillway.cli.options import (
     Decorator,
@@ -54,15 +54,11 @@ class Repair:
     ) -> int:
         """Check the repair's ``options`` (before any storage is touched), open SRC, ``write``, show the report
         (``before`` it, in text: what the repair wants said first): the exit code."""
-
-        def run() -> int:
-            checked = options()
-            report = write(naming.open(self.src, self.plan), checked)
-            if before is not None and not self.json_out:
-                before(report)
-            return show_report(report, self.json_out)
-
-        return guarded(run, self.json_out, output=self.out_dir)
+        checked = options()
+        report = write(naming.open(self.src, self.plan), checked)
+        if before is not None and not self.json_out:
+            before(report)
+        return show_report(report, self.json_out)
 
 
 FORCE_HELP = "Write even if the source has validate errors (each is listed in the report)."

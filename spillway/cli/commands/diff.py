@@ -8,7 +8,7 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes
+from spillway.cli.common import ExitStatus, emit_json, human_bytes
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, plan_naming
 from spillway.cli.render import out, print_table
@@ -35,15 +35,12 @@ Examples:
 @flag("--json", "json_out", help="Emit JSON (schema spillway.diff/1).")
 @plan_naming()
 def command(a: str, b: str, json_out: bool, naming: PlanNaming) -> int:
-    def run() -> int:
-        d = api.diff(a, b, **naming.plan_keywords())
-        if json_out:
-            emit_json(d.to_json())
-        else:
-            show(d)
-        return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
-
-    return guarded(run, json_out)
+    d = api.diff(a, b, **naming.plan_keywords())
+    if json_out:
+        emit_json(d.to_json())
+    else:
+        show(d)
+    return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
 
 
 def _value(v: Any, field: str) -> str:

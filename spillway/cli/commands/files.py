@@ -10,7 +10,7 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes
+from spillway.cli.common import ExitStatus, emit_json, human_bytes
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, plan_naming
 from spillway.cli.render import out, print_paragraph, print_rebased, print_wide, table
@@ -52,15 +52,12 @@ Examples:
 @flag("--json", "json_out", help="Emit JSON (schema spillway.files/1).")
 @plan_naming()
 def command(paths: tuple[str, ...], json_out: bool, naming: PlanNaming) -> int:
-    def run() -> int:
-        report = api.files(list(paths), **naming.plan_keywords())
-        if json_out:
-            emit_json(report.to_json())
-        else:
-            show(report)
-        return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
-
-    return guarded(run, json_out)
+    report = api.files(list(paths), **naming.plan_keywords())
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        show(report)
+    return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
 
 
 def _labels(report: api.FilesReport) -> dict[str, str]:

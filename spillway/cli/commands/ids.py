@@ -6,7 +6,7 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded
+from spillway.cli.common import ExitStatus, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import flag, option
 from spillway.cli.render import out, print_table
@@ -43,17 +43,14 @@ Examples:
 def command(
     jar: str, args: tuple[str, ...], entry_class: str | None, flink_version: str | None, timeout: float, json_out: bool
 ) -> int:
-    def run() -> int:
-        if timeout <= 0:
-            raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
-        found = api.ids(jar, entry_class=entry_class, args=args or (), flink_version=flink_version, timeout=timeout)
-        if json_out:
-            emit_json(api.ids_json(found))
-        else:
-            show(found)
-        return ExitStatus.OK
-
-    return guarded(run, json_out)
+    if timeout <= 0:
+        raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
+    found = api.ids(jar, entry_class=entry_class, args=args or (), flink_version=flink_version, timeout=timeout)
+    if json_out:
+        emit_json(api.ids_json(found))
+    else:
+        show(found)
+    return ExitStatus.OK
 
 
 def show(found: api.JobIds) -> None:

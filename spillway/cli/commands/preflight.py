@@ -8,7 +8,7 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, in_options
+from spillway.cli.common import ExitStatus, emit_json, human_bytes, in_options
 from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
@@ -89,19 +89,16 @@ ANSWER = {
 def command(
     checkpoint: str, plan: str | None, new_job: NewJob, forecasting: Forecast, json_out: bool, naming: Naming
 ) -> int:
-    def run() -> int:
-        settings = new_job.options(forecasting.keys(), forecasting.buffers())
-        new_plan = naming.plan_or_job(plan)
-        if new_plan is None:
-            raise api.UsageError("give the new job: --plan PLAN.json or --job JOB.jar")
-        found = api.check_restore(checkpoint, new_plan, settings, **naming.keywords(plan))
-        if json_out:
-            emit_json(found.to_json())
-        else:
-            show(found.result, found.forecast, found.forecast_note)
-        return EXIT_CODES[found.result.answer]
-
-    return guarded(run, json_out)
+    settings = new_job.options(forecasting.keys(), forecasting.buffers())
+    new_plan = naming.plan_or_job(plan)
+    if new_plan is None:
+        raise api.UsageError("give the new job: --plan PLAN.json or --job JOB.jar")
+    found = api.check_restore(checkpoint, new_plan, settings, **naming.keywords(plan))
+    if json_out:
+        emit_json(found.to_json())
+    else:
+        show(found.result, found.forecast, found.forecast_note)
+    return EXIT_CODES[found.result.answer]
 
 
 _REASON = 9  # a reason's later lines start under its check's name, past the verdict

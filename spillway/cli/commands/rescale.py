@@ -9,7 +9,7 @@ from rich.markup import escape
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, in_options
+from spillway.cli.common import ExitStatus, UsageError, emit_json, in_options
 from spillway.cli.forecast import buffers_per_channel_option, floating_buffers_option, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
@@ -198,32 +198,29 @@ def command(
     buffers_per_channel: int,
     floating_buffers_per_gate: int,
 ) -> int:
-    def run() -> int:
-        def announce(checkpoint_dir: str) -> None:
-            err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
+    def announce(checkpoint_dir: str) -> None:
+        err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
-        if out_dir is None and not dry_run:
-            raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
-        new_p = counts(parallelism, "--parallelism")
-        keys, fns = key_specs(key, key_fn)
-        options = api.RescaleOptions(
-            new_p,
-            out_dir,
-            keys,
-            fns,
-            buffer_size=buffer_size,
-            master=master,
-            dry_run=dry_run,
-            force=force,
-            buffers_per_channel=buffers_per_channel,
-            floating_buffers_per_gate=floating_buffers_per_gate,
-            on_start=None if json_out else announce,
-        )
-        result = naming.open(src, plan).rescale(options)
-        if json_out:
-            emit_json(result.to_json())
-        else:
-            show_result(result)
-        return ExitStatus.OK
-
-    return guarded(run, json_out, output=out_dir)
+    if out_dir is None and not dry_run:
+        raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
+    new_p = counts(parallelism, "--parallelism")
+    keys, fns = key_specs(key, key_fn)
+    options = api.RescaleOptions(
+        new_p,
+        out_dir,
+        keys,
+        fns,
+        buffer_size=buffer_size,
+        master=master,
+        dry_run=dry_run,
+        force=force,
+        buffers_per_channel=buffers_per_channel,
+        floating_buffers_per_gate=floating_buffers_per_gate,
+        on_start=None if json_out else announce,
+    )
+    result = naming.open(src, plan).rescale(options)
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        show_result(result)
+    return ExitStatus.OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded
+from spillway.cli.common import ExitStatus, UsageError, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import (
     Naming,
@@ -85,29 +85,26 @@ def command(
     new_job: NewJob,
     naming: Naming,
 ) -> int:
-    def run() -> int:
-        options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
-        if new_plan is None and new_job.given():
-            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
-        if new_plan is not None and operator:
-            raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
-        cp = naming.open(path, plan)
-        restore = None
-        if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
-            restore = api.check_restore(cp, new_plan, new_job.options(), **naming.keywords(new_plan))
-        report = cp.salvage(options, dropped_by=restore)
-        if json_out:
-            doc = report.to_json()
-            if restore is not None:
-                doc["restore"] = {"plan": new_plan, "answer": restore.result.answer.value}
-            emit_json(doc)
-        else:
-            if restore is not None:
-                out.print(f"a restore into {escape(new_plan or '')}: {escape(restore.result.answer.value)}")
-            show(report, dry_run)
-        return ExitStatus.OK
-
-    return guarded(run, json_out, output=out_dir)
+    options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
+    if new_plan is None and new_job.given():
+        raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
+    if new_plan is not None and operator:
+        raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
+    cp = naming.open(path, plan)
+    restore = None
+    if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
+        restore = api.check_restore(cp, new_plan, new_job.options(), **naming.keywords(new_plan))
+    report = cp.salvage(options, dropped_by=restore)
+    if json_out:
+        doc = report.to_json()
+        if restore is not None:
+            doc["restore"] = {"plan": new_plan, "answer": restore.result.answer.value}
+        emit_json(doc)
+    else:
+        if restore is not None:
+            out.print(f"a restore into {escape(new_plan or '')}: {escape(restore.result.answer.value)}")
+        show(report, dry_run)
+    return ExitStatus.OK
 
 
 def show(report: api.SalvageReport, dry_run: bool) -> None:
