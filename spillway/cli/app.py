@@ -90,20 +90,11 @@ class Group(click.Group):
             # A usage error click finds (a bad option, a bad KEY) is a spillway.error/1 on stdout too, for
             # scripts reading --json; click still prints it on stderr and exits 2. (Said once: by the root.)
             if ctx.parent is None and "--json" in ctx.meta.get("spillway.argv", ()):
-                from spillway.api import CATEGORIES, ExitStatus
                 from spillway.cli import output
+                from spillway.cli.common import ExitStatus, emit_error
 
                 output.use(None)  # this invocation's streams: the root callback may not have run yet
-                usage = ExitStatus.USAGE
-                output.emit_json(
-                    {
-                        "schema": "spillway.error/1",
-                        "error": exc.format_message(),
-                        "kind": "UsageError",
-                        "category": CATEGORIES[usage],
-                        "exit_code": int(usage),
-                    }
-                )
+                emit_error(exc.format_message(), ExitStatus.USAGE, "UsageError")
             raise
 
 

@@ -34,19 +34,18 @@ def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = F
 
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
     if json_out:
-        # Scripts reading --json get an answer on stdout too, never an empty stream. ``category`` says
-        # what the exit code says: "storage" (could not reach or read it), "usage", "findings".
-        emit_json(
-            {
-                "schema": "spillway.error/1",
-                "error": message,
-                "kind": kind,
-                "category": codes.CATEGORIES.get(code, "findings"),
-                "exit_code": code,
-            }
-        )
+        emit_error(message, code, kind)
     # click lets a SystemExit through with its code, as it would turn its own Exit into one.
     raise SystemExit(code)
+
+
+def emit_error(message: str, code: ExitStatus, kind: str) -> None:
+    """A failure as a ``spillway.error/1`` object on stdout: scripts reading --json get an answer there too, never
+    an empty stream. ``category`` says what the exit code says: "storage" (could not reach or read it), "usage",
+    "findings"."""
+    category = codes.CATEGORIES.get(code, "findings")
+    doc = {"schema": "spillway.error/1", "error": message, "kind": kind, "category": category, "exit_code": code}
+    emit_json(doc)
 
 
 def _progress() -> AbstractContextManager[None]:
@@ -95,6 +94,8 @@ FLAGS = {
     "rebase": "--rebase",
     # the environment variable sets it for the library and the CLI alike
     "storage_timeout": "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT",
+    "value_type": "--value-type",
+    "value_types": "--value-type",
 }
 
 

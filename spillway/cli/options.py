@@ -22,9 +22,8 @@ def _list_or_none(ctx: click.Context, param: click.Parameter, value: tuple[str, 
     return list(value) or None
 
 
-def option(*names: str, help: str, **attrs: Any) -> Decorator:
-    """An option; its dest is the last name that is not an option name (``option("--json", "json_out", …)``)."""
-    return click.option(*names, help=help, **attrs)
+# An option; its dest is the last name that is not an option name (``option("--json", "json_out", …)``).
+option = click.option
 
 
 def flag(*names: str, help: str, **attrs: Any) -> Decorator:
@@ -160,6 +159,13 @@ class NewJob:
         values = (self.parallelism, self.max_parallelism, self.allow_non_restored_state, self.flink_version)
         names = ("-p", "--max-parallelism", "--allow-non-restored-state", "--flink-version")
         return [name for name, value in zip(names, values, strict=True) if value]
+
+    def for_plan(self, new_plan: str | None) -> api.PreflightOptions | None:
+        """What --new-plan's plan does not show (``report``, ``salvage``): None without --new-plan, where these
+        options are a usage error (they describe the new job)."""
+        if new_plan is None and self.given():
+            raise UsageError(f"{', '.join(self.given())}: only with --new-plan (they describe the new job)")
+        return None if new_plan is None else self.options()
 
     def options(
         self, keys: tuple[dict[str, str], dict[str, str]] = ({}, {}), buffers: api.BufferSettings | None = None
@@ -328,12 +334,6 @@ def salvage_options(
     jsonl: bool,
     dry_run: bool = False,
 ) -> api.SalvageOptions:
-    """The API's salvage options from the command line, a mistake in the CLI's words (exit 2)."""
-    try:
-        default, by_edge = api.value_type_args(value_type or [])
-        return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)
-    except api.ArgumentError as exc:
-        if "value_type" not in exc.argument:
-            raise  # an argument that is an option of its own: guarded names it
-        given = exc.value if exc.key is None else f"{exc.key}={exc.value}"
-        raise UsageError(f"--value-type {given}: {exc.detail}") from None
+    """The API's salvage options from the command line (a bad --value-type is named by ``guarded``)."""
+    default, by_edge = api.value_type_args(value_type or [])
+    return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)

@@ -71,7 +71,7 @@ def command(
     html: str | None,
 ) -> int:
     target_name = _target(out_file, html)
-    settings = _new_job_options(new_plan, new_job)
+    settings = new_job.for_plan(new_plan)
     named = naming.keywords(plan or new_plan)  # the uids name operators of either plan
 
     def page() -> api.ReportResult:
@@ -104,15 +104,6 @@ def _target(out_file: str | None, html: str | None) -> str:
     if target is None:
         raise UsageError("--out FILE is required (the page to write; - for stdout)")
     return target
-
-
-def _new_job_options(new_plan: str | None, new_job: NewJob) -> api.PreflightOptions | None:
-    """What --new-plan's plan does not show, read as spillway preflight reads it (usage errors first)."""
-    if new_plan is None:
-        if new_job.given():
-            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
-        return None
-    return new_job.options()
 
 
 def _verdict(errors: int) -> int:

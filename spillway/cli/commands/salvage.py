@@ -86,14 +86,13 @@ def command(
     naming: Naming,
 ) -> int:
     options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
-    if new_plan is None and new_job.given():
-        raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
+    settings = new_job.for_plan(new_plan)
     if new_plan is not None and operator:
         raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
     cp = naming.open(path, plan)
     restore = None
     if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
-        restore = api.check_restore(cp, new_plan, new_job.options(), **naming.keywords(new_plan))
+        restore = api.check_restore(cp, new_plan, settings, **naming.keywords(new_plan))
     report = cp.salvage(options, dropped_by=restore)
     if json_out:
         doc = report.to_json()
