@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from spillway import __version__
 from spillway.cli import help as layout
 from spillway.cli.help import HelpContext
 
@@ -98,15 +99,6 @@ class Group(click.Group):
             raise
 
 
-def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    # Eager: click runs it while parsing, before it asks for a command.
-    if value:
-        from spillway import __version__
-
-        click.echo(f"spillway {__version__}")
-        ctx.exit(0)
-
-
 def _storage_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     # Each invocation has its own timeout (None: the environment's or the default), set before its command runs.
     from spillway.api import set_storage_timeout
@@ -123,10 +115,7 @@ def _storage_timeout(ctx: click.Context, param: click.Parameter, value: float | 
     no_args_is_help=True,
     context_settings=HELP_OPTIONS,
 )
-@click.option(
-    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-    help="Print the version and exit.",
-)  # fmt: skip
+@click.version_option(__version__, "--version", message="spillway %(version)s", help="Print the version and exit.")
 @click.option(
     "--storage-timeout",
     metavar="SECONDS",
