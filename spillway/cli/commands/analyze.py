@@ -11,9 +11,9 @@ from rich.table import Table
 from spillway import api
 from spillway.cli.binding import show_binding
 from spillway.cli.common import ExitStatus, UsageError, emit_json, human_bytes
-from spillway.cli.forecast import show_forecast
+from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
-from spillway.cli.options import Forecast, Naming, counts, flag, forecasting, naming, option, path_argument, repeatable
+from spillway.cli.options import Naming, counts, flag, naming, option, path_argument, repeatable
 from spillway.cli.render import out, print_wide
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks

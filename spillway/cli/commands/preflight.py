@@ -9,9 +9,9 @@ from rich.markup import escape
 
 from spillway import api
 from spillway.cli.common import ExitStatus, emit_json, human_bytes, in_options
-from spillway.cli.forecast import show_forecast
+from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
-from spillway.cli.options import Forecast, Naming, NewJob, flag, forecasting, naming, new_job, option
+from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
 from spillway.cli.render import out, print_paragraph, print_table
 
 # Unknown is neither a yes a deploy script may act on nor Flink's refusal: it has its own code (4).

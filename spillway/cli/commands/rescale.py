@@ -10,19 +10,9 @@ from rich.markup import escape
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
 from spillway.cli.common import ExitStatus, UsageError, emit_json, in_options
-from spillway.cli.forecast import show_forecast
+from spillway.cli.forecast import buffers_per_channel_option, floating_buffers_option, show_forecast
 from spillway.cli.help import command as spillway_command
-from spillway.cli.options import (
-    Naming,
-    buffers_per_channel_option,
-    counts,
-    flag,
-    floating_buffers_option,
-    key_specs,
-    naming,
-    option,
-    repeatable,
-)
+from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
 from spillway.cli.render import err, out, print_paragraph, print_table
 from spillway.cli.repair_common import show_restore
 
