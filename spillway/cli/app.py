@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from spillway import __version__
 from spillway.cli import help as layout
 from spillway.cli.help import HelpContext
 
@@ -90,31 +91,12 @@ class Group(click.Group):
             # A usage error click finds (a bad option, a bad KEY) is a spillway.error/1 on stdout too, for
             # scripts reading --json; click still prints it on stderr and exits 2. (Said once: by the root.)
             if ctx.parent is None and "--json" in ctx.meta.get("spillway.argv", ()):
-                from spillway.api import CATEGORIES, ExitStatus
                 from spillway.cli import output
-                from spillway.cli.common import emit_json
+                from spillway.cli.common import ExitStatus, emit_error
 
                 output.use(None)  # this invocation's streams: the root callback may not have run yet
-                usage = ExitStatus.USAGE
-                emit_json(
-                    {
-                        "schema": "spillway.error/1",
-                        "error": exc.format_message(),
-                        "kind": "UsageError",
-                        "category": CATEGORIES[usage],
-                        "exit_code": int(usage),
-                    }
-                )
+                emit_error(exc.format_message(), ExitStatus.USAGE, "UsageError")
             raise
-
-
-def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    # Eager: click runs it while parsing, before it asks for a command.
-    if value:
-        from spillway import __version__
-
-        click.echo(f"spillway {__version__}")
-        ctx.exit(0)
 
 
 def _storage_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -133,10 +115,7 @@ def _storage_timeout(ctx: click.Context, param: click.Parameter, value: float | 
     no_args_is_help=True,
     context_settings=HELP_OPTIONS,
 )
-@click.option(
-    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-    help="Print the version and exit.",
-)  # fmt: skip
+@click.version_option(__version__, "--version", message="spillway %(version)s", help="Print the version and exit.")
 @click.option(
     "--storage-timeout",
     metavar="SECONDS",

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.output import out
+from spillway.cli.render import out, print_paragraph, print_table
 
 # How an operator was found, in a reader's words (--json keeps the method's name: "binding[].method").
 HOW = {
@@ -42,8 +42,6 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
         return
     exact = [b for b in rows if b["exact"]]
     methods = Counter(b["method"] for b in rows)
-    from spillway.cli.wrap import print_paragraph
-
     summary = "; ".join(f"{n} {how_found(m)}" for m, n in sorted(methods.items()))
     print_paragraph(
         f"[dim]plan operators found in the checkpoint for certain: {len(exact)} of {len(rows)} ({escape(summary)})[/]"
@@ -51,22 +49,21 @@ def show_binding_doc(rows: list[dict[str, Any]] | None) -> None:
     rest = [b for b in rows if not b["exact"] and (b["in_checkpoint"] or b["method"] == "unbound")]
     if not rest:
         return
-    from rich.table import Table  # here: when every operator is bound exactly there is no table to print
-
-    from spillway.cli.wide import print_wide
-
-    table = Table(title="not bound by Flink's own ids", title_justify="left")
-    for col in ("operator", "found", "operator id", "what would make it certain"):
-        prose = col in ("found", "what would make it certain")
-        table.add_column(col, no_wrap=not prose, overflow="fold" if prose else "ellipsis")
     shared = {n for n, k in Counter(b["operator"] for b in rows).items() if k > 1}
-    for b in rest:
-        # a name several operators carry is shown with the form that picks this one (what --uid/-p take)
-        name = b["operator"] + (b.get("plan_node") or "" if b["operator"] in shared else "")
-        table.add_row(
-            escape(name), escape(how_found(b["method"])), escape(b["operator_id"] or "-"), escape(b["reason"])
-        )
-    print_wide(table)
+    # a name several operators carry is shown with the form that picks this one (what --uid/-p take)
+    print_table(
+        ("operator", "found~", "operator id", "what would make it certain~"),
+        [
+            (
+                escape(b["operator"] + (b.get("plan_node") or "" if b["operator"] in shared else "")),
+                escape(how_found(b["method"])),
+                escape(b["operator_id"] or "-"),
+                escape(b["reason"]),
+            )
+            for b in rest
+        ],
+        "not bound by Flink's own ids",
+    )
     template = api.uid_map_template(rows)
     if template:
         out.print(

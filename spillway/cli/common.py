@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from spillway.api import (
     CATEGORIES,
@@ -22,19 +20,17 @@ from spillway.api import (
     collecting,
     message_of,
 )
-from spillway.cli.output import ReaderGone, current, err, out, silence_stdout
+from spillway.cli.output import current, emit_json, silence_stdout
 
 __all__ = [
     "ExitStatus",
     "UsageError",
     "emit_json",
-    "err",
     "fail",
     "guarded",
     "human_bytes",
     "in_options",
     "io_message",
-    "out",
 ]
 
 T = TypeVar("T")
@@ -43,21 +39,22 @@ T = TypeVar("T")
 def fail(message: str, code: ExitStatus, kind: str = "error", json_out: bool = False) -> NoReturn:
     from rich.markup import escape
 
+    from spillway.cli.render import err
+
     err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, emoji=False)
     if json_out:
-        # Scripts reading --json get an answer on stdout too, never an empty stream. ``category`` says
-        # what the exit code says: "storage" (could not reach or read it), "usage", "findings".
-        emit_json(
-            {
-                "schema": "spillway.error/1",
-                "error": message,
-                "kind": kind,
-                "category": CATEGORIES.get(code, "findings"),
-                "exit_code": code,
-            }
-        )
+        emit_error(message, code, kind)
     # click lets a SystemExit through with its code, as it would turn its own Exit into one.
     raise SystemExit(code)
+
+
+def emit_error(message: str, code: ExitStatus, kind: str) -> None:
+    """A failure as a ``spillway.error/1`` object on stdout: scripts reading --json get an answer there too, never
+    an empty stream. ``category`` says what the exit code says: "storage" (could not reach or read it), "usage",
+    "findings"."""
+    category = CATEGORIES.get(code, "findings")
+    doc = {"schema": "spillway.error/1", "error": message, "kind": kind, "category": category, "exit_code": code}
+    emit_json(doc)
 
 
 def _progress() -> AbstractContextManager[None]:
@@ -73,6 +70,8 @@ def show_warnings(warnings: list[str]) -> None:
     if not warnings:
         return
     from rich.markup import escape  # here, not at the top: a run without warnings (or --json) needs no rich
+
+    from spillway.cli.render import err
 
     for w in warnings:
         err.print(
@@ -104,6 +103,8 @@ FLAGS = {
     "rebase": "--rebase",
     # the environment variable sets it for the library and the CLI alike
     "storage_timeout": "--storage-timeout or SPILLWAY_STORAGE_TIMEOUT",
+    "value_type": "--value-type",
+    "value_types": "--value-type",
 }
 
 
@@ -156,12 +157,12 @@ def guarded(action: Callable[[], T], json_out: bool = False, output: object = No
     except SpillwayError as exc:
         kind = "UsageError" if isinstance(exc, ArgumentError) else type(exc).__name__  # one kind per category
         fail(in_flags(exc), exc.exit_code, kind, json_out)
-    except (BrokenPipeError, ReaderGone):
+    except BrokenPipeError:
         # The reader went away (``| head``): not a failure of ours. Stop writing to the closed pipe.
         silence_stdout()
         raise SystemExit(ExitStatus.OK) from None
     except KeyboardInterrupt:
-        err.print("interrupted")
+        current().stderr.write("interrupted\n")
         raise SystemExit(ExitStatus.INTERRUPTED) from None
     except OSError as exc:
         # The disk, not the checkpoint: full, read-only, refused, failing. Storage (exit 3), never "findings".
@@ -191,33 +192,6 @@ def _named(name: object) -> str:
     if name is None:
         return ""
     return os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
-
-
-def emit_json(doc: Any, items: tuple[str, Iterable[Any]] | None = None) -> None:
-    """Pretty on a terminal, compact in a pipe (the schema is the same).
-
-    ``items`` = (key, iterable): ``doc[key]`` (whose place in ``doc`` is kept) is the list of the
-    iterable's items. In a pipe they are encoded and written one at a time, so the whole list is never
-    held as objects nor as text (``dump --json`` of a 100 MB ``_metadata``: a few GB otherwise);
-    the bytes are the same as for the whole document at once."""
-    tty = current().stdout_is_tty
-    write = current().stdout.write
-    if items is not None and not tty:
-        key, values = items
-        marker = f"spillway-items-{uuid.uuid4().hex}"  # a string no document holds
-        text = json.dumps({**doc, key: marker}, separators=(",", ":"))
-        head, tail = text.split(json.dumps(marker), 1)
-        write(head + "[")
-        # Items are trees built for this document: no cycle to look for (about a tenth of the time).
-        encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-        for i, value in enumerate(values):
-            write(("," if i else "") + encode(value))
-        write("]" + tail + "\n")
-        return
-    if items is not None:
-        doc = {**doc, items[0]: list(items[1])}
-    text = json.dumps(doc, indent=2) if tty else json.dumps(doc, separators=(",", ":"))
-    write(text + "\n")
 
 
 def human_bytes(n: int) -> str:

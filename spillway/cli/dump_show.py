@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
 from rich.tree import Tree
 
-from spillway.cli.common import human_bytes, out
-from spillway.cli.wide import print_wide
-from spillway.cli.wrap import print_items, print_paragraph
+from spillway.cli.common import human_bytes
+from spillway.cli.render import out, print_items, print_rebased, print_wide, table
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from spillway.api import DumpResult, OperatorTree
 
 
@@ -25,23 +26,21 @@ def show(result: DumpResult, as_tree: bool) -> None:
     if loaded.location.note:
         out.print(f"[dim]{escape(loaded.location.note)}[/]", soft_wrap=True)
     summary = result.summary()
-    table = Table(title=escape(loaded.location.shown), title_justify="left", expand=False)
-    right: tuple[str, ...] = ("par/max", "keyed", "operator st.", "channel", "files")
-    for col in ("operator (uid)", "operator id", "par/max", "finished", "keyed", "operator st.", "channel", "files"):
-        table.add_column(col, no_wrap=True, justify="right" if col in right else "left")
-    for s in summary.operators:
-        o = s.operator
-        table.add_row(
-            _operator_cell(o.name, result.plan_names.get(o.operator_id), o.uid),
-            o.operator_id,
-            f"{o.parallelism}/{o.max_parallelism}",
+    columns = ("operator (uid)", "operator id", "par/max>", "finished", "keyed>", "operator st.>", "channel>", "files>")
+    rows = [
+        (
+            _operator_cell(s.operator, result.plan_names),
+            s.operator.operator_id,
+            f"{s.operator.parallelism}/{s.operator.max_parallelism}",
             s.finished_label(cp.features),
             human_bytes(s.keyed_bytes) if s.keyed_bytes else "-",
             human_bytes(s.operator_bytes) if s.operator_bytes else "-",
             f"{human_bytes(s.channel_bytes)} ({s.channels} ch)" if s.channels else "-",
             str(len(s.files)) if s.files else "-",
         )
-    print_wide(table, narrow=_narrow(result))
+        for s in summary.operators
+    ]
+    print_wide(table(columns, rows, escape(loaded.location.shown), expand=False), narrow=_narrow(result))
     if as_tree:
         for t in result.trees():
             print_wide(operator_tree(t))
@@ -60,8 +59,7 @@ def show(result: DumpResult, as_tree: bool) -> None:
     if cp.properties_note:
         parts.append(f"properties kept raw ({cp.properties_note})")
     print_items([escape(p) for p in parts])
-    for r in result.rebases():
-        print_paragraph(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+    print_rebased(result.rebases())
     unsafe = result.unsafe_paths
     if unsafe:
         out.print(
@@ -80,36 +78,32 @@ def show(result: DumpResult, as_tree: bool) -> None:
 
 def _narrow(result: DumpResult) -> Table:
     """The operators for a narrow terminal: name above id, the state sizes one kind a line."""
-    cp = result.checkpoint
-    table = Table(expand=False)
-    table.add_column("operator (uid) / id", no_wrap=True)
-    table.add_column("par/max", no_wrap=True, justify="right")
-    table.add_column("finished")
-    table.add_column("state and files")
+    rows = []
     for s in result.summary().operators:
         o = s.operator
         sizes = [
-            f"{kind} {human_bytes(size)}"
-            for kind, size in (("keyed", s.keyed_bytes), ("operator", s.operator_bytes))
-            if size
+            f"{kind} {human_bytes(n)}" for kind, n in (("keyed", s.keyed_bytes), ("operator", s.operator_bytes)) if n
         ]
         if s.channels:
             sizes.append(f"channel {human_bytes(s.channel_bytes)} ({s.channels} ch)")
         if s.files:
             sizes.append(f"{len(s.files)} file" + ("s" if len(s.files) > 1 else ""))
-        table.add_row(
-            _operator_cell(o.name, result.plan_names.get(o.operator_id), o.uid) + "\n" + o.operator_id,
-            f"{o.parallelism}/{o.max_parallelism}",
-            s.finished_label(cp.features),
-            "\n".join(sizes) or "-",
+        rows.append(
+            (
+                _operator_cell(o, result.plan_names) + "\n" + o.operator_id,
+                f"{o.parallelism}/{o.max_parallelism}",
+                s.finished_label(result.checkpoint.features),
+                "\n".join(sizes) or "-",
+            )
         )
-    return table
+    return table(("operator (uid) / id", "par/max>", "finished~", "state and files~"), rows, expand=False)
 
 
-def _operator_cell(name: str | None, plan_name: str | None, uid: str | None) -> str:
-    if name is None and plan_name:  # the checkpoint stores no name: say where this one comes from
+def _operator_cell(o: Any, plan_names: Mapping[str, str]) -> str:
+    plan_name = plan_names.get(o.operator_id)
+    if o.name is None and plan_name:  # the checkpoint stores no name: say where this one comes from
         return f"{escape(plan_name)} [dim](plan)[/]"
-    return escape(name or "-") + (f" [dim]({escape(uid)})[/]" if uid else "")
+    return escape(o.name or "-") + (f" [dim]({escape(o.uid)})[/]" if o.uid else "")
 
 
 def _handle_label(doc: dict[str, Any]) -> str:

@@ -6,14 +6,12 @@ import dataclasses
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
 from spillway.api import BUFFERS_PER_CHANNEL, DEFAULT_BUFFER_SIZE, FLOATING_BUFFERS_PER_GATE, UsageError
 from spillway.cli.common import human_bytes
 from spillway.cli.options import Decorator, bundle, key_specs, option, repeatable
-from spillway.cli.wide import print_wide
-from spillway.cli.wrap import print_paragraph
+from spillway.cli.render import print_paragraph, print_table
 
 # One buffer-size concept: Flink's network buffer (taskmanager.memory.segment-size), which also bounds the chunks
 # rescale writes (its --buffer-size). --segment-size, the forecast's first name for it, stays as a hidden alias.
@@ -86,54 +84,61 @@ def forecasting(keyword: str = "forecasting") -> Decorator:
 
 def show_forecast(f: dict[str, Any]) -> None:
     s = f["spillway"]
-    t = Table(title="forecast: spillway would write (per new channel-state file)", title_justify="left")
-    for col in ("vertex", "subtask", "channels", "records", "bytes", "file"):
-        t.add_column(
-            col, justify="right" if col in ("subtask", "channels", "records", "bytes") else "left", no_wrap=True
-        )
-    for x in s["files"]:
-        t.add_row(
-            escape(x["vertex"]),
-            str(x["subtask"]),
-            str(x["channels"]),
-            str(x["records"]),
-            human_bytes(x["bytes"]),
-            escape(x["file"]),
-        )
-    print_wide(t)
+    print_table(
+        ("vertex", "subtask>", "channels>", "records>", "bytes>", "file"),
+        [
+            (
+                escape(x["vertex"]),
+                str(x["subtask"]),
+                str(x["channels"]),
+                str(x["records"]),
+                human_bytes(x["bytes"]),
+                escape(x["file"]),
+            )
+            for x in s["files"]
+        ],
+        "forecast: spillway would write (per new channel-state file)",
+    )
     print_paragraph(
         f"{s['records']} records, {human_bytes(s['bytes'])} of framed elements into {len(s['channels'])} new channels"
     )
     fl = f["flink"]
     cfg = fl["settings"]
-    t = Table(
-        title=(
-            "forecast: Flink's own restore-time rescaling (segment "
-            f"{human_bytes(cfg['segment_size'])}, {cfg['buffers_per_channel']} per channel, "
-            f"{cfg['floating_buffers_per_gate']} floating per gate)"
-        ),
-        title_justify="left",
-    )
     # "through filter": bytes of ambiguous old subtasks, which Flink deserializes and filters record by record;
     # "kept": what it keeps of all it read (bytes and records).
-    cols = ("edge", "sub", "old", "virtual ch", "read", "through filter", "kept", "records kept", "buffers need/gate")
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("edge", "old") else "right", no_wrap=True)
+    rows = []
     for e in fl["edges"]:
         for x in e["subtasks"]:
             need = f"{x['recovered_buffers']}/{x['gate_buffers']}"
-            t.add_row(
-                escape(f"{e['edge']} [{e['downstream_mapper']}]"),
-                str(x["subtask"]),
-                ",".join(map(str, x["old_subtasks"])) + ("*" if x["ambiguous_old_subtasks"] else ""),
-                str(x["virtual_channels"]),
-                human_bytes(x["bytes_read"]),
-                human_bytes(x["bytes_filtered"]),
-                human_bytes(x["bytes_kept"]),
-                f"{x['records_kept']}/{x['records_read']}",
-                f"[red]{need} OVER[/]" if x["over_budget"] else need,
+            rows.append(
+                (
+                    escape(f"{e['edge']} [{e['downstream_mapper']}]"),
+                    str(x["subtask"]),
+                    ",".join(map(str, x["old_subtasks"])) + ("*" if x["ambiguous_old_subtasks"] else ""),
+                    str(x["virtual_channels"]),
+                    human_bytes(x["bytes_read"]),
+                    human_bytes(x["bytes_filtered"]),
+                    human_bytes(x["bytes_kept"]),
+                    f"{x['records_kept']}/{x['records_read']}",
+                    f"[red]{need} OVER[/]" if x["over_budget"] else need,
+                )
             )
-    print_wide(t)
+    print_table(
+        (
+            "edge",
+            "sub>",
+            "old",
+            "virtual ch>",
+            "read>",
+            "through filter>",
+            "kept>",
+            "records kept>",
+            "buffers need/gate>",
+        ),
+        rows,
+        f"forecast: Flink's own restore-time rescaling (segment {human_bytes(cfg['segment_size'])}, "
+        f"{cfg['buffers_per_channel']} per channel, {cfg['floating_buffers_per_gate']} floating per gate)",
+    )
     print_paragraph(
         f"Flink: {fl['virtual_channels']} virtual channels, reads {human_bytes(fl['bytes_read'])}, of which "
         f"{human_bytes(fl['bytes_filtered'])} through its record filter (* ambiguous old subtasks), keeps "

@@ -110,7 +110,7 @@ class HelpContext(click.Context):
 
 class Command(click.Command):
     """A ``spillway`` command: its help laid out by ``HelpFormatter``, its arguments described as its options
-    are; the callback's return value is the exit code."""
+    are; its callback runs guarded (``common.guarded``) and returns the exit code."""
 
     context_class = HelpContext
 
@@ -126,13 +126,19 @@ class Command(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         from spillway.cli import output
+        from spillway.cli.common import guarded
 
         if freeze_gc:
             from spillway.api import freeze_after_pauses
 
             freeze_after_pauses()
         output.use(None)  # each invocation sees its own streams (a terminal, a pipe, a test runner's buffers)
-        ctx.exit(super().invoke(ctx) or 0)
+        # Every failure the command meets in one line and its exit code (``--json``: also as JSON on stdout); the
+        # command's output (``--out DIR``) named when the system names no file.
+        code = guarded(
+            lambda: super(Command, self).invoke(ctx), ctx.params.get("json_out", False), ctx.params.get("out_dir")
+        )
+        ctx.exit(code or 0)
 
 
 def command(name: str, help: str) -> Any:

@@ -22,9 +22,8 @@ def _list_or_none(ctx: click.Context, param: click.Parameter, value: tuple[str, 
     return list(value) or None
 
 
-def option(*names: str, help: str, **attrs: Any) -> Decorator:
-    """An option; its dest is the last name that is not an option name (``option("--json", "json_out", …)``)."""
-    return click.option(*names, help=help, **attrs)
+# An option; its dest is the last name that is not an option name (``option("--json", "json_out", …)``).
+option = click.option
 
 
 def flag(*names: str, help: str, **attrs: Any) -> Decorator:
@@ -113,22 +112,35 @@ class Naming:
     job_flink_version: str | None = None
 
     def keywords(self, plan: str | None) -> dict[str, Any]:
-        """``uids``, ``uid_map`` and ``rebase`` as the API's calls take them (the uids are ``plan``'s)."""
-        uids = uid_pairs(plan if self.job is None else "--job", self.uid, self.uid_map)
-        return {"uids": uids, "uid_map": self.uid_map, "rebase": rebase_rules(self.rebase)}
+        """``uids``, ``uid_map`` and ``rebase`` as the API's calls take them (the uids are ``plan``'s; --uid and
+        --uid-map need --plan), the syntax of --uid and --rebase checked here."""
+        if plan is None and self.job is None and (self.uid or self.uid_map):
+            raise UsageError("--uid and --uid-map need --plan")
+        uids: dict[str, str] = {}
+        for item in self.uid or []:
+            name, sep, value = item.rpartition("=")
+            if not sep or not name or not value:
+                raise UsageError(f"--uid {item!r}: expected NAME=UID")
+            uids[name] = value
+        for text in self.rebase or []:
+            old, sep, new = text.partition("=")
+            if not sep or not old or not new:
+                raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
+        return {"uids": uids, "uid_map": self.uid_map, "rebase": self.rebase}
 
-    def plan_or_job(self, plan: str | None, option: str = "--plan") -> str | api.JobJar | None:
-        """``plan``, or the job's jar (--job) as the API takes it in its place."""
-        return plan_or_job(
-            plan,
-            self.job,
-            self.job_class,
-            self.job_arg,
-            self.job_flink_version,
-            option=option,
-            uid=self.uid,
-            uid_map=self.uid_map,
-        )
+    def plan_or_job(self, plan: str | None) -> str | api.JobJar | None:
+        """``plan``, or the job's jar (--job) with how to run its main, as the API takes it in its place."""
+        if self.job is None:
+            given = (("--job-class", self.job_class), ("--job-arg", self.job_arg))
+            named = [name for name, v in (*given, ("--job-flink-version", self.job_flink_version)) if v]
+            if named:
+                raise UsageError(f"{' and '.join(named)} need --job JOB.jar")
+            return plan
+        if plan is not None:
+            raise UsageError("--plan and --job both given: the job's jar is its plan; give one")
+        if self.uid or self.uid_map:
+            raise UsageError("--uid and --uid-map are not taken with --job: the job's jar shows every uid itself")
+        return api.JobJar(self.job, self.job_class, tuple(self.job_arg or ()), self.job_flink_version)
 
     def open(self, path: str, plan: str | None) -> api.Checkpoint:
         """PATH opened with ``plan`` (or --job) and these uids and rules."""
@@ -160,6 +172,13 @@ class NewJob:
         values = (self.parallelism, self.max_parallelism, self.allow_non_restored_state, self.flink_version)
         names = ("-p", "--max-parallelism", "--allow-non-restored-state", "--flink-version")
         return [name for name, value in zip(names, values, strict=True) if value]
+
+    def for_plan(self, new_plan: str | None) -> api.PreflightOptions | None:
+        """What --new-plan's plan does not show (``report``, ``salvage``): None without --new-plan, where these
+        options are a usage error (they describe the new job)."""
+        if new_plan is None and self.given():
+            raise UsageError(f"{', '.join(self.given())}: only with --new-plan (they describe the new job)")
+        return None if new_plan is None else self.options()
 
     def options(
         self, keys: tuple[dict[str, str], dict[str, str]] = ({}, {}), buffers: api.BufferSettings | None = None
@@ -264,54 +283,6 @@ def import_from_cwd() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([cwd, *filter(None, paths)])
 
 
-def uid_pairs(plan: str | None, uid: list[str] | None, uid_map: str | None) -> dict[str, str]:
-    """--uid NAME=UID pairs (checked: --uid and --uid-map need --plan)."""
-    if plan is None and (uid or uid_map):
-        raise UsageError("--uid and --uid-map need --plan")
-    uids: dict[str, str] = {}
-    for item in uid or []:
-        name, sep, value = item.rpartition("=")
-        if not sep or not name or not value:
-            raise UsageError(f"--uid {item!r}: expected NAME=UID")
-        uids[name] = value
-    return uids
-
-
-def rebase_rules(values: list[str] | None) -> list[str] | None:
-    """--rebase OLD=NEW rules, their syntax checked here (the API names its own argument otherwise)."""
-    for text in values or []:
-        old, sep, new = text.partition("=")
-        if not sep or not old or not new:
-            raise UsageError(f"--rebase expects OLD_PREFIX=NEW_PREFIX, got {text!r}")
-    return values
-
-
-def plan_or_job(
-    plan: str | None,
-    job: str | None,
-    job_class: str | None = None,
-    job_arg: list[str] | None = None,
-    flink_version: str | None = None,
-    *,
-    option: str = "--plan",
-    uid: list[str] | None = None,
-    uid_map: str | None = None,
-) -> str | api.JobJar | None:
-    """What the API takes as ``plan``: the plan file, or the job's jar (--job) with how to run its main."""
-    if job is None:
-        given = [name for name, v in (("--job-class", job_class), ("--job-arg", job_arg)) if v]
-        if flink_version:
-            given.append("--job-flink-version")
-        if given:
-            raise UsageError(f"{' and '.join(given)} need --job JOB.jar")
-        return plan
-    if plan is not None:
-        raise UsageError(f"{option} and --job both given: the job's jar is its plan; give one")
-    if uid or uid_map:
-        raise UsageError("--uid and --uid-map are not taken with --job: the job's jar shows every uid itself")
-    return api.JobJar(job, job_class, tuple(job_arg or ()), flink_version)
-
-
 # what ``spillway salvage`` and ``repair strip-channel-state --salvage`` share
 value_type_option = repeatable(
     "--value-type",
@@ -328,12 +299,6 @@ def salvage_options(
     jsonl: bool,
     dry_run: bool = False,
 ) -> api.SalvageOptions:
-    """The API's salvage options from the command line, a mistake in the CLI's words (exit 2)."""
-    try:
-        default, by_edge = api.value_type_args(value_type or [])
-        return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)
-    except api.ArgumentError as exc:
-        if "value_type" not in exc.argument:
-            raise  # an argument that is an option of its own: guarded names it
-        given = exc.value if exc.key is None else f"{exc.key}={exc.value}"
-        raise UsageError(f"--value-type {given}: {exc.detail}") from None
+    """The API's salvage options from the command line (a bad --value-type is named by ``guarded``)."""
+    default, by_edge = api.value_type_args(value_type or [])
+    return api.SalvageOptions(out_dir, operators or None, default, by_edge, jsonl, dry_run)

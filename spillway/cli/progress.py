@@ -19,7 +19,7 @@ from rich.progress import (
 from rich.text import Text
 
 from spillway.api import Stage, listening
-from spillway.cli.output import current
+from spillway.cli.render import console
 
 
 class _Count(ProgressColumn):
@@ -39,29 +39,27 @@ class _Count(ProgressColumn):
 
 class _Stage:
     def __init__(self, bar: Progress, task: TaskID) -> None:
-        self._bar, self._task = bar, task
+        self.bar, self.task = bar, task
 
     def advance(self, n: int = 1) -> None:
-        self._bar.advance(self._task, n)
+        self.bar.advance(self.task, n)
 
     def update(self, completed: int, total: int | None = None) -> None:
-        if total is None:
-            self._bar.update(self._task, completed=completed)
-        else:
-            self._bar.update(self._task, completed=completed, total=total)
+        self.bar.update(self.task, completed=completed, total=total)  # rich keeps the total when None
 
     def done(self) -> None:
-        task = self._bar._tasks.get(self._task)
+        task = self.bar._tasks.get(self.task)
         if task is not None and task.total is not None:
-            self._bar.update(self._task, completed=task.total)
+            self.bar.update(self.task, completed=task.total)
 
 
 class _Bars:
     """Starts the bars when the first stage is announced: a command without long work shows nothing."""
 
-    def __init__(self, bar: Progress, words: Callable[[str], str]) -> None:
-        self.bar, self.words = bar, words
-        self.started = False
+    def __init__(self, words: Callable[[str], str]) -> None:
+        self.words, self.started = words, False
+        columns = (TextColumn("{task.description}"), BarColumn(), _Count(), TimeElapsedColumn())
+        self.bar = Progress(*columns, console=console("err"), transient=True)
 
     def stage(self, description: str, total: int | None, unit: str) -> Stage:
         if not self.started:
@@ -72,23 +70,9 @@ class _Bars:
 
 @contextmanager
 def progress_bars(words: Callable[[str], str] = str) -> Iterator[None]:
-    """Show the library's progress stages as bars while the block runs, if stderr is a terminal; ``words``: a
-    stage's name in the front end's words (the library's name it is given)."""
-    output = current()
-    if not output.stderr_is_tty:
-        yield
-        return
-    bars = _Bars(
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            _Count(),
-            TimeElapsedColumn(),
-            console=output.err,
-            transient=True,
-        ),
-        words,
-    )
+    """Show the library's progress stages as bars on stderr (a terminal: ``common.guarded`` asks) while the block
+    runs; ``words``: a stage's name in the front end's words (the library's name it is given)."""
+    bars = _Bars(words)
     try:
         with listening(bars):
             yield

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, emit_json, guarded, in_options, out, show_warnings
+from spillway.cli.common import ExitStatus, emit_json, in_options, show_warnings
 from spillway.cli.help import command
 from spillway.cli.options import (
     Decorator,
@@ -27,7 +26,7 @@ from spillway.cli.options import (
     plan_option,
     src_argument,
 )
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_table
 
 if TYPE_CHECKING:
     from spillway.api import Checkpoint, RepairResult
@@ -55,15 +54,11 @@ class Repair:
     ) -> int:
         """Check the repair's ``options`` (before any storage is touched), open SRC, ``write``, show the report
         (``before`` it, in text: what the repair wants said first): the exit code."""
-
-        def run() -> int:
-            checked = options()
-            report = write(naming.open(self.src, self.plan), checked)
-            if before is not None and not self.json_out:
-                before(report)
-            return show_report(report, self.json_out)
-
-        return guarded(run, self.json_out, output=self.out_dir)
+        checked = options()
+        report = write(naming.open(self.src, self.plan), checked)
+        if before is not None and not self.json_out:
+            before(report)
+        return show_report(report, self.json_out)
 
 
 FORCE_HELP = "Write even if the source has validate errors (each is listed in the report)."
@@ -117,15 +112,16 @@ def show_report(report: RepairResult, json_out: bool) -> int:
         emit_json(report.to_json())
         return ExitStatus.OK
     show_binding_doc(report.binding)
-    title = ("would write " if report.dry_run else "wrote ") + escape(report.out)
-    table = Table(title=title, title_justify="left")
     detailed = any(c.detail for c in report.changes)  # an empty column says nothing: leave it out
-    for col in ("change", "count", "detail") if detailed else ("change", "count"):
-        table.add_column(col, no_wrap=col != "detail", overflow="fold" if col == "detail" else "ellipsis")
-    for c in report.changes:
-        row = [escape(c.what), "unknown" if c.count is None else str(c.count)]
-        table.add_row(*row, *([escape(in_options(c.detail))] if detailed else []))
-    print_wide(table)
+    print_table(
+        ("change", "count", "detail~") if detailed else ("change", "count"),
+        [
+            (escape(c.what), "unknown" if c.count is None else str(c.count))
+            + ((escape(in_options(c.detail)),) if detailed else ())
+            for c in report.changes
+        ],
+        ("would write " if report.dry_run else "wrote ") + escape(report.out),
+    )
     show_warnings(report.warnings)
     if not report.dry_run:
         out.print("[green]self-check passed: the output decodes identically and validates clean[/]")

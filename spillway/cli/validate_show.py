@@ -7,8 +7,7 @@ from typing import Any
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import out
-from spillway.cli.wrap import print_items, print_paragraph
+from spillway.cli.render import out, print_items, print_paragraph, print_rebased, print_table
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -17,16 +16,10 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
     if note:
         out.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
     if report.findings:
-        from rich.table import Table  # here: a sound report prints two lines and needs no table machinery
-
-        from spillway.cli.wide import print_wide
-
-        table = Table(title=escape(metadata), title_justify="left")
-        for col in ("severity", "rule", "operator", "subtask", "channel", "file", "offset", "message"):
-            # Identifiers whole on one line; only the message wraps.
-            table.add_column(col, no_wrap=col != "message", overflow="fold" if col == "message" else "ellipsis")
-        for f in report.findings:
-            table.add_row(
+        # Identifiers whole on one line; only the message wraps.
+        columns = ("severity", "rule", "operator", "subtask", "channel", "file", "offset", "message~")
+        rows = [
+            (
                 f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]",
                 escape(f.rule),
                 escape(f.operator or "-"),
@@ -36,7 +29,9 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
                 "-" if f.offset is None else str(f.offset),
                 escape(f.message),
             )
-        print_wide(table)
+            for f in report.findings
+        ]
+        print_table(columns, rows, escape(metadata))
     c = report.counts()
     if report.errors:
         verdict = f"[bold red]{c['error']} errors[/]"
@@ -65,8 +60,7 @@ def show(report: api.Report, metadata: str, note: str | None, rebased: list[dict
             "[dim]to check them, give the job's plan (--plan FILE or --job JOB.jar); whether Flink will restore "
             "this checkpoint into a job: spillway preflight CHECKPOINT --plan NEW_PLAN[/]"
         )
-    for r in rebased:
-        print_paragraph(f"[dim]rebased {r['paths']} paths: {escape(str(r['from']))} -> {escape(str(r['to']))}[/]")
+    print_rebased(rebased)
 
 
 __all__ = ["SEVERITY_STYLE", "show"]

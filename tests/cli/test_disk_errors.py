@@ -105,7 +105,7 @@ def test_a_full_disk_is_a_storage_error_naming_the_output(tmp_path: Path, json_o
 def funnel(error: OSError, output: object = None) -> tuple[int, str, dict[str, Any]]:
     """What ``guarded`` makes of ``error`` raised by a command body: exit code, stderr and the JSON error document."""
     stdout, stderr = io.StringIO(), io.StringIO()
-    cli_output.use(cli_output.Output.for_streams(stdout, stderr))
+    cli_output.use(cli_output.Output(stdout, stderr))
 
     def body() -> int:
         raise error

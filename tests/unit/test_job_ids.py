@@ -15,7 +15,7 @@ import pytest
 from support.fixtures import Fixture, all_fixtures, fixture_named
 
 from spillway.api import UsageError
-from spillway.cli.options import plan_or_job
+from spillway.cli.options import Naming
 from spillway.flink import operator_ids
 from spillway.flink.job_ids import parse_job_ids
 from spillway.storage.job_graph import jar_release
@@ -129,12 +129,14 @@ def test_release_of_a_fat_jar_is_the_flink_it_bundles(tmp_path: Path) -> None:
 
 def test_job_options_need_job_and_exclude_plan() -> None:
     with pytest.raises(UsageError, match="--job-arg need --job"):
-        plan_or_job(None, None, job_arg=["x"])
+        Naming(job_arg=["x"]).plan_or_job(None)
     with pytest.raises(UsageError, match="--plan and --job both given"):
-        plan_or_job("plan.json", "job.jar")
+        Naming(job="job.jar").plan_or_job("plan.json")
     with pytest.raises(UsageError, match="--uid and --uid-map are not taken with --job"):
-        plan_or_job(None, "job.jar", uid=["parse=parse-events"])
-    job = plan_or_job(None, "job.jar", "com.example.Main", ["--p", "3"], "1.20.3")
+        Naming(uid=["parse=parse-events"], job="job.jar").plan_or_job(None)
+    job = Naming(
+        job="job.jar", job_class="com.example.Main", job_arg=["--p", "3"], job_flink_version="1.20.3"
+    ).plan_or_job(None)
     assert not isinstance(job, str) and job is not None
     assert (job.entry_class, tuple(job.args), job.flink_version) == ("com.example.Main", ("--p", "3"), "1.20.3")
 

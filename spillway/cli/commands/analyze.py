@@ -10,11 +10,11 @@ from rich.table import Table
 
 from spillway import api
 from spillway.cli.binding import show_binding
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json, human_bytes
 from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, counts, flag, naming, option, path_argument, repeatable
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_wide
 
 HEATMAP_AUTO_MAX = 16  # heat maps are shown without --heatmap when both ends of an edge have at most this many subtasks
 
@@ -139,7 +139,7 @@ def command(
         # Channel state that could not be read or framed is damage: say so in the exit code too.
         return ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
 
-    return guarded(run, json_out)
+    return run()
 
 
 def value_types(given: list[str] | None) -> tuple[str, dict[str, str]]:

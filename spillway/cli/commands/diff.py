@@ -1,6 +1,4 @@
-"""Compare two checkpoints.
-
-``spillway diff``: what differs between two checkpoints."""
+"""Compare two checkpoints."""
 
 from __future__ import annotations
 
@@ -8,13 +6,12 @@ from typing import Any
 
 from click import argument
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, emit_json, human_bytes
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, plan_naming
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_table
 
 HELP = """Compare two checkpoints: operators added, removed and renamed (matched by operator id; names and
 uids where the format stores them), parallelism and max parallelism, finished flags, keyed, operator
@@ -38,15 +35,12 @@ Examples:
 @flag("--json", "json_out", help="Emit JSON (schema spillway.diff/1).")
 @plan_naming()
 def command(a: str, b: str, json_out: bool, naming: PlanNaming) -> int:
-    def run() -> int:
-        d = api.diff(a, b, **naming.plan_keywords())
-        if json_out:
-            emit_json(d.to_json())
-        else:
-            show(d)
-        return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
-
-    return guarded(run, json_out)
+    d = api.diff(a, b, **naming.plan_keywords())
+    if json_out:
+        emit_json(d.to_json())
+    else:
+        show(d)
+    return ExitStatus.OK if d.identical else ExitStatus.FINDINGS
 
 
 def _value(v: Any, field: str) -> str:
@@ -72,40 +66,36 @@ def show(d: api.CheckpointDiff) -> None:
         return
     for name, (va, vb) in d.checkpoint.items():
         out.print(escape(f"{name.replace('_', ' ')}: {va} -> {vb}"))
-    ops = Table(show_edge=False, pad_edge=False)
-    for col in ("", "operator", "id", "what", "A", "B"):
-        ops.add_column(col, no_wrap=True)
+    rows = []
     for sign, what, docs in (("[red]-[/]", "removed", d.removed), ("[green]+[/]", "added", d.added)):
         for doc in docs:
             label = doc["uid"] or doc["name"] or doc["plan_name"] or "-"
-            ops.add_row(sign, escape(label), doc["operator_id"], what, "", "")
+            rows.append((sign, escape(label), doc["operator_id"], what, "", ""))
     for c in d.changed:
-        first = True
-        for field, (va, vb) in c.changes.items():
-            ops.add_row(
-                "[yellow]~[/]" if first else "",
-                escape(c.label) if first else "",
-                c.operator_id if first else "",
-                field + (" (renamed)" if field in ("name", "uid") and c.renamed else ""),
-                escape(_value(va, field)),
-                escape(_value(vb, field)),
+        for i, (field, (va, vb)) in enumerate(c.changes.items()):
+            rows.append(
+                (
+                    "" if i else "[yellow]~[/]",
+                    "" if i else escape(c.label),
+                    "" if i else c.operator_id,
+                    field + (" (renamed)" if field in ("name", "uid") and c.renamed else ""),
+                    escape(_value(va, field)),
+                    escape(_value(vb, field)),
+                )
             )
-            first = False
-    if d.removed or d.added or d.changed:
-        print_wide(ops)
+    if rows:
+        print_table(("", "operator", "id", "what", "A", "B"), rows, show_edge=False, pad_edge=False)
     out.print(
         f"operators: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed, {d.unchanged} unchanged"
     )
     if d.files_added or d.files_removed:
-        files = Table(show_edge=False, pad_edge=False)
-        for col in ("", "file", "size", "state"):
-            files.add_column(col, no_wrap=col != "state", justify="right" if col == "size" else "left")
+        files: list[tuple[str, ...]] = []
         for sign, keys in (("[red]-[/]", d.files_removed), ("[green]+[/]", d.files_added)):
             for k in keys:
                 f = d.files.files[k]
                 kinds = ", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))
-                files.add_row(sign, escape(f.display()), "-" if f.size is None else str(f.size), escape(kinds))
-        print_wide(files)
+                files.append((sign, escape(f.display()), "-" if f.size is None else str(f.size), escape(kinds)))
+        print_table(("", "file", "size>", "state~"), files, show_edge=False, pad_edge=False)
 
     def size(keys: list[str]) -> str:
         return human_bytes(sum(d.files.files[k].size or 0 for k in keys))

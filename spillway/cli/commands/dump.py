@@ -1,11 +1,9 @@
-"""Decode _metadata: every operator, subtask and handle.
-
-Everything in ``_metadata``, for people (table/tree) or machines (--json)."""
+"""Decode _metadata: every operator, subtask and handle."""
 
 from __future__ import annotations
 
 from spillway.api import DumpView, dump_checkpoint
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded
+from spillway.cli.common import ExitStatus, UsageError, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, option, path_argument, plan_naming
 
@@ -41,27 +39,24 @@ Examples:
 def command(
     path: str, json_out: bool, operator: str | None, subtask: int | None, tree: bool, naming: PlanNaming
 ) -> int:
-    def body() -> int:
-        # parse -> one API call -> render (the API reads the plan before any checkpoint)
-        view = DumpView(operator, subtask)
-        result = dump_checkpoint(path, view, **naming.plan_keywords())
-        code = ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
-        if subtask is not None:
-            top = result.top_parallelism
-            if subtask < 0 or subtask >= top:
-                raise UsageError(
-                    f"--subtask {subtask}: "
-                    + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
-                )
-        if json_out:
-            emit_json(result.json_head(), ("operators", result.operator_docs()))
-            return code
-        from spillway.cli.binding import show_binding
-        from spillway.cli.dump_show import show  # text for people: rich is loaded only now
-
-        result.survey()
-        show_binding(result.binding)
-        show(result, tree or operator is not None or subtask is not None)
+    # parse -> one API call -> render (the API reads the plan before any checkpoint)
+    view = DumpView(operator, subtask)
+    result = dump_checkpoint(path, view, **naming.plan_keywords())
+    code = ExitStatus.FINDINGS if result.damaged else ExitStatus.OK
+    if subtask is not None:
+        top = result.top_parallelism
+        if subtask < 0 or subtask >= top:
+            raise UsageError(
+                f"--subtask {subtask}: "
+                + (f"the parallelism is {top} (subtasks 0..{top - 1})" if top else "no operator has subtasks")
+            )
+    if json_out:
+        emit_json(result.json_head(), ("operators", result.operator_docs()))
         return code
+    from spillway.cli.binding import show_binding
+    from spillway.cli.dump_show import show  # text for people: rich is loaded only now
 
-    return guarded(body, json_out)
+    result.survey()
+    show_binding(result.binding)
+    show(result, tree or operator is not None or subtask is not None)
+    return code

@@ -1,22 +1,22 @@
-"""List every file a checkpoint depends on.
-
-``spillway files``: every file checkpoints depend on, where it lives, what dropping one would free."""
+"""List every file a checkpoint depends on."""
 
 from __future__ import annotations
 
 import os
 import posixpath
+from typing import TYPE_CHECKING
 
 from click import argument
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, out
+from spillway.cli.common import ExitStatus, emit_json, human_bytes
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import PlanNaming, flag, plan_naming
-from spillway.cli.wide import print_wide
-from spillway.cli.wrap import print_paragraph
+from spillway.cli.render import out, print_paragraph, print_rebased, print_wide, table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 HELP = """List every file a checkpoint depends on, grouped by where it lives: its own chk-N directory, the
 job's shared/ (incremental RocksDB SST files) and taskowned/ directories, another checkpoint's
@@ -52,15 +52,12 @@ Examples:
 @flag("--json", "json_out", help="Emit JSON (schema spillway.files/1).")
 @plan_naming()
 def command(paths: tuple[str, ...], json_out: bool, naming: PlanNaming) -> int:
-    def run() -> int:
-        report = api.files(list(paths), **naming.plan_keywords())
-        if json_out:
-            emit_json(report.to_json())
-        else:
-            show(report)
-        return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
-
-    return guarded(run, json_out)
+    report = api.files(list(paths), **naming.plan_keywords())
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        show(report)
+    return ExitStatus.FINDINGS if report.missing() or report.damaged or report.unsafe() else ExitStatus.OK
 
 
 def _labels(report: api.FilesReport) -> dict[str, str]:
@@ -101,43 +98,31 @@ def show(report: api.FilesReport) -> None:
 
 def _table(report: api.FilesReport, labels: dict[str, str], narrow: bool = False) -> Table:
     """Every file a row. ``narrow``: for a terminal the full table does not fit: no handle count, the
-    operators and their state in one column that wraps."""
+    operators and their state in one column that wraps (and the file's name starts with its area)."""
     several = len(report.checkpoints) > 1
-    table = Table(show_edge=False, pad_edge=False)
-    if not narrow:  # narrow: the file's name starts with its area
-        table.add_column("area" if several else "where", no_wrap=True)
-    table.add_column("file", no_wrap=True)
-    table.add_column("size", justify="right", no_wrap=True)
-    if not narrow:
-        table.add_column("exists", no_wrap=True)
-        table.add_column("handles", justify="right", no_wrap=True)
-    if several:  # checkpoint names, wrapped between them: one a line when narrow, the rest for the prose
-        one = max(len(cf.chk_name) for cf in report.checkpoints)
-        table.add_column("needed by", max_width=max(one, len("needed")) if narrow else None)
-    if narrow:
-        table.add_column("operators: state")
-    else:
-        table.add_column("operators", no_wrap=True)
-        table.add_column("state", overflow="fold")
+    names = ["file", "size>"] if narrow else ["area" if several else "where", "file", "size>", "exists", "handles>"]
+    names += ["needed by~"] * several + (["operators: state~"] if narrow else ["operators", "state~"])
     only = report.checkpoints[0].chk_name
+    rows = []
     for f in sorted(
         report.files.values(), key=lambda f: (api.GROUPS.index(f.group(only)) if not several else 0, f.area)
     ):
-        flag = " (outside the job directory)" if f.outside_job_dir else ""
         size = "-" if f.size is None else human_bytes(f.size)
-        row = [] if narrow else [escape(f.area if several else f.group(only))]
-        row.append(escape(f.display() + flag))
-        if narrow:
-            row.append(size if f.exists else "[bold red]missing[/]")
-        else:
-            row += [size, "yes" if f.exists else "[bold red]missing[/]", str(f.handles)]
-        if several:
+        exists = "yes" if f.exists else "[bold red]missing[/]"
+        file = escape(f.display() + (" (outside the job directory)" if f.outside_job_dir else ""))
+        row = [file, size if f.exists else exists]
+        if not narrow:
+            row = [escape(f.area if several else f.group(only)), file, size, exists, str(f.handles)]
+        if several:  # checkpoint names, wrapped between them: one a line when narrow, the rest for the prose
             row.append(" ".join(escape(report.checkpoints[i].chk_name) for i in sorted(f.checkpoints)))
         operators = ", ".join(sorted(labels.get(o, o) for o in f.operators))
         state = ", ".join(k.replace("_state", "").replace("_", " ") for k in sorted(f.kinds))
         row += [escape(f"{operators}: {state}")] if narrow else [escape(operators), escape(state)]
-        table.add_row(*row)
-    return table
+        rows.append(row)
+    made = table(names, rows, show_edge=False, pad_edge=False)
+    if several and narrow:
+        made.columns[2].max_width = max(len("needed"), *(len(cf.chk_name) for cf in report.checkpoints))
+    return made
 
 
 def _what_dropping_frees(report: api.FilesReport) -> None:
@@ -182,8 +167,4 @@ def _warnings(report: api.FilesReport) -> None:
     if missing:
         out.print(f"[bold red]{len(missing)} referenced files are missing[/]")
     for cf in report.checkpoints:
-        for r in cf.loaded.resolver.rebases():
-            print_paragraph(
-                f"[dim]{escape(cf.chk_name)}: rebased {r['paths']} paths: "
-                f"{escape(str(r['from']))} -> {escape(str(r['to']))}[/]"
-            )
+        print_rebased(cf.loaded.resolver.rebases(), f"{escape(cf.chk_name)}: ")

@@ -1,18 +1,15 @@
-"""Flink's own operator ids of a job, from its jar.
-
-``spillway ids``: Flink's own ids for every operator of a job, from the job's jar."""
+"""Flink's own operator ids of a job, from its jar."""
 
 from __future__ import annotations
 
 from click import argument
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import flag, option
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_table
 
 HELP = """Run JOB.jar's main in Flink's plan-only environment, as `flink info` does (nothing is executed, no
 cluster is contacted), and print what Flink itself built: every operator's name, uid, operator id (the id
@@ -46,17 +43,14 @@ Examples:
 def command(
     jar: str, args: tuple[str, ...], entry_class: str | None, flink_version: str | None, timeout: float, json_out: bool
 ) -> int:
-    def run() -> int:
-        if timeout <= 0:
-            raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
-        found = api.ids(jar, entry_class=entry_class, args=args or (), flink_version=flink_version, timeout=timeout)
-        if json_out:
-            emit_json(api.ids_json(found))
-        else:
-            show(found)
-        return ExitStatus.OK
-
-    return guarded(run, json_out)
+    if timeout <= 0:
+        raise api.UsageError(f"--timeout {timeout:g}: a positive number of seconds")
+    found = api.ids(jar, entry_class=entry_class, args=args or (), flink_version=flink_version, timeout=timeout)
+    if json_out:
+        emit_json(api.ids_json(found))
+    else:
+        show(found)
+    return ExitStatus.OK
 
 
 def show(found: api.JobIds) -> None:
@@ -67,11 +61,8 @@ def show(found: api.JobIds) -> None:
         f"{len(found.vertices)} job vertices; job max parallelism "
         + (str(max_p) if max_p else "not set (Flink derives it from each operator's parallelism)")
     )
-    table = Table(box=None, pad_edge=False)
-    for col in ("node", "name", "uid", "operator id", "vertex", "p", "max p"):
-        table.add_column(col, no_wrap=col != "name", overflow="fold" if col == "name" else "ellipsis")
-    for n in found.nodes:
-        table.add_row(
+    rows = [
+        (
             str(n.node_id),
             escape(n.name),
             escape(n.uid) if n.uid else "-",
@@ -80,7 +71,9 @@ def show(found: api.JobIds) -> None:
             str(n.parallelism),
             str(n.max_parallelism or "-"),
         )
-    print_wide(table)
+        for n in found.nodes
+    ]
+    print_table(("node", "name~", "uid", "operator id", "vertex", "p", "max p"), rows, box=None, pad_edge=False)
     out.print("[dim]vertices (id = its head operator's id):[/]")
     for v in found.vertices:
         out.print(f"  {vertex_number[v.id]}  {v.id}  p={v.parallelism}  {escape(v.name)}")

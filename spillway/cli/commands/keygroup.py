@@ -1,6 +1,4 @@
-"""Key group and subtask of a key, as Flink computes them.
-
-``spillway keygroup``: Flink's exact key → key group → subtask math for one key."""
+"""Key group and subtask of a key, as Flink computes them."""
 
 from __future__ import annotations
 
@@ -9,9 +7,10 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import flag, option
+from spillway.cli.render import out
 
 HELP = """Print the key group and target subtask of KEY, exactly as Flink's KeyGroupRangeAssignment computes
 them (hashCode → murmurHash → key group → operator index). --type says which Java class the KeySelector
@@ -48,15 +47,12 @@ def command(key: str, kind: str, max_parallelism: int, parallelism: int, json_ou
             said.replace("max_parallelism", "max parallelism"), param_hint=_HINTS.get(exc.argument)
         ) from None
 
-    def run() -> int:
-        if json_out:
-            emit_json(found.to_json())
-        else:
-            out.print(
-                f"key {escape(repr(key))} ({kind}): hashCode {found.hash_code} → murmur {found.murmur_hash} → "
-                f"key group {found.key_group} → subtask {found.subtask} of {parallelism} (it owns key groups "
-                f"{found.subtask_key_groups[0]}..{found.subtask_key_groups[1]})"
-            )
-        return ExitStatus.OK
-
-    return guarded(run, json_out)
+    if json_out:
+        emit_json(found.to_json())
+    else:
+        out.print(
+            f"key {escape(repr(key))} ({kind}): hashCode {found.hash_code} → murmur {found.murmur_hash} → "
+            f"key group {found.key_group} → subtask {found.subtask} of {parallelism} (it owns key groups "
+            f"{found.subtask_key_groups[0]}..{found.subtask_key_groups[1]})"
+        )
+    return ExitStatus.OK

@@ -1,6 +1,4 @@
-"""Will Flink restore a checkpoint into a job?
-
-``spillway preflight``: will Flink restore this checkpoint into this job, and what will recovery need."""
+"""Will Flink restore a checkpoint into a job?"""
 
 from __future__ import annotations
 
@@ -8,15 +6,13 @@ from typing import Any
 
 from click import argument
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, emit_json, guarded, human_bytes, in_options, out
+from spillway.cli.common import ExitStatus, emit_json, human_bytes, in_options
 from spillway.cli.forecast import Forecast, forecasting, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
-from spillway.cli.wide import print_wide
-from spillway.cli.wrap import print_paragraph
+from spillway.cli.render import out, print_paragraph, print_table
 
 # Unknown is neither a yes a deploy script may act on nor Flink's refusal: it has its own code (4).
 
@@ -93,19 +89,16 @@ ANSWER = {
 def command(
     checkpoint: str, plan: str | None, new_job: NewJob, forecasting: Forecast, json_out: bool, naming: Naming
 ) -> int:
-    def run() -> int:
-        settings = new_job.options(forecasting.keys(), forecasting.buffers())
-        new_plan = naming.plan_or_job(plan)
-        if new_plan is None:
-            raise api.UsageError("give the new job: --plan PLAN.json or --job JOB.jar")
-        found = api.check_restore(checkpoint, new_plan, settings, **naming.keywords(plan))
-        if json_out:
-            emit_json(found.to_json())
-        else:
-            show(found.result, found.forecast, found.forecast_note)
-        return EXIT_CODES[found.result.answer]
-
-    return guarded(run, json_out)
+    settings = new_job.options(forecasting.keys(), forecasting.buffers())
+    new_plan = naming.plan_or_job(plan)
+    if new_plan is None:
+        raise api.UsageError("give the new job: --plan PLAN.json or --job JOB.jar")
+    found = api.check_restore(checkpoint, new_plan, settings, **naming.keywords(plan))
+    if json_out:
+        emit_json(found.to_json())
+    else:
+        show(found.result, found.forecast, found.forecast_note)
+    return EXIT_CODES[found.result.answer]
 
 
 _REASON = 9  # a reason's later lines start under its check's name, past the verdict
@@ -125,18 +118,18 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
             print_paragraph(" " * _REASON + "Flink: " + escape(r.flink_message.replace("\n", " ")), indent=_REASON)
     if result.loss:
         show_loss(result.loss)
-    v = Table(title="the new job's vertices and the checkpoint state they get", title_justify="left")
-    for col in ("vertex", "parallelism", "checkpoint", "input channel state", "output channel state"):
-        v.add_column(col, no_wrap=col != "vertex", justify="left" if col == "vertex" else "right")
-    for row in result.vertices:
-        v.add_row(
+    rows = [
+        (
             escape(row["vertex"]),
             str(row["parallelism"]),
             "-" if row["checkpoint_parallelism"] is None else str(row["checkpoint_parallelism"]),
             human_bytes(row["input_channel_bytes"]),
             human_bytes(row["output_channel_bytes"]),
         )
-    print_wide(v)
+        for row in result.vertices
+    ]
+    columns = ("vertex~", "parallelism>", "checkpoint>", "input channel state>", "output channel state>")
+    print_table(columns, rows, "the new job's vertices and the checkpoint state they get")
     if forecast is not None:
         show_forecast(forecast)
     if forecast_note:
@@ -144,14 +137,16 @@ def show(result: api.PreflightAnswer, forecast: dict[str, Any] | None, forecast_
 
 
 def show_loss(loss: api.PreflightLoss) -> None:
-    t = Table(title="loss: what Flink drops on this restore without a word", title_justify="left")
-    for col in ("operator", "what", "bytes", "records"):
-        t.add_column(
-            col, no_wrap=col != "operator" and col != "what", justify="left" if col in ("operator", "what") else "right"
+    rows = [(escape(s.label), "state: " + ", ".join(s.kinds), human_bytes(s.bytes), "-") for s in loss.state]
+    rows += [
+        (
+            escape(f.label),
+            f"{f.side} channel state in flight: {escape(f.why)}",
+            human_bytes(f.bytes),
+            "?" if f.records is None else str(f.records),
         )
-    for s in loss.state:
-        t.add_row(escape(s.label), "state: " + ", ".join(s.kinds), human_bytes(s.bytes), "-")
-    for f in loss.in_flight:
-        records = "?" if f.records is None else str(f.records)
-        t.add_row(escape(f.label), f"{f.side} channel state in flight: {escape(f.why)}", human_bytes(f.bytes), records)
-    print_wide(t)
+        for f in loss.in_flight
+    ]
+    print_table(
+        ("operator~", "what~", "bytes>", "records>"), rows, "loss: what Flink drops on this restore without a word"
+    )

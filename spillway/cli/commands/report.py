@@ -1,6 +1,4 @@
-"""Write a self-contained HTML page about a checkpoint.
-
-``spillway report``: one self-contained HTML page about a checkpoint, to attach to an incident."""
+"""Write a self-contained HTML page about a checkpoint."""
 
 from __future__ import annotations
 
@@ -11,9 +9,11 @@ from click import argument
 from rich.markup import escape
 
 from spillway import api
-from spillway.cli.common import ExitStatus, UsageError, err, guarded, out
+from spillway.cli.common import ExitStatus, UsageError
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, NewJob, flag, naming, new_job, option
+from spillway.cli.output import current
+from spillway.cli.render import err, out
 
 HELP = """Write one self-contained HTML page about a checkpoint, to attach to an incident: the topology with
 the bytes and records in flight on every edge, a heat map per edge (upstream subtask x downstream
@@ -70,33 +70,30 @@ def command(
     new_job: NewJob,
     html: str | None,
 ) -> int:
-    def run() -> int:
-        target_name = _target(out_file, html)
-        settings = _new_job_options(new_plan, new_job)
-        named = naming.keywords(plan or new_plan)  # the uids name operators of either plan
+    target_name = _target(out_file, html)
+    settings = new_job.for_plan(new_plan)
+    named = naming.keywords(plan or new_plan)  # the uids name operators of either plan
 
-        def page() -> api.ReportResult:
-            return api.report(path, plan=naming.plan_or_job(plan), new_plan=new_plan, options=settings, **named)
+    def page() -> api.ReportResult:
+        return api.report(path, plan=naming.plan_or_job(plan), new_plan=new_plan, options=settings, **named)
 
-        if target_name == "-":  # stdout, as for every tool that takes a FILE
-            done = page()
-            out.file.write(done.html)
-            return _verdict(done.errors)
-        target = Path(target_name)
-        if target.is_dir():
-            raise UsageError(f"--out {target_name}: is a directory")
-        if not target.parent.is_dir():
-            raise UsageError(f"--out {target_name}: directory {target.parent} does not exist")
-        if os.path.lexists(target) and not force:
-            raise UsageError(f"--out {target_name}: exists (pass --force to replace it)")
+    if target_name == "-":  # stdout, as for every tool that takes a FILE
         done = page()
-        # Through the guarded door: staged beside it, linked into place (never over a file that appeared while
-        # the page was made: exit 2 naming it), nothing left on a failure.
-        api.write_new_file(target, done.html.encode("utf-8"), replace=force)
-        out.print(f"wrote {escape(str(target))}", soft_wrap=True)
+        current().stdout.write(done.html)
         return _verdict(done.errors)
-
-    return guarded(run)
+    target = Path(target_name)
+    if target.is_dir():
+        raise UsageError(f"--out {target_name}: is a directory")
+    if not target.parent.is_dir():
+        raise UsageError(f"--out {target_name}: directory {target.parent} does not exist")
+    if os.path.lexists(target) and not force:
+        raise UsageError(f"--out {target_name}: exists (pass --force to replace it)")
+    done = page()
+    # Through the guarded door: staged beside it, linked into place (never over a file that appeared while
+    # the page was made: exit 2 naming it), nothing left on a failure.
+    api.write_new_file(target, done.html.encode("utf-8"), replace=force)
+    out.print(f"wrote {escape(str(target))}", soft_wrap=True)
+    return _verdict(done.errors)
 
 
 def _target(out_file: str | None, html: str | None) -> str:
@@ -107,15 +104,6 @@ def _target(out_file: str | None, html: str | None) -> str:
     if target is None:
         raise UsageError("--out FILE is required (the page to write; - for stdout)")
     return target
-
-
-def _new_job_options(new_plan: str | None, new_job: NewJob) -> api.PreflightOptions | None:
-    """What --new-plan's plan does not show, read as spillway preflight reads it (usage errors first)."""
-    if new_plan is None:
-        if new_job.given():
-            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
-        return None
-    return new_job.options()
 
 
 def _verdict(errors: int) -> int:

@@ -1,6 +1,4 @@
-"""Write a copy at a new parallelism, in-flight data moved.
-
-``spillway rescale``: redistribute channel state (and keyed/operator state) to a new parallelism."""
+"""Write a copy at a new parallelism, in-flight data moved."""
 
 from __future__ import annotations
 
@@ -8,17 +6,15 @@ from typing import TYPE_CHECKING
 
 from click import argument
 from rich.markup import escape
-from rich.table import Table
 
 import spillway.api as api
 from spillway.cli.binding import show_binding_doc
-from spillway.cli.common import ExitStatus, UsageError, emit_json, err, guarded, in_options, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json, in_options
 from spillway.cli.forecast import buffers_per_channel_option, floating_buffers_option, show_forecast
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import Naming, counts, flag, key_specs, naming, option, repeatable
+from spillway.cli.render import err, out, print_paragraph, print_table
 from spillway.cli.repair_common import show_restore
-from spillway.cli.wide import print_wide
-from spillway.cli.wrap import print_paragraph
 
 if TYPE_CHECKING:
     from spillway.api import RescaleResult
@@ -101,42 +97,31 @@ def lost_records_text(result: RescaleResult) -> str:
 
 def show_lost(result: RescaleResult) -> None:
     lost = result.lost_channels
-    t = Table(
-        title=f"[bold red]{'would leave' if result.dry_run else 'left'} out {len(lost)} damaged logical channels "
-        f"(--force): {lost_records_text(result)} of in-flight data the restored job will never see[/]",
-        title_justify="left",
-    )
-    for col in ("channel", "edge", "records", "bytes (as stated)", "why"):
-        t.add_column(col, no_wrap=col != "why")
-    for x in lost:
-        t.add_row(
+    rows = [
+        (
             escape(x.channel),
             escape(x.edge),
             "unknown" if x.records is None else str(x.records),
             str(x.stated_bytes),
             escape("; ".join(x.reasons)),
         )
-    print_wide(t)
+        for x in lost
+    ]
+    title = (
+        f"[bold red]{'would leave' if result.dry_run else 'left'} out {len(lost)} damaged logical channels "
+        f"(--force): {lost_records_text(result)} of in-flight data the restored job will never see[/]"
+    )
+    print_table(("channel", "edge", "records", "bytes (as stated)", "why~"), rows, title)
 
 
 def show_result(result: RescaleResult) -> None:
     """A rescale's result, for people."""
     show_binding_doc(result.binding)
-    dry_run = result.dry_run
-    t = Table(
-        title=("would write " if dry_run else "wrote ") + escape(result.out or "(no --out)"), title_justify="left"
-    )
-    for col in ("vertex", "old p", "new p"):
-        t.add_column(col, no_wrap=True)
-    for v in result.vertices:
-        t.add_row(escape(v.vertex), str(v.old_parallelism), str(v.new_parallelism))
-    print_wide(t)
-    e = Table(title="edges", title_justify="left")
-    for col in ("edge", "rule", "key"):
-        e.add_column(col, no_wrap=True)
-    for x in result.edges:
-        e.add_row(escape(x.edge), escape(x.rule), escape(x.key or x.key_fn or "-"))
-    print_wide(e)
+    rows = [(escape(v.vertex), str(v.old_parallelism), str(v.new_parallelism)) for v in result.vertices]
+    title = ("would write " if result.dry_run else "wrote ") + escape(result.out or "(no --out)")
+    print_table(("vertex", "old p", "new p"), rows, title)
+    rows = [(escape(x.edge), escape(x.rule), escape(x.key or x.key_fn or "-")) for x in result.edges]
+    print_table(("edge", "rule", "key"), rows, "edges")
     moved = result.moved
     if moved is not None:
         print_paragraph(
@@ -213,32 +198,29 @@ def command(
     buffers_per_channel: int,
     floating_buffers_per_gate: int,
 ) -> int:
-    def run() -> int:
-        def announce(checkpoint_dir: str) -> None:
-            err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
+    def announce(checkpoint_dir: str) -> None:
+        err.print(f"rescaling {escape(checkpoint_dir)} with master {escape(master)} …")
 
-        if out_dir is None and not dry_run:
-            raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
-        new_p = counts(parallelism, "--parallelism")
-        keys, fns = key_specs(key, key_fn)
-        options = api.RescaleOptions(
-            new_p,
-            out_dir,
-            keys,
-            fns,
-            buffer_size=buffer_size,
-            master=master,
-            dry_run=dry_run,
-            force=force,
-            buffers_per_channel=buffers_per_channel,
-            floating_buffers_per_gate=floating_buffers_per_gate,
-            on_start=None if json_out else announce,
-        )
-        result = naming.open(src, plan).rescale(options)
-        if json_out:
-            emit_json(result.to_json())
-        else:
-            show_result(result)
-        return ExitStatus.OK
-
-    return guarded(run, json_out, output=out_dir)
+    if out_dir is None and not dry_run:
+        raise UsageError("--out DIR is required (the new checkpoint's directory), unless --dry-run")
+    new_p = counts(parallelism, "--parallelism")
+    keys, fns = key_specs(key, key_fn)
+    options = api.RescaleOptions(
+        new_p,
+        out_dir,
+        keys,
+        fns,
+        buffer_size=buffer_size,
+        master=master,
+        dry_run=dry_run,
+        force=force,
+        buffers_per_channel=buffers_per_channel,
+        floating_buffers_per_gate=floating_buffers_per_gate,
+        on_start=None if json_out else announce,
+    )
+    result = naming.open(src, plan).rescale(options)
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        show_result(result)
+    return ExitStatus.OK

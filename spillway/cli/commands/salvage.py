@@ -1,14 +1,11 @@
-"""Export in-flight records to Parquet for a job to replay.
-
-``spillway salvage``: one Parquet file per edge, each record with where it was."""
+"""Export in-flight records to Parquet for a job to replay."""
 
 from __future__ import annotations
 
 from rich.markup import escape
-from rich.table import Table
 
 from spillway import api
-from spillway.cli.common import ExitStatus, UsageError, emit_json, guarded, out
+from spillway.cli.common import ExitStatus, UsageError, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import (
     Naming,
@@ -24,7 +21,7 @@ from spillway.cli.options import (
     salvage_options,
     value_type_option,
 )
-from spillway.cli.wide import print_wide
+from spillway.cli.render import out, print_table
 
 HELP = """Export the in-flight records (channel state) of the chosen operators — or of all — into Parquet,
 one file per edge, so a job can replay what a rewrite or a restore would drop (docs/salvage.md). Each row is
@@ -88,48 +85,40 @@ def command(
     new_job: NewJob,
     naming: Naming,
 ) -> int:
-    def run() -> int:
-        options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
-        if new_plan is None and new_job.given():
-            raise UsageError(f"{', '.join(new_job.given())}: only with --new-plan (they describe the new job)")
-        if new_plan is not None and operator:
-            raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
-        cp = naming.open(path, plan)
-        restore = None
-        if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
-            restore = api.check_restore(cp, new_plan, new_job.options(), **naming.keywords(new_plan))
-        report = cp.salvage(options, dropped_by=restore)
-        if json_out:
-            doc = report.to_json()
-            if restore is not None:
-                doc["restore"] = {"plan": new_plan, "answer": restore.result.answer.value}
-            emit_json(doc)
-        else:
-            if restore is not None:
-                out.print(f"a restore into {escape(new_plan or '')}: {escape(restore.result.answer.value)}")
-            show(report, dry_run)
-        return ExitStatus.OK
-
-    return guarded(run, json_out, output=out_dir)
+    options = salvage_options(out_dir, operator, value_type, jsonl, dry_run)
+    settings = new_job.for_plan(new_plan)
+    if new_plan is not None and operator:
+        raise UsageError("--operator and --new-plan: the restore's loss chooses the records, give one of them")
+    cp = naming.open(path, plan)
+    restore = None
+    if new_plan is not None:  # --uid/--uid-map name the uids of either plan, as for report
+        restore = api.check_restore(cp, new_plan, settings, **naming.keywords(new_plan))
+    report = cp.salvage(options, dropped_by=restore)
+    if json_out:
+        doc = report.to_json()
+        if restore is not None:
+            doc["restore"] = {"plan": new_plan, "answer": restore.result.answer.value}
+        emit_json(doc)
+    else:
+        if restore is not None:
+            out.print(f"a restore into {escape(new_plan or '')}: {escape(restore.result.answer.value)}")
+        show(report, dry_run)
+    return ExitStatus.OK
 
 
 def show(report: api.SalvageReport, dry_run: bool) -> None:
-    table = Table(
-        title=("would export" if dry_run else "exported") + f" from checkpoint {report.checkpoint_id}",
-        title_justify="left",
-    )
-    for col in ("edge", "channels", "records", "value", "file"):
-        table.add_column(col, no_wrap=col != "file", overflow="fold")
-    for e in report.edges:
-        gate = "" if e.gate is None else f" (gate {e.gate})"
-        table.add_row(
-            escape(f"{e.upstream} -> {e.downstream}{gate}"),
+    rows = [
+        (
+            escape(f"{e.upstream} -> {e.downstream}" + ("" if e.gate is None else f" (gate {e.gate})")),
             str(len(e.channels)),
             str(e.records),
             escape(e.value_type or "raw bytes"),
             "-" if dry_run else escape(e.file),
         )
-    print_wide(table)
+        for e in report.edges
+    ]
+    title = ("would export" if dry_run else "exported") + f" from checkpoint {report.checkpoint_id}"
+    print_table(("edge", "channels", "records", "value", "file~"), rows, title)
     for p in report.written:
         out.print(f"[dim]wrote {escape(str(p))}[/]", soft_wrap=True)
     others = sum(c.other_elements for c in report.channels)

@@ -1,10 +1,8 @@
-"""Check a checkpoint and every file it references.
-
-Prove a checkpoint sound, or locate every fault."""
+"""Check a checkpoint and every file it references."""
 
 from __future__ import annotations
 
-from spillway.cli.common import ExitStatus, emit_json, guarded
+from spillway.cli.common import ExitStatus, emit_json
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import (
     Naming,
@@ -57,17 +55,14 @@ Examples:
     "Flink would do with a damaged record depends on it.",
 )
 def command(path: str, plan: str | None, json_out: bool, naming: Naming, strict: bool, buffer_size: int | None) -> int:
-    def body() -> int:
-        cp = naming.open(path, plan)
-        result = cp.validate(buffer_size=buffer_size)  # progress bars on stderr when it is a terminal (see guarded)
-        if json_out:
-            emit_json(result.to_json())
-        else:
-            from spillway.cli.binding import show_binding
-            from spillway.cli.validate_show import show  # text for people: rich is loaded only now
+    cp = naming.open(path, plan)
+    result = cp.validate(buffer_size=buffer_size)  # progress bars on stderr when it is a terminal (see guarded)
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        from spillway.cli.binding import show_binding
+        from spillway.cli.validate_show import show  # text for people: rich is loaded only now
 
-            show_binding(cp.binding)
-            show(result.report, cp.shown, cp.note, result.rebased)
-        return ExitStatus.FINDINGS if result.report.errors or (strict and not result.report.complete) else ExitStatus.OK
-
-    return guarded(body, json_out)
+        show_binding(cp.binding)
+        show(result.report, cp.shown, cp.note, result.rebased)
+    return ExitStatus.FINDINGS if result.report.errors or (strict and not result.report.complete) else ExitStatus.OK

@@ -1,6 +1,4 @@
-"""Turn finished markers into empty running state.
-
-FLIP-147 finished markers become empty running state."""
+"""Turn finished markers into empty running state."""
 
 from __future__ import annotations
 
@@ -9,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 import spillway.api as api
-from spillway.cli.common import err
+from spillway.cli.render import err
 from spillway.cli.repair_common import operators_repair
 
 if TYPE_CHECKING:

@@ -1,6 +1,4 @@
-"""Rewrite every path prefix so a checkpoint can move.
-
-``spillway repair relocate``: rewrite every path prefix so a checkpoint can move."""
+"""Rewrite every path prefix so a checkpoint can move."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Drop the in-flight data of chosen operators.
-
-With a loss report."""
+"""Drop the in-flight data of chosen operators."""
 
 from __future__ import annotations
 
@@ -9,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 import spillway.api as api
-from spillway.cli.common import UsageError, err
+from spillway.cli.common import UsageError
 from spillway.cli.help import command as spillway_command
 from spillway.cli.options import (
     Naming,
@@ -20,6 +18,7 @@ from spillway.cli.options import (
     salvage_options,
     value_type_option,
 )
+from spillway.cli.render import err
 from spillway.cli.repair_common import Repair, repair_options
 
 if TYPE_CHECKING:
