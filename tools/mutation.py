@@ -37,8 +37,11 @@ RULES_TESTS = [
     "tests/unit/test_validate_changelog_files.py",
     "tests/unit/test_validate_rule_edges.py",
     "tests/unit/test_chunk_claims.py",
+    "tests/unit/test_key_group_rules.py",
+    "tests/unit/test_record_rules.py",
+    "tests/unit/test_plan_rules.py",
 ]
-RULES = ("chunks", "common", "files", "key_groups", "plan", "records", "structure")
+RULES = ("against_plan", "chunks", "common", "files", "key_groups", "records", "structure")
 
 # the one API (spillway.open -> Checkpoint, its options and results), called in-process
 API_TESTS = [
