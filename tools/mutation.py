@@ -293,6 +293,17 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/unit/test_restore_check_placements.py",
         ],
     ),
+    # opening a checkpoint: the newest readable chk-N, unmatched rebase rules, the files referenced and missing
+    "load": ("spillway/storage/load.py", ["tests/unit/test_load.py", "tests/unit/test_locate_fast_paths.py"]),
+    "blobs": ("spillway/storage/blobs.py", ["tests/unit/test_blobs.py", "tests/unit/test_validate_rule_edges.py"]),
+    "job_graph": ("spillway/storage/job_graph.py", ["tests/unit/test_job_graph.py", "tests/unit/test_job_ids.py"]),
+    "flink_release": ("spillway/storage/flink_release.py", ["tests/unit/test_flink_release.py"]),
+    "storage_names": ("spillway/storage/names.py", ["tests/unit/test_storage_names.py"]),
+    "timeouts": (
+        "spillway/storage/timeouts.py",
+        ["tests/unit/test_storage_timeouts.py", "tests/unit/test_transfer_deadline.py"],
+    ),
+    "relative": ("spillway/storage/relative.py", ["tests/unit/test_relative_copies.py"]),
     "pinning": (
         "spillway/storage/pinning.py",
         ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],
