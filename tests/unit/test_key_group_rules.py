@@ -178,3 +178,28 @@ def test_findings_name_the_operator_by_its_label_by_default() -> None:
     _move(op, 1, 64, 0)
     assert [f.operator for f in key_group_findings(op)] == [op.label()]
     assert op.label() != LABEL
+
+
+def test_an_instance_reaching_past_either_end_of_flinks_range_is_clipped() -> None:
+    """Containing Flink's range is enough, whichever end the instance shares with it: subtask 1 of 2 handed the
+    whole [0, 127] restores [64, 127]; at parallelism 1 an instance past max parallelism restores [0, 127]."""
+    op = _keyed("1.20.3-rocksdb-incremental")
+    _move(op, 1, 0, 128)
+    assert _rows(op) == [
+        ("key-group-clipped", "managed_keyed_state covers [0, 127]; Flink restores only [64, 127] of it", LABEL, 1),
+    ]
+    op = _keyed("1.20.3-rocksdb-incremental")
+    op.parallelism = 1
+    _move(op, 0, 0, 201)
+    assert _rows(op)[0] == (
+        "key-group-clipped",
+        "managed_keyed_state covers [0, 200]; Flink restores only [0, 127] of it",
+        LABEL,
+        0,
+    )
+
+
+def test_an_incremental_instance_without_a_parallelism_is_compared_with_nothing() -> None:
+    op = _keyed("1.20.3-rocksdb-incremental")
+    op.parallelism = 0
+    assert _rows(op) == []
