@@ -9,6 +9,7 @@ memory and reads what validate says about it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from support.fixtures import fixture_named
@@ -81,3 +82,22 @@ def test_channel_state_of_an_operator_not_bound_for_certain_is_said_once_per_ope
     loaded = _loaded()
     assert _found(loaded, "channel-holder", plan="../2.3.0-sql/plan.json") == []
     assert _found(loaded, "channel-index", plan="../2.3.0-sql/plan.json") == []
+
+
+def test_a_plan_of_another_parallelism_is_a_mismatch_for_each_operator_of_the_vertex(tmp_path: Path) -> None:
+    """Flink ran ``Source: seq -> tostr`` at parallelism 2 (jobgraph.json); a plan saying 3 describes another run."""
+    doc = json.loads((FX.root / "jobgraph.json").read_text())
+    (vertex,) = [n for n in doc["nodes"] if "tostr" in n["description"]]
+    vertex["parallelism"] = 3
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    found = [f for f in validate(_loaded(), load_plan(tmp_path / "plan.json")).findings if f.rule == "plan-mismatch"]
+    assert sorted(f.operator for f in found) == ["src", "tostr"]
+    assert all(f.message.startswith("parallelism 2 in the checkpoint, 3 in the plan") for f in found), found
+
+
+def test_what_another_jobs_plan_cannot_assemble_is_a_topology_note_naming_it() -> None:
+    """2.3.0-sql's plan: its aggregation's chain is fed by an edge whose ends are not in this checkpoint."""
+    sql = json.loads((fixture_named("2.3.0-sql").root / "plan.json").read_text())
+    aggregation = next(n["contents"] for n in sql["nodes"] if "GroupAggregate" in n["type"])
+    notes = _found(_loaded(), "topology", plan="../2.3.0-sql/plan.json")
+    assert [n.message for n in notes if n.message.startswith(f"edge into '{aggregation}")], notes
