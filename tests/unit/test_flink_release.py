@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -37,6 +38,10 @@ class Pip:
 
     def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         self.asked.append(cmd)
+        # pip as this interpreter's module, quiet, the one package alone, its output unseen, its errors kept
+        assert cmd[:6] == [sys.executable, "-m", "pip", "download", "--no-deps", "-q"], cmd
+        assert cmd[-2] == "-d" and cmd[-3] == next(a for a in cmd if "==" in a), cmd
+        assert kwargs == {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}, kwargs
         spec = next(a for a in cmd if "==" in a)
         package, _, version = spec.partition("==")
         out = Path(cmd[cmd.index("-d") + 1])
@@ -155,6 +160,12 @@ def test_flink_home_wins_over_the_cache(cache: Path, tmp_path: Path, monkeypatch
     assert str(raised.value) == (
         f"FLINK_HOME={home} is Flink 1.20.3, the job is for 1.19.3: unset FLINK_HOME or point it at that release"
     )
+    (home / "lib" / "flink-dist-1.20.3.jar").unlink()
+    with pytest.raises(UsageError) as raised:
+        flink_lib("1.20.3")
+    assert str(raised.value) == f"FLINK_HOME={home}: no lib/flink-dist*.jar there (not a Flink distribution)"
     monkeypatch.setenv("FLINK_HOME", "")
     pip = _install(monkeypatch, Pip({"apache-flink-libraries": "wheel"}))
-    assert flink_lib("1.20.3") == cache / "1.20.3" / "lib" and len(pip.asked) == 1
+    notes: list[str] = []
+    assert flink_lib("1.20.3", notes.append) == cache / "1.20.3" / "lib" and len(pip.asked) == 1
+    assert len(notes) == 1 and notes[0].startswith("downloading Flink 1.20.3's jars")
