@@ -33,7 +33,7 @@ class Pip:
     """pip download, as the stand-in: which packages were asked for, and what each one ships."""
 
     def __init__(self, ships: dict[str, str]):
-        self.ships = ships  # package -> "wheel", "sdist", "empty" (no flink-dist jar) or "missing"
+        self.ships = ships  # package -> "wheel", "zip", "sdist", "empty" (no flink-dist jar) or "missing"
         self.asked: list[list[str]] = []
 
     def __call__(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -47,7 +47,8 @@ class Pip:
         out = Path(cmd[cmd.index("-d") + 1])
         kind = self.ships.get(package, "missing")
         if kind == "missing":
-            return subprocess.CompletedProcess(cmd, 1, "", f"ERROR: No matching distribution found for {spec}\n")
+            said = f"WARNING: a newer pip is out\nERROR: No matching distribution found for {spec}\n"
+            return subprocess.CompletedProcess(cmd, 1, "", said)
         out.mkdir(parents=True, exist_ok=True)
         jars = {name.format(v=version): data for name, data in JARS.items()}
         if kind == "empty":
@@ -61,7 +62,8 @@ class Pip:
                     tf.addfile(info, io.BytesIO(data))
                 tf.addfile(tarfile.TarInfo(f"{package}-{version}/deps/lib/sub"), None)  # not a jar: skipped
         else:
-            with zipfile.ZipFile(out / f"{package.replace('-', '_')}-{version}-py3-none-any.whl", "w") as zf:
+            suffix = ".zip" if kind == "zip" else "-py3-none-any.whl"
+            with zipfile.ZipFile(out / f"{package.replace('-', '_')}-{version}{suffix}", "w") as zf:
                 for name, data in jars.items():
                     zf.writestr(f"pyflink/lib/{name}", data)
                 zf.writestr("pyflink/opt/flink-python-extra.jar", b"opt")  # not in lib/: not kept
@@ -138,6 +140,11 @@ def test_a_version_that_is_no_release_number_is_refused(cache: Path, version: st
     with pytest.raises(UsageError) as raised:
         fetch_release(version)
     assert str(raised.value) == f"Flink release {version!r}: expected a version like 1.20.3"
+
+
+def test_a_zip_archive_is_read_like_a_wheel(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, Pip({"apache-flink": "zip"}))
+    assert (fetch_release("1.11.6") / "flink-dist-1.11.6.jar").read_bytes() == b"dist"
 
 
 def test_an_incomplete_copy_is_replaced(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
