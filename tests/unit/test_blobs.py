@@ -8,9 +8,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from support.fixtures import fixture_named
 
-from spillway.model.checkpoint import ByteStreamHandle, FileHandle, RelativeFileHandle, SegmentFileHandle
+from spillway.model.checkpoint import (
+    ByteStreamHandle,
+    EmptySegmentFileHandle,
+    FileHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+)
 from spillway.model.walk import leaf_stream_handles
 from spillway.storage.blobs import DelegateBlobs, delegate_display, delegate_key, open_delegate
 from spillway.storage.load import load_checkpoint
@@ -98,7 +105,10 @@ def test_handles_reading_the_same_bytes_share_a_key_and_an_open_blob() -> None:
     cache = DelegateBlobs(resolver)
     first = cache.get(a)
     assert first is not None and cache.get(twin) is first and cache.get(b) is not first
+    assert first.read_at(0, 1)
     cache.close()
+    with pytest.raises(ValueError, match="closed file"):  # every file the cache opened is released
+        first.read_at(0, 1)
 
 
 def test_inline_bytes_are_each_their_own_and_unreachable_files_keyed_by_their_name(tmp_path: Path) -> None:
@@ -107,6 +117,8 @@ def test_inline_bytes_are_each_their_own_and_unreachable_files_keyed_by_their_na
     assert delegate_key(resolver, one) == ("inline", id(one)) != delegate_key(resolver, two)
     remote = FileHandle("s3://bucket/x", 1)
     assert delegate_key(resolver, remote) == ("file", repr(remote), 0)
+    empty = EmptySegmentFileHandle()  # file merging's empty segment: no file, no start
+    assert delegate_key(resolver, empty) == ("file", repr(empty), 0)
 
 
 def test_a_delegate_is_shown_where_the_user_finds_it(tmp_path: Path) -> None:
