@@ -181,3 +181,50 @@ def _values(node: Any, key: str) -> list[str]:
 
 def test_damaged_is_said_as_json() -> None:
     assert Damaged("chk-9", "bad").to_json() == {"checkpoint": "chk-9", "error": "bad"}
+
+
+def test_of_two_checkpoints_a_damaged_newest_is_passed_over_with_its_own_error(tmp_path: Path) -> None:
+    job, chk = _job(tmp_path)
+    newest = _another(chk, _number(chk) + 1, b"\x00\x00\x00\x01 not a checkpoint")
+    with pytest.raises(CheckpointFormatError) as alone:
+        load_checkpoint(newest)
+    loaded, damaged = load_newest_readable(job)
+    assert loaded.location.metadata_path == chk / "_metadata"
+    assert damaged == [Damaged(str(newest), str(alone.value))]
+
+
+def test_the_rebase_rules_apply_to_whichever_checkpoint_is_picked(tmp_path: Path) -> None:
+    job, chk = _job(tmp_path, KEYED)
+    unused = "/nowhere/at/all=/tmp"
+    assert load_newest_readable(job, [unused])[0].unmatched_rebase == [unused]  # one checkpoint
+    _another(chk, _number(chk) + 1, b"")
+    loaded, damaged = load_newest_readable(job, [unused])  # several: the newest readable
+    assert len(damaged) == 1 and loaded.unmatched_rebase == [unused]
+
+
+def test_every_missing_file_is_counted(tmp_path: Path) -> None:
+    _, chk = _job(tmp_path, "1.11.4-unaligned")  # three relative channel-state files
+    _, relative = _oracle_files("1.11.4-unaligned")
+    assert len(relative) >= 2
+    for gone in sorted(relative)[:2]:
+        (chk / gone).unlink()
+    assert load_checkpoint(chk).survey_files() == (len(relative), 2)
+
+
+def test_spillways_own_rules_are_applied_never_shown_nor_warned_about(tmp_path: Path) -> None:
+    _, chk = _job(tmp_path, KEYED)
+    absolute, _ = _oracle_files(KEYED)
+    flink_dir = sorted(absolute)[0].rpartition("/")[0]
+    with notices.collecting() as warnings:
+        loaded = load_checkpoint(chk, internal=[f"{flink_dir}={chk}", "/nowhere/at/all=/tmp"])
+    assert warnings == [] and loaded.unmatched_rebase == []
+    resolved = loaded.resolve_files()
+    assert set(resolved) == absolute and all(r.local is not None and r.local.parent == chk for r in resolved.values())
+    assert loaded.resolver.rebases() == []  # spillway's own: applied, not shown
+    shown = load_checkpoint(chk, [f"{flink_dir}={chk}"])
+    shown.resolve_files()
+    assert shown.resolver.rebases() == [{"from": flink_dir, "to": str(chk), "paths": len(absolute)}]
+
+
+def test_a_path_that_is_no_local_path_holds_no_checkpoints() -> None:
+    assert job_checkpoints("not a scheme://x") == []
