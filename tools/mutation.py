@@ -100,7 +100,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # finding the checkpoint and its files; the path-escape guard
     "locate": (
         "spillway/storage/locate.py",
-        ["tests/unit/test_locate.py", "tests/unit/test_locate_fast_paths.py", "tests/cli/test_validate_rules.py"],
+        [
+            "tests/unit/test_locate.py",
+            "tests/unit/test_locate_fast_paths.py",
+            "tests/unit/test_locate_edges.py",
+            "tests/cli/test_validate_rules.py",
+        ],
     ),
     # the writers' validate step, and opening only regular files
     "output_check": (
