@@ -103,7 +103,7 @@ def test_a_search_that_gave_up_says_so() -> None:
 
 
 def test_a_fault_with_no_place_sorts_after_every_placed_one() -> None:
-    placeless, placed = FramingFault("truncated", "cut", 7, 0), FramingFault("length", "bad", 1, 3)
+    placeless, placed = FramingFault("truncated", "cut", 2, 0), FramingFault("length", "bad", 1, 3)  # 2 pieces
     back = _back(Location(103, None, (), searched=True), [0, 100], [100, 100])
     rows = _rows(damaged_findings(CHANNEL, [placeless, placed], TWO, back))
     assert rows[0][1] == "cut (in ?)"
@@ -127,6 +127,17 @@ def test_a_first_fault_that_is_not_a_length_is_left_alone_unless_corrections_wer
         f"the channel equally well (element 1 at offset 1004, element 9 at offset 5020 of /chk/b) (in {PART})",
         "/chk/a",
         1010,
+    )
+
+
+def test_candidates_after_a_fault_with_no_place_are_each_named_with_their_file() -> None:
+    placeless = FramingFault("truncated", "cut", 2, 0)  # past the two pieces
+    one = Damage(position=4, index=1, read=9, fits=6, broke_at=200)
+    back = _back(Location(200, None, (one,), searched=True), [0, 100], [100, 100])
+    (row,) = _rows(damaged_findings(CHANNEL, [placeless], TWO, back))
+    assert row[1] == (
+        "cut; framing broke here, the damaged field is not known: 1 corrected length fields frame the rest of the "
+        "channel equally well (element 1 at offset 1004 of /chk/a) (in ?)"
     )
 
 
@@ -203,6 +214,8 @@ def test_pieces_of_one_chunk_are_one_recovery_buffer() -> None:
     """The field at 10 claims 60 bytes: whole in a buffer of the chunk's 100 bytes, past one of a 50-byte chunk."""
     same = [Piece(PART, A, 0, chunk=8), Piece(PART, A, 50, chunk=8), Piece(PART, A, 120, chunk=120)]
     assert _verdict(same, [50, 50, 100], fits=20).startswith(READS)
+    then_other = [Piece(PART, A, 0, chunk=8), Piece(PART, A, 50, chunk=8), Piece("up#1 out(0,0)", B, 0, chunk=8)]
+    assert _verdict(then_other, [50, 50, 100], fits=20).startswith(READS)  # each piece is compared with the one before
     other_chunk = [Piece(PART, A, 0, chunk=8), Piece(PART, A, 50, chunk=58), Piece(PART, A, 120, chunk=120)]
     assert _verdict(other_chunk, [50, 50, 100], fits=20).startswith(DROPS)
     other_part = [Piece(PART, A, 0, chunk=8), Piece("up#1 out(0,0)", A, 50, chunk=8), Piece(PART, A, 120, chunk=120)]

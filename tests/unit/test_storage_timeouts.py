@@ -27,6 +27,9 @@ def test_the_default_then_the_environment_then_the_setting(monkeypatch: pytest.M
     assert timeouts.timeout() == 7.5
     timeouts.set_timeout(2)
     assert timeouts.timeout() == 2.0 and isinstance(timeouts.timeout(), float)
+    timeouts.set_timeout(0.5)  # under a second is a timeout too
+    assert timeouts.timeout() == 0.5
+    timeouts.set_timeout(2)
     timeouts.set_timeout(None)
     assert timeouts.timeout() == 7.5
 
@@ -55,4 +58,5 @@ def test_a_bad_setting_is_refused_and_changes_nothing(seconds: float) -> None:
     with pytest.raises(ArgumentError) as raised:
         timeouts.set_timeout(seconds)
     assert (raised.value.argument, raised.value.detail) == ("seconds", "expected a number of seconds greater than 0")
+    assert raised.value.value is seconds
     assert timeouts.timeout() == 5.0
