@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from support.fixtures import fixture_named
 
+from spillway.model.checkpoint import RelativeFileHandle
 from spillway.storage.load import load_checkpoint
 from spillway.storage.relative import relative_copies, relative_names
 from spillway.storage.safe_writer import WriteError
@@ -64,3 +65,20 @@ def test_a_missing_one_is_refused_by_name(tmp_path: Path) -> None:
     (chk / gone).mkdir()  # a directory is no file to copy either
     with pytest.raises(WriteError, match="referenced relative file is missing"):
         relative_copies(loaded, loaded.checkpoint)
+
+
+def test_a_relative_name_leading_out_of_the_checkpoint_is_refused_as_missing() -> None:
+    """A name the checkpoint directory cannot hold (``..``) is never looked up, so there is nothing to copy."""
+    loaded = load_checkpoint(fixture_named(FIXTURE).checkpoint_dir)
+    (handle,) = [
+        h
+        for op in loaded.checkpoint.operators
+        for sub in op.subtasks
+        for state in sub.input_channel_state
+        for h in [state.delegate]
+        if isinstance(h, RelativeFileHandle)
+    ][:1]
+    handle.relative_path = "../../escape"
+    with pytest.raises(WriteError) as raised:
+        relative_copies(loaded, loaded.checkpoint)
+    assert str(raised.value) == f"../../escape: referenced relative file is missing in {loaded.location.checkpoint_dir}"
