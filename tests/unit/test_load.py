@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.fixtures import fixture_named
 
-from spillway import notices
+from spillway import notices, progress
 from spillway.formats.errors import CheckpointFormatError
 from spillway.storage.load import Damaged, job_checkpoints, load_checkpoint, load_newest_readable, unmatched_rules
 from spillway.storage.locate import Rebase
@@ -228,3 +228,41 @@ def test_spillways_own_rules_are_applied_never_shown_nor_warned_about(tmp_path: 
 
 def test_a_path_that_is_no_local_path_holds_no_checkpoints() -> None:
     assert job_checkpoints("not a scheme://x") == []
+
+
+class _Recorded:
+    """A progress listener that keeps what each stage said."""
+
+    def __init__(self) -> None:
+        self.stages: list[list[object]] = []
+
+    def stage(self, description: str, total: int | None, unit: str) -> _Recorded:
+        self.stages.append([description, total, unit])
+        return self
+
+    def advance(self, n: int = 1) -> None:
+        self.stages[-1].append(("advance", n))
+
+    def update(self, completed: int, total: int | None = None) -> None:
+        self.stages[-1].append(("update", completed))
+
+    def done(self) -> None:
+        self.stages[-1].append("done")
+
+
+def test_decoding_is_one_stage_of_the_metadatas_bytes() -> None:
+    fx = fixture_named(FIXTURE)
+    size = fx.metadata.stat().st_size
+    seen = _Recorded()
+    with progress.listening(seen):
+        load_checkpoint(fx.checkpoint_dir)
+    assert seen.stages == [["decoding _metadata", size, "bytes", ("update", size), "done"]]
+
+
+def test_a_metadata_that_does_not_decode_is_named_in_the_error(tmp_path: Path) -> None:
+    chk = tmp_path / "chk-1"
+    chk.mkdir()
+    (chk / "_metadata").write_bytes(b"\x00\x00\x00\x01 not a checkpoint")
+    with pytest.raises(CheckpointFormatError) as raised:
+        load_checkpoint(chk)
+    assert str(raised.value).startswith(f"{chk / '_metadata'}: byte 0 ")
