@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from spillway.errors import UsageError
-from spillway.storage.job_graph import JobRun, plan_job, plan_jobs
+from spillway.storage.job_graph import JobRun, jar_release, plan_job, plan_jobs
 
 JAVA = r"""
 import json, os, sys, time
@@ -34,6 +34,8 @@ def job(args):
     name = os.path.basename(jar)
     if name.startswith("sleeps"):
         time.sleep(30)
+    if name.startswith("quiet"):
+        sys.exit(3)
     if name.startswith("exits"):
         sys.stderr.write("starting\nboom: System.exit(3)\n")
         sys.exit(3)
@@ -166,6 +168,15 @@ def test_a_jvm_that_ends_without_a_word_is_said_with_its_last_line(jdk: Path, tm
     )
 
 
+def test_a_jvm_that_ends_silently_is_said_without_a_last_line(jdk: Path, tmp_path: Path) -> None:
+    jar = _jar(tmp_path, "quiet.jar")
+    with pytest.raises(UsageError) as raised:
+        plan_job(jar, "1.20.3")
+    assert str(raised.value) == (
+        f"{jar}: the JVM ended (exit code 3) before Flink built the job; does the job's main call System.exit?"
+    )
+
+
 def test_a_main_that_never_builds_its_job_is_stopped(jdk: Path, tmp_path: Path) -> None:
     jar = _jar(tmp_path, "sleeps.jar")
     with pytest.raises(UsageError) as raised:
@@ -232,5 +243,13 @@ def test_a_batch_whose_jvm_ends_early_says_so_for_the_jobs_left(jdk: Path, tmp_p
 
 def test_a_batch_gives_each_job_its_time(jdk: Path, tmp_path: Path) -> None:
     runs = [JobRun(_jar(tmp_path, "sleeps.jar")), JobRun(_jar(tmp_path, "good.jar"))]
-    with pytest.raises(UsageError, match=r"did not finish planning within 3 s"):
+    with pytest.raises(UsageError) as raised:
         plan_jobs(runs, "1.20.3", timeout=1.5)
+    assert str(raised.value).startswith(f"{runs[0].jar}: the job's main did not finish planning within 3 s")
+
+
+def test_a_pom_that_is_not_utf_8_still_gives_the_release(tmp_path: Path) -> None:
+    fat = tmp_path / "fat.jar"
+    with zipfile.ZipFile(fat, "w") as jar:
+        jar.writestr("META-INF/maven/org.apache.flink/flink-core/pom.properties", b"#\xff\nversion=1.18.1\n")
+    assert jar_release(fat) == "1.18.1"
