@@ -5,6 +5,7 @@ builds and the rules the module documents."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from spillway.model.checkpoint import FileHandle, RelativeFileHandle
 from spillway.storage.locate import (
     CheckpointLocation,
     FileResolver,
+    LocalTree,
     LocateError,
     Rebase,
     job_checkpoint_dirs,
@@ -86,3 +88,26 @@ def test_a_file_is_shown_where_the_user_knows_it(tmp_path: Path) -> None:
     assert remote.shown_text(RelativeFileHandle("state", 1)) == "s3://b/job/chk-1/state"  # never the local copy
     ruled = FileResolver(CheckpointLocation(chk / "_metadata"), [Rebase.parse(f"/elsewhere={chk}")])
     assert ruled.shown_text(FileHandle("/elsewhere/state", 1)) == str(chk / "state")  # a local rule: the file
+
+
+def test_a_remote_checkpoints_files_read_from_the_local_copy_are_shown_by_their_uri(tmp_path: Path) -> None:
+    """spillway's own rule from a store's place to its local copy: the file read is the copy, ``via`` the URI."""
+    chk = _chk(tmp_path / "copy" / "chk-1")
+    (chk / "f").write_bytes(b"x")
+    resolver = FileResolver(CheckpointLocation(chk / "_metadata"), [Rebase.parse(f"s3://b/job/chk-1={chk}", True)])
+    resolved = resolver.resolve_path("s3://b/job/chk-1/f")
+    assert (resolved.local_text, resolved.via) == (str(chk / "f"), "s3://b/job/chk-1/f")
+    assert resolver.rebases() == []  # spillway's own rule is never shown
+
+
+def test_every_unsafe_path_counts_as_missing(tmp_path: Path) -> None:
+    chk = _chk(tmp_path / "job" / "chk-1")
+    resolver = FileResolver(CheckpointLocation(chk / "_metadata"))
+    assert resolver.survey({"/a/../x", "/b/../y", f"{chk}/_metadata"}) == 2
+
+
+def test_what_is_neither_file_nor_directory_is_other(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert LocalTree().kind(str(fifo)) == "other"
+    assert LocalTree().kind(str(tmp_path)) == "dir" and LocalTree().kind(str(tmp_path / "none")) is None
