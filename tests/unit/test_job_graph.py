@@ -41,6 +41,8 @@ def job(args):
         sys.exit(3)
     if name.startswith("fails"):
         return "the job's main threw IllegalStateException: no source"
+    if name.startswith("tabbed"):
+        return "the job's main threw\tat once"
     if name.startswith("garbled"):
         open(out, "w").write("{not json")
         return None
@@ -226,7 +228,17 @@ def test_a_batch_plans_every_job_in_one_jvm_each_with_its_own_answer(jdk: Path, 
     assert found[2] == {"jar": str(other.resolve()), "class": None, "args": []}
     (cmd,) = _java_runs(jdk)  # one JVM
     assert cmd[-2] == "--batch"
+    (classes,) = (tmp_path / "planids").iterdir()
+    assert cmd[cmd.index("-cp") + 1] == f"{classes}{os.pathsep}{tmp_path / 'flink' / 'lib'}/*"
     assert plan_jobs([], "1.20.3") == []
+
+
+def test_a_batch_answers_an_unreadable_document_and_a_tabbed_message_for_that_job(jdk: Path, tmp_path: Path) -> None:
+    garbled, tabbed = _jar(tmp_path, "garbled.jar"), _jar(tmp_path, "tabbed.jar")
+    found = plan_jobs([JobRun(garbled), JobRun(tabbed)], "1.20.3")
+    assert isinstance(found[0], UsageError)
+    assert str(found[0]).startswith(f"{garbled}: spillway's Flink helper wrote no readable document (")
+    assert isinstance(found[1], UsageError) and str(found[1]) == f"{tabbed}: the job's main threw\tat once"
 
 
 def test_a_batch_whose_jvm_ends_early_says_so_for_the_jobs_left(jdk: Path, tmp_path: Path) -> None:
