@@ -299,9 +299,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     # opening a checkpoint: the newest readable chk-N, unmatched rebase rules, the files referenced and missing
-    # test_load_remote.py (a moto S3 server) passes on its own but its second test could not reach the server in
-    # mutmut's clean run, which then resets the workspace's results: left out until that is understood
-    "load": ("spillway/storage/load.py", ["tests/unit/test_load.py", "tests/unit/test_locate_fast_paths.py"]),
+    "load": (
+        "spillway/storage/load.py",
+        ["tests/unit/test_load.py", "tests/unit/test_load_remote.py", "tests/unit/test_locate_fast_paths.py"],
+    ),
     "blobs": ("spillway/storage/blobs.py", ["tests/unit/test_blobs.py", "tests/unit/test_validate_rule_edges.py"]),
     "job_graph": ("spillway/storage/job_graph.py", ["tests/unit/test_job_graph.py", "tests/unit/test_job_ids.py"]),
     "flink_release": ("spillway/storage/flink_release.py", ["tests/unit/test_flink_release.py"]),

@@ -22,7 +22,9 @@ FIXTURE = "2.3.0-unaligned"  # its channel state: relative files inside chk-3
 KEYED = "1.10.3-aligned"  # absolute files inside chk-3
 
 
-@pytest.fixture(scope="module")
+# One server for the whole session: spillway keeps its store clients per endpoint for the process, so a second
+# server (on another port) after tests of other modules ran in between would not be reached by them.
+@pytest.fixture(scope="session")
 def server() -> Iterator[S3Server]:
     with moto_s3(buckets=("ckpt",)) as s3:
         assert s3.client is not None
