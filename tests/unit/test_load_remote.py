@@ -22,13 +22,20 @@ FIXTURE = "2.3.0-unaligned"  # its channel state: relative files inside chk-3
 KEYED = "1.10.3-aligned"  # absolute files inside chk-3
 
 
-# One server for the whole session: spillway keeps its store clients per endpoint for the process, so a second
-# server (on another port) after tests of other modules ran in between would not be reached by them.
+# spillway keeps one store client per bucket for the process; a process forked after an earlier server ended (a
+# mutation run) would still hold that server's client. A bucket named after its server's port is never one an
+# earlier client knows.
 @pytest.fixture(scope="session")
 def server() -> Iterator[S3Server]:
-    with moto_s3(buckets=("ckpt",)) as s3:
+    with moto_s3() as s3:
         assert s3.client is not None
+        s3.client.create_dir(f"ckpt-{s3.port}")
         yield s3
+
+
+@pytest.fixture
+def bucket(s3: S3Server) -> str:
+    return f"ckpt-{s3.port}"
 
 
 @pytest.fixture
@@ -55,12 +62,12 @@ def _relative(name: str) -> set[str]:
     return found
 
 
-def test_a_checkpoint_on_a_store_is_read_from_a_local_copy_and_shown_by_its_uris(s3: S3Server) -> None:
+def test_a_checkpoint_on_a_store_is_read_from_a_local_copy_and_shown_by_its_uris(s3: S3Server, bucket: str) -> None:
     fx = fixture_named(FIXTURE)
     chk = fx.checkpoint_dir
     assert s3.client is not None
-    upload(s3.client, chk.parent, f"ckpt/one/{chk.parent.name}")
-    uri = f"s3://ckpt/one/{chk.parent.name}/{chk.name}"
+    upload(s3.client, chk.parent, f"{bucket}/one/{chk.parent.name}")
+    uri = f"s3://{bucket}/one/{chk.parent.name}/{chk.name}"
     loaded = load_checkpoint(uri)
     assert loaded.location.uri == f"{uri}/_metadata" and loaded.location.shown == f"{uri}/_metadata"
     assert loaded.location.metadata_path.read_bytes() == fx.metadata.read_bytes()
@@ -71,11 +78,11 @@ def test_a_checkpoint_on_a_store_is_read_from_a_local_copy_and_shown_by_its_uris
         assert loaded.resolver.shown_text(RelativeFileHandle(name, 0)) == f"{uri}/{name}"
 
 
-def test_a_jobs_checkpoints_on_a_store_are_listed_and_the_newest_readable_picked(s3: S3Server) -> None:
+def test_a_jobs_checkpoints_on_a_store_are_listed_and_the_newest_readable_picked(s3: S3Server, bucket: str) -> None:
     fx = fixture_named(FIXTURE)
     chk = fx.checkpoint_dir
     assert s3.client is not None
-    job = f"ckpt/two/{chk.parent.name}"
+    job = f"{bucket}/two/{chk.parent.name}"
     upload(s3.client, chk.parent, job)
     with s3.client.open_output_stream(f"{job}/chk-9/_metadata") as out:
         out.write(b"\x00\x00\x00\x01 not a checkpoint")
@@ -87,7 +94,7 @@ def test_a_jobs_checkpoints_on_a_store_are_listed_and_the_newest_readable_picked
 
 
 def test_a_local_checkpoint_whose_files_moved_to_the_store_reads_them_from_a_mirror(
-    s3: S3Server, tmp_path: Path
+    s3: S3Server, bucket: str, tmp_path: Path
 ) -> None:
     fx = fixture_named(KEYED)
     root = tmp_path / fx.name
@@ -98,14 +105,14 @@ def test_a_local_checkpoint_whose_files_moved_to_the_store_reads_them_from_a_mir
     assert files
     assert s3.client is not None
     for name in files:
-        with s3.client.open_output_stream(f"ckpt/moved/{name}") as out:
+        with s3.client.open_output_stream(f"{bucket}/moved/{name}") as out:
             out.write((chk / name).read_bytes())
         (chk / name).unlink()  # only on the store now
     written = _flink_dir(flink)
-    loaded = load_checkpoint(chk, [f"{written}=s3://ckpt/moved"], workdir=tmp_path / "work")
+    loaded = load_checkpoint(chk, [f"{written}=s3://{bucket}/moved"], workdir=tmp_path / "work")
     assert loaded.survey_files() == (len(files), 0)
     resolved = loaded.resolve_files()
-    assert {r.via for r in resolved.values()} == {f"s3://ckpt/moved/{n}" for n in files}
+    assert {r.via for r in resolved.values()} == {f"s3://{bucket}/moved/{n}" for n in files}
     assert all(r.local is not None and r.local.is_relative_to(tmp_path / "work" / "mirror") for r in resolved.values())
     assert loaded.unmatched_rebase == []
 
