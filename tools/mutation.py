@@ -37,8 +37,11 @@ RULES_TESTS = [
     "tests/unit/test_validate_changelog_files.py",
     "tests/unit/test_validate_rule_edges.py",
     "tests/unit/test_chunk_claims.py",
+    "tests/unit/test_key_group_rules.py",
+    "tests/unit/test_record_rules.py",
+    "tests/unit/test_plan_rules.py",
 ]
-RULES = ("chunks", "common", "files", "key_groups", "plan", "records", "structure")
+RULES = ("against_plan", "chunks", "common", "files", "key_groups", "records", "structure")
 
 # the one API (spillway.open -> Checkpoint, its options and results), called in-process
 API_TESTS = [
@@ -104,7 +107,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # finding the checkpoint and its files; the path-escape guard
     "locate": (
         "spillway/storage/locate.py",
-        ["tests/unit/test_locate.py", "tests/unit/test_locate_fast_paths.py", "tests/cli/test_validate_rules.py"],
+        [
+            "tests/unit/test_locate.py",
+            "tests/unit/test_locate_fast_paths.py",
+            "tests/unit/test_locate_edges.py",
+            "tests/cli/test_validate_rules.py",
+        ],
     ),
     # the writers' validate step, and opening only regular files
     "output_check": (
@@ -317,6 +325,18 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "spillway/inspect/restore_instructions.py",
         ["tests/unit/test_restore_instruction_rules.py"],
     ),
+    # opening a checkpoint: the newest readable chk-N, unmatched rebase rules, the files referenced and missing
+    "load": (
+        "spillway/storage/load.py",
+        ["tests/unit/test_load.py", "tests/unit/test_load_remote.py", "tests/unit/test_locate_fast_paths.py"],
+    ),
+    "blobs": ("spillway/storage/blobs.py", ["tests/unit/test_blobs.py", "tests/unit/test_validate_rule_edges.py"]),
+    "job_graph": ("spillway/storage/job_graph.py", ["tests/unit/test_job_graph.py", "tests/unit/test_job_ids.py"]),
+    "flink_release": ("spillway/storage/flink_release.py", ["tests/unit/test_flink_release.py"]),
+    "storage_names": ("spillway/storage/names.py", ["tests/unit/test_storage_names.py"]),
+    # test_transfer_deadline.py also sets timeouts, but its timing fails a clean run on a loaded machine
+    "timeouts": ("spillway/storage/timeouts.py", ["tests/unit/test_storage_timeouts.py"]),
+    "relative": ("spillway/storage/relative.py", ["tests/unit/test_relative_copies.py"]),
     "pinning": (
         "spillway/storage/pinning.py",
         ["tests/unit/test_pinning.py", "tests/cli/test_moved_source_references.py"],

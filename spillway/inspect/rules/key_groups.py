@@ -55,7 +55,8 @@ def _range_findings(
 def _tiling_findings(op: OperatorState, label: str, kind: str, ranges: list[tuple[int, int, int]]) -> Iterator[Finding]:
     """Overlaps and gaps between the subtasks' ranges, in key-group order."""
     covered = 0
-    for start, last, index in sorted(ranges):
+    for first, last, index in sorted(ranges):
+        start = max(first, 0)  # key groups below 0 are outside, said by _range_findings; no subtask holds them too
         if start > last:
             continue
         if start < covered:
