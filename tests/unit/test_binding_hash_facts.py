@@ -99,14 +99,16 @@ def test_each_generated_id_reason_names_the_position_and_chaining_that_give_flin
     """Word for word: a traversal hit names its breadth-first position; a search hit its position, Flink's count of
     chained out-edges and whether input ids went in; an input bound by a search hit says so; a deduced operator
     whose id is its input's generated id names that position. Each position named gives Flink's id by Flink's
-    rule."""
+    rule, and every generated id found records Flink's count of chained outputs."""
     flink = _Flink(fx)
     binding = _binding(fx)
-    for b in binding.operators:
+    for i, b in enumerate(binding.operators):
         node = flink.node(b.node_id)
         has_inputs = bool(flink.inputs.get(node["id"]))
         chained = flink.chained.get(node["id"], 0)
         if b.method == DETERMINISTIC_HASH:
+            # a generated id found proves its chained count, also when it is none
+            assert binding.chained_outputs.get(i) == chained, (b.name, b.reason)
             m = re.fullmatch(
                 r"StreamGraphHasherV2 gives this id \(no uid(, breadth-first|;) position ([0-9/]+)(.*)", b.reason
             )
