@@ -129,8 +129,10 @@ def test_each_generated_id_reason_names_the_position_and_chaining_that_give_flin
                 r"; no uid: the id is the one Flink generates from its input's id \(position ([0-9/]+)\)$", b.reason
             )
             assert m is not None, b.reason
+            assert b.reason.startswith("the only checkpoint operator that fits ("), b.reason
             assert all(flink.rule_gives(b.node_id, int(p)) for p in m.group(1).split("/")), (b.name, b.reason)
             assert node["uid"] is None
+            assert binding.chained_outputs.get(i) == chained, (b.name, b.reason)
 
 
 def test_the_reasons_cover_traversal_and_search_hits_inputs_and_deduced_positions() -> None:
