@@ -184,3 +184,29 @@ def test_a_job_graph_plan_with_two_sources_binds_generated_ids_under_the_one_sou
         position = int(m.group(1))
         chained = flink.chained.get(node["id"], 0)
         assert _flink_hash(position, chained, flink.inputs.get(node["id"], [])) == node["operator_id"]
+
+
+NO_UID_1X = [
+    pytest.param(f, id=f.name)
+    for f in all_fixtures()
+    if f.info["scenario"] == "prod-no-uid" and f.release.startswith("1.") and (f.root / "plan.json").exists()
+]
+
+
+@pytest.mark.parametrize("fx", NO_UID_1X)
+def test_a_job_without_uids_bound_whole_by_generated_ids_leaves_one_assignment_flinks(fx: Fixture) -> None:
+    """No operator of these jobs has a uid (ids.json), so every id is generated and the plan gives every input of
+    it: each operator Flink stored is bound to Flink's id, and exactly one assignment of operators to ids is left —
+    Flink's."""
+    flink = _Flink(fx)
+    binding = _binding(fx)
+    stored = {o.operator_id for o in load_checkpoint(fx.checkpoint_dir).checkpoint.operators}
+    assert all(flink.node(b.node_id)["uid"] is None for b in binding.operators)
+    for b in binding.operators:
+        flink_id = flink.node(b.node_id)["operator_id"]
+        if flink_id in stored:
+            assert (b.operator_id, b.exact) == (flink_id, True), b
+        else:  # 1.12 writes nothing for a stateless operator
+            assert b.operator_id in (None, flink_id) and not b.exact, b
+    assert binding.solutions == 1
+    assert binding.unclaimed == ()
