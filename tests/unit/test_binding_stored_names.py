@@ -124,6 +124,18 @@ def test_a_uid_given_for_a_repeated_name_picks_the_node() -> None:
         "there, or the uid is wrong)",
     )
     assert flink[joiner.id]["operator_id"] in binding.unclaimed
+    # every other operator whose name is unique in plan and checkpoint is still bound by its stored name, wherever
+    # it sits in the plan relative to the nodes a uid was given for
+    plan_names = Counter(n.name for n in graph.nodes)
+    stored_names = Counter(name for name, _ in stored.values())
+    rest = [
+        b
+        for b in binding.operators
+        if b.node_id not in (target.id, joiner.id) and plan_names[b.name] == 1 and stored_names[b.name] == 1
+    ]
+    assert any(b.node_id is not None and b.node_id > target.id for b in rest)
+    for b in rest:
+        assert (b.method, b.operator_id, b.exact) == (STORED_NAME, flink[b.node_id]["operator_id"], True), b.name
 
 
 def test_a_uid_given_for_a_chained_operator_of_a_job_graph_plan_by_its_place() -> None:
