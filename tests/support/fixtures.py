@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +75,26 @@ def same_operator(shown: str | None, label: str, root: Path) -> bool:
     """``shown`` (a finding's operator) names the operator whose checkpoint label is ``label``: the label itself,
     or, once a plan binds it, the name Flink gave that id."""
     return shown == label or shown in flink_names(root).get(label, frozenset())
+
+
+def dump_nodes(node: object) -> Iterator[dict[str, Any]]:
+    """Every object of a decoded dump (oracle.json nests handles at several depths), each before those inside it."""
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from dump_nodes(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from dump_nodes(v)
+
+
+def flink_files(name: str) -> tuple[set[str], set[str]]:
+    """(absolute paths, relative paths) of every file Flink's own decode of the fixture's ``_metadata`` names."""
+    absolute: set[str] = set()
+    relative: set[str] = set()
+    for node in dump_nodes(json.loads(fixture_named(name).oracle.read_text())):
+        if node.get("type") == "RelativeFileStateHandle":
+            relative.add(node["relative_path"])
+        elif isinstance(node.get("path"), str) and node.get("type", "").endswith("StateHandle"):
+            absolute.add(node["path"])
+    return absolute, relative

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fixtures import fixture_named
+from support.fixtures import fixture_named, flink_files
 
 from spillway import notices, progress
 from spillway.formats.errors import CheckpointFormatError
@@ -95,30 +95,9 @@ def test_a_local_checkpoint_may_be_named_as_flink_names_it(tmp_path: Path) -> No
         assert load_checkpoint(spelled).location.metadata_path == chk / "_metadata"
 
 
-def _oracle_files(name: str) -> tuple[set[str], set[str]]:
-    """(absolute paths, relative paths) of every file Flink's own decode of ``_metadata`` names."""
-    absolute: set[str] = set()
-    relative: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "RelativeFileStateHandle":
-                relative.add(node["relative_path"])
-            elif isinstance(node.get("path"), str) and node.get("type", "").endswith("StateHandle"):
-                absolute.add(node["path"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(json.loads((fixture_named(name).root / "oracle.json").read_text()))
-    return absolute, relative
-
-
 def test_survey_counts_the_files_flink_named_and_those_missing(tmp_path: Path) -> None:
     _, chk = _job(tmp_path)
-    absolute, relative = _oracle_files(FIXTURE)
+    absolute, relative = flink_files(FIXTURE)
     assert relative and not absolute
     assert load_checkpoint(chk).survey_files() == (len(relative), 0)
     gone = sorted(relative)[0]
@@ -128,7 +107,7 @@ def test_survey_counts_the_files_flink_named_and_those_missing(tmp_path: Path) -
 
 def test_survey_and_resolve_cover_absolute_files_too(tmp_path: Path) -> None:
     _, chk = _job(tmp_path, KEYED)
-    absolute, relative = _oracle_files(KEYED)
+    absolute, relative = flink_files(KEYED)
     assert absolute and not relative
     loaded = load_checkpoint(chk)
     assert loaded.survey_files() == (len(absolute), 0)
@@ -139,7 +118,7 @@ def test_survey_and_resolve_cover_absolute_files_too(tmp_path: Path) -> None:
 
 def test_a_rebase_rule_matching_no_path_is_named(tmp_path: Path) -> None:
     _, chk = _job(tmp_path, KEYED)
-    absolute, _ = _oracle_files(KEYED)
+    absolute, _ = flink_files(KEYED)
     flink_dir = sorted(absolute)[0].rpartition("/")[0]  # where Flink wrote the checkpoint
     used, unused = f"{flink_dir}={chk}", "/nowhere/at/all=/tmp"
     with notices.collecting() as warnings:
@@ -162,7 +141,7 @@ def test_a_rule_matching_only_the_file_merging_directories_matches() -> None:
     loaded = load_checkpoint(fx.checkpoint_dir)
     oracle = (fx.root / "oracle.json").read_text()
     dirs = sorted({d for key in ("shared_dir", "task_owned_dir") for d in _values(json.loads(oracle), key)})
-    absolute, _ = _oracle_files(fx.name)
+    absolute, _ = flink_files(fx.name)
     only_named = [d for d in dirs if not any(p.startswith(d) for p in absolute)]  # no file of the checkpoint in it
     assert only_named
     for d in only_named:
@@ -204,7 +183,7 @@ def test_the_rebase_rules_apply_to_whichever_checkpoint_is_picked(tmp_path: Path
 
 def test_every_missing_file_is_counted(tmp_path: Path) -> None:
     _, chk = _job(tmp_path, "1.11.4-unaligned")  # three relative channel-state files
-    _, relative = _oracle_files("1.11.4-unaligned")
+    _, relative = flink_files("1.11.4-unaligned")
     assert len(relative) >= 2
     for gone in sorted(relative)[:2]:
         (chk / gone).unlink()
@@ -213,7 +192,7 @@ def test_every_missing_file_is_counted(tmp_path: Path) -> None:
 
 def test_spillways_own_rules_are_applied_never_shown_nor_warned_about(tmp_path: Path) -> None:
     _, chk = _job(tmp_path, KEYED)
-    absolute, _ = _oracle_files(KEYED)
+    absolute, _ = flink_files(KEYED)
     flink_dir = sorted(absolute)[0].rpartition("/")[0]
     with notices.collecting() as warnings:
         loaded = load_checkpoint(chk, internal=[f"{flink_dir}={chk}", "/nowhere/at/all=/tmp"])

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from support.endpoints import S3Server, moto_s3, upload
-from support.fixtures import fixture_named
+from support.fixtures import fixture_named, flink_files
 
 from spillway.model.checkpoint import RelativeFileHandle
 from spillway.storage.load import job_checkpoints, load_checkpoint, load_newest_readable
@@ -45,23 +45,6 @@ def s3(server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     return server
 
 
-def _relative(name: str) -> set[str]:
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "RelativeFileStateHandle":
-                found.add(node["relative_path"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(json.loads((fixture_named(name).root / "oracle.json").read_text()))
-    return found
-
-
 def test_a_checkpoint_on_a_store_is_read_from_a_local_copy_and_shown_by_its_uris(s3: S3Server, bucket: str) -> None:
     fx = fixture_named(FIXTURE)
     chk = fx.checkpoint_dir
@@ -72,7 +55,7 @@ def test_a_checkpoint_on_a_store_is_read_from_a_local_copy_and_shown_by_its_uris
     assert loaded.location.uri == f"{uri}/_metadata" and loaded.location.shown == f"{uri}/_metadata"
     assert loaded.location.metadata_path.read_bytes() == fx.metadata.read_bytes()
     assert any(p.name.startswith("spillway-remote-") for p in loaded.location.metadata_path.parents)  # a new one
-    names = _relative(FIXTURE)
+    names = flink_files(FIXTURE)[1]
     assert loaded.survey_files() == (len(names), 0)
     for name in names:
         assert loaded.resolver.shown_text(RelativeFileHandle(name, 0)) == f"{uri}/{name}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fixtures import fixture_named
+from support.fixtures import dump_nodes, fixture_named
 
 from spillway.inspect.output_check import validated_output
 from spillway.inspect.topology import load_plan
@@ -55,29 +55,12 @@ def test_rebase_rules_are_passed_on(tmp_path: Path) -> None:
     found = validated_output(rebase=[rule])(tmp, no_prefix)
     expected = validate(load_checkpoint(tmp, [rule]))
     assert found == expected.findings and not expected.errors
-    assert expected.files_checked == sum(  # every file Flink's loader listed (oracle.json) was looked at
-        1 for _ in _file_handles(json.loads(OLD.oracle.read_text()))
-    )
+    flink_listed = {
+        n["path"] for n in dump_nodes(json.loads(OLD.oracle.read_text())) if n.get("type") == "FileStateHandle"
+    }
+    assert expected.files_checked == len(flink_listed)  # every file Flink's loader listed (oracle.json) was looked at
     with pytest.raises(WriteError, match="file-exists: missing file"):
         validated_output(rebase=[f"{FINAL}-elsewhere={tmp}"])(tmp, no_prefix)  # a rule that matches nothing
-
-
-def _file_handles(node: object) -> list[str]:
-    """The distinct files of the FileStateHandles in a dump (oracle.json nests them at several depths)."""
-    found: set[str] = set()
-
-    def walk(n: object) -> None:
-        if isinstance(n, dict):
-            if n.get("type") == "FileStateHandle":
-                found.add(n["path"])
-            for v in n.values():
-                walk(v)
-        elif isinstance(n, list):
-            for v in n:
-                walk(v)
-
-    walk(node)
-    return sorted(found)
 
 
 def test_a_validate_error_refuses_the_output_naming_the_first(tmp_path: Path) -> None:

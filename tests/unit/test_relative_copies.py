@@ -4,13 +4,11 @@ each is copied from."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-from support.fixtures import fixture_named
+from support.fixtures import fixture_named, flink_files
 
 from spillway.model.checkpoint import RelativeFileHandle
 from spillway.storage.load import load_checkpoint
@@ -20,26 +18,9 @@ from spillway.storage.safe_writer import WriteError
 FIXTURE = "2.3.0-unaligned"
 
 
-def _flink_relative(name: str) -> set[str]:
-    found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "RelativeFileStateHandle":
-                found.add(node["relative_path"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(json.loads((fixture_named(name).root / "oracle.json").read_text()))
-    return found
-
-
 def test_the_relative_files_are_those_flink_named() -> None:
     loaded = load_checkpoint(fixture_named(FIXTURE).checkpoint_dir)
-    assert relative_names(loaded.checkpoint) == _flink_relative(FIXTURE) != set()
+    assert relative_names(loaded.checkpoint) == flink_files(FIXTURE)[1] != set()
     keyed = load_checkpoint(fixture_named("1.10.3-aligned").checkpoint_dir)
     assert relative_names(keyed.checkpoint) == set()  # absolute paths only
 
@@ -47,7 +28,7 @@ def test_the_relative_files_are_those_flink_named() -> None:
 def test_each_is_copied_from_the_source_checkpoint(tmp_path: Path) -> None:
     fx = fixture_named(FIXTURE)
     loaded = load_checkpoint(fx.checkpoint_dir)
-    names = _flink_relative(FIXTURE)
+    names = flink_files(FIXTURE)[1]
     assert relative_copies(loaded, loaded.checkpoint) == {fx.checkpoint_dir / n: n for n in names}
 
 
@@ -57,7 +38,7 @@ def test_a_missing_one_is_refused_by_name(tmp_path: Path) -> None:
     shutil.copytree(fx.root, root)
     chk = root / fx.info["checkpoint"]
     loaded = load_checkpoint(chk)
-    gone = sorted(_flink_relative(FIXTURE))[0]
+    gone = sorted(flink_files(FIXTURE)[1])[0]
     (chk / gone).unlink()
     with pytest.raises(WriteError) as raised:
         relative_copies(loaded, loaded.checkpoint)
