@@ -11,32 +11,18 @@ from pathlib import Path
 
 import pytest
 from support.fixtures import fixture_named
-from support.flink_harness import restore
+from support.user_group_counted import assert_restored_exactly_once
 
 from spillway.inspect.topology import load_plan
 from spillway.rescale.rescale import rescale
 from spillway.storage.load import load_checkpoint
 
-N, USERS = 200_000, 32
 EVENT = (
     "pojo(user:string,seq:long,bucket:int,meta:pojo(origin:string,shard:int,stamp:long),tags:array(string),"
     "parts:array(int),history:objarray(long),score:double)"
 )
 KEYS = {"count": f"{EVENT}:user", "group": f"{EVENT}:user|before(':')|lower"}
 PAIR_KEYS = {"group": "caseclass(user:string,seq:long):user|before(':')|lower"}
-
-
-def expected() -> tuple[list[str], list[str]]:
-    users: dict[str, list[int]] = {}
-    groups: dict[str, list[int]] = {}
-    for v in range(N):
-        user = f"U{v % USERS}:{v % 3}"
-        users.setdefault(user, []).append(v)
-        groups.setdefault(user.split(":")[0].lower(), []).append(v)
-    return (
-        sorted(f"count {k} {len(vs)} {sum(vs)}" for k, vs in users.items()),
-        sorted(f"group {k} {len(vs)} {sum(vs)}" for k, vs in groups.items()),
-    )
 
 
 @pytest.mark.flink
@@ -64,16 +50,4 @@ def test_rescaled_pojo_job_restores_exactly_once(tmp_path: Path, name: str, para
     doc = report.to_json()
     assert doc["records_moved"] > 0
 
-    release = name.split("-")[0]
-    result = restore(release, scenario, out, vertex_parallelism=new, until_finished=True)
-    assert result["outcome"] == "restored", result.get("error")
-    assert result.get("job_status") == "FINISHED", result
-    started = result["tasks_at_start"] if result.get("tasks_at_start") else result["tasks"]
-    for uid in new:  # Flink restored what spillway wrote, at the new parallelism, without rescaling itself
-        assert any(f"({parallelism}/{parallelism})" in t for t in started if t.startswith(uid)), (uid, started)
-    lines = result["results"]
-    counts, groups = expected()
-    assert sorted(line for line in lines if line.startswith("count ")) == (counts if "count" in keys else [])
-    assert sorted(line for line in lines if line.startswith("group ")) == groups
-    checks = [line.split() for line in lines if line.startswith("check ")]
-    assert (sum(int(c[1]) for c in checks), sum(int(c[2]) for c in checks)) == (N, N * (N - 1) // 2)
+    assert_restored_exactly_once(name.split("-")[0], scenario, out, new, parallelism)

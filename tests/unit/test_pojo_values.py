@@ -11,9 +11,9 @@ import math
 
 import pytest
 from support.fixtures import fixture_named
+from support.user_group_counted import assert_keys_routed, in_flight
 
 from spillway.errors import SpillwayError
-from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.value_composites import FieldsValue
 from spillway.formats.values import (
     ValueSpecError,
@@ -22,7 +22,6 @@ from spillway.formats.values import (
     parse_key_extractor,
     parse_value_spec,
 )
-from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -41,22 +40,6 @@ def logged(name: str) -> dict[int, dict]:
     fx = fixture_named(name)
     with gzip.open(fx.root / "records.jsonl.gz", "rt", encoding="utf-8") as f:
         return {r["seq"]: r for r in map(json.loads, f)}
-
-
-def in_flight(name: str) -> list[tuple[str, int, bytes]]:
-    """(downstream operator, downstream subtask, value bytes) of every record on the two keyed edges."""
-    fx = fixture_named(name)
-    result = analyze(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "jobgraph.json"), keep_records=10**9)
-    out = []
-    for ch in result.channels:
-        down = ch.downstream["operator"]
-        if down not in ("count", "group"):
-            continue
-        assert ch.ship_strategy == "HASH"
-        for rec in ch.record_list:
-            if rec["tag"] == "record":
-                out.append((down, ch.downstream["subtask"], bytes(rec["value"])))
-    return out
 
 
 @pytest.fixture(scope="module", params=FIXTURES)
@@ -105,19 +88,7 @@ def test_flinks_field_order_is_javas_sorted_order() -> None:
 @pytest.mark.parametrize(("spec", "operator"), [(BY_USER, "count"), (BY_GROUP, "group")])
 def test_keys_sit_on_the_subtask_flink_routed_them_to(fixture, spec: str, operator: str) -> None:  # type: ignore[no-untyped-def]
     name, records, _log = fixture
-    parallelism = 3 if name.endswith("-p3") else 2
-    extract = parse_key_extractor(spec)
-    checked = 0
-    for down, subtask, raw in records:
-        if down != operator:
-            continue
-        key, h = extract(raw)
-        user = as_logged(decode_value(EVENT, raw))["user"]
-        # the job's KeySelectors: "U7:2" is keyed by "U7:2" on count and by "u7" on group
-        assert key == (user if operator == "count" else user.split(":")[0].lower())
-        assert operator_index(128, parallelism, key_group_for_hash(h, 128)) == subtask, (name, key)
-        checked += 1
-    assert checked > 100
+    assert_keys_routed(name, records, spec, operator, lambda raw: as_logged(decode_value(EVENT, raw))["user"])
 
 
 def test_a_pojo_subclass_is_refused_with_its_name_or_tag() -> None:

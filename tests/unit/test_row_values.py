@@ -15,12 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from support.fixtures import fixture_named
+from support.user_group_counted import assert_keys_routed, in_flight
 
 from spillway.cli.app import app
 from spillway.errors import SpillwayError
-from spillway.flink.keygroups import key_group_for_hash, operator_index
-from spillway.formats.values import RowValue, decode_value, json_data, parse_key_extractor
-from spillway.inspect.analyze import analyze
+from spillway.formats.values import RowValue, decode_value, json_data
 from spillway.inspect.topology import load_plan
 from spillway.storage.load import load_checkpoint
 
@@ -37,20 +36,6 @@ def logged(name: str) -> dict[int, dict]:
     """seq -> the Row as the job wrote it: {"kind": "+I", "fields": {...}}."""
     with gzip.open(fixture_named(name).root / "records.jsonl.gz", "rt", encoding="utf-8") as f:
         return {r["fields"]["seq"]: r for r in map(json.loads, f)}
-
-
-def in_flight(name: str) -> list[tuple[str, int, bytes]]:
-    """(downstream operator, downstream subtask, value bytes) of every record on the two keyed edges."""
-    fx = fixture_named(name)
-    result = analyze(load_checkpoint(fx.checkpoint_dir), load_plan(fx.root / "jobgraph.json"), keep_records=10**9)
-    out = []
-    for ch in result.channels:
-        if ch.downstream["operator"] not in ("count", "group"):
-            continue
-        assert ch.ship_strategy == "HASH"
-        out += [(ch.downstream["operator"], ch.downstream["subtask"], bytes(r["value"])) for r in ch.record_list
-                if r["tag"] == "record"]  # fmt: skip
-    return out
 
 
 @pytest.fixture(scope="module", params=FIXTURES)
@@ -105,20 +90,12 @@ def test_rowserializer_writes_the_kind_and_null_mask_first_on_both_releases(fixt
 @pytest.mark.parametrize(("spec", "operator"), [(BY_USER, "count"), (BY_GROUP, "group")])
 def test_keys_sit_on_the_subtask_flink_routed_them_to(fixture, spec: str, operator: str) -> None:  # type: ignore[no-untyped-def]
     name, records, log = fixture
-    parallelism = 3 if name.endswith("-p3") else 2
-    extract = parse_key_extractor(spec)
-    checked = 0
-    for down, subtask, raw in records:
-        if down != operator:
-            continue
-        key, h = extract(raw)
+
+    def user_of(raw: bytes) -> str:
         seq = json_data(decode_value(EVENT, raw))["fields"]["seq"]  # type: ignore[index]
-        user = log[seq]["fields"]["user"]
-        # the job's KeySelectors: "U7:2" is keyed by "U7:2" on count and by "u7" on group
-        assert key == (user if operator == "count" else user.split(":")[0].lower())
-        assert operator_index(128, parallelism, key_group_for_hash(h, 128)) == subtask, (name, key)
-        checked += 1
-    assert checked > 100
+        return log[seq]["fields"]["user"]
+
+    assert_keys_routed(name, records, spec, operator, user_of)
 
 
 def as_arrow(logged_row: dict[str, Any] | None) -> dict[str, Any] | None:
