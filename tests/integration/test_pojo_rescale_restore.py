@@ -10,12 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.fixtures import fixture_named
-from support.user_group_counted import assert_restored_exactly_once
-
-from spillway.inspect.topology import load_plan
-from spillway.rescale.rescale import rescale
-from spillway.storage.load import load_checkpoint
+from support.user_group_counted import rescale_and_restore
 
 EVENT = (
     "pojo(user:string,seq:long,bucket:int,meta:pojo(origin:string,shard:int,stamp:long),tags:array(string),"
@@ -38,16 +33,5 @@ PAIR_KEYS = {"group": "caseclass(user:string,seq:long):user|before(':')|lower"}
     ],
 )
 def test_rescaled_pojo_job_restores_exactly_once(tmp_path: Path, name: str, parallelism: int) -> None:
-    fx = fixture_named(name)
-    scenario = fx.info["scenario"]
-    loaded = load_checkpoint(fx.checkpoint_dir)
-    loaded.resolve_files()
-    rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
-    keys = KEYS if scenario == "pojo-counted" else PAIR_KEYS
-    new = {"parse": parallelism, "group": parallelism} | ({"count": parallelism} if "count" in keys else {})
-    out = tmp_path / "rescaled"
-    report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=keys, master=None, rebase=rules)
-    doc = report.to_json()
-    assert doc["records_moved"] > 0
-
-    assert_restored_exactly_once(name.split("-")[0], scenario, out, new, parallelism)
+    keys = PAIR_KEYS if "caseclass" in name else KEYS
+    rescale_and_restore(name, parallelism, keys, tmp_path / "rescaled")

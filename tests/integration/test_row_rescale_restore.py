@@ -12,11 +12,7 @@ from pathlib import Path
 import pytest
 from support.console import spillway
 from support.fixtures import fixture_named
-from support.user_group_counted import assert_restored_exactly_once
-
-from spillway.inspect.topology import load_plan
-from spillway.rescale.rescale import rescale
-from spillway.storage.load import load_checkpoint
+from support.user_group_counted import assert_restored_exactly_once, rescale_and_restore
 
 EVENT = "row(user:string,seq:long,bucket:int,meta:row(origin:string,shard:int,stamp:long),score:double)"
 KEYS = {"count": f"{EVENT}:user", "group": f"{EVENT}:user|before(':')|lower"}
@@ -33,16 +29,7 @@ KEYS = {"count": f"{EVENT}:user", "group": f"{EVENT}:user|before(':')|lower"}
     ],
 )
 def test_rescaled_row_job_restores_exactly_once(tmp_path: Path, name: str, parallelism: int) -> None:
-    fx = fixture_named(name)
-    loaded = load_checkpoint(fx.checkpoint_dir)
-    loaded.resolve_files()
-    rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
-    new = {"parse": parallelism, "count": parallelism, "group": parallelism}
-    out = tmp_path / "rescaled"
-    report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=KEYS, master=None, rebase=rules)
-    assert report.to_json()["records_moved"] > 0
-
-    assert_restored_exactly_once(fx.release, "row-counted", out, new, parallelism)
+    rescale_and_restore(name, parallelism, KEYS, tmp_path / "rescaled")
 
 
 @pytest.mark.flink

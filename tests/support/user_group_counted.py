@@ -15,6 +15,7 @@ from spillway.flink.keygroups import key_group_for_hash, operator_index
 from spillway.formats.values import parse_key_extractor
 from spillway.inspect.analyze import analyze
 from spillway.inspect.topology import load_plan
+from spillway.rescale.rescale import rescale
 from spillway.storage.load import load_checkpoint
 from support.fixtures import fixture_named
 from support.flink_harness import restore
@@ -69,6 +70,19 @@ def expected_results() -> tuple[list[str], list[str]]:
         sorted(f"count {k} {len(vs)} {sum(vs)}" for k, vs in users.items()),
         sorted(f"group {k} {len(vs)} {sum(vs)}" for k, vs in groups.items()),
     )
+
+
+def rescale_and_restore(name: str, parallelism: int, keys: dict[str, str], out: Path) -> None:
+    """Rescales fixture ``name`` with spillway (the operators ``keys`` names and parse to ``parallelism``, the
+    fixture's files found through its own rebase rules) into ``out``, then asserts Flink restores it exactly-once."""
+    fx = fixture_named(name)
+    loaded = load_checkpoint(fx.checkpoint_dir)
+    loaded.resolve_files()
+    rules = [f"{r['from']}={r['to']}" for r in loaded.resolver.rebases()]
+    new = {"parse": parallelism} | dict.fromkeys(keys, parallelism)
+    report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=keys, master=None, rebase=rules)
+    assert report.to_json()["records_moved"] > 0
+    assert_restored_exactly_once(fx.release, fx.info["scenario"], out, new, parallelism)
 
 
 def assert_restored_exactly_once(release: str, scenario: str, out: Path, new: dict[str, int], parallelism: int) -> None:
