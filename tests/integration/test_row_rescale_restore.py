@@ -54,7 +54,7 @@ def test_rescaled_row_job_restores_exactly_once(tmp_path: Path, name: str, paral
     new = {"parse": parallelism, "count": parallelism, "group": parallelism}
     out = tmp_path / "rescaled"
     report = rescale(loaded, load_plan(fx.root / "jobgraph.json"), new, out, keys=KEYS, master=None, rebase=rules)
-    assert report.to_doc()["records_moved"] > 0
+    assert report.to_json()["records_moved"] > 0
 
     assert_exactly_once(fx.release, out, new, parallelism)
 
