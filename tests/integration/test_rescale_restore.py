@@ -209,7 +209,7 @@ def test_forced_rescale_of_a_damaged_source_restores_without_exactly_the_lost_re
     # the stream-graph plan shows names, not uids: the source's uid is given as a user would (--uid)
     plan = load_plan(copy / flavour, {"Source: seq": "src"} if flavour == "plan.json" else None)
     options = RescaleOptions(parallelism, out, keys={"count": "tuple:0:long"}, master=None, force=True)
-    report = spillway.open(chk, plan=plan).rescale(options).report
+    report = spillway.open(chk, plan=plan).rescale(options)
     assert [x.channel for x in report.plan.lost] == [channel["label"]]
     counts, totals = summarize(restore(release, "counted", out, vertex_parallelism=parallelism, until_finished=True))
     gone = set(lost)

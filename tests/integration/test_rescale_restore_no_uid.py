@@ -141,7 +141,7 @@ def test_stream_graph_plan_alone_rescales_and_restores_exactly_once(
     fixture = fixture_dir(release, scenario)
     out = tmp_path / "rescaled"
     cp = open_checkpoint(checkpoint_dir(release, scenario), plan=load_plan(fixture / "plan.json"))
-    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None)).report
+    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None))
     assert_binding_exact(report.binding, release, scenario)
     assert report.to_json()["records_moved"] > 0
     result = restore(
@@ -209,7 +209,7 @@ def test_uid_not_name_on_1_20_binds_no_wrong_id_and_the_one_uid_asked_for_restor
     out = tmp_path / "rescaled"
     plan = load_plan(fixture / "plan.json", {"check-totals": "checker"})
     cp = open_checkpoint(checkpoint_dir(release, scenario), plan=plan)
-    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None)).report
+    report = cp.rescale(RescaleOptions(UP, out, keys=KEY, master=None))
     assert_binding_exact(report.binding, release, scenario)
     result = restore(
         release, scenario, out, vertex_parallelism=UP_HARNESS, until_finished=True, workdir=tmp_path / "run"
